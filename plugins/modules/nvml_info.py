@@ -1,0 +1,790 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: nvml_info
+short_description: Gather NVIDIA driver, GPU and MIG facts through NVML
+version_added: 0.1.0
+description:
+  - Loads the NVIDIA Management Library (C(libnvidia-ml.so.1)) with the target's own Python and reports the driver,
+    NVML and CUDA driver versions, every GPU (identity, PCI ids, memory, architecture, compute capability, persistence
+    mode, compute processes) and its MIG state (current and pending mode, GPU instances, compute instances, MIG
+    devices).
+  - No Python package is needed on the target; the module talks to NVML through C(ctypes).
+  - A host without the NVIDIA user-space library, or with the library but no loaded kernel module (an image being
+    baked by Packer, a host before its first reboot), is not an error. The module succeeds and says so in
+    RV(nvml.status), RV(nvml.driver_loaded) and RV(nvml.reason).
+  - A query that the GPU or driver does not support (C(NVML_ERROR_NOT_SUPPORTED), or a symbol missing from an older
+    driver) leaves that field V(null) (lists empty, RV(nvml.gpus[].mig.capable=false) for MIG). Any other NVML error
+    fails the task with a message that names the NVML function, the GPU and the NVML error, and still returns the
+    data gathered up to that point in RV(nvml).
+author:
+  - gpufleet maintainers (@gpufleet)
+extends_documentation_fragment:
+  - gpufleet.nvidia.attributes
+  - gpufleet.nvidia.attributes.info_module
+  - gpufleet.nvidia.attributes.action_group_nvml
+options:
+  library:
+    description:
+      - The NVML shared library to load.
+      - By default C(libnvidia-ml.so.1) is found by the dynamic loader, exactly as C(nvidia-smi) finds it.
+      - Give a path to use a library outside the loader's search path.
+    type: path
+  gather_mig_profiles:
+    description:
+      - Also report, for each MIG-capable GPU, the GPU-instance profiles it offers and their possible placements
+        in RV(nvml.gpus[].mig.profiles).
+      - Listing placements needs a privileged user; use C(become=true).
+      - Most drivers only report profiles while MIG mode is enabled on the GPU.
+    type: bool
+    default: false
+notes:
+  - Run with C(become=true) to see everything; some NVML queries (MIG placements and instances) need root.
+  - The module never changes the GPU; it is safe on shared machines.
+requirements:
+  - Python 3.8 or later on the target (standard library only).
+  - The NVIDIA user-space driver (C(libnvidia-ml.so.1)) for anything beyond RV(nvml.status=library_not_found).
+seealso:
+  - name: NVML API reference
+    description: The NVIDIA Management Library calls this module makes.
+    link: https://docs.nvidia.com/deploy/nvml-api/index.html
+  - name: MIG user guide
+    description: GPU instances, compute instances, profiles and placements.
+    link: https://docs.nvidia.com/datacenter/tesla/mig-user-guide/
+"""
+
+EXAMPLES = r"""
+- name: Gather NVML facts
+  gpufleet.nvidia.nvml_info:
+  become: true
+  register: gpu
+
+- name: Print a one-line summary per GPU
+  ansible.builtin.debug:
+    msg: >-
+      GPU {{ item.index }} {{ item.name }} {{ item.uuid }}
+      {{ item.memory_total_mib }} MiB, {{ item.architecture }} (CC {{ item.compute_capability }}),
+      MIG {{ 'on' if item.mig.enabled else 'off' }}{{ ' (change pending)' if item.mig.pending_change else '' }}
+  loop: "{{ gpu.nvml.gpus }}"
+  loop_control:
+    label: "{{ item.index }}"
+
+- name: Defer GPU work to first boot when the driver is not running (image bake)
+  ansible.builtin.debug:
+    msg: "No NVIDIA driver running: {{ gpu.nvml.reason }}"
+  when: not gpu.nvml.driver_loaded
+
+- name: Reboot when the running kernel module and the installed driver disagree
+  ansible.builtin.reboot:
+  become: true
+  when: gpu.nvml.status == 'version_mismatch'
+
+- name: Also list MIG profiles and placements (needs root)
+  gpufleet.nvidia.nvml_info:
+    gather_mig_profiles: true
+  become: true
+  register: gpu_profiles
+
+- name: Use a library outside the loader path
+  gpufleet.nvidia.nvml_info:
+    library: /opt/nvidia/lib64/libnvidia-ml.so.1
+  register: gpu_custom
+"""
+
+RETURN = r"""
+nvml:
+  description:
+    - Everything the module found.
+    - Also returned when the module fails; it then holds what was read before the failure.
+  returned: always
+  type: dict
+  contains:
+    status:
+      description:
+        - V(ok) when NVML initialized.
+        - V(library_not_found) when the NVML library could not be loaded (or NVML reported C(LIBRARY_NOT_FOUND)).
+        - V(driver_not_loaded) when the library loaded but the nvidia kernel module is not running.
+        - V(version_mismatch) when the running kernel module and the installed user-space driver differ
+          (reboot or reload the modules).
+      type: str
+      returned: always
+      choices: [ok, library_not_found, driver_not_loaded, version_mismatch]
+      sample: ok
+    driver_loaded:
+      description: Whether an nvidia kernel module is running (V(true) for V(ok) and V(version_mismatch)).
+      type: bool
+      returned: always
+      sample: true
+    reason:
+      description:
+        - Why RV(nvml.status) is not V(ok), with the loader's or NVML's own message.
+        - When NVML initialization fails for another reason (the module then fails), the failure message.
+        - V(null) otherwise.
+      type: str
+      returned: always
+      sample: "nvmlInit_v2: Driver Not Loaded (NVML_ERROR_DRIVER_NOT_LOADED); the nvidia kernel module is not loaded"
+    library:
+      description: The library that was loaded or that loading was attempted from.
+      type: str
+      returned: always
+      sample: libnvidia-ml.so.1
+    driver_version:
+      description: The NVIDIA driver version; V(null) when NVML is not usable.
+      type: str
+      returned: always
+      sample: 550.127.05
+    nvml_version:
+      description: The NVML library version; V(null) when NVML is not usable.
+      type: str
+      returned: always
+      sample: 12.550.127.05
+    cuda_driver_version:
+      description:
+        - The CUDA version the driver supports, as C(major.minor); V(null) when NVML is not usable.
+        - Taken from C(libcuda) when it is installed, else NVML's built-in value.
+      type: str
+      returned: always
+      sample: "12.4"
+    gpu_count:
+      description: The number of GPUs NVML sees (MIG devices not counted).
+      type: int
+      returned: always
+      sample: 8
+    gpus:
+      description: One entry per GPU, in NVML index order. Fields NVML cannot report are V(null).
+      type: list
+      elements: dict
+      returned: always
+      contains:
+        index:
+          description: The NVML device index.
+          type: int
+          returned: always
+          sample: 0
+        name:
+          description: The product name.
+          type: str
+          returned: always
+          sample: NVIDIA A100-SXM4-40GB
+        uuid:
+          description: The GPU UUID.
+          type: str
+          returned: always
+          sample: GPU-4a6b1c2d-0000-1111-2222-333344445555
+        serial:
+          description: The board serial number.
+          type: str
+          returned: always
+          sample: "1562720012345"
+        board_part_number:
+          description: The board part number.
+          type: str
+          returned: always
+          sample: 692-2G506-0200-002
+        minor_number:
+          description: The minor number of C(/dev/nvidiaN).
+          type: int
+          returned: always
+          sample: 0
+        pci:
+          description: PCI location and ids; V(null) when NVML cannot report them.
+          type: dict
+          returned: always
+          contains:
+            bus_id:
+              description: The PCI bus id, C(domain:bus:device.function).
+              type: str
+              returned: always
+              sample: "00000000:07:00.0"
+            domain:
+              description: The PCI domain.
+              type: int
+              returned: always
+              sample: 0
+            bus:
+              description: The PCI bus.
+              type: int
+              returned: always
+              sample: 7
+            device:
+              description: The PCI device number on the bus.
+              type: int
+              returned: always
+              sample: 0
+            device_id:
+              description: The combined 16-bit device id and 16-bit vendor id, as mig-parted's C(device-filter) uses it.
+              type: str
+              returned: always
+              sample: "0x20B010DE"
+            subsystem_id:
+              description: The 32-bit subsystem id.
+              type: str
+              returned: always
+              sample: "0x134F10DE"
+        memory_total_mib:
+          description: Total framebuffer memory in MiB.
+          type: int
+          returned: always
+          sample: 40960
+        architecture:
+          description: The GPU architecture, V(unknown) when NVML does not report a known one.
+          type: str
+          returned: always
+          choices: [kepler, maxwell, pascal, volta, turing, ampere, ada, hopper, blackwell, rubin, unknown]
+          sample: ampere
+        architecture_id:
+          description: The raw C(nvmlDeviceArchitecture_t) value.
+          type: int
+          returned: always
+          sample: 7
+        compute_capability:
+          description: The CUDA compute capability, C(major.minor).
+          type: str
+          returned: always
+          sample: "8.0"
+        persistence_mode:
+          description: Whether persistence mode is on; V(null) where it is not supported.
+          type: bool
+          returned: always
+          sample: true
+        mig:
+          description: MIG state of the GPU.
+          type: dict
+          returned: always
+          contains:
+            capable:
+              description: Whether the GPU supports MIG.
+              type: bool
+              returned: always
+              sample: true
+            enabled:
+              description: The current MIG mode.
+              type: bool
+              returned: always
+              sample: true
+            pending_enabled:
+              description: The MIG mode after the next GPU reset or reboot.
+              type: bool
+              returned: always
+              sample: true
+            pending_change:
+              description: V(true) when the pending mode differs from the current one (a reset or reboot is needed).
+              type: bool
+              returned: always
+              sample: false
+            gpu_instances:
+              description: Existing GPU instances, sorted by id. Empty when MIG is off.
+              type: list
+              elements: dict
+              returned: always
+              contains:
+                id:
+                  description: The GPU instance id.
+                  type: int
+                  returned: always
+                  sample: 1
+                profile_id:
+                  description: The GPU-instance profile id (not the C(NVML_GPU_INSTANCE_PROFILE_*) index).
+                  type: int
+                  returned: always
+                  sample: 9
+                profile_name:
+                  description: The profile name; V(null) on drivers without the versioned profile call.
+                  type: str
+                  returned: always
+                  sample: 3g.20gb
+                placement:
+                  description: The memory slices the instance occupies.
+                  type: dict
+                  returned: always
+                  contains:
+                    start:
+                      description: The first memory slice.
+                      type: int
+                      returned: always
+                      sample: 0
+                    size:
+                      description: The number of memory slices.
+                      type: int
+                      returned: always
+                      sample: 4
+                compute_instances:
+                  description: The compute instances inside this GPU instance, sorted by id.
+                  type: list
+                  elements: dict
+                  returned: always
+                  contains:
+                    id:
+                      description: The compute instance id, unique within its GPU instance.
+                      type: int
+                      returned: always
+                      sample: 0
+                    profile_id:
+                      description: The compute-instance profile id.
+                      type: int
+                      returned: always
+                      sample: 2
+                    placement:
+                      description: The compute slices the instance occupies within its GPU instance.
+                      type: dict
+                      returned: always
+                      contains:
+                        start:
+                          description: The first compute slice.
+                          type: int
+                          returned: always
+                          sample: 0
+                        size:
+                          description: The number of compute slices.
+                          type: int
+                          returned: always
+                          sample: 3
+            devices:
+              description: MIG devices (one per compute instance), sorted by GPU and compute instance id.
+              type: list
+              elements: dict
+              returned: always
+              contains:
+                uuid:
+                  description: The MIG device UUID.
+                  type: str
+                  returned: always
+                  sample: MIG-8d2b1d3c-0000-1111-2222-333344445555
+                name:
+                  description: The MIG device name.
+                  type: str
+                  returned: always
+                  sample: NVIDIA A100-SXM4-40GB MIG 3g.20gb
+                gpu_instance_id:
+                  description: The GPU instance it belongs to.
+                  type: int
+                  returned: always
+                  sample: 1
+                compute_instance_id:
+                  description: The compute instance it stands for.
+                  type: int
+                  returned: always
+                  sample: 0
+                memory_total_mib:
+                  description: The memory of the MIG device in MiB.
+                  type: int
+                  returned: always
+                  sample: 19968
+            profiles:
+              description:
+                - GPU-instance profiles the GPU offers, sorted by index.
+                - Empty when the driver reports none (most drivers only report them with MIG enabled).
+              type: list
+              elements: dict
+              returned: when O(gather_mig_profiles=true)
+              contains:
+                index:
+                  description: The C(NVML_GPU_INSTANCE_PROFILE_*) index.
+                  type: int
+                  returned: always
+                  sample: 2
+                id:
+                  description: The profile id that placements and instances refer to.
+                  type: int
+                  returned: always
+                  sample: 9
+                name:
+                  description: The profile name; V(null) on drivers without the versioned profile call.
+                  type: str
+                  returned: always
+                  sample: 3g.20gb
+                slices:
+                  description: The number of compute slices.
+                  type: int
+                  returned: always
+                  sample: 3
+                instances:
+                  description: How many instances of this profile fit on an empty GPU.
+                  type: int
+                  returned: always
+                  sample: 2
+                memory_mib:
+                  description: Memory of one instance in MiB.
+                  type: int
+                  returned: always
+                  sample: 19968
+                placements:
+                  description: Every possible placement, in memory slices, sorted by start.
+                  type: list
+                  elements: dict
+                  returned: always
+                  contains:
+                    start:
+                      description: The first memory slice.
+                      type: int
+                      returned: always
+                      sample: 0
+                    size:
+                      description: The number of memory slices.
+                      type: int
+                      returned: always
+                      sample: 4
+        processes:
+          description: Compute processes on the GPU, sorted by pid; empty when there are none or NVML cannot tell.
+          type: list
+          elements: dict
+          returned: always
+          contains:
+            pid:
+              description: The process id (in the host's PID namespace).
+              type: int
+              returned: always
+              sample: 4242
+            used_memory_mib:
+              description: GPU memory the process uses, in MiB; V(null) when NVML cannot tell.
+              type: int
+              returned: always
+              sample: 1024
+            gpu_instance_id:
+              description: The GPU instance the process runs in; V(null) outside MIG.
+              type: int
+              returned: always
+              sample: 1
+            compute_instance_id:
+              description: The compute instance the process runs in; V(null) outside MIG.
+              type: int
+              returned: always
+              sample: 0
+"""
+
+import typing as t
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import (
+    NVML_ERROR_DRIVER_NOT_LOADED,
+    NVML_ERROR_FUNCTION_NOT_FOUND,
+    NVML_ERROR_LIB_RM_VERSION_MISMATCH,
+    NVML_ERROR_LIBRARY_NOT_FOUND,
+    NVML_ERROR_NOT_SUPPORTED,
+    DEFAULT_LIBRARY,
+    Device,
+    GpuInstance,
+    GpuInstanceProfile,
+    NvmlError,
+    NvmlLibraryNotFoundError,
+    NvmlSession,
+    Placement,
+    architecture_name,
+)
+
+_MIB = 1024 * 1024
+
+# Answers that mean "this GPU or driver cannot tell": the field becomes null
+# instead of failing the task. A missing symbol (older driver) counts too: a
+# facts module should degrade on an old driver, not refuse to run.
+_UNAVAILABLE = frozenset({NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_FUNCTION_NOT_FOUND})
+
+# nvmlInit outcomes that describe the host rather than a failure of the task.
+_INIT_STATUS = {
+    NVML_ERROR_DRIVER_NOT_LOADED: ("driver_not_loaded", False),
+    NVML_ERROR_LIBRARY_NOT_FOUND: ("library_not_found", False),
+    NVML_ERROR_LIB_RM_VERSION_MISMATCH: ("version_mismatch", True),
+}
+
+T = t.TypeVar("T")
+
+
+class NvmlFactsError(Exception):
+    """Gathering stopped on an NVML error; the message names call and GPU."""
+
+
+class NvmlFactsCollector:
+    """Reads everything nvml_info reports, in one NVML session."""
+
+    # Calls the facts cannot do without: even NOT_SUPPORTED from them fails
+    # the task, because there is no honest "null" for a device count, a
+    # device handle or the identity of an existing GPU/compute instance.
+    REQUIRED_CALLS = frozenset({
+        "nvmlInit_v2",
+        "nvmlInit",
+        "nvmlInitWithFlags",
+        "nvmlShutdown",
+        "nvmlDeviceGetCount_v2",
+        "nvmlDeviceGetHandleByIndex_v2",
+        "nvmlGpuInstanceGetInfo",
+        "nvmlComputeInstanceGetInfo_v2",
+    })
+
+    def __init__(
+        self,
+        library: str | None,
+        gather_mig_profiles: bool = False,
+        session_factory: t.Callable[[str], NvmlSession] = NvmlSession,
+    ) -> None:
+        self.library = library or DEFAULT_LIBRARY
+        self.gather_mig_profiles = gather_mig_profiles
+        self.session_factory = session_factory
+        self.facts: dict[str, t.Any] = {
+            "status": "ok",
+            "driver_loaded": False,
+            "reason": None,
+            "library": self.library,
+            "driver_version": None,
+            "nvml_version": None,
+            "cuda_driver_version": None,
+            "gpu_count": 0,
+            "gpus": [],
+        }
+        # Where the current query happens, for error messages ("GPU 0 (GPU-..)").
+        self._scope: list[str] = []
+
+    # -- entry point ------------------------------------------------------------
+    def collect(self) -> dict[str, t.Any]:
+        """Return the facts; raise NvmlFactsError (self.facts stays partial)."""
+        try:
+            session = self.session_factory(self.library)
+        except NvmlLibraryNotFoundError as err:
+            return self._not_ready("library_not_found", False, "{0} could not be loaded: {1}; {2}".format(
+                err.path, err.text, err.hint))
+        try:
+            session.init()
+        except NvmlError as err:
+            if err.code not in _INIT_STATUS:
+                self.facts["reason"] = self._message(err)
+                raise NvmlFactsError(self.facts["reason"]) from None
+            status, driver_loaded = _INIT_STATUS[err.code]
+            return self._not_ready(status, driver_loaded, "{0} loaded, but {1}".format(self.library, err))
+
+        self.facts["driver_loaded"] = True
+        message = None
+        try:
+            self._system(session)
+            self._gpus(session)
+        except NvmlError as err:
+            message = self._message(err)
+        finally:
+            # Shut down whatever happened; the first error is the one reported.
+            self._scope = []
+            try:
+                session.shutdown()
+            except NvmlError as err:
+                message = message or self._message(err)
+        if message:
+            raise NvmlFactsError(message)
+        return self.facts
+
+    def _not_ready(self, status: str, driver_loaded: bool, reason: str) -> dict[str, t.Any]:
+        self.facts.update(status=status, driver_loaded=driver_loaded, reason=reason)
+        return self.facts
+
+    def _message(self, err: NvmlError) -> str:
+        where = " for " + " ".join(self._scope) if self._scope else ""
+        msg = "{0} failed{1}: {2} ({3})".format(err.function, where, err.text, err.name)
+        if err.hint:
+            msg += "; " + err.hint
+        return msg
+
+    @staticmethod
+    def _optional(query: t.Callable[..., T], *args: t.Any) -> T | None:
+        try:
+            return query(*args)
+        except NvmlError as err:
+            if err.code in _UNAVAILABLE:
+                return None
+            raise
+
+    # -- system -------------------------------------------------------------------
+    def _system(self, s: NvmlSession) -> None:
+        self.facts["driver_version"] = self._optional(s.driver_version)
+        self.facts["nvml_version"] = self._optional(s.nvml_version)
+        self.facts["cuda_driver_version"] = self._optional(s.cuda_driver_version)
+        self.facts["gpu_count"] = s.device_count()
+
+    # -- GPUs -----------------------------------------------------------------------
+    def _gpus(self, s: NvmlSession) -> None:
+        for index in range(self.facts["gpu_count"]):
+            gpu: dict[str, t.Any] = {
+                "index": index,
+                "name": None,
+                "uuid": None,
+                "serial": None,
+                "board_part_number": None,
+                "minor_number": None,
+                "pci": None,
+                "memory_total_mib": None,
+                "architecture": "unknown",
+                "architecture_id": None,
+                "compute_capability": None,
+                "persistence_mode": None,
+                "mig": {
+                    "capable": False,
+                    "enabled": False,
+                    "pending_enabled": False,
+                    "pending_change": False,
+                    "gpu_instances": [],
+                    "devices": [],
+                },
+                "processes": [],
+            }
+            if self.gather_mig_profiles:
+                gpu["mig"]["profiles"] = []
+            # Appended before it is filled, so a failure still returns what
+            # was read about this GPU.
+            self.facts["gpus"].append(gpu)
+            self._scope = ["GPU {0}".format(index)]
+            self._gpu(s, s.device_by_index(index), gpu)
+
+    def _gpu(self, s: NvmlSession, dev: Device, gpu: dict[str, t.Any]) -> None:
+        opt = self._optional
+        # UUID first: every later error message can then name the GPU by it.
+        gpu["uuid"] = opt(s.device_uuid, dev)
+        if gpu["uuid"]:
+            self._scope = ["GPU {0} ({1})".format(gpu["index"], gpu["uuid"])]
+        gpu["name"] = opt(s.device_name, dev)
+        gpu["serial"] = opt(s.device_serial, dev)
+        gpu["board_part_number"] = opt(s.device_board_part_number, dev)
+        gpu["minor_number"] = opt(s.device_minor_number, dev)
+
+        pci = opt(s.device_pci_info, dev)
+        if pci is not None:
+            gpu["pci"] = {
+                "bus_id": pci.bus_id,
+                "domain": pci.domain,
+                "bus": pci.bus,
+                "device": pci.device,
+                "device_id": "0x{0:08X}".format(pci.pci_device_id),
+                "subsystem_id": "0x{0:08X}".format(pci.pci_subsystem_id),
+            }
+        memory = opt(s.device_memory, dev)
+        gpu["memory_total_mib"] = memory.total // _MIB if memory else None
+
+        arch = opt(s.device_architecture, dev)
+        gpu["architecture"] = architecture_name(arch)
+        gpu["architecture_id"] = arch
+        capability = opt(s.device_compute_capability, dev)
+        gpu["compute_capability"] = "{0}.{1}".format(*capability) if capability else None
+        gpu["persistence_mode"] = opt(s.device_persistence_mode, dev)
+
+        self._mig(s, dev, gpu["mig"])
+
+        processes = opt(s.device_compute_processes, dev) or []
+        gpu["processes"] = sorted(
+            (
+                {
+                    "pid": p.pid,
+                    "used_memory_mib": None if p.used_memory is None else p.used_memory // _MIB,
+                    "gpu_instance_id": p.gpu_instance_id,
+                    "compute_instance_id": p.compute_instance_id,
+                }
+                for p in processes
+            ),
+            key=lambda p: p["pid"],
+        )
+
+    # -- MIG --------------------------------------------------------------------------
+    def _mig(self, s: NvmlSession, dev: Device, mig: dict[str, t.Any]) -> None:
+        mode = self._optional(s.device_mig_mode, dev)
+        if mode is None:
+            return
+        mig.update(
+            capable=True,
+            enabled=mode.current,
+            pending_enabled=mode.pending,
+            pending_change=mode.current != mode.pending,
+        )
+        profiles: list[GpuInstanceProfile] = []
+        if mode.current or self.gather_mig_profiles:
+            profiles = self._optional(s.gpu_instance_profiles, dev) or []
+        if mode.current:
+            mig["gpu_instances"] = self._gpu_instances(s, dev, profiles)
+            mig["devices"] = self._mig_devices(s, dev)
+        if self.gather_mig_profiles:
+            mig["profiles"] = [self._profile(s, dev, p) for p in profiles]
+
+    def _gpu_instances(self, s: NvmlSession, dev: Device, profiles: list[GpuInstanceProfile]) -> list[dict[str, t.Any]]:
+        found = []
+        outer = list(self._scope)
+        for profile in profiles:
+            handles = self._optional(s.gpu_instances, dev, profile) or []
+            for handle in handles:
+                info = s.gpu_instance_info(handle)
+                self._scope = outer + ["GPU instance {0}".format(info.id)]
+                found.append({
+                    "id": info.id,
+                    "profile_id": info.profile_id,
+                    "profile_name": profile.name,
+                    "placement": _placement(info.placement),
+                    "compute_instances": self._compute_instances(s, handle),
+                })
+                self._scope = outer
+        return sorted(found, key=lambda gi: gi["id"])
+
+    def _compute_instances(self, s: NvmlSession, gi: GpuInstance) -> list[dict[str, t.Any]]:
+        found = []
+        for profile in self._optional(s.compute_instance_profiles, gi) or []:
+            for handle in self._optional(s.compute_instances, gi, profile) or []:
+                info = s.compute_instance_info(handle)
+                found.append({"id": info.id, "profile_id": info.profile_id, "placement": _placement(info.placement)})
+        return sorted(found, key=lambda ci: ci["id"])
+
+    def _mig_devices(self, s: NvmlSession, dev: Device) -> list[dict[str, t.Any]]:
+        opt = self._optional
+        found = []
+        outer = list(self._scope)
+        for index, mig in enumerate(opt(s.mig_devices, dev) or []):
+            self._scope = outer + ["MIG device {0}".format(index)]
+            memory = opt(s.device_memory, mig)
+            found.append({
+                "uuid": opt(s.device_uuid, mig),
+                "name": opt(s.device_name, mig),
+                "gpu_instance_id": opt(s.mig_device_gpu_instance_id, mig),
+                "compute_instance_id": opt(s.mig_device_compute_instance_id, mig),
+                "memory_total_mib": memory.total // _MIB if memory else None,
+            })
+        self._scope = outer
+
+        def order(device: dict[str, t.Any]) -> tuple[int, int, str]:
+            gi, ci = device["gpu_instance_id"], device["compute_instance_id"]
+            return (-1 if gi is None else gi, -1 if ci is None else ci, device["uuid"] or "")
+
+        return sorted(found, key=order)
+
+    def _profile(self, s: NvmlSession, dev: Device, profile: GpuInstanceProfile) -> dict[str, t.Any]:
+        placements = self._optional(s.gpu_instance_possible_placements, dev, profile.id) or []
+        return {
+            "index": profile.index,
+            "id": profile.id,
+            "name": profile.name,
+            "slices": profile.slice_count,
+            "instances": profile.instance_count,
+            "memory_mib": profile.memory_size_mb,
+            "placements": [_placement(p) for p in sorted(placements, key=lambda p: (p.start, p.size))],
+        }
+
+
+def _placement(placement: Placement) -> dict[str, int]:
+    return {"start": placement.start, "size": placement.size}
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=dict(
+            library=dict(type="path"),
+            gather_mig_profiles=dict(type="bool", default=False),
+        ),
+        supports_check_mode=True,
+    )
+    collector = NvmlFactsCollector(
+        library=module.params["library"],
+        gather_mig_profiles=module.params["gather_mig_profiles"],
+    )
+    try:
+        facts = collector.collect()
+    except NvmlFactsError as exc:
+        module.fail_json(msg=str(exc), nvml=collector.facts)
+    module.exit_json(changed=False, nvml=facts)
+
+
+if __name__ == "__main__":
+    main()

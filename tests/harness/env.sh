@@ -1,0 +1,20 @@
+# shellcheck shell=bash
+# Shared settings of the test ground. Sourced by every harness script and by
+# the Makefile (through `harness/run`), so names and paths live in one place.
+
+GPUFLEET_ROOT=${GPUFLEET_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+# Caches survive `git clean` and fresh clones: images, downloaded .debs, the
+# mirror's throwaway key. Content keys decide when something is rebuilt.
+GPUFLEET_CACHE=${GPUFLEET_CACHE:-/var/cache/gpufleet}
+GPUFLEET_MIRROR_ROOT=${GPUFLEET_MIRROR_ROOT:-$GPUFLEET_CACHE/mirror}
+GPUFLEET_MIRROR_PORT=${GPUFLEET_MIRROR_PORT:-8765}
+GPUFLEET_MIRROR_URL=${GPUFLEET_MIRROR_URL:-http://127.0.0.1:$GPUFLEET_MIRROR_PORT}
+GPUFLEET_IMAGE_PREFIX=${GPUFLEET_IMAGE_PREFIX:-localhost/gpufleet}
+GPUFLEET_DEBIAN_MIRROR=${GPUFLEET_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+GPUFLEET_VENV=${GPUFLEET_VENV:-$GPUFLEET_ROOT/.venv}
+
+export GPUFLEET_ROOT GPUFLEET_CACHE GPUFLEET_MIRROR_ROOT GPUFLEET_MIRROR_PORT \
+  GPUFLEET_MIRROR_URL GPUFLEET_IMAGE_PREFIX GPUFLEET_DEBIAN_MIRROR GPUFLEET_VENV
+
+log() { printf '\033[1m[harness]\033[0m %s\n' "$*" >&2; }
+die() { printf '\033[1;31m[harness] error:\033[0m %s\n' "$*" >&2; exit 1; }

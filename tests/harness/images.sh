@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Build the systemd container images of the test ground, cached under a
+# content key: an image is rebuilt only when something that goes into it
+# changes (this script, the package list, the simulator, the node fixture).
+#
+#   images.sh base debian12|debian13          -> prints the image reference
+#   images.sh gpusim debian12|debian13 [NODE] -> base + simulated NVML + NODE
+#
+# Both are also tagged :latest, which is what molecule.yml files name.
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=env.sh
+. "$(dirname "$0")/env.sh"
+
+# Debian packages in every base image: systemd as PID 1, what Ansible needs
+# on a target (python3, python3-apt), and what our roles expect on any real
+# host (gnupg for repository keys, kmod, procps, iproute2).
+BASE_PACKAGES=systemd,systemd-sysv,dbus,python3,python3-apt,ca-certificates,gnupg,iproute2,procps,kmod,less
+
+suite_of() {
+  case "$1" in
+    debian12) echo bookworm ;;
+    debian13) echo trixie ;;
+    *) die "unknown platform '$1' (expected debian12 or debian13)" ;;
+  esac
+}
+
+content_key() { sha256sum "$@" | sha256sum | cut -c1-12; }
+
+# Scratch directories are removed on exit, however the script ends.
+SCRATCH=()
+cleanup() { [ "${#SCRATCH[@]}" -eq 0 ] || rm -rf "${SCRATCH[@]}"; }
+trap cleanup EXIT
+scratch_dir() { local d; d=$(mktemp -d "$GPUFLEET_CACHE/tmp.XXXXXX"); SCRATCH+=("$d"); echo "$d"; }
+
+image_exists() { podman image exists "$1"; }
+
+# Remove older builds of the same image so the cache does not grow forever.
+prune_old() {
+  local name=$1 keep=$2 ref
+  for ref in $(podman images --filter "label=gpufleet.image=$name" --format '{{.Repository}}:{{.Tag}}'); do
+    case "$ref" in *":$keep" | *":latest") ;; *) podman rmi -f "$ref" >/dev/null 2>&1 || true ;; esac
+  done
+  podman image prune -f --filter "label=gpufleet.image=$name" >/dev/null 2>&1 || true
+}
+
+build_base() {
+  local platform=$1 suite key ref rootfs
+  suite=$(suite_of "$platform")
+  # The key covers what goes into the image: suite, packages, this function.
+  key=$( (printf '%s\n' "$suite" "$BASE_PACKAGES"; declare -f build_base) | sha256sum | cut -c1-12)
+  ref="$GPUFLEET_IMAGE_PREFIX/$platform:$key"
+  if image_exists "$ref"; then
+    podman tag "$ref" "$GPUFLEET_IMAGE_PREFIX/$platform:latest"
+    echo "$ref"; return
+  fi
+  log "building $ref with debootstrap ($suite); about a minute"
+  rootfs=$(scratch_dir)
+  debootstrap --variant=minbase --include="$BASE_PACKAGES" "$suite" "$rootfs" \
+    "$GPUFLEET_DEBIAN_MIRROR" >"$GPUFLEET_CACHE/debootstrap-$platform.log" 2>&1 \
+    || die "debootstrap failed, see $GPUFLEET_CACHE/debootstrap-$platform.log"
+
+  cat >"$rootfs/etc/apt/sources.list" <<SOURCES
+deb $GPUFLEET_DEBIAN_MIRROR $suite main
+deb $GPUFLEET_DEBIAN_MIRROR $suite-updates main
+deb http://deb.debian.org/debian-security $suite-security main
+SOURCES
+  # An empty machine-id lets systemd give every container its own.
+  : >"$rootfs/etc/machine-id"
+  rm -f "$rootfs/var/lib/dbus/machine-id"
+  # Units that only make sense on a real console or real hardware.
+  for unit in getty@tty1.service serial-getty@.service console-getty.service \
+    systemd-remount-fs.service sys-kernel-config.mount sys-kernel-debug.mount \
+    sys-kernel-tracing.mount; do
+    ln -sf /dev/null "$rootfs/etc/systemd/system/$unit"
+  done
+  rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/log/*.log
+
+  tar -C "$rootfs" --numeric-owner -c . \
+    | podman import --quiet \
+      --change 'CMD ["/sbin/init"]' \
+      --change 'STOPSIGNAL SIGRTMIN+3' \
+      --change "LABEL gpufleet.image=$platform" \
+      --change "LABEL gpufleet.key=$key" \
+      - "$ref" >/dev/null
+  podman tag "$ref" "$GPUFLEET_IMAGE_PREFIX/$platform:latest"
+  prune_old "$platform" "$key"
+  echo "$ref"
+}
+
+build_gpusim() {
+  local platform=$1 node=${2:-dgx-a100-8x40gb} base sim key ref ctx name
+  base=$(build_base "$platform")
+  sim="$GPUFLEET_ROOT/tests/nvml-sim"
+  make -s -C "$sim" >/dev/null
+  key=$(content_key "$sim/build/libnvidia-ml.so.1" "$sim/simctl.py" "$sim/nodes/$node.yml" \
+    "$sim"/models/*.yml <(echo "$base"; declare -f build_gpusim))
+  name="$platform-gpusim"
+  ref="$GPUFLEET_IMAGE_PREFIX/$name:$key"
+  if ! image_exists "$ref"; then
+    log "building $ref (simulated node: $node)"
+    ctx=$(scratch_dir)
+    cp "$sim/build/libnvidia-ml.so.1" "$sim/simctl.py" "$ctx/"
+    "$GPUFLEET_VENV/bin/python" "$sim/simctl.py" render "$sim/nodes/$node.yml" -o "$ctx/state"
+    cat >"$ctx/Containerfile" <<CONTAINERFILE
+FROM $base
+# Where the dynamic loader finds it first, like a driver's libnvidia-ml.so.1.
+COPY libnvidia-ml.so.1 /usr/local/lib/x86_64-linux-gnu/libnvidia-ml.so.1
+COPY simctl.py /usr/local/lib/nvml-sim/simctl.py
+COPY state /var/lib/nvml-sim/state
+RUN printf '#!/bin/sh\\nexec python3 /usr/local/lib/nvml-sim/simctl.py "\$@"\\n' >/usr/local/sbin/nvml-simctl \\
+ && chmod 0755 /usr/local/sbin/nvml-simctl && chmod 0600 /var/lib/nvml-sim/state && ldconfig
+LABEL gpufleet.image=$name gpufleet.key=$key gpufleet.node=$node
+CONTAINERFILE
+    podman build --quiet --network host -t "$ref" "$ctx" >/dev/null
+    prune_old "$name" "$key"
+  fi
+  podman tag "$ref" "$GPUFLEET_IMAGE_PREFIX/$name:latest"
+  echo "$ref"
+}
+
+case "${1:-}" in
+  base) build_base "${2:?platform}" ;;
+  gpusim) build_gpusim "${2:?platform}" "${3:-}" ;;
+  *) die "usage: $0 base|gpusim debian12|debian13 [node]" ;;
+esac

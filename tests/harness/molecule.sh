@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Run Molecule scenarios (all under extensions/molecule/ by default) one after another
+# and print how long each took. MOLECULE_DRIVER=docker selects the Docker
+# driver where a Docker engine exists.
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=env.sh
+. "$(dirname "$0")/env.sh"
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$GPUFLEET_ROOT"
+
+base_config=()
+if [ "${MOLECULE_DRIVER:-podman}" = docker ]; then
+  base_config=(--base-config .config/molecule/config.yml --base-config "$here/molecule-docker.yml")
+  for platform in debian12 debian13; do
+    podman save "$GPUFLEET_IMAGE_PREFIX/$platform-gpusim:latest" | docker load >/dev/null
+  done
+fi
+
+scenarios=("$@")
+if [ "${#scenarios[@]}" -eq 0 ]; then
+  for file in extensions/molecule/*/molecule.yml; do
+    scenarios+=("$(basename "$(dirname "$file")")")
+  done
+fi
+
+summary=()
+status=0
+for scenario in "${scenarios[@]}"; do
+  start=$(date +%s)
+  if molecule "${base_config[@]}" test -s "$scenario"; then result=passed; else result=FAILED; status=1; fi
+  summary+=("$(printf '%-22s %-7s %4ss' "$scenario" "$result" "$(($(date +%s) - start))")")
+  [ "$status" -eq 0 ] || [ -n "${GPUFLEET_KEEP_GOING:-}" ] || break
+done
+log "Molecule summary:"
+printf '  %s\n' "${summary[@]}" >&2
+exit "$status"

@@ -1,0 +1,87 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Run one of our modules' main() with patched args and capture its outcome.
+
+Used in-process (`run_module`) and as a subprocess entry point
+(`python -m ...module_runner MODULE ARGS_JSON OUT_JSON`). A ctypes-loaded
+library stays mapped for the life of a process, and two libraries with the
+soname libnvidia-ml.so.1 must never meet in one process, so every run that
+loads an NVML library goes through a fresh subprocess.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import traceback
+import typing as t
+from unittest import mock
+
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _nvml
+
+
+class _ModuleExit(Exception):
+    def __init__(self, kind: str, result: dict[str, t.Any]) -> None:
+        super().__init__(kind)
+        self.kind = kind
+        self.result = result
+
+
+def _exit_json(self: basic.AnsibleModule, **kwargs: t.Any) -> None:
+    raise _ModuleExit("exit", kwargs)
+
+
+def _fail_json(self: basic.AnsibleModule, msg: str, **kwargs: t.Any) -> None:
+    kwargs.update(failed=True, msg=msg)
+    raise _ModuleExit("fail", kwargs)
+
+
+def run_module(name: str, args: dict[str, t.Any]) -> dict[str, t.Any]:
+    """Outcome of plugins/modules/<name>.main() with `args`.
+
+    kind: exit | fail | exception | returned (main() fell off its end);
+    result: what exit_json/fail_json got; traceback: for exceptions;
+    resolved: every NVML symbol the binding resolved, in first-use order.
+    """
+    sessions: list[_nvml.NvmlSession] = []
+    original_init = _nvml.NvmlSession.__init__
+
+    def recording_init(self: _nvml.NvmlSession, *a: t.Any, **kw: t.Any) -> None:
+        sessions.append(self)
+        original_init(self, *a, **kw)
+
+    outcome: dict[str, t.Any] = {"kind": "returned", "result": None, "traceback": None}
+    module = importlib.import_module("ansible_collections.gpufleet.nvidia.plugins.modules." + name)
+    with patch_module_args(args), \
+            mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json), \
+            mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json), \
+            mock.patch.object(_nvml.NvmlSession, "__init__", recording_init):
+        try:
+            module.main()
+        except _ModuleExit as done:
+            outcome.update(kind=done.kind, result=done.result)
+        except BaseException:  # pylint: disable=broad-exception-caught
+            outcome.update(kind="exception", traceback=traceback.format_exc())
+    outcome["resolved"] = [symbol for session in sessions for symbol in getattr(session, "resolved", [])]
+    return outcome
+
+
+def main(argv: list[str]) -> int:
+    name, args_path, out_path = argv
+    with open(args_path, encoding="utf-8") as handle:
+        args = json.load(handle)
+    outcome = run_module(name, args)
+    with open(out_path, "w", encoding="utf-8") as handle:
+        json.dump(outcome, handle, default=repr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
