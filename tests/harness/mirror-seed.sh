@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Fill the local mirror from mirror-packages.txt, sign it and serve it on
-# loopback. Downloads are cached, so a second run only re-indexes.
+# Fill the local mirror from mirror-packages.txt and seed.d/*.sh, sign it and
+# serve it on loopback. Downloads and builds are cached, so a second run only
+# re-indexes.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=env.sh
 . "$(dirname "$0")/env.sh"
@@ -13,5 +14,12 @@ while read -r suite repo packages; do
   mapfile -t debs < <(python3 "$here/mirror.py" fetch --suite "$suite" $packages)
   python3 "$here/mirror.py" add-deb --dist "$repo" "$suite" auto "${debs[@]}"
 done <"$here/mirror-packages.txt"
+# Content that is built rather than downloaded (Go tools packaged as .debs,
+# release tarballs): each seed script is idempotent and caches its work.
+for seed in "$here"/seed.d/*.sh; do
+  [ -e "$seed" ] || continue
+  log "seeding: $(basename "$seed")"
+  bash "$seed"
+done
 python3 "$here/mirror.py" index
 python3 "$here/mirror.py" serve
