@@ -33,6 +33,8 @@ EFI_CERT_X509 = bytes.fromhex("a159c0a5e494a74a87b5ab155c2bf072")
 
 NVIDIA_PCI_VENDOR = "0x10de"
 PCI_CLASS_BRIDGE_OTHER = "0x0680"  # how NVSwitches enumerate
+# Configuration files are small; anything bigger is reported without content.
+MAX_FILE_CONTENT = 64 * 1024
 
 # dpkg's status abbreviation: selection (h = hold), state (i, F, U, H, W, t
 # mean the files are on disk), error flag.
@@ -293,11 +295,41 @@ class DriverStateReader:
         text = self.read_text("proc/modules") or ""
         return sorted(line.split()[0] for line in text.splitlines() if line.strip())
 
+    # -- configuration the caller manages ---------------------------------------------------
+    def files(self, paths: list[str]) -> dict[str, dict[str, t.Any]]:
+        """Content and mode of small text files, so a caller can skip rewriting what is already right."""
+        found = {}
+        for path in paths:
+            try:
+                info = os.stat(self.path(path))
+            except OSError:
+                found[path] = {"exists": False, "mode": None, "content": None}
+                continue
+            data = self.read_bytes(path) if info.st_size <= MAX_FILE_CONTENT else None
+            found[path] = {
+                "exists": True,
+                "mode": "0{0:o}".format(info.st_mode & 0o7777),
+                "content": data.decode("utf-8", "replace") if data is not None else None,
+            }
+        return found
+
+    def units(self, names: list[str]) -> dict[str, dict[str, str]]:
+        """systemd's enablement and activity of each unit ('not-found' when it does not exist)."""
+        found = {}
+        for name in names:
+            _rc, enabled, _err = self.run(["systemctl", "is-enabled", name])
+            _rc, active, _err = self.run(["systemctl", "is-active", name])
+            found[name] = {"enabled": enabled.strip() or "not-found", "active": active.strip() or "unknown"}
+        return found
+
     # -- everything ------------------------------------------------------------------------
-    def read(self, patterns: list[str], module_names: list[str], mok_certificate: str | None) -> dict[str, t.Any]:
+    def read(self, patterns: list[str], module_names: list[str], mok_certificate: str | None,
+             files: list[str] | None = None, units: list[str] | None = None) -> dict[str, t.Any]:
         manager = self.package_manager()
         loaded = self.loaded_modules()
         return {
+            "files": self.files(files or []),
+            "units": self.units(units or []),
             "package_manager": manager,
             "packages": self.packages(manager, patterns),
             "kernels": self.kernels(module_names),

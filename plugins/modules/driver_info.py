@@ -41,6 +41,19 @@ options:
       - A certificate (DER or PEM) whose enrolment as a Machine Owner Key is reported in
         RV(driver.secure_boot.mok_certificate_enrolled).
     type: path
+  files:
+    description:
+      - Configuration files to report with their mode and content (up to 64 KiB), so that a playbook can skip
+        rewriting the ones that are already right.
+    type: list
+    elements: path
+    default: []
+  units:
+    description:
+      - systemd units to report as C(systemctl is-enabled) and C(systemctl is-active) see them.
+    type: list
+    elements: str
+    default: []
 notes:
   - Kernels are the C(vmlinuz-*) images in C(/boot) (rescue images excluded); a kernel has headers when
     C(/lib/modules/<release>/build/Makefile) exists.
@@ -216,6 +229,16 @@ driver:
       description: Whether the nouveau kernel module is loaded.
       type: bool
       returned: always
+    files:
+      description: For every path of O(files), whether it exists, its mode and its content.
+      type: dict
+      returned: always
+      sample: {"/etc/modprobe.d/gpufleet-blacklist-nouveau.conf": {"exists": true, "mode": "0644", "content": "blacklist nouveau\n"}}
+    units:
+      description: For every unit of O(units), C(enabled) and C(active) as systemctl reports them.
+      type: dict
+      returned: always
+      sample: {"nvidia-persistenced": {"enabled": "enabled", "active": "inactive"}}
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -228,6 +251,8 @@ def main() -> None:
             packages=dict(type="list", elements="str", default=["*nvidia*", "libcuda*", "cuda-drivers*", "nvlsm*"]),
             kernel_modules=dict(type="list", elements="str", default=["nvidia", "nvidia-current"]),
             mok_certificate=dict(type="path"),
+            files=dict(type="list", elements="path", default=[]),
+            units=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -237,7 +262,8 @@ def main() -> None:
 
     reader = DriverStateReader(run)
     try:
-        state = reader.read(module.params["packages"], module.params["kernel_modules"], module.params["mok_certificate"])
+        state = reader.read(module.params["packages"], module.params["kernel_modules"], module.params["mok_certificate"],
+                            module.params["files"], module.params["units"])
     except RuntimeError as err:
         module.fail_json(msg=str(err))
     module.exit_json(changed=False, driver=state)

@@ -168,3 +168,20 @@ def test_a_failing_package_query_is_an_error(node):
     state = ds.DriverStateReader(lambda argv: (2, "", "dpkg: database locked"), root=str(node))
     with pytest.raises(RuntimeError, match="database locked"):
         state.packages("apt", ["*nvidia*"])
+
+
+def test_files_report_mode_and_content(node):
+    touch(node / "etc/apt/preferences.d/pin", b"Pin: version 535.261.03-*\n")
+    (node / "etc/apt/preferences.d/pin").chmod(0o640)
+    files = reader(node)[0].files(["/etc/apt/preferences.d/pin", "/etc/absent"])
+    assert files == {"/etc/apt/preferences.d/pin": {"exists": True, "mode": "0640", "content": "Pin: version 535.261.03-*\n"},
+                     "/etc/absent": {"exists": False, "mode": None, "content": None}}
+
+
+def test_units(node):
+    commands = Commands({("systemctl", "is-enabled", "nvidia-persistenced"): (0, "enabled\n", ""),
+                         ("systemctl", "is-active", "nvidia-persistenced"): (3, "inactive\n", ""),
+                         ("systemctl", "is-enabled", "nvidia-fabricmanager"): (4, "", "Failed to get unit file state")})
+    units = ds.DriverStateReader(commands, root=str(node)).units(["nvidia-persistenced", "nvidia-fabricmanager"])
+    assert units == {"nvidia-persistenced": {"enabled": "enabled", "active": "inactive"},
+                     "nvidia-fabricmanager": {"enabled": "not-found", "active": "unknown"}}
