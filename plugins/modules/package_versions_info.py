@@ -242,7 +242,7 @@ def main() -> None:
             apt_sources=dict(type="list", elements="str"),
             dnf_baseurl=dict(type="str"),
             key=dict(type="str", required=True, no_log=False),
-            key_fingerprints=dict(type="list", elements="str", default=[]),
+            key_fingerprints=dict(type="list", elements="str", default=[], no_log=False),
             packages=dict(type="list", elements="str", required=True),
         ),
         mutually_exclusive=[("apt_sources", "dnf_baseurl")],

@@ -85,7 +85,7 @@ def reader(root: Path, modinfo: dict[str, str] | None = None) -> tuple[ds.Driver
 
 
 def test_reads_packages_holds_and_half_installed_ones(node):
-    state, _ = reader(node)
+    state = reader(node)[0]
     packages = {p["name"]: p for p in state.packages("apt", ["*nvidia*", "libcuda*", "cuda-drivers*"])}
     assert sorted(packages) == ["libcuda1", "nvidia-container-toolkit", "nvidia-kernel-dkms", "nvidia-open-kernel-dkms",
                                 "nvidia-smi"]
@@ -96,7 +96,7 @@ def test_reads_packages_holds_and_half_installed_ones(node):
 
 
 def test_kernels_headers_and_modules(node):
-    state, _ = reader(node, {"6.1.0-56-amd64": "535.261.03"})
+    state = reader(node, {"6.1.0-56-amd64": "535.261.03"})[0]
     kernels = state.kernels(["nvidia", "nvidia-current"])
     assert kernels["running"] == "6.18.44-host" and kernels["running_installed"] is False
     assert kernels["installed"] == [
@@ -116,7 +116,7 @@ def test_dkms_status_both_formats():
 
 
 def test_platform_container_nvswitches_nouveau(node):
-    state, _ = reader(node)
+    state = reader(node)[0]
     read = state.read(["*nvidia*"], ["nvidia-current"], None)
     assert read["container"] == "podman"
     assert read["nvswitches"] == ["0000:07:00.0"]

@@ -74,7 +74,7 @@ def signed_repo(tmp_path_factory) -> dict:
     key, fpr = make_key(work / "gnupg", "repo")
     gpg(work / "gnupg", "--clearsign", "-o", str(repo / "InRelease"), str(repo / "Release"))
     (work / "repo.asc").write_bytes(key)
-    other, _ = make_key(work / "gnupg-other", "other")
+    other = make_key(work / "gnupg-other", "other")[0]
     (work / "other.asc").write_bytes(other)
     return {"line": "deb file:%s ./" % repo, "key": str(work / "repo.asc"), "fpr": fpr, "other": str(work / "other.asc")}
 
