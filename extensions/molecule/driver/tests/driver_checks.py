@@ -77,7 +77,8 @@ def snapshot(host) -> str:
     """What a bad declaration must leave exactly as it was."""
     return host.check_output(
         "find /etc/apt /etc/modprobe.d /etc/dkms -type f -exec sha256sum {} + | sort; "
-        "dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\\n' | sort; "
+        # Installed packages only: a purged one can stay in dpkg's status as not-installed.
+        "dpkg-query -W -f '${Package}\\t${Version}\\t${db:Status-Abbrev}\\n' | awk -F '\\t' 'substr($3, 2, 1) != \"n\"' | sort; "
         "apt-mark showhold; ls /boot /var/lib/dkms/*/ 2>/dev/null | sort")
 
 

@@ -8,7 +8,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "driver",
 
 # pylint: disable=wrong-import-position
 from driver_checks import (  # noqa: E402
-    PIN_FILE, driver_packages, held, installed_kernels, installed_packages, upstream, variables,
+    PIN_FILE, driver_packages, held, installed_kernels, installed_packages, run_converge, snapshot, upstream, variables,
 )
 
 
@@ -44,3 +44,23 @@ def test_dkms_rebuilt_the_module_for_every_kernel(host):
 def test_the_node_still_reports_its_reboot(host):
     assert host.file("/run/gpufleet-test-no-reboot").exists, "the node rebooted"
     assert host.file("/run/reboot-required").exists
+
+
+def test_a_driver_that_fails_to_build_is_rolled_back(host):
+    """A real fault: Debian 12's open modules do not build against its current kernel.
+
+    Switching to them must fail with the DKMS error and leave the node exactly
+    as it was: the proprietary driver installed, held, pinned, with its module.
+    """
+    new = variables(host)["driver_version"]
+    before = snapshot(host)
+    result = run_converge(host.backend.get_hostname(), {"driver_kernel_module": "open"})
+    after = snapshot(host)
+    assert result.returncode != 0
+    assert "Installing the NVIDIA driver %s (open kernel modules) failed" % new in result.stdout, result.stdout[-3000:]
+    assert "Rolled back to %s" % new in result.stdout
+    assert "End of the DKMS build log" in result.stdout
+    assert before == after
+    assert "nvidia-open-kernel-dkms" not in installed_packages(host)
+    for kernel in installed_kernels(host):
+        assert host.check_output("modinfo -k %s -F version nvidia-current", kernel) == new
