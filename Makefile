@@ -21,7 +21,7 @@ help:
 	@echo "make demo   - simulated GPU node + playbooks/site.yml (see README.md)"
 	@echo "make test   - yamllint, ansible-lint, ansible-test sanity, unit tests, Molecule"
 
-demo: host venv collection
+demo: host venv collection mirror
 	$(HARNESS)/demo.sh
 
 test: lint sanity units molecule
@@ -48,6 +48,8 @@ images: host venv sim
 
 images-all: images
 	$(HARNESS)/images.sh gpusim debian13
+	$(HARNESS)/images.sh kernel debian12
+	$(HARNESS)/images.sh kernel debian13
 
 mirror: host
 	$(HARNESS)/mirror-seed.sh

@@ -5,6 +5,7 @@
 #
 #   images.sh base debian12|debian13          -> prints the image reference
 #   images.sh gpusim debian12|debian13 [NODE] -> base + simulated NVML + NODE
+#   images.sh kernel debian12|debian13        -> gpusim + a Debian kernel (DKMS)
 #
 # Both are also tagged :latest, which is what molecule.yml files name.
 set -euo pipefail
@@ -118,8 +119,72 @@ CONTAINERFILE
   echo "$ref"
 }
 
+# Debian's current kernel for a platform, as the node's own sources (security
+# included) offer it; asked at most every 6 hours, so the kernel image below is
+# rebuilt when Debian ships a new kernel and its old headers leave the archive.
+current_kernel() {
+  local platform=$1 image=$2 file="$GPUFLEET_CACHE/kernel-$1.version"
+  if [ ! -s "$file" ] || [ -n "$(find "$file" -mmin +360)" ]; then
+    podman run --rm --network host "$image" sh -c \
+      'apt-get update -qq >/dev/null && apt-cache policy linux-image-amd64 | sed -n "s/ *Candidate: //p"' \
+      >"$file.tmp" || die "could not ask Debian for the current $platform kernel"
+    [ -s "$file.tmp" ] || die "Debian offers no linux-image-amd64 for $platform"
+    mv "$file.tmp" "$file"
+  fi
+  cat "$file"
+}
+
+# A simulated GPU node with a Debian kernel installed, for roles that build
+# kernel modules. Containers run the host's kernel, which has no headers;
+# DKMS builds for a node's installed kernels, as on a real host. The kernel
+# is installed; its headers are only downloaded, because installing them is
+# the driver role's job. ccache stands in for the kernel's compiler (gcc-N),
+# with its cache on the host when a scenario mounts $GPUFLEET_CACHE/ccache at
+# /var/cache/gpufleet-ccache: DKMS really builds, but rebuilding the same
+# driver source is mostly cache hits. The links are in /usr/sbin because
+# DKMS runs from package scripts with PATH=/usr/sbin:/usr/bin:/sbin:/bin.
+build_kernel() {
+  local platform=$1 gpusim kernel key ref ctx name
+  gpusim=$(build_gpusim "$platform")
+  kernel=$(current_kernel "$platform" "$gpusim")
+  mkdir -p "$GPUFLEET_CACHE/ccache"
+  key=$( (echo "$gpusim" "$kernel"; declare -f build_kernel) | sha256sum | cut -c1-12)
+  name="$platform-gpusim-kernel"
+  ref="$GPUFLEET_IMAGE_PREFIX/$name:$key"
+  if ! image_exists "$ref"; then
+    log "building $ref (linux-image-amd64 $kernel); a few minutes"
+    ctx=$(scratch_dir)
+    cat >"$ctx/ccache.conf" <<'CCACHE'
+# gpufleet test ground: DKMS builds of the same driver source hit this cache.
+cache_dir = /var/cache/gpufleet-ccache
+max_size = 4G
+compiler_check = content
+hash_dir = false
+sloppiness = include_file_mtime,include_file_ctime,time_macros,file_stat_matches
+CCACHE
+    cat >"$ctx/Containerfile" <<CONTAINERFILE
+FROM $gpusim
+COPY ccache.conf /etc/ccache.conf
+RUN export DEBIAN_FRONTEND=noninteractive \\
+ && apt-get update -qq \\
+ && apt-get install -y -qq --no-install-recommends linux-image-amd64=$kernel ccache >/dev/null \\
+ && apt-get install -y -qq --no-install-recommends --download-only "linux-headers-\$(ls /lib/modules)" >/dev/null \\
+ && for cc in gcc-12 gcc-13 gcc-14 gcc-15; do \\
+      ln -s ../bin/ccache /usr/sbin/\$cc; ln -s ../bin/ccache /usr/sbin/x86_64-linux-gnu-\$cc; \\
+    done \\
+ && mkdir -p /var/cache/gpufleet-ccache
+LABEL gpufleet.image=$name gpufleet.key=$key gpufleet.kernel=$kernel
+CONTAINERFILE
+    podman build --quiet --network host -t "$ref" "$ctx" >/dev/null
+    prune_old "$name" "$key"
+  fi
+  podman tag "$ref" "$GPUFLEET_IMAGE_PREFIX/$name:latest"
+  echo "$ref"
+}
+
 case "${1:-}" in
   base) build_base "${2:?platform}" ;;
   gpusim) build_gpusim "${2:?platform}" "${3:-}" ;;
-  *) die "usage: $0 base|gpusim debian12|debian13 [node]" ;;
+  kernel) build_kernel "${2:?platform}" ;;
+  *) die "usage: $0 base|gpusim|kernel debian12|debian13 [node]" ;;
 esac

@@ -11,7 +11,9 @@ python3 "$here/mirror.py" init
 while read -r suite repo packages; do
   case "$suite" in '' | '#'*) continue ;; esac
   # shellcheck disable=SC2086 # a list of package names
-  mapfile -t debs < <(python3 "$here/mirror.py" fetch --suite "$suite" $packages)
+  # (A plain assignment, not < <(...): a failed fetch must stop the seed.)
+  fetched=$(python3 "$here/mirror.py" fetch --suite "$suite" $packages)
+  mapfile -t debs <<<"$fetched"
   python3 "$here/mirror.py" add-deb --dist "$repo" "$suite" auto "${debs[@]}"
 done <"$here/mirror-packages.txt"
 # Content that is built rather than downloaded (Go tools packaged as .debs,

@@ -3,7 +3,8 @@
 One directory tree ($GPUFLEET_MIRROR_ROOT) served over HTTP on 127.0.0.1:
   keys/gpufleet-mirror.asc      throwaway signing key (ASCII armour)
   keys/gpufleet-mirror.gpg      the same key, binary (for signed-by)
-  <path>/dists/<suite>/...      Debian-style repositories (e.g. debian/)
+  <path>/dists/<suite>/...      Debian-style repositories (e.g. debian/),
+  <path>/pool/<suite>/<comp>/   with one pool per suite
   <path>/Packages, InRelease    flat repositories, laid out like NVIDIA's
                                 (e.g. libnvidia-container/stable/deb/amd64/)
   files/<path>/<name>           release tarballs, each with <name>.sha256
@@ -16,6 +17,7 @@ Subcommands:
   init                                   create the key (once per cache)
   fetch --suite S PKG...                 download PKG and its non-main
                                          dependencies from Debian into the cache
+                                         (S may be a pocket: bookworm-backports)
   add-deb --dist PATH SUITE COMP DEB...  add .debs to a Debian-style repository
                                          (COMP "auto": from each package's Section)
   add-deb --flat PATH DEB...             add .debs to a flat repository
@@ -35,6 +37,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -123,19 +126,26 @@ def cmd_fetch(args: argparse.Namespace) -> None:
     local mirror stands in for the non-free/contrib and NVIDIA repositories.
     So a package's dependencies from main are left to the target's apt.
     """
-    opts = _apt_options(args.suite)
-    lists = CACHE / "apt" / args.suite / "lists"
-    stale = not any(lists.glob("*_Packages")) or time.time() - lists.stat().st_mtime > 6 * 3600
+    # A pocket such as bookworm-backports shares its release's apt
+    # configuration; -t makes apt resolve the whole closure from the pocket.
+    release, _sep, pocket = args.suite.partition("-")
+    opts = _apt_options(release)
+    target = ["-t", args.suite] if pocket else []
+    lists = CACHE / "apt" / release / "lists"
+    stale = not any(lists.glob("*_Packages*")) or time.time() - lists.stat().st_mtime > 6 * 3600
     if stale:
         run(["apt-get", *opts, "-qq", "update"])
         lists.touch()
-    out = run(["apt-get", *opts, "-qq", "--print-uris", "install", *args.packages],
+    out = run(["apt-get", *opts, "-qq", *target, "--print-uris", "install", *args.packages],
               capture_output=True, text=True).stdout
     dest = DEB_CACHE / args.suite
     dest.mkdir(parents=True, exist_ok=True)
     for line in out.splitlines():
-        uri, name, size, checksum = line.split()[:4]
+        uri, name, _size, *rest = line.split()
         uri = uri.strip("'")
+        # apt prints no hash for some pocket entries (backports); never
+        # download unverified: take the index's SHA256 instead.
+        checksum = rest[0] if rest else _index_sha256(opts, name)
         if "/pool/main/" in uri and not args.all:
             continue
         target = dest / name
@@ -143,6 +153,17 @@ def cmd_fetch(args: argparse.Namespace) -> None:
             log(f"downloading {name}")
             _download(uri, target, checksum)
         print(target)
+
+
+def _index_sha256(opts: list[str], deb_name: str) -> str:
+    """SHA256 of <name>_<version>_<arch>.deb as the signed index lists it."""
+    package, version, _arch = deb_name[: -len(".deb")].split("_")
+    version = urllib.parse.unquote(version)
+    shown = run(["apt-cache", *opts, "show", f"{package}={version}"], capture_output=True, text=True).stdout
+    digest = next((line.split()[1] for line in shown.splitlines() if line.startswith("SHA256:")), None)
+    if not digest:
+        raise SystemExit(f"no SHA256 for {package}={version} in the apt index")
+    return f"SHA256:{digest}"
 
 
 def _download(uri: str, target: Path, checksum: str) -> None:
@@ -185,7 +206,9 @@ def cmd_add_deb(args: argparse.Namespace) -> None:
         for deb in map(Path, debs):
             comp = _component_of(deb) if component == "auto" else component
             entries.add(f"{suite} {comp}")
-            placed.append((deb, repo / "pool" / comp))
+            # One pool per suite: each suite's index lists only its own
+            # packages, as on Debian (bookworm must not offer trixie's).
+            placed.append((deb, repo / "pool" / suite / comp))
         repo.mkdir(parents=True, exist_ok=True)
         marker.write_text("\n".join(sorted(e for e in entries if e)) + "\n")
     else:
@@ -238,7 +261,7 @@ def _index_dist(repo: Path) -> None:
     for suite, components in by_suite.items():
         dist = repo / "dists" / suite
         for component in components:
-            _packages(repo, f"pool/{component}", dist / component / "binary-amd64")
+            _packages(repo, f"pool/{suite}/{component}", dist / component / "binary-amd64")
         release = run([
             "apt-ftparchive",
             "-o", "APT::FTPArchive::Release::Origin=gpufleet-test-mirror",

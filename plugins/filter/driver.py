@@ -1,0 +1,186 @@
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Pure decisions of the driver role: kernel-module flavour and package versions.
+
+The data (architectures by model, flavours by architecture) lives in the
+role's vars/main.yml and is passed in; these functions only apply it. Both
+deciding filters return {"error": ...} instead of raising, so the role can
+fail with a message that names the variable and the fix, before it changes
+anything.
+"""
+
+from __future__ import annotations
+
+import re
+import typing as t
+
+from ansible.errors import AnsibleFilterError
+
+# "3:580.95.05-1.el9" / "535.216.03-2~bpo12+1" / "535.183.01-0ubuntu0.22.04.1" -> the NVIDIA version.
+_UPSTREAM = re.compile(r"^(?:\d+:)?(?P<upstream>[0-9][0-9.]*[0-9])")
+
+
+def driver_upstream_version(version: t.Any) -> str | None:
+    """NVIDIA's version inside a package version; None for anything else."""
+    if version is None:
+        return None
+    match = _UPSTREAM.match(str(version))
+    return match.group("upstream") if match else None
+
+
+def _architecture(name: str, nvml_architecture: str | None, table: list[dict]) -> str:
+    for entry in table:
+        if re.search(entry["pattern"], name, re.IGNORECASE):
+            return entry["architecture"]
+    return nvml_architecture or "unknown"
+
+
+def _gpu_labels(gpus: list[dict]) -> str:
+    """'8 x Tesla V100-SXM2-16GB (volta), B200 (blackwell)': each model once, with its count."""
+    counts: dict[str, int] = {}
+    for gpu in gpus:
+        label = "{0} ({1})".format(gpu["name"], gpu["architecture"])
+        counts[label] = counts.get(label, 0) + 1
+    return ", ".join(label if n == 1 else "{0} x {1}".format(n, label) for label, n in counts.items())
+
+
+def driver_kernel_module(gpus: list, requested: str, branch: t.Any, source: str, table: list[dict],
+                         flavours: dict[str, list[str]], open_first_branch: int) -> dict[str, t.Any]:
+    """Decide (auto) or check the kernel-module flavour for a node's GPUs.
+
+    gpus: NVML GPUs (dicts with name and architecture) or declared model names;
+    source: where they came from ("nvml" or "driver_gpu_models"), for messages.
+    """
+    if requested not in ("auto", "open", "proprietary"):
+        raise AnsibleFilterError("driver_kernel_module: unknown flavour {0!r}".format(requested))
+    try:
+        branch_number = int(str(branch))
+    except ValueError:
+        raise AnsibleFilterError("driver_kernel_module: branch {0!r} is not a number".format(branch)) from None
+
+    seen = []
+    for gpu in gpus or []:
+        name = gpu.get("name") if isinstance(gpu, dict) else str(gpu)
+        nvml_arch = gpu.get("architecture") if isinstance(gpu, dict) else None
+        arch = _architecture(name or "", None if nvml_arch == "unknown" else nvml_arch, table)
+        seen.append({"name": name, "architecture": arch, "flavours": list(flavours.get(arch, []))})
+    result: dict[str, t.Any] = {"flavour": None, "gpus": seen, "error": None}
+
+    unknown = [g for g in seen if not g["flavours"]]
+    if unknown and source == "driver_gpu_models":
+        result["error"] = (
+            "driver_gpu_models: {0} is not a GPU model the role knows; give product names as nvidia-smi "
+            "prints them (for example A100, H100, L40S, T4, V100, B200, GH200)".format(
+                ", ".join(repr(g["name"]) for g in unknown)))
+        return result
+
+    if open_first_branch > branch_number and requested == "open":
+        result["error"] = ("driver_kernel_module: open needs driver branch {0} or later, but the branch is {1}; "
+                           "set driver_kernel_module: proprietary or choose a newer driver_branch".format(
+                               open_first_branch, branch_number))
+        return result
+
+    known = [g for g in seen if g["flavours"]]
+    if requested != "auto":
+        refused = [g for g in known if requested not in g["flavours"]]
+        if refused:
+            other = "open" if requested == "proprietary" else "proprietary"
+            result["error"] = ("driver_kernel_module: {0} cannot drive {1}, which run only the {2} kernel modules; "
+                               "set driver_kernel_module: {2} (or auto)".format(
+                                   requested, _gpu_labels(refused), other))
+            return result
+        result["flavour"] = requested
+        return result
+
+    if not seen:
+        result["error"] = ("driver_kernel_module: auto needs to know the GPUs, but no driver is loaded to read them "
+                           "through NVML and driver_gpu_models is empty; declare driver_gpu_models (for example "
+                           "['H100']) or set driver_kernel_module to open or proprietary")
+        return result
+    if unknown:
+        result["error"] = ("driver_kernel_module: auto cannot tell which kernel modules {0} need (unknown "
+                           "architecture); set driver_kernel_module to open or proprietary".format(
+                               ", ".join(repr(g["name"]) for g in unknown)))
+        return result
+    common = [f for f in ("open", "proprietary") if all(f in g["flavours"] for g in known)]
+    if branch_number < open_first_branch and "open" in common:
+        common.remove("open")
+    if not common:
+        by_flavour = {}
+        for gpu in known:
+            by_flavour.setdefault(" or ".join(gpu["flavours"]), []).append(gpu)
+        result["error"] = ("driver_kernel_module: the GPUs of this node need different kernel modules ({0}); "
+                           "one driver cannot serve them all: split them into separate host groups".format(
+                               "; ".join("{0}: {1}".format(k, _gpu_labels(v)) for k, v in sorted(by_flavour.items()))))
+        return result
+    result["flavour"] = common[0]
+    return result
+
+
+def driver_select_versions(offered: dict[str, list[str]], packages: list[str], version_package: str,
+                           branch: t.Any, version: str, independent: list[str] | None = None,
+                           installed: dict[str, str] | None = None, where: str = "the repository") -> dict[str, t.Any]:
+    """Pick the driver version and the exact version of every package to install.
+
+    offered: versions per package, newest first (package_versions_info).
+    version_package: the package whose version is the driver's (its module package).
+    version: an exact NVIDIA version, or "" for the newest of `branch`.
+    independent: packages versioned apart from the driver (Debian's nvidia-persistenced);
+    they keep their installed version when it is offered, else take the newest.
+    """
+    independent = independent or []
+    installed = installed or {}
+    branch = str(branch)
+    result: dict[str, t.Any] = {"version": None, "packages": {}, "error": None}
+    offered_main = offered.get(version_package) or []
+    upstreams = []
+    for full in offered_main:
+        upstream = driver_upstream_version(full)
+        if upstream and upstream not in upstreams:
+            upstreams.append(upstream)
+    if version:
+        chosen = version if version in upstreams else None
+        if not chosen:
+            result["error"] = ("driver_version {0} is not offered by {1}: {2} has {3}; set driver_version to one of "
+                               "them, or to '' for the newest of driver_branch".format(
+                                   version, where, version_package, ", ".join(upstreams) or "no versions at all"))
+            return result
+    else:
+        in_branch = [u for u in upstreams if u.split(".")[0] == branch]
+        if not in_branch:
+            branches = sorted({u.split(".")[0] for u in upstreams})
+            result["error"] = ("driver_branch {0} is not offered by {1}: {2} is available in branch(es) {3}; "
+                               "set driver_branch to one of them{4}".format(
+                                   branch, where, version_package, ", ".join(branches) or "none",
+                                   ", or use another driver_source" if branches else ""))
+            return result
+        chosen = in_branch[0]
+    result["version"] = chosen
+
+    for package in packages:
+        versions = offered.get(package) or []
+        if package in independent:
+            if not versions:
+                result["error"] = "{0} is not offered by {1}".format(package, where)
+                return result
+            keep = installed.get(package)
+            result["packages"][package] = keep if keep in versions else versions[0]
+            continue
+        matching = [v for v in versions if driver_upstream_version(v) == chosen]
+        if not matching:
+            result["error"] = ("{0} {1} is not offered by {2} ({0} has {3}); the repository is incomplete for this "
+                               "driver version".format(package, chosen, where, ", ".join(versions) or "no versions"))
+            return result
+        result["packages"][package] = matching[0]
+    return result
+
+
+class FilterModule:
+    """Decisions of the driver role."""
+
+    def filters(self) -> dict:
+        return {
+            "driver_upstream_version": driver_upstream_version,
+            "driver_kernel_module": driver_kernel_module,
+            "driver_select_versions": driver_select_versions,
+        }

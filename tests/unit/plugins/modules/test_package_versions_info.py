@@ -1,0 +1,109 @@
+"""package_versions_info: parsers, and the real apt probe against a signed repository built here."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.gpufleet.nvidia.plugins.modules import package_versions_info as pvi
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import run_module
+
+MADISON = """nvidia-kernel-dkms | 535.261.03-1 | http://127.0.0.1:8771/debian bookworm/non-free amd64 Packages
+nvidia-kernel-dkms | 535.216.03-2~bpo12+1 | http://127.0.0.1:8771/debian bookworm-backports/non-free amd64 Packages
+nvidia-kernel-dkms | 535.216.03-2~bpo12+1 | http://mirror.invalid/debian bookworm-backports/non-free amd64 Packages
+   nvidia-smi | 535.261.03-1 | http://127.0.0.1:8771/debian bookworm/non-free amd64 Packages
+"""
+
+
+def test_madison_and_repoquery_parsers():
+    assert pvi.parse_madison(MADISON) == {
+        "nvidia-kernel-dkms": ["535.261.03-1", "535.216.03-2~bpo12+1"], "nvidia-smi": ["535.261.03-1"]}
+    assert pvi.parse_repoquery("nvidia-driver-cuda 3:580.95.05-1.el9\nnvidia-driver-cuda 3:580.82.07-1.el9\n") == {
+        "nvidia-driver-cuda": ["3:580.95.05-1.el9", "3:580.82.07-1.el9"]}
+
+
+def test_versions_sort_numerically():
+    versions = ["535.216.03-2~bpo12+1", "535.261.03-1", "535.54.03-1", "3:580.95.05-1.el9"]
+    assert sorted(versions, key=pvi.version_key, reverse=True) == [
+        "3:580.95.05-1.el9", "535.261.03-1", "535.216.03-2~bpo12+1", "535.54.03-1"]
+
+
+def test_sources_get_the_key_and_refuse_options():
+    assert pvi.signed_source("deb http://x/debian bookworm non-free", "/k.asc") == \
+        "deb [signed-by=/k.asc] http://x/debian bookworm non-free"
+    with pytest.raises(ValueError):
+        pvi.signed_source("deb [trusted=yes] http://x/debian bookworm non-free", "/k.asc")
+
+
+needs_apt = pytest.mark.skipif(not all(shutil.which(t) for t in ("apt-get", "apt-ftparchive", "gpg", "dpkg-deb")),
+                               reason="needs apt-get, apt-ftparchive, gpg and dpkg-deb")
+
+
+def gpg(home: Path, *args: str) -> bytes:
+    return subprocess.run(["gpg", "--batch", "--quiet", "--homedir", str(home), *args],
+                          check=True, capture_output=True).stdout
+
+
+def make_key(home: Path, name: str) -> tuple[bytes, str]:
+    home.mkdir(mode=0o700)
+    gpg(home, "--passphrase", "", "--quick-gen-key", name + " <test@gpufleet.invalid>", "rsa2048", "sign", "never")
+    fpr = next(line.split(":")[9] for line in gpg(home, "--with-colons", "--list-keys").decode().splitlines()
+               if line.startswith("fpr:"))
+    return gpg(home, "--armor", "--export"), fpr
+
+
+@pytest.fixture(scope="module")
+def signed_repo(tmp_path_factory) -> dict:
+    """A flat repository with two versions of a dummy package, signed with a throwaway key."""
+    work = tmp_path_factory.mktemp("repo")
+    repo = work / "repo"
+    repo.mkdir()
+    for version in ("535.261.03-1", "535.216.03-2~bpo12+1"):
+        pkg = work / ("pkg-" + version)
+        (pkg / "DEBIAN").mkdir(parents=True)
+        (pkg / "DEBIAN" / "control").write_text(
+            "Package: nvidia-test-dkms\nVersion: %s\nArchitecture: all\nMaintainer: t <t@t>\nDescription: t\n" % version)
+        subprocess.run(["dpkg-deb", "-b", str(pkg), str(repo / ("nvidia-test-dkms_%s_all.deb" % version))],
+                       check=True, capture_output=True)
+    packages = subprocess.run(["apt-ftparchive", "packages", "."], cwd=repo, check=True, capture_output=True).stdout
+    (repo / "Packages").write_bytes(packages)
+    (repo / "Release").write_bytes(subprocess.run(["apt-ftparchive", "release", "."], cwd=repo, check=True,
+                                                  capture_output=True).stdout)
+    key, fpr = make_key(work / "gnupg", "repo")
+    gpg(work / "gnupg", "--clearsign", "-o", str(repo / "InRelease"), str(repo / "Release"))
+    (work / "repo.asc").write_bytes(key)
+    other = make_key(work / "gnupg-other", "other")[0]
+    (work / "other.asc").write_bytes(other)
+    return {"line": "deb file:%s ./" % repo, "key": str(work / "repo.asc"), "fpr": fpr, "other": str(work / "other.asc")}
+
+
+@needs_apt
+def test_lists_the_versions_of_a_signed_repository(signed_repo):
+    outcome = run_module("package_versions_info", {
+        "apt_sources": [signed_repo["line"]], "key": signed_repo["key"], "key_fingerprints": [signed_repo["fpr"]],
+        "packages": ["nvidia-test-dkms", "nvidia-absent"]})
+    assert outcome["kind"] == "exit", outcome
+    result = outcome["result"]
+    assert result["changed"] is False
+    assert result["versions"] == {"nvidia-test-dkms": ["535.261.03-1", "535.216.03-2~bpo12+1"], "nvidia-absent": []}
+    assert result["key"]["fingerprints"] == [signed_repo["fpr"]] or signed_repo["fpr"] in result["key"]["fingerprints"]
+    assert len(result["key"]["sha256"]) == 64
+
+
+@needs_apt
+def test_a_repository_signed_with_another_key_is_refused(signed_repo):
+    outcome = run_module("package_versions_info", {
+        "apt_sources": [signed_repo["line"]], "key": signed_repo["other"], "packages": ["nvidia-test-dkms"]})
+    assert outcome["kind"] == "fail"
+    assert "apt-get update of the repository failed" in outcome["result"]["msg"]
+
+
+@needs_apt
+def test_a_key_with_the_wrong_fingerprint_is_refused_before_apt_runs(signed_repo):
+    outcome = run_module("package_versions_info", {
+        "apt_sources": [signed_repo["line"]], "key": signed_repo["key"],
+        "key_fingerprints": ["EB693B3035CD5710E231E123A4B469963BF863CC"], "packages": ["nvidia-test-dkms"]})
+    assert outcome["kind"] == "fail"
+    assert "none of the expected ['EB693B3035CD5710E231E123A4B469963BF863CC']" in outcome["result"]["msg"]
