@@ -21,7 +21,7 @@ help:
 	@echo "make demo   - simulated GPU node + playbooks/site.yml (see README.md)"
 	@echo "make test   - yamllint, ansible-lint, ansible-test sanity, unit tests, Molecule"
 
-demo: host venv collection
+demo: host venv collection mirror
 	$(HARNESS)/demo.sh
 
 test: lint sanity units molecule

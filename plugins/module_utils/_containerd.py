@@ -271,8 +271,12 @@ def effective_view(dump: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
     cri = plugins.get(CRI_RUNTIME_V3) or plugins.get(CRI_V2) or {}
     section = cri.get("containerd") or {}
     runtimes = section.get("runtimes") or {}
+    # The gRPC socket: top-level [grpc] up to config version 3, a server
+    # plugin from version 4 on.
+    grpc = dump.get("grpc") or plugins.get("io.containerd.server.v1.grpc") or {}
     return {
         "config_version": int(dump.get("version") or 1),
+        "address": grpc.get("address") or "/run/containerd/containerd.sock",
         "default_runtime": section.get("default_runtime_name"),
         "runtimes": {
             name: {

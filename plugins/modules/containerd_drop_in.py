@@ -85,7 +85,8 @@ options:
   plugin_settings:
     description:
       - Further settings merged into the drop-in's CRI plugin table (C(io.containerd.grpc.v1.cri) for version 2,
-        C(io.containerd.cri.v1.runtime) for version 3), for example C({device_ownership_from_security_context: true}).
+        C(io.containerd.cri.v1.runtime) for versions 3 and 4).
+      - 'For example C({"device_ownership_from_security_context": true}).'
       - They win over the other files' values.
     type: dict
     default: {}
@@ -171,8 +172,8 @@ drop_in:
   returned: always
 effective:
   description:
-    - What C(containerd config dump) reports after the change (all files and containerd's defaults together).
-    - V(null) in check mode and when O(validate=false).
+    - What C(containerd config dump) reports (all files and containerd's defaults together), after the change.
+    - V(null) when O(validate=false), and in check mode when a change is predicted.
   type: dict
   returned: always
   contains:
@@ -180,6 +181,10 @@ effective:
       description: The config version containerd works with.
       type: int
       sample: 3
+    address:
+      description: containerd's gRPC socket.
+      type: str
+      sample: /run/containerd/containerd.sock
     default_runtime:
       description: The default runtime name.
       type: str
@@ -355,6 +360,8 @@ class ContainerdDropIn:
                  "before": redact(drop_in_before or ""), "after": redact(drop_in_after)},
             ]
         if self.module.check_mode:
+            if not result["changed"] and self.module.params["validate"]:
+                result["effective"] = self._dump()
             return result
 
         if config_changed and config_before is not None:
@@ -366,13 +373,15 @@ class ContainerdDropIn:
                 self._write(self.drop_in_path, drop_in_after, self.module.params["mode"])
             if config_changed:
                 self._write(self.config_path, config_after, None if config_before is not None else "0644")
-            if self.module.params["validate"]:
+            if self.module.params["validate"] and (config_changed or drop_in_changed):
                 result["effective"] = self._dump()
         except (ContainerdConfigError, OSError) as err:
             self._restore(self.config_path, config_before)
             self._restore(self.drop_in_path, drop_in_before)
             raise ContainerdConfigError("containerd refused the new configuration, the previous files are back in "
                                         "place: {0}".format(err)) from None
+        if self.module.params["validate"] and result["effective"] is None:
+            result["effective"] = self._dump()
         return result
 
 

@@ -13,10 +13,11 @@ set -euo pipefail
 harness=$(cd "$(dirname "$0")/.." && pwd)
 
 # Byte-identical archives from identical binaries: the digest is then stable
-# across runs and machines with the same build.
+# across runs and machines with the same build. One member, `crictl`, at the
+# top, as in the upstream tarballs.
 reproducible_tar() {
   local dir=$1 out=$2
-  tar -C "$dir" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - . | gzip -n -9 >"$out"
+  tar -C "$dir" --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - crictl | gzip -n -9 >"$out"
 }
 
 for version in $(awk '$1 == "cri-tools" { print $3 }' "$harness/go-tools.txt"); do
