@@ -11,13 +11,14 @@ module: cdi_spec
 short_description: Generate the NVIDIA CDI spec with nvidia-ctk and replace it only when it really changed
 version_added: 0.1.0
 description:
-  - Runs C(nvidia-ctk cdi generate) into a temporary file next to O(path), checks the result against a JSON schema
+  - Runs C(nvidia-ctk cdi generate) into a private directory, checks the result against a JSON schema
     (O(schema)), compares it semantically with the spec at O(path) (same content whatever the key order, formatting or
     device order) and replaces O(path) atomically only when they differ.
   - A spec at O(path) that cannot be read is replaced. A generation that fails, or a spec that does not match the
     schema, leaves O(path) untouched and fails the task with nvidia-ctk's or the schema's message.
-  - The temporary file never carries a C(.yaml) or C(.json) name, so CDI consumers watching the directory never
-    load a half-written spec.
+  - The spec is generated in a private directory beside (not inside) the spec directory and renamed into place,
+    so CDI consumers, which scan spec directories for C(*.yaml) and C(*.json), never see a half-written or second
+    spec.
 author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
@@ -25,7 +26,9 @@ extends_documentation_fragment:
   - gpufleet.nvidia.attributes.mutating
 options:
   path:
-    description: The spec file, for example C(/etc/cdi/nvidia.yaml). Its directory is created when missing.
+    description:
+      - The spec file, for example C(/etc/cdi/nvidia.yaml). Its directory is created when missing.
+      - It must end in C(.yaml) or C(.json), the only specs CDI consumers load.
     type: path
     required: true
   format:
@@ -115,6 +118,7 @@ reason:
   sample: device list changed
 """
 
+import errno
 import json
 import os
 import shutil
@@ -177,12 +181,17 @@ class CdiSpec:
             module.fail_json(msg="path: CDI consumers only load *.yaml and *.json specs; {0} would be "
                                  "ignored".format(self.path))
 
-    def generate(self, directory: str) -> tuple[str, t.Any]:
-        """Generate into `directory` (hidden name); return the file and its data."""
+    def generate(self, workdir: str) -> tuple[str, t.Any]:
+        """Generate into `workdir`; return the file and its data.
+
+        nvidia-ctk appends the format's extension to an output name without
+        one, and exits 0 even when it wrote nothing: so it writes a proper
+        nvidia.<format> into a private directory and an empty result counts
+        as a failure.
+        """
         p = self.module.params
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".gpufleet-cdi-", suffix=".tmp")
-        os.close(fd)
-        argv = [p["nvidia_ctk"], "--quiet", "cdi", "generate", "--output=" + tmp, "--format=" + self.format,
+        out = os.path.join(workdir, "nvidia." + self.format)
+        argv = [p["nvidia_ctk"], "--quiet", "cdi", "generate", "--output=" + out, "--format=" + self.format,
                 "--mode=" + p["discovery_mode"]]
         argv += ["--device-name-strategy=" + s for s in p["device_name_strategy"]]
         if p["driver_root"]:
@@ -190,26 +199,24 @@ class CdiSpec:
         if p["dev_root"]:
             argv.append("--dev-root=" + p["dev_root"])
         argv += p["extra_args"]
-        rc, out, err = self.module.run_command(argv)
-        try:
-            if rc != 0:
-                raise CdiSpecError("nvidia-ctk cdi generate failed (rc={0}): {1}".format(
-                    rc, (err or out).strip() or "no output"))
-            with open(tmp, encoding="utf-8") as handle:
+        rc, stdout, stderr = self.module.run_command(argv)
+        text = ""
+        if os.path.exists(out):
+            with open(out, encoding="utf-8") as handle:
                 text = handle.read()
+        if rc != 0 or not text.strip():
+            raise CdiSpecError("nvidia-ctk cdi generate failed (rc={0}): {1}".format(
+                rc, (stderr or stdout).strip() or "it wrote no spec"))
+        try:
+            data = read_spec(text, self.format)
+        except (ValueError, YamlError) as exc:
+            raise CdiSpecError("nvidia-ctk wrote a spec that cannot be read: {0}".format(exc)) from None
+        if p["schema"]:
             try:
-                data = read_spec(text, self.format)
-            except (ValueError, YamlError) as exc:
-                raise CdiSpecError("nvidia-ctk wrote a spec that cannot be read: {0}".format(exc)) from None
-            if self.module.params["schema"]:
-                try:
-                    validate(data, self.module.params["schema"])
-                except SchemaError as exc:
-                    raise CdiSpecError("the generated spec does not match the CDI schema: {0}".format(exc)) from None
-        except CdiSpecError:
-            os.unlink(tmp)
-            raise
-        return tmp, data
+                validate(data, p["schema"])
+            except SchemaError as exc:
+                raise CdiSpecError("the generated spec does not match the CDI schema: {0}".format(exc)) from None
+        return out, data
 
     def current(self) -> tuple[t.Any, str]:
         try:
@@ -224,22 +231,19 @@ class CdiSpec:
 
     def run(self) -> dict[str, t.Any]:
         directory = os.path.dirname(self.path) or "."
-        created_dir = False
-        if not os.path.isdir(directory):
-            if self.module.check_mode:
-                # Generate elsewhere only to predict; nothing is created.
-                directory = tempfile.mkdtemp(prefix="gpufleet-cdi-check-")
-                created_dir = True
-            else:
-                os.makedirs(directory, 0o755)
+        # The work directory sits beside the spec directory, not in it: CDI
+        # consumers scan spec directories recursively for *.yaml and *.json.
+        parent = os.path.dirname(os.path.abspath(directory))
+        workdir = tempfile.mkdtemp(prefix=".gpufleet-cdi-", dir=parent if os.access(parent, os.W_OK) else None)
         try:
-            tmp, new = self.generate(directory)
-        except CdiSpecError:
-            if created_dir:
-                shutil.rmtree(directory, ignore_errors=True)
-            raise
+            return self._run(directory, workdir)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def _run(self, directory: str, workdir: str) -> dict[str, t.Any]:
+        generated, new = self.generate(workdir)
         before, before_text = self.current()
-        with open(tmp, encoding="utf-8") as handle:
+        with open(generated, encoding="utf-8") as handle:
             after_text = handle.read()
         same = before is not None and normalized(before) == normalized(new)
         result: dict[str, t.Any] = {
@@ -254,16 +258,21 @@ class CdiSpec:
         if self.module._diff and not same:
             result["diff"] = {"before_header": self.path, "after_header": self.path,
                               "before": before_text, "after": after_text}
-        if same or self.module.check_mode:
-            os.unlink(tmp)
-            if created_dir:
-                shutil.rmtree(directory, ignore_errors=True)
-            if same:
-                # Content right, mode maybe not (set_mode_if_different honours check mode).
-                result["changed"] = self.module.set_mode_if_different(self.path, self.module.params["mode"], False)
+        if same:
+            # Content right, mode maybe not (set_mode_if_different honours check mode).
+            result["changed"] = self.module.set_mode_if_different(self.path, self.module.params["mode"], False)
             return result
-        os.chmod(tmp, 0o644)
-        self.module.atomic_move(tmp, self.path)
+        if self.module.check_mode:
+            return result
+        if not os.path.isdir(directory):
+            os.makedirs(directory, 0o755)
+        os.chmod(generated, 0o644)
+        try:
+            os.rename(generated, self.path)  # atomic: same filesystem
+        except OSError as err:
+            if err.errno != errno.EXDEV:
+                raise
+            self.module.atomic_move(generated, self.path)
         self.module.set_mode_if_different(self.path, self.module.params["mode"], False)
         return result
 

@@ -29,7 +29,7 @@ new_enough() {
 
 cached="$GPUFLEET_CACHE/go/toolchain/$want/bin/go"
 for candidate in "$cached" "$(command -v go || true)" /usr/local/go/bin/go /usr/lib/go-*/bin/go; do
-  [ -n "$candidate" ] && [ -x "$candidate" ] || continue
+  if [ -z "$candidate" ] || [ ! -x "$candidate" ]; then continue; fi
   if new_enough "$candidate"; then echo "$candidate"; exit 0; fi
 done
 

@@ -41,7 +41,7 @@ package() {
 # upstream control file, the upstream postinst with what debhelper would put
 # at #DEBHELPER# (enable and start the packaged systemd units).
 build_deb() {
-  local name=$1 version=$2 bin=$3 src=$4 stage=$5 root line file dest from units=()
+  local name=$1 version=$2 bin=$3 src=$4 stage=$5 root file dest from units=()
   root=$(mktemp -d "$stage/root.XXXXXX")
   while read -r file dest || [ -n "$file" ]; do
     [ -n "$file" ] || continue
@@ -91,6 +91,7 @@ PY
       sed '/^#DEBHELPER#$/,$d' "$upstream"
       if [ "$script" = postinst ] && [ "${#units[@]}" -gt 0 ]; then
         # What dh_installsystemd generates for the units the package ships.
+        # shellcheck disable=SC2016 # $1 belongs to the generated script
         echo 'if [ "$1" = "configure" ] || [ "$1" = "abort-upgrade" ]; then'
         for unit in "${units[@]}"; do
           echo "  deb-systemd-helper unmask '$unit' >/dev/null || true"
@@ -111,6 +112,6 @@ PY
   rm -rf "$root"
 }
 
-for version in $(awk '$1 == "nvidia-container-toolkit" { sub(/^v/, "", $3); print $3 }' "$harness/go-tools.txt"); do
+while read -r version; do
   package "$version"
-done
+done < <(awk '$1 == "nvidia-container-toolkit" { sub(/^v/, "", $3); print $3 }' "$harness/go-tools.txt")

@@ -20,7 +20,7 @@ reproducible_tar() {
   tar -C "$dir" --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - crictl | gzip -n -9 >"$out"
 }
 
-for version in $(awk '$1 == "cri-tools" { print $3 }' "$harness/go-tools.txt"); do
+while read -r version; do
   bin=$("$harness/go-build.sh" cri-tools "$version")
   key=$( (sha256sum "$bin/crictl"; cat "$0") | sha256sum | cut -c1-12)
   out="$GPUFLEET_CACHE/tarballs-built/cri-tools-$version-$key"
@@ -41,4 +41,4 @@ for version in $(awk '$1 == "cri-tools" { print $3 }' "$harness/go-tools.txt"); 
   fi
   python3 "$harness/mirror.py" add-file "cri-tools/$version" "$out/$name" >/dev/null
   python3 "$harness/mirror.py" add-file "cri-tools-tampered/$version" "$out/out-tampered/$name" >/dev/null
-done
+done < <(awk '$1 == "cri-tools" { print $3 }' "$harness/go-tools.txt")

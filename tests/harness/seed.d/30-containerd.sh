@@ -10,7 +10,7 @@ set -euo pipefail
 . "$(dirname "$0")/../env.sh"
 harness=$(cd "$(dirname "$0")/.." && pwd)
 
-for version in $(awk '$1 == "containerd" { print $3 }' "$harness/go-tools.txt"); do
+while read -r version; do
   bin=$("$harness/go-build.sh" containerd "$version")
   src=$(cat "$bin/../module-dir")
   key=$( (sha256sum "$bin"/*; cat "$src/containerd.service" "$0") | sha256sum | cut -c1-12)
@@ -29,4 +29,4 @@ for version in $(awk '$1 == "containerd" { print $3 }' "$harness/go-tools.txt");
     mv "$stage" "$out"
   fi
   python3 "$harness/mirror.py" add-file "containerd/$version" "$out/$name" "$out/containerd.service" >/dev/null
-done
+done < <(awk '$1 == "containerd" { print $3 }' "$harness/go-tools.txt")

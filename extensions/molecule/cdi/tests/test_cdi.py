@@ -11,6 +11,7 @@ import os
 import sys
 
 import pytest
+import yaml
 
 HERE = os.path.dirname(__file__)
 ROOT = os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.path.join(HERE, "..", "..", "..", ".."))
@@ -129,8 +130,10 @@ def test_a_reformatted_spec_with_the_same_content_is_left_alone(host):
     s = settings(host)
     spec = read_spec(host)
     spec["devices"].reverse()
-    # Same data, other key order and layout: JSON is valid YAML too.
-    node(host).run_expect([0], "printf %%s %s > %s", json.dumps(spec, indent=1, sort_keys=True), s["path"])
+    # Same data, other key order, indentation and device order.
+    text = (json.dumps(spec, indent=1, sort_keys=True) if s["format"] == "json"
+            else yaml.safe_dump(spec, sort_keys=True, default_flow_style=False, indent=4))
+    node(host).run_expect([0], "printf %%s %s > %s", text, s["path"])
     before = sha256(host, s["path"])
     run = run_role(host, "cdi")
     assert not run.failed, run

@@ -158,8 +158,8 @@ def test_2x_drop_in_holds_only_its_own_settings(version: str, config_version: in
 
 
 def test_a_non_runc_default_runtime_is_not_copied() -> None:
-    merged = c.merge(_files(OTHER_TOOL_V2 + '\n[plugins."io.containerd.grpc.v1.cri".containerd]\n'
-                                           '  default_runtime_name = "kata"\n'), c.MERGE_REPLACE)
+    kata_default = '\n[plugins."io.containerd.grpc.v1.cri".containerd]\n  default_runtime_name = "kata"\n'
+    merged = c.merge(_files(OTHER_TOOL_V2 + kata_default), c.MERGE_REPLACE)
     cri = c.drop_in_data(merged, spec(), None)["plugins"]["io.containerd.grpc.v1.cri"]
     assert cri["containerd"]["runtimes"]["nvidia"]["options"]["SystemdCgroup"] is True  # from runc
 

@@ -83,7 +83,7 @@ def test_writes_then_leaves_an_equal_spec_alone(tmp_path: Path, ctk, fixture: st
     assert "all" in first["devices"] and first["kind"] == "nvidia.com/gpu"
     second = run(tmp_path, str(spec))
     assert not second["changed"] and second["reason"] == "spec unchanged"
-    assert leftovers(spec.parent) == []
+    assert leftovers(spec.parent) == [] and leftovers(tmp_path) == []
 
 
 def test_same_content_in_another_layout_and_device_order_is_no_change(tmp_path: Path, ctk) -> None:
@@ -149,8 +149,8 @@ def test_a_spec_that_breaks_the_schema_is_not_installed(tmp_path: Path) -> None:
     spec = tmp_path / "cdi" / "nvidia.json"
     result = run(tmp_path, str(spec))
     assert result["failed"] and "/devices/0/name" in result["msg"]
-    assert not spec.exists()
-    assert leftovers(spec.parent) == []
+    assert not spec.parent.exists()
+    assert leftovers(tmp_path) == []
 
 
 def test_generator_gets_the_names_format_and_a_hidden_output(tmp_path: Path, ctk) -> None:
@@ -161,7 +161,10 @@ def test_generator_gets_the_names_format_and_a_hidden_output(tmp_path: Path, ctk
     assert "--format=json" in line and "--driver-root=/run/nvidia/driver" in line
     assert "--device-name-strategy=uuid --device-name-strategy=type-index" in line
     output = next(a.split("=", 1)[1] for a in line.split() if a.startswith("--output="))
-    assert os.path.basename(output).startswith(".gpufleet-cdi-") and output.endswith(".tmp")
+    # A private directory beside the spec directory, and a name nvidia-ctk will not extend.
+    assert os.path.basename(os.path.dirname(output)).startswith(".gpufleet-cdi-")
+    assert os.path.basename(output) == "nvidia.json"
+    assert os.path.dirname(os.path.dirname(output)) == str(tmp_path.parent)
 
 
 def test_a_path_cdi_consumers_would_ignore_is_refused(tmp_path: Path, ctk) -> None:
