@@ -38,7 +38,9 @@ def test_argument_specs_mirror_defaults(role: Path) -> None:
         if defaults[name] is not None and option["type"] in PYTHON_TYPES:
             assert isinstance(defaults[name], PYTHON_TYPES[option["type"]]), f"{role.name}: {name} is not a {option['type']}"
         if "choices" in option and defaults[name] is not None:
-            assert defaults[name] in option["choices"], f"{role.name}: {name} default is not one of its choices"
+            # For a list, Ansible applies choices to each element.
+            values = defaults[name] if option["type"] == "list" else [defaults[name]]
+            assert all(v in option["choices"] for v in values), f"{role.name}: {name} default is not one of its choices"
 
 
 def test_roles_are_found() -> None:

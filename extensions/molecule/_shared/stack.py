@@ -1,0 +1,109 @@
+"""Helpers for the container-stack scenarios' testinfra tests (not a test file).
+
+The fault tests run our roles once more against a live node with other
+settings, through ansible-playbook and the scenario's own inventory and
+ansible.cfg (Molecule exports both), and look at what the run left behind.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import tempfile
+import tomllib
+
+import testinfra
+import yaml
+
+
+class PlaybookRun:
+    def __init__(self, proc: subprocess.CompletedProcess) -> None:
+        self.rc = proc.returncode
+        self.output = proc.stdout + proc.stderr
+
+    @property
+    def failed(self) -> bool:
+        return self.rc != 0
+
+    def __repr__(self) -> str:  # pytest shows this when an assertion fails
+        return "PlaybookRun(rc={0})\n{1}".format(self.rc, self.output[-6000:])
+
+
+def run_role(host, role: str, extra_vars: dict | None = None, check: bool = False, tasks_from: str = "main") -> PlaybookRun:
+    """Run gpufleet.nvidia.<role> on `host` with `extra_vars` (highest precedence)."""
+    play = [{
+        "name": "Fault test: {0}".format(role),
+        "hosts": host.backend.host,
+        "gather_facts": False,
+        "tasks": [{"ansible.builtin.import_role": {"name": "gpufleet.nvidia." + role, "tasks_from": tasks_from}}],
+    }]
+    return run_playbook(play, extra_vars, check)
+
+
+def run_playbook(play: list, extra_vars: dict | None = None, check: bool = False) -> PlaybookRun:
+    with tempfile.TemporaryDirectory() as tmp:
+        book = os.path.join(tmp, "play.yml")
+        with open(book, "w", encoding="utf-8") as handle:
+            yaml.safe_dump(play, handle)
+        cmd = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], book]
+        if extra_vars:
+            varfile = os.path.join(tmp, "vars.json")
+            with open(varfile, "w", encoding="utf-8") as handle:
+                json.dump(extra_vars, handle)
+            cmd += ["-e", "@" + varfile]
+        if check:
+            cmd.append("--check")
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=dict(os.environ, ANSIBLE_NOCOLOR="1"))
+    return PlaybookRun(proc)
+
+
+def node(host):
+    """The same node through `podman exec` directly.
+
+    testinfra sends every command of an Ansible-backed host through a new
+    `ansible` process when the connection is containers.podman (seconds
+    each); the podman backend runs the same commands in a fraction of that.
+    """
+    return _podman_host(host.backend.host)
+
+
+@functools.lru_cache(maxsize=None)
+def _podman_host(name: str):
+    return testinfra.get_host("podman://" + name)
+
+
+def host_vars(host) -> dict:
+    """The node's inventory variables, templated by Ansible (read once per node)."""
+    return _host_vars(host.backend.host, host)
+
+
+_VARS: dict[str, dict] = {}
+
+
+def _host_vars(name: str, host) -> dict:
+    if name not in _VARS:
+        _VARS[name] = host.ansible.get_variables()
+    return _VARS[name]
+
+
+def toml_file(host, path: str) -> dict:
+    return tomllib.loads(node(host).file(path).content_string)
+
+
+def sha256(host, path: str) -> str | None:
+    f = node(host).file(path)
+    return f.sha256sum if f.exists else None
+
+
+def mirror_url(host) -> str:
+    return host_vars(host)["gpufleet_test_mirror_url"]
+
+
+def mirror_fingerprint(host) -> str:
+    """The fingerprint of the test mirror's signing key, read on the controller."""
+    key = subprocess.run(["curl", "-fsS", mirror_url(host) + "/keys/gpufleet-mirror.asc"],
+                         capture_output=True, check=True).stdout
+    colons = subprocess.run(["gpg", "--batch", "--show-keys", "--with-colons"], input=key,
+                            capture_output=True, check=True).stdout.decode()
+    return next(line.split(":")[9] for line in colons.splitlines() if line.startswith("fpr:"))

@@ -1,0 +1,178 @@
+"""cdi with the real nvidia-ctk against the simulated NVML library.
+
+The expected devices come from the simulator's own state (nvml-simctl show),
+the spec is checked against the CDI schema the role ships, and the refresh
+units are read from systemd.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+import yaml
+
+HERE = os.path.dirname(__file__)
+ROOT = os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.path.join(HERE, "..", "..", "..", ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "_shared"))
+sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
+
+# pylint: disable=wrong-import-position
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._jsonschema import validate  # noqa: E402
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._yaml import parse as parse_yaml  # noqa: E402
+from stack import host_vars, node, run_role, sha256  # noqa: E402
+
+SCHEMA = os.path.join(ROOT, "roles", "cdi", "files", "cdi-spec.schema.json")
+ALL_SPECS = [d + "/nvidia." + f for d in ("/etc/cdi", "/var/run/cdi") for f in ("yaml", "json")]
+
+
+def settings(host) -> dict:
+    hv = host_vars(host)
+    directory = hv.get("cdi_spec_dir", "/etc/cdi")
+    fmt = hv.get("cdi_format", "yaml")
+    return {"path": "{0}/nvidia.{1}".format(directory, fmt), "format": fmt,
+            "strategies": hv.get("cdi_device_name_strategy", ["index", "uuid"]),
+            "bake": hv.get("cdi_bake", False)}
+
+
+def gpu_node(host):
+    if settings(host)["bake"]:
+        pytest.skip("the baked node has no spec by design")
+
+
+def read_spec(host) -> dict:
+    s = settings(host)
+    text = node(host).file(s["path"]).content_string
+    return json.loads(text) if s["format"] == "json" else parse_yaml(text)
+
+
+def simulated_gpus(host) -> list[dict]:
+    return json.loads(node(host).check_output("nvml-simctl show"))["gpus"]
+
+
+def expected_names(host) -> set[str]:
+    names = {"all"}
+    for gpu in simulated_gpus(host):
+        for strategy in settings(host)["strategies"]:
+            names.add({"index": str(gpu["index"]), "uuid": gpu["uuid"],
+                       "type-index": "gpu{0}".format(gpu["index"])}[strategy])
+    return names
+
+
+def test_spec_names_exactly_the_simulated_gpus(host):
+    gpu_node(host)
+    spec = read_spec(host)
+    assert spec["kind"] == "nvidia.com/gpu"
+    assert {d["name"] for d in spec["devices"]} == expected_names(host)
+
+
+def test_spec_matches_the_cdi_schema(host):
+    gpu_node(host)
+    with open(SCHEMA, encoding="utf-8") as handle:
+        validate(read_spec(host), json.load(handle))
+
+
+def test_each_gpu_device_carries_its_device_node(host):
+    gpu_node(host)
+    spec = read_spec(host)
+    by_name = {d["name"]: d for d in spec["devices"]}
+    for gpu in simulated_gpus(host):
+        nodes = [n["path"] for n in by_name[str(gpu["index"])]["containerEdits"]["deviceNodes"]]
+        assert "/dev/nvidia{0}".format(gpu["minor"]) in nodes
+    common = [n["path"] for n in spec["containerEdits"]["deviceNodes"]]
+    assert "/dev/nvidiactl" in common
+
+
+def test_only_our_spec_exists_and_it_is_world_readable(host):
+    gpu_node(host)
+    ours = settings(host)["path"]
+    for path in ALL_SPECS:
+        assert node(host).file(path).exists == (path == ours), path
+    f = node(host).file(ours)
+    assert (f.user, f.group, f.mode) == ("root", "root", 0o644)
+
+
+def test_refresh_unit_matches_the_toolkit(host):
+    n = node(host)
+    nvidia_unit = n.file("/lib/systemd/system/nvidia-cdi-refresh.service").exists
+    version = host_vars(host)["container_toolkit_version"]
+    assert nvidia_unit == (version >= "1.18")
+    s = settings(host)
+    if nvidia_unit:
+        env = n.file("/etc/nvidia-container-toolkit/nvidia-cdi-refresh.env").content_string
+        assert "NVIDIA_CTK_CDI_OUTPUT_FILE_PATH={0}\n".format(s["path"]) in env
+        assert "NVIDIA_CTK_CDI_GENERATE_DEVICE_NAME_STRATEGIES={0}\n".format(",".join(s["strategies"])) in env
+        after = n.check_output("systemctl show --property=After --value nvidia-cdi-refresh.service").split()
+        assert {"gpufleet-mig.service", "nvidia-persistenced.service"} <= set(after)
+        for unit in ("nvidia-cdi-refresh.service", "nvidia-cdi-refresh.path"):
+            assert n.service(unit).is_enabled, unit
+        assert not n.file("/etc/systemd/system/gpufleet-cdi-refresh.service").exists
+    else:
+        after = n.check_output("systemctl show --property=After --value gpufleet-cdi-refresh.service").split()
+        assert {"gpufleet-mig.service", "nvidia-persistenced.service"} <= set(after)
+        for unit in ("gpufleet-cdi-refresh.service", "gpufleet-cdi-refresh.path"):
+            assert n.service(unit).is_enabled, unit
+
+
+def test_our_refresh_unit_regenerates_a_missing_spec(host):
+    n = node(host)
+    if not n.file("/etc/systemd/system/gpufleet-cdi-refresh.service").exists:
+        pytest.skip("this node uses NVIDIA's refresh unit (its conditions need a real driver)")
+    path = settings(host)["path"]
+    before = read_spec(host)
+    n.run_expect([0], "rm -f %s && systemctl start gpufleet-cdi-refresh.service", path)
+    assert {d["name"] for d in read_spec(host)["devices"]} == {d["name"] for d in before["devices"]}
+
+
+def test_a_reformatted_spec_with_the_same_content_is_left_alone(host):
+    gpu_node(host)
+    s = settings(host)
+    spec = read_spec(host)
+    spec["devices"].reverse()
+    # Same data, other key order, indentation and device order.
+    text = (json.dumps(spec, indent=1, sort_keys=True) if s["format"] == "json"
+            else yaml.safe_dump(spec, sort_keys=True, default_flow_style=False, indent=4))
+    node(host).run_expect([0], "printf %%s %s > %s", text, s["path"])
+    before = sha256(host, s["path"])
+    run = run_role(host, "cdi")
+    assert not run.failed, run
+    assert "changed=0" in run.output, run
+    assert sha256(host, s["path"]) == before
+
+
+def test_a_stale_spec_is_replaced(host):
+    """A spec from before a GPU change (here: one device dropped) is regenerated."""
+    gpu_node(host)
+    s = settings(host)
+    spec = read_spec(host)
+    spec["devices"] = spec["devices"][1:]
+    node(host).run_expect([0], "printf %%s %s > %s", json.dumps(spec), s["path"])
+    run = run_role(host, "cdi")
+    assert not run.failed, run
+    assert {d["name"] for d in read_spec(host)["devices"]} == expected_names(host)
+
+
+def test_without_a_running_driver_generation_waits_for_boot(host):
+    gpu_node(host)
+    n = node(host)
+    path = settings(host)["path"]
+    before = sha256(host, path)
+    n.run_expect([0], "nvml-simctl set driver_loaded=0")
+    try:
+        run = run_role(host, "cdi")
+    finally:
+        n.run_expect([0], "nvml-simctl set driver_loaded=1")
+    assert not run.failed, run
+    assert "deferred to" in run.output and "no NVIDIA driver is running" in run.output, run
+    assert sha256(host, path) == before
+
+
+def test_baked_node_has_no_spec_and_an_enabled_refresh_unit(host):
+    if not settings(host)["bake"]:
+        pytest.skip("only the baked node")
+    n = node(host)
+    for path in ALL_SPECS:
+        assert not n.file(path).exists, path
+    assert n.service("nvidia-cdi-refresh.service").is_enabled
+    assert n.service("nvidia-cdi-refresh.path").is_enabled
