@@ -604,8 +604,10 @@ class _LayoutSearch:
     *combination* of placements per profile: largest profiles first, highest
     start first -- where NVML's own automatic placement would put them. Of all
     layouts that fit, it keeps the first that retains the most existing GPU
-    instances, then the most with the right compute instances: the smallest
-    change. Deterministic: the same input always gives the same layout.
+    instances that processes are using (so running work is not disturbed when
+    the layout allows it), then the most existing instances, then the most
+    with the right compute instances: the smallest change. Deterministic: the
+    same input always gives the same layout.
     """
 
     def __init__(self, gpu: GpuState, wanted: t.Sequence[InstanceSpec]) -> None:
@@ -614,27 +616,40 @@ class _LayoutSearch:
             groups.setdefault(spec.profile, []).append(spec)
         self.groups = sorted(groups.items(), key=lambda g: (-g[0].size, -g[0].slices, g[0].id))
         self.existing = {(gi.profile_id, gi.start): gi for gi in gpu.gpu_instances}
+        self.busy = {p.gpu_instance_id for p in gpu.processes if p.gpu_instance_id is not None}
         self.best: Layout | None = None
-        self.best_score = (-1, -1)
-        # No layout keeps more than every existing instance of a wanted
-        # profile (up to the number wanted); reaching that ends the search.
-        self.ceiling = self._score([(p, tuple(gi.start for gi in gpu.gpu_instances if gi.profile_id == p.id))
-                                    for p, _specs in self.groups])
+        self.best_score = (-1, -1, -1)
+        self.ceiling = self._ceiling(gpu)
+
+    def _ceiling(self, gpu: GpuState) -> tuple[int, int, int]:
+        """A score no layout can beat; reaching it ends the search early."""
+        busy = kept = exact = 0
+        for profile, specs in self.groups:
+            existing = [gi for gi in gpu.gpu_instances if gi.profile_id == profile.id]
+            wanted = Counter(spec.compute for spec in specs)
+            have = Counter(gi.compute for gi in existing)
+            have_busy = Counter(gi.compute for gi in existing if gi.id in self.busy)
+            kept += min(len(existing), len(specs))
+            exact += sum(min(have[c], n) for c, n in wanted.items())
+            busy += sum(min(have_busy[c], n) for c, n in wanted.items())
+        return busy, kept, exact
 
     def kept(self, profile: Profile, starts: t.Sequence[int]) -> list[GpuInstanceState]:
         return [self.existing[(profile.id, s)] for s in starts if (profile.id, s) in self.existing]
 
-    def _score(self, layout: Layout) -> tuple[int, int]:
-        kept = exact = 0
+    def _score(self, layout: Layout) -> tuple[int, int, int]:
+        busy = kept = exact = 0
         for profile, starts in layout:
             remaining = [spec.compute for spec in dict(self.groups)[profile]]
-            here = self.kept(profile, starts)[:len(remaining)]
+            # Busy instances take a matching compute layout first.
+            here = sorted(self.kept(profile, starts), key=lambda gi: gi.id not in self.busy)
             kept += len(here)
             for gi in here:
                 if gi.compute in remaining:
                     remaining.remove(gi.compute)
                     exact += 1
-        return kept, exact
+                    busy += gi.id in self.busy
+        return busy, kept, exact
 
     def run(self) -> Layout | None:
         self._walk(0, [], [])
@@ -718,9 +733,10 @@ def plan_gpu(gpu: GpuState, target: GpuTarget | None) -> GpuPlan:
     for profile, starts in layout:
         remaining = [spec.compute for spec in dict(search.groups)[profile]]
         here = [search.existing.get((profile.id, s)) for s in starts]
-        # Instances that already carry a wanted compute layout take it first.
-        for gi in here:
-            if gi is not None and gi.compute in remaining:
+        # Instances that already carry a wanted compute layout take it first,
+        # busy ones before idle ones (as the search scored them).
+        for gi in sorted((gi for gi in here if gi is not None), key=lambda gi: gi.id not in search.busy):
+            if gi.compute in remaining:
                 remaining.remove(gi.compute)
                 keep.add(gi.id)
         for start, gi in zip(starts, here):
@@ -932,12 +948,17 @@ def blocking_clients(plan: GpuPlan) -> list[ClientProcess]:
 # 4. carrying a plan out
 # --------------------------------------------------------------------------
 class MigApplyError(Exception):
-    """A change failed part-way; `done` and `not_done` say exactly how far it got."""
+    """A change failed part-way; `done` and `not_done` say exactly how far it got.
 
-    def __init__(self, message: str, done: list[str], not_done: list[str]) -> None:
+    `converges` is False when running again cannot help (the layout does not
+    fit the profiles the driver reports once MIG is on): the config is wrong.
+    """
+
+    def __init__(self, message: str, done: list[str], not_done: list[str], converges: bool = True) -> None:
         super().__init__(message)
         self.done = done
         self.not_done = not_done
+        self.converges = converges
 
 
 class MigApplier:
@@ -950,6 +971,7 @@ class MigApplier:
         self.reset_gpus: list[int] = []
         self.plans: list[GpuPlan] = []  # as carried out (re-planned where MIG just came on)
         self._gpu_done: list[str] = []
+        self._replan_failed = False
 
     def apply(self, plans: t.Sequence[GpuPlan]) -> None:
         for position, plan in enumerate(plans):
@@ -962,7 +984,7 @@ class MigApplier:
                             for step in current.steps() if step not in self._gpu_done]
                 not_done += ["GPU {0}: {1}".format(p.gpu.index, step) for p in plans[position + 1:] for step in p.steps()]
                 raise MigApplyError("GPU {0}: {1} failed: {2}".format(plan.gpu.index, self._step, err),
-                                    list(self.done), not_done) from None
+                                    list(self.done), not_done, converges=not self._replan_failed) from None
 
     def _run(self, gpu: GpuState, step: str, action: t.Callable[..., t.Any], *args: t.Any) -> t.Any:
         self._step = step
@@ -1035,14 +1057,19 @@ class MigApplier:
 
     def _replan(self, plan: GpuPlan) -> GpuPlan:
         """MIG just came on: plan again from the profiles NVML now reports."""
-        assert plan.target is not None
+        step = "plan the GPU instances from the profiles NVML reports now that MIG is on"
+        self._step = step
         gpu = self.reader.gpu(plan.gpu.index)
         try:
+            if plan.target is None:
+                raise MigPlanError("{0}: no target to plan".format(gpu.label))
             fresh = plan_gpu(gpu, resolve_target(gpu, plan.target.entry))
         except MigPlanError as err:
             # Put the GPU back as it was found: MIG on without instances runs
             # no CUDA work at all.
             self._run(gpu, "disable MIG mode again", self.s.set_mig_mode, self.reader.device(gpu.index), False)
+            self._step = step
+            self._replan_failed = True
             raise MigPlanError("{0} (MIG mode was switched back off)".format(err)) from None
         self._current = fresh
         self._gpu_done = []

@@ -411,9 +411,11 @@ class MigConfigManager:
             applier = controller.apply(node)
         except MigApplyError as exc:
             self.result.update(changed=bool(exc.done), done=exc.done, not_done=exc.not_done)
-            self.fail("{0}. Done before the failure: {1}. Not done: {2}. Run again to converge: the next run plans "
-                      "from what is on the GPUs now.".format(exc, "; ".join(exc.done) or "nothing",
-                                                              "; ".join(exc.not_done) or "nothing"))
+            advice = ("Run again to converge: the next run plans from what is on the GPUs now." if exc.converges else
+                      "Running again will not help: the driver reports other MIG profiles for this GPU than "
+                      "gpufleet's table of known GPUs, and the layout does not fit them; change the config.")
+            self.fail("{0}. Done before the failure: {1}. Not done: {2}. {3}".format(
+                exc, "; ".join(exc.done) or "nothing", "; ".join(exc.not_done) or "nothing", advice))
         except NvmlError as exc:
             self.fail("NVML failed: {0}".format(exc))
         self._reset(sorted(set(node.reset_gpus) | set(applier.reset_gpus)))
