@@ -11,7 +11,7 @@ module: mig_config
 short_description: Apply or assert a MIG layout from a mig-parted config
 version_added: 0.1.0
 description:
-  - Takes a config in nvidia-mig-parted's C(version: v1) format (the format of C(nvidia-mig-parted) and of the GPU
+  - Takes a config in nvidia-mig-parted's C(version=v1) format (the format of C(nvidia-mig-parted) and of the GPU
     Operator's MIG ConfigMaps) and one of its labels, and makes the node's GPUs match it through NVML, or checks that
     they do.
   - The config is validated like mig-parted validates it (unknown keys are rejected), then against the profiles and
@@ -57,7 +57,7 @@ options:
     description:
       - V(applied) changes the GPUs until they match the label.
       - V(asserted) changes nothing and fails when a GPU differs, with one line per GPU
-        (C(GPU 3: expected MIG enabled: 7 x 1g.5gb, found MIG disabled)).
+        (for example C(GPU 3 - expected MIG enabled, 7 x 1g.5gb, found MIG disabled)).
     type: str
     choices: [applied, asserted]
     default: applied
@@ -66,10 +66,10 @@ options:
       - The NVML shared library to load; by default C(libnvidia-ml.so.1) from the dynamic loader's path.
     type: path
 notes:
-  - Needs root (C(become=true)): placements, creating and destroying instances and switching MIG mode are privileged
+  - Needs root (C(become=true)). Placements, creating and destroying instances and switching MIG mode are privileged
     NVML calls.
   - GPUs that no entry of the label selects are left alone. A GPU without MIG is left alone when the entry selects
-    C(devices: all), as mig-parted does; an entry that asks for MIG and reaches no MIG-capable GPU at all is an error.
+    C(devices=all), as mig-parted does; an entry that asks for MIG and reaches no MIG-capable GPU at all is an error.
   - Two entries that select the same GPU with different layouts are an error (mig-parted would apply the last one and
     then never assert it).
   - In check mode, attached client processes are reported in RV(plan[].clients) and as a warning instead of failing,
@@ -79,7 +79,7 @@ requirements:
   - An NVIDIA driver with NVML (C(libnvidia-ml.so.1)).
 seealso:
   - name: nvidia-mig-parted config format
-    description: The C(version: v1) format this module reads.
+    description: The C(version=v1) format this module reads.
     link: https://github.com/NVIDIA/mig-parted#the-mig-parted-config-file
   - name: MIG user guide
     description: GPU instances, compute instances, profiles and placements.
@@ -157,7 +157,7 @@ plan:
       returned: always
       sample: mig-configs.all-balanced[0]
     skipped:
-      description: Why a selected GPU is left alone (a GPU without MIG under C(devices: all)), else V(null).
+      description: Why a selected GPU is left alone (a GPU without MIG under C(devices=all)), else V(null).
       type: str
       returned: always
       sample: null
@@ -235,7 +235,9 @@ plan:
       returned: always
       sample: ["pid 4242 (python3, 1024 MiB)"]
 summary:
-  description: One line per GPU with its layout after the run (or, in check mode and with V(asserted), as found).
+  description:
+    - One line per GPU with its layout after the run; in check mode the planned layout of each GPU that would
+      change, marked C((planned)); with O(state=asserted) the layout as found.
   returned: when the GPUs could be read
   type: list
   elements: str
@@ -259,7 +261,7 @@ reset_gpus:
   elements: int
   sample: []
 done:
-  description: The changes made, in order, as C(GPU <n>: <step>) (also when the module fails part-way).
+  description: "The changes made, in order, as C(GPU <n>: <step>) (also when the module fails part-way)."
   returned: when O(state=applied) and not in check mode
   type: list
   elements: str
@@ -395,7 +397,10 @@ class MigConfigManager:
             self.module.warn("client processes would block the change (stop them before applying): "
                              + "; ".join(clients))
         self.result["changed"] = node.changed
-        self.result["summary"] = self._summary(node.plans)
+        self.result["summary"] = [
+            "{0}: {1}".format(p.gpu.label, "{0} (planned)".format(plan_to_dict(p)["after"]) if p.changed
+                              else describe_gpu(p.gpu))
+            for p in node.plans]
         self._diff(node, lambda p: layout_lines(p.gpu, p.mig_after(), p.layout_after()))
 
     def _apply(self, controller: MigController, node: NodePlan) -> None:
