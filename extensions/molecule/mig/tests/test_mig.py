@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _mig  # noqa: E402
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins import mig_expected  # noqa: E402
 
-with open(os.path.join(SCENARIO, "mig-config.yaml"), encoding="utf-8") as _handle:
+with open(os.path.join(SCENARIO, "files", "mig-parted-config.yaml"), encoding="utf-8") as _handle:
     CONFIG = yaml.safe_load(_handle)
 ENTRIES = _mig.parse_config(CONFIG)
 SEQUENCE = ("mixed", "split", "all-disabled")
