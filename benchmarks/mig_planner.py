@@ -55,8 +55,9 @@ from ansible_collections.gpufleet.nvidia.tests.unit.plugins import mig_expected 
 
 def simctl() -> t.Any:
     spec = importlib.util.spec_from_file_location("bench_simctl", os.path.join(SIM, "simctl.py"))
+    if spec is None or spec.loader is None:
+        raise RuntimeError("cannot load tests/nvml-sim/simctl.py")
     module = importlib.util.module_from_spec(spec)
-    assert spec and spec.loader
     spec.loader.exec_module(module)
     return module
 
