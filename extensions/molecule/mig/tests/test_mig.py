@@ -10,6 +10,7 @@ nothing here is a hard-coded answer.
 """
 from __future__ import annotations
 
+import configparser
 import json
 import os
 import subprocess
@@ -104,10 +105,23 @@ def hosts() -> list[str]:
     return sorted(json.loads(out.stdout)["gpu_nodes"]["hosts"])
 
 
+def quiet_ansible_cfg() -> str:
+    """Molecule's ansible.cfg without its extra callbacks (they would print into the JSON on stdout)."""
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(os.environ["ANSIBLE_CONFIG"])
+    if parser.has_section("defaults"):
+        parser.remove_option("defaults", "callbacks_enabled")
+    path = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/tmp"), "ansible-verify.cfg")
+    with open(path, "w", encoding="utf-8") as handle:
+        parser.write(handle)
+    return path
+
+
 def playbook(label: str, check: bool = False) -> dict[str, t.Any]:
     """Run label.yml (the role alone) on every node; the JSON callback's output."""
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_CALLBACKS_ENABLED="",
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_CONFIG=quiet_ansible_cfg(),
                ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"))
+    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
     cmd = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], os.path.join(SCENARIO, "label.yml"),
            "-e", "mig_label=" + label] + (["--check"] if check else [])
     out = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
