@@ -10,7 +10,6 @@ nothing here is a hard-coded answer.
 """
 from __future__ import annotations
 
-import configparser
 import json
 import os
 import subprocess
@@ -34,9 +33,6 @@ with open(os.path.join(SCENARIO, "files", "mig-parted-config.yaml"), encoding="u
     CONFIG = yaml.safe_load(_handle)
 ENTRIES = _mig.parse_config(CONFIG)
 SEQUENCE = ("mixed", "split", "all-disabled")
-PLAN_TASK = "Plan the change against the GPUs (reads NVML, changes nothing)"
-APPLY_TASK = "Apply the MIG layout"
-FINISH_TASK = "Finish the layout on the reset GPUs"
 
 
 # --- observing a node ---------------------------------------------------------------------------
@@ -105,45 +101,19 @@ def hosts() -> list[str]:
     return sorted(json.loads(out.stdout)["gpu_nodes"]["hosts"])
 
 
-def quiet_ansible_cfg() -> str:
-    """Molecule's ansible.cfg without its extra callbacks (they would print into the JSON on stdout)."""
-    parser = configparser.ConfigParser(interpolation=None)
-    parser.read(os.environ["ANSIBLE_CONFIG"])
-    if parser.has_section("defaults"):
-        parser.remove_option("defaults", "callbacks_enabled")
-    path = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/tmp"), "ansible-verify.cfg")
-    with open(path, "w", encoding="utf-8") as handle:
-        parser.write(handle)
-    return path
-
-
-def playbook(label: str, check: bool = False) -> dict[str, t.Any]:
-    """Run label.yml (the role alone) on every node; the JSON callback's output."""
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_CONFIG=quiet_ansible_cfg(),
-               ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"))
-    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
-    cmd = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], os.path.join(SCENARIO, "label.yml"),
-           "-e", "mig_label=" + label] + (["--check"] if check else [])
-    out = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                         check=False, timeout=600)
-    try:
-        return json.loads(out.stdout)
-    except ValueError:
-        raise AssertionError("ansible-playbook printed no JSON: {0}\n{1}".format(out.stdout, out.stderr)) from None
-
-
-def task(run: dict[str, t.Any], name: str, host: str) -> dict[str, t.Any]:
-    for play in run["plays"]:
-        for item in play["tasks"]:
-            if item["task"]["name"] == name and host in item["hosts"]:
-                return item["hosts"][host]
-    raise AssertionError("task {0!r} did not run on {1}".format(name, host))
-
-
-def done_steps(run: dict[str, t.Any], host: str) -> list[str]:
-    """What a role run changed: the apply, then (after GPU resets) the finish."""
-    finish = task(run, FINISH_TASK, host)
-    return task(run, APPLY_TASK, host)["done"] + (finish.get("done", []) if not finish.get("skipped") else [])
+def play(name: str) -> dict[str, dict[str, t.Any]]:
+    """Run one of the scenario's verify playbooks on every node; the results file of each node."""
+    out = subprocess.run(["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"],
+                          os.path.join(SCENARIO, "verify-{0}.yml".format(name))],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False,
+                         timeout=900)
+    assert out.returncode == 0, out.stdout[-6000:]
+    results = {}
+    for host in hosts():
+        path = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "mig-{0}-{1}.json".format(name, host))
+        with open(path, encoding="utf-8") as handle:
+            results[host] = json.load(handle)
+    return results
 
 
 def wanted(label: str, gpu: dict[str, t.Any]) -> Counter | None:
@@ -250,136 +220,88 @@ def test_the_boot_unit_ran_before_the_gpu_clients(host: t.Any, rebooted: dict[st
     assert int(seen["unit"]["ActiveEnterTimestampMonotonic"]) <= int(seen["dcgm"]["ExecMainStartTimestampMonotonic"])
 
 
-# --- stage 3: mixed -> split -> all-disabled, each: --check, apply, apply again ---------------------
+# --- stage 3: mixed -> split -> all-disabled: check-mode plan, apply (role), apply again, assert ------
 @pytest.fixture(scope="session")
 def sequence(rebooted: dict[str, t.Any]) -> dict[str, dict[str, t.Any]]:
     del rebooted
-    runs: dict[str, dict[str, t.Any]] = {}
-    for label in SEQUENCE:
-        before = {name: show(name) for name in hosts()}
-        check = playbook(label, check=True)
-        unchanged = {name: show(name) for name in hosts()}
-        apply = playbook(label)
-        after = {name: observe(name) for name in hosts()}
-        again = playbook(label)
-        runs[label] = dict(before=before, check=check, unchanged=unchanged, apply=apply, after=after, again=again)
-    return runs
+    return play("sequence")
 
 
 @pytest.mark.parametrize("label", SEQUENCE)
 def test_sequence_check_mode_changes_nothing(host: t.Any, sequence: dict[str, t.Any], label: str) -> None:
-    run, name = sequence[label], host.backend.host
-    assert run["check"]["stats"][name]["failures"] == 0
-    assert run["unchanged"][name] == run["before"][name]
+    step = sequence[host.backend.host][label]
+    assert step["check"]["changed"] is True
+    assert step["unchanged"] == step["before"]
 
 
 @pytest.mark.parametrize("label", SEQUENCE)
 def test_sequence_apply_does_what_check_mode_planned(host: t.Any, sequence: dict[str, t.Any], label: str) -> None:
-    run, name = sequence[label], host.backend.host
-    assert run["apply"]["stats"][name]["failures"] == 0, task(run["apply"], APPLY_TASK, name).get("msg")
-    planned = task(run["check"], APPLY_TASK, name)["plan"]
-    done = done_steps(run["apply"], name)
-    assert done == ["GPU {0}: {1}".format(p["index"], step) for p in planned for step in p["steps"]]
-    assert_label_applied(label, run["after"][name]["show"])
+    step = sequence[host.backend.host][label]
+    planned = ["GPU {0}: {1}".format(p["index"], s) for p in step["check"]["plan"] for s in p["steps"]]
+    assert step["done"] == planned
+    assert_label_applied(label, step["after"]["show"])
 
 
 @pytest.mark.parametrize("label", SEQUENCE)
-def test_sequence_is_idempotent(host: t.Any, sequence: dict[str, t.Any], label: str) -> None:
-    run, name = sequence[label], host.backend.host
-    stats = run["again"]["stats"][name]
-    assert (stats["changed"], stats["failures"]) == (0, 0)
-    assert task(run["again"], PLAN_TASK, name)["plan"]
+def test_sequence_is_idempotent_and_asserted(host: t.Any, sequence: dict[str, t.Any], label: str) -> None:
+    step = sequence[host.backend.host][label]
+    assert (step["again"]["changed"], step["again"]["done"], step["again"]["reset_gpus"]) == (False, [], [])
+    assert step["asserted"]["differences"] == []
 
 
 @pytest.mark.parametrize("label", SEQUENCE)
 def test_sequence_refreshed_cdi_and_restarted_clients(host: t.Any, sequence: dict[str, t.Any], label: str) -> None:
-    seen = sequence[label]["after"][host.backend.host]
+    seen = sequence[host.backend.host][label]["after"]
     # converge + one per applied label so far; never for check mode or a run without changes
     assert seen["cdi_refreshes"] == 1 + SEQUENCE.index(label) + 1
-    assert (seen["dcgm"]["ActiveState"], seen["exporter"]["ActiveState"]) == ("active", "inactive")
+    assert (seen["dcgm"], seen["exporter"]) == ("active", "inactive")
     assert seen["env"].splitlines()[-2:] == ["GPUFLEET_MIG_LABEL=" + label, "GPUFLEET_MIG_RESET=yes"]
 
 
 def test_split_kept_and_recut_an_instance(host: t.Any, sequence: dict[str, t.Any]) -> None:
     """mixed gave GPUs 4-5 two 3g instances; split keeps one and cuts it into 1c compute instances."""
-    run, name = sequence["split"], host.backend.host
-    plan = task(run["check"], APPLY_TASK, name)["plan"]
-    assert [len(plan[i]["recompute"]) for i in (4, 5)] == [1, 1]
-    kept = {gi["id"] for gi in run["before"][name]["gpus"][4]["gis"]} & \
-        {gi["id"] for gi in run["after"][name]["show"]["gpus"][4]["gis"]}
+    step = sequence[host.backend.host]["split"]
+    assert [len(step["check"]["plan"][i]["recompute"]) for i in (4, 5)] == [1, 1]
+    kept = {gi["id"] for gi in step["before"]["gpus"][4]["gis"]} & \
+        {gi["id"] for gi in step["after"]["show"]["gpus"][4]["gis"]}
     assert len(kept) == 1
 
 
-# --- stage 4: NVML fails on the third create -------------------------------------------------
+# --- stage 4: NVML fails on the third create; stage 5: a client still attached ----------------------
 @pytest.fixture(scope="session")
-def fault(sequence: dict[str, t.Any]) -> dict[str, t.Any]:
+def faults(sequence: dict[str, t.Any]) -> dict[str, dict[str, t.Any]]:
     del sequence  # runs after it: every GPU has MIG off now
-    for name in hosts():
-        subprocess.run(["podman", "exec", name, "nvml-simctl", "fault", "add",
-                        "nvmlDeviceCreateGpuInstanceWithPlacement", "UNKNOWN", "--skip", "2", "--once"], check=True)
-    failed = playbook("all-balanced")
-    partial = {name: observe(name) for name in hosts()}
-    rerun = playbook("all-balanced")
-    after = {name: show(name) for name in hosts()}
-    again = playbook("all-balanced")
-    return dict(failed=failed, partial=partial, rerun=rerun, after=after, again=again)
+    return play("faults")
 
 
-def test_failure_names_what_was_done_and_not(host: t.Any, fault: dict[str, t.Any]) -> None:
-    name = host.backend.host
-    result = task(fault["failed"], APPLY_TASK, name)
-    assert result["failed"] and fault["failed"]["stats"][name]["failures"] == 1
-    assert [step for step in result["done"] if ": create " in step] and \
-        len([step for step in result["done"] if ": create " in step]) == 2
+def test_failure_names_what_was_done_and_not(host: t.Any, faults: dict[str, t.Any]) -> None:
+    seen = faults[host.backend.host]
+    result = seen["failed"]
+    assert result["failed"]
+    assert len([step for step in result["done"] if ": create " in step]) == 2
     assert result["not_done"][0].startswith("GPU 0: create") and result["not_done"][-1].startswith("GPU 7: create")
     assert result["msg"].startswith(result["not_done"][0] + " failed: nvmlDeviceCreateGpuInstanceWithPlacement: "
                                     "Unknown Error (NVML_ERROR_UNKNOWN)")
     assert "Run again to converge" in result["msg"]
-    gpus = fault["partial"][name]["show"]["gpus"]
+    gpus = seen["partial"]["gpus"]
     assert len(gpus[0]["gis"]) == 2 and all(g["gis"] == [] for g in gpus[1:])
+    assert seen["dcgm_after_failure"] == "active"  # the role started the clients it had stopped
 
 
-def test_failure_restarted_the_clients(host: t.Any, fault: dict[str, t.Any]) -> None:
-    assert fault["partial"][host.backend.host]["dcgm"]["ActiveState"] == "active"
+def test_rerun_after_failure_converges(host: t.Any, faults: dict[str, t.Any]) -> None:
+    seen = faults[host.backend.host]
+    assert [s for s in seen["rerun_done"] if ": create " in s] == \
+        [s for s in seen["failed"]["not_done"] if ": create " in s]
+    assert_label_applied("all-balanced", seen["converged"])
 
 
-def test_rerun_after_failure_converges(host: t.Any, fault: dict[str, t.Any]) -> None:
-    name = host.backend.host
-    done = done_steps(fault["rerun"], name)
-    not_done = task(fault["failed"], APPLY_TASK, name)["not_done"]
-    assert [s for s in done if ": create " in s] == [s for s in not_done if ": create " in s]
-    assert_label_applied("all-balanced", fault["after"][name])
-    assert fault["again"]["stats"][name]["changed"] == 0
-
-
-# --- stage 5: a client still attached ------------------------------------------------------------
-@pytest.fixture(scope="session")
-def attached(fault: dict[str, t.Any]) -> dict[str, t.Any]:
-    del fault
-    where = {}
-    for name in hosts():
-        gpu = show(name)["gpus"][1]
-        three = next(gi for gi in gpu["gis"] if gi["profile_name"].startswith("3g."))
-        subprocess.run(["podman", "exec", name, "nvml-simctl", "process", "add", "--gpu", "1", "--pid", "4242",
-                        "--used-memory", "1GiB", "--gi", str(three["id"]), "--ci", "0", "--name", "python3"],
-                       check=True)
-        where[name] = three["id"]
-    before = {name: show(name) for name in hosts()}
-    blocked = playbook("mixed")
-    after = {name: observe(name) for name in hosts()}
-    for name in hosts():
-        subprocess.run(["podman", "exec", name, "nvml-simctl", "process", "clear"], check=True)
-    return dict(where=where, before=before, blocked=blocked, after=after)
-
-
-def test_attached_clients_are_named_and_nothing_changes(host: t.Any, attached: dict[str, t.Any]) -> None:
-    name = host.backend.host
-    result = task(attached["blocked"], APPLY_TASK, name)
-    uuid = attached["before"][name]["gpus"][1]["uuid"]
-    assert result["failed"]
-    assert result["msg"] == (
+def test_attached_clients_are_named_and_nothing_changes(host: t.Any, faults: dict[str, t.Any]) -> None:
+    seen = faults[host.backend.host]
+    gpu = seen["attached"]["gpus"][1]
+    (process,) = gpu["processes"]
+    assert seen["blocked"]["failed"]
+    assert seen["blocked"]["msg"] == (
         "GPU clients are still attached, so nothing was changed. Stop them (for services, list them in "
         "mig_gpu_clients) and run again: GPU 1 (NVIDIA A100-SXM4-40GB) ({0}): pid 4242 (not visible here, GPU "
-        "instance {1} / compute instance 0, 1024 MiB)".format(uuid, attached["where"][name]))
-    assert attached["after"][name]["show"] == attached["before"][name]
-    assert attached["after"][name]["dcgm"]["ActiveState"] == "active"
+        "instance {1} / compute instance 0, 1024 MiB)".format(gpu["uuid"], process["gi"]))
+    assert seen["untouched"] == seen["attached"]
