@@ -412,6 +412,7 @@ PROTOTYPES: dict[str, tuple[t.Any, ...]] = {
     ),
     "nvmlComputeInstanceDestroy": (_HANDLE,),
     "nvmlGpuInstanceGetComputeInstances": (_HANDLE, _UINT, _P(_HANDLE), _P(_UINT)),
+    "nvmlGpuInstanceGetComputeInstanceById": (_HANDLE, _UINT, _P(_HANDLE)),
     "nvmlComputeInstanceGetInfo_v2": (_HANDLE, _P(_ComputeInstanceInfo)),
     "nvmlDeviceGetMaxMigDeviceCount": (_HANDLE, _P(_UINT)),
     "nvmlDeviceGetMigDeviceHandleByIndex": (_HANDLE, _UINT, _P(_HANDLE)),
@@ -1001,6 +1002,11 @@ class NvmlSession:
         count = ctypes.c_uint(size)
         self._call("nvmlGpuInstanceGetComputeInstances", gpu_instance.value, profile.id, handles, ctypes.byref(count))
         return [ComputeInstance(handles[i]) for i in range(count.value)]
+
+    def compute_instance_by_id(self, gpu_instance: GpuInstance, compute_instance_id: int) -> ComputeInstance:
+        return ComputeInstance(self._handle(
+            "nvmlGpuInstanceGetComputeInstanceById", gpu_instance.value, compute_instance_id,
+        ))
 
     def compute_instance_info(self, compute_instance: ComputeInstance) -> ComputeInstanceInfo:
         info = _ComputeInstanceInfo()

@@ -1,7 +1,7 @@
 """Role README variable tables are generated from meta/argument_specs.yml and must be current.
 
 A README opts in with the markers tests/harness/role-readme.py writes
-between; regenerate with `tests/harness/role-readme.py roles/<role>`.
+between; regenerate with `python tests/harness/role-readme.py roles/<role>`.
 """
 from __future__ import annotations
 

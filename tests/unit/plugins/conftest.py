@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _nvml
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins import nvml_sim
 
 
@@ -29,5 +30,18 @@ def sim_node(sim_library: Path, tmp_path: Path) -> t.Callable[..., nvml_sim.SimN
     def make(fixture: str | Path, booted: bool = True) -> nvml_sim.SimNode:
         counter[0] += 1
         return nvml_sim.SimNode(tmp_path / "node{0}".format(counter[0]), fixture, booted=booted)
+
+    return make
+
+
+@pytest.fixture
+def open_session(sim_library: Path, monkeypatch: pytest.MonkeyPatch) -> t.Callable[..., _nvml.NvmlSession]:
+    """open_session(node, **env): an un-initialized session on `node`'s state, in this process."""
+    monkeypatch.delenv("NVML_SIM_EUID", raising=False)
+
+    def make(node: nvml_sim.SimNode, **env: str) -> _nvml.NvmlSession:
+        for key, value in dict(node.env, **env).items():
+            monkeypatch.setenv(key, value)
+        return _nvml.NvmlSession(str(sim_library))
 
     return make

@@ -14,7 +14,6 @@ import typing as t
 import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _nvml
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins import nvml_sim
 
 
 # --- ABI: sizes and offsets pinned to nvml.h (LP64) ---------------------------
@@ -141,21 +140,10 @@ def test_handles_compare_by_kind_and_value() -> None:
 
 
 # --- against the simulated library -----------------------------------------------
-# These load the simulator into the pytest process (the module tests use
-# subprocesses instead). Every session is shut down by its `with` block, so
-# the next test's nvmlInit re-reads NVML_SIM_STATE.
-
-@pytest.fixture
-def open_session(sim_library: t.Any, monkeypatch: pytest.MonkeyPatch) -> t.Callable[..., _nvml.NvmlSession]:
-    """open_session(node, **env): an un-initialized session on `node`'s state."""
-    monkeypatch.delenv("NVML_SIM_EUID", raising=False)
-
-    def make(node: nvml_sim.SimNode, **env: str) -> _nvml.NvmlSession:
-        for key, value in dict(node.env, **env).items():
-            monkeypatch.setenv(key, value)
-        return _nvml.NvmlSession(str(sim_library))
-
-    return make
+# These load the simulator into the pytest process through the `open_session`
+# fixture (conftest.py; the module tests use subprocesses instead). Every
+# session is shut down by its `with` block, so the next test's nvmlInit
+# re-reads NVML_SIM_STATE.
 
 
 def _profile_tuple(profile: _nvml.GpuInstanceProfile) -> tuple[t.Any, ...]:

@@ -1,0 +1,354 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""mig_config against the simulated NVML library, one subprocess per module run.
+
+Every expectation is read back from the simulator's state file (`simctl.py
+show`) or derived from the fixture's profiles (mig_expected).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import typing as t
+from collections import Counter
+
+import pytest
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _mig, _nvml
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins import mig_expected, nvml_sim
+
+NVIDIA_SMI = nvml_sim.SIM_DIR / "nvidia-smi"
+
+
+def layouts(node: nvml_sim.SimNode) -> dict[str, dict[str, int]]:
+    raw = next(g for g in node.show()["gpus"] if g["mig_capable"])
+    return mig_expected.layouts_for(mig_expected.gpu_state(raw, mig_enabled=True))
+
+
+def run(node: nvml_sim.SimNode, config: dict[str, t.Any], label: str, check: bool = False, diff: bool = False,
+        **extra: t.Any) -> dict[str, t.Any]:
+    outcome = node.run("mig_config", config=config, label=label, _ansible_check_mode=check, _ansible_diff=diff,
+                       **extra)
+    assert outcome["kind"] in ("exit", "fail"), outcome.get("traceback")
+    return outcome["result"]
+
+
+def state_hash(node: nvml_sim.SimNode) -> str:
+    return hashlib.sha256(node.state.read_bytes()).hexdigest()
+
+
+def steps(result: dict[str, t.Any]) -> list[str]:
+    return ["GPU {0}: {1}".format(p["index"], step) for p in result["plan"] for step in p["steps"]]
+
+
+def reset_gpu(node: nvml_sim.SimNode, index: int) -> subprocess.CompletedProcess:
+    env = dict(os.environ, **node.env)
+    env.pop("NVML_SIM_EUID", None)
+    return subprocess.run([sys.executable, str(NVIDIA_SMI), "--gpu-reset", "-i", str(index)], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
+
+
+# --- the label sequence: A -> B -> C -> disabled ---------------------------------------------
+def label_sequence(node: nvml_sim.SimNode) -> list[tuple[str, dict[str, t.Any]]]:
+    found = layouts(node)
+    device_id = "0x{0:08X}".format(node.show()["gpus"][0]["pci_device_id"])
+    count = len(node.show()["gpus"])
+    low = list(range(count // 2))
+    return [
+        ("all-balanced", mig_expected.config("all-balanced", {
+            "devices": "all", "mig-enabled": True, "mig-devices": found["all-balanced"]})),
+        ("mixed", mig_expected.config(
+            "mixed",
+            {"devices": low, "mig-enabled": True, "mig-devices": found["all-1g"]},
+            {"devices": [i for i in range(count) if i not in low][:-1] or [count], "mig-enabled": True,
+             "mig-devices": found["all-3g"]},
+            {"devices": [count - 1], "mig-enabled": False})),
+        ("by-filter", mig_expected.config("by-filter", {
+            "devices": "all", "device-filter": device_id, "mig-enabled": True, "mig-devices": found["all-2g"]})),
+        ("all-disabled", mig_expected.config("all-disabled", {"devices": "all", "mig-enabled": False})),
+    ]
+
+
+def expected_counts(config: dict[str, t.Any], label: str, gpu: dict[str, t.Any]) -> Counter | None:
+    """MIG devices the label wants on a GPU (None: MIG disabled)."""
+    for item in config["mig-configs"][label]:
+        if item["devices"] == "all" or gpu["index"] in item["devices"]:
+            return Counter(item["mig-devices"]) if item["mig-enabled"] else None
+    raise AssertionError("no entry for GPU {0}".format(gpu["index"]))
+
+
+@pytest.mark.parametrize("fixture", ["dgx-a100-8x40gb", "hgx-h100-8x80gb", "hgx-h200-8x141gb", "a100-80gb-2x"])
+def test_label_sequence_check_apply_idempotent_assert(fixture: str, sim_node: t.Any) -> None:
+    node = sim_node(fixture)
+    for label, config in label_sequence(node):
+        before = state_hash(node)
+        predicted = run(node, config, label, check=True, diff=True)
+        assert state_hash(node) == before, "check mode changed the state"
+        assert predicted["changed"] is True, label
+        applied = run(node, config, label, diff=True)
+        assert not applied.get("failed"), applied.get("msg")
+        # The check-mode plan is exactly what the apply then did.
+        assert applied["done"] == steps(predicted), label
+        assert applied["diff"]["after"] == predicted["diff"]["after"], label
+        assert applied["diff"]["before"] == predicted["diff"]["before"], label
+        for gpu in node.show()["gpus"]:
+            wanted = expected_counts(config, label, gpu)
+            assert bool(gpu["mig_current"]) is (wanted is not None), (label, gpu["index"])
+            assert mig_expected.device_counts(gpu) == (wanted or Counter()), (label, gpu["index"])
+            assert mig_expected.check_layout(gpu) == []
+        after = state_hash(node)
+        again = run(node, config, label)
+        assert (again["changed"], again["done"], state_hash(node)) == (False, [], after), label
+        asserted = run(node, config, label, state="asserted")
+        assert not asserted.get("failed") and asserted["differences"] == [], asserted.get("msg")
+
+
+def test_asserted_names_each_gpu_that_differs(sim_node: t.Any) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    one = layouts(node)["all-1g"]
+    config = mig_expected.config("all-1g", {"devices": "all", "mig-enabled": True, "mig-devices": one})
+    run(node, mig_expected.config("first", {"devices": [0, 1], "mig-enabled": True, "mig-devices": one}), "first")
+    before = state_hash(node)
+    result = run(node, config, "all-1g", state="asserted")
+    assert result["failed"] and state_hash(node) == before
+    name, count = next(iter(one.items()))
+    assert result["differences"] == [
+        "GPU {0}: expected MIG enabled: {1} x {2}, found MIG disabled".format(i, count, name) for i in range(2, 8)]
+    assert result["msg"].startswith("the MIG layout 'all-1g' is not applied: GPU 2: expected")
+
+
+def test_third_create_fails_reports_partial_work_and_a_rerun_converges(sim_node: t.Any) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    found = layouts(node)
+    config = mig_expected.config("balanced", {"devices": [0, 1], "mig-enabled": True,
+                                              "mig-devices": found["all-balanced"]})
+    planned = steps(run(node, config, "balanced", check=True))
+    node.fault("nvmlDeviceCreateGpuInstanceWithPlacement", "UNKNOWN", once=True, skip=2)
+    failed = run(node, config, "balanced")
+    assert failed["failed"] and failed["changed"] is True
+    creates = [i for i, step in enumerate(planned) if " create " in step]
+    third = creates[2]
+    assert failed["done"] == planned[:third]
+    assert failed["not_done"] == planned[third:]
+    assert failed["msg"].startswith("{0} failed: nvmlDeviceCreateGpuInstanceWithPlacement: Unknown Error "
+                                    "(NVML_ERROR_UNKNOWN)".format(planned[third]))
+    assert "Run again to converge" in failed["msg"]
+    gpu0 = node.show()["gpus"][0]
+    assert sum(mig_expected.device_counts(gpu0).values()) == 2  # exactly the two creates that were done
+    rerun = run(node, config, "balanced")
+    assert not rerun.get("failed") and rerun["done"] == planned[third:]
+    for gpu in node.show()["gpus"][:2]:
+        assert mig_expected.device_counts(gpu) == Counter(found["all-balanced"])
+    assert run(node, config, "balanced")["changed"] is False
+
+
+def test_failure_between_instance_and_compute_instance_converges(sim_node: t.Any) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    config = mig_expected.config("one", {"devices": [0], "mig-enabled": True,
+                                         "mig-devices": layouts(node)["all-3g"]})
+    node.fault("nvmlGpuInstanceCreateComputeInstance", "UNKNOWN", once=True, skip=1)
+    failed = run(node, config, "one")
+    assert failed["failed"] and len(failed["done"]) == 2  # MIG on, first 3g with its compute instance
+    gis = node.show()["gpus"][0]["gis"]
+    assert [len(gi["cis"]) for gi in gis] == [1, 0] or [len(gi["cis"]) for gi in gis] == [0, 1]
+    rerun = run(node, config, "one")
+    assert [step for step in rerun["done"]] == [
+        next(s for s in steps(rerun) if "replace the compute instances" in s)]
+    assert mig_expected.device_counts(node.show()["gpus"][0]) == Counter(layouts(node)["all-3g"])
+
+
+# --- clients ------------------------------------------------------------------------------
+def test_attached_clients_fail_before_anything_changes(sim_node: t.Any) -> None:
+    node = sim_node("dgx-a100-mig-mixed")  # GPU 1: a process in GI 7, GPU 5: a process, MIG off
+    config = mig_expected.config("off", {"devices": [1, 3, 5], "mig-enabled": False})
+    before = state_hash(node)
+    predicted = run(node, config, "off", check=True)
+    assert predicted["changed"] is True and not predicted.get("failed")  # check mode warns instead
+    result = run(node, config, "off")
+    assert result["failed"] and state_hash(node) == before
+    gpus = {g["index"]: g for g in node.show()["gpus"]}
+    assert result["msg"] == (
+        "GPU clients are still attached, so nothing was changed. Stop them (for services, list them in "
+        "mig_gpu_clients) and run again: GPU 1 (NVIDIA A100-SXM4-40GB) ({0}): pid 31337 (not visible here, GPU "
+        "instance 7 / compute instance 0, 2048 MiB)".format(gpus[1]["uuid"]))
+    # GPU 5's process does not matter: MIG is already off there.
+    node.simctl("process", "clear", "--gpu", "1")
+    assert not run(node, config, "off").get("failed")
+
+
+def test_clients_of_kept_instances_do_not_block(sim_node: t.Any) -> None:
+    node = sim_node("dgx-a100-mig-mixed")
+    one = mig_expected.plain_profile(mig_expected.gpu_state(node.show()["gpus"][1]), 1)
+    config = mig_expected.config("fewer", {"devices": [1], "mig-enabled": True, "mig-devices": {one.name: 3}})
+    result = run(node, config, "fewer")
+    assert not result.get("failed"), result.get("msg")
+    kept = {gi["id"] for gi in node.show()["gpus"][1]["gis"]}
+    assert 7 in kept and len(kept) == 3
+
+
+# --- mode changes that wait for a reset ------------------------------------------------------
+def test_mode_change_needing_a_reset_is_reported_then_finished(sim_node: t.Any) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    node.set("mig_toggle=reboot", gpu=2)  # e.g. an A100 passed through to a VM
+    config = mig_expected.config("all", {"devices": "all", "mig-enabled": True,
+                                         "mig-devices": layouts(node)["all-1g"]})
+    first = run(node, config, "all")
+    assert (first["reset_required"], first["reboot_required"], first["reset_gpus"]) == (True, True, [2])
+    assert "GPU 2: enable MIG mode" in first["done"]
+    assert not any(step.startswith("GPU 2: create") for step in first["done"])
+    again = run(node, config, "all")
+    assert (again["changed"], again["reset_gpus"]) == (False, [2])
+    assert again["plan"][2]["reset_required"] is True
+    assert reset_gpu(node, 2).returncode == 0
+    final = run(node, config, "all")
+    assert (final["reset_required"], final["reset_gpus"]) == (False, [])
+    assert [s.split(":")[0] for s in final["done"]] == ["GPU 2"] * 7
+    assert run(node, config, "all", state="asserted")["differences"] == []
+
+
+# --- GPUs the module knows nothing about while MIG is off -------------------------------------
+def test_unknown_gpu_is_planned_once_mig_is_on(sim_node: t.Any) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    node.set("pci_device_id=0x20FF10DE", gpu=0)  # an A100 id the catalogue does not list
+    config = mig_expected.config("one", {"devices": [0], "mig-enabled": True,
+                                         "mig-devices": layouts(node)["all-balanced"]})
+    predicted = run(node, config, "one", check=True)
+    assert predicted["plan"][0]["profiles_from"] == "none"
+    assert predicted["plan"][0]["steps"] == ["enable MIG mode",
+                                             "plan the GPU instances from the profiles NVML reports once MIG is on"]
+    applied = run(node, config, "one")
+    assert not applied.get("failed"), applied.get("msg")
+    assert applied["plan"][0]["profiles_from"] == "nvml" and len(applied["plan"][0]["create"]) == 4
+    assert mig_expected.device_counts(node.show()["gpus"][0]) == Counter(layouts(node)["all-balanced"])
+
+
+def test_catalogue_and_nvml_disagree_mig_is_switched_back_off(sim_node: t.Any) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    node.set("pci_device_id=0x233010DE", gpu=0)  # claims to be an H100: its catalogue 1g.10gb takes 7
+    config = mig_expected.config("seven", {"devices": [0], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}})
+    assert not run(node, config, "seven", check=True).get("failed")
+    result = run(node, config, "seven")
+    assert result["failed"]
+    assert "7 x 1g.10gb asked for, but at most 4 fit on this GPU; " in result["msg"]
+    assert "(MIG mode was switched back off)" in result["msg"] and "Running again will not help" in result["msg"]
+    assert result["done"] == ["GPU 0: enable MIG mode", "GPU 0: disable MIG mode again"]
+    assert node.show()["gpus"][0]["mig_current"] == 0
+
+
+# --- errors before anything is touched ---------------------------------------------------------
+@pytest.mark.parametrize("fixture", ["l40s-4x", "t4-1x", "v100-8x"])
+def test_gpus_without_mig(fixture: str, sim_node: t.Any) -> None:
+    node = sim_node(fixture)
+    name = node.show()["gpus"][0]["name"]
+    count = len(node.show()["gpus"])
+    everything = mig_expected.config("x", {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 1}})
+    result = run(node, everything, "x")
+    assert result["msg"] == ("the MIG layout 'x' cannot be applied: mig-configs.x[0] asks for MIG on GPU {0}, but {1} "
+                             "has no MIG support".format(", ".join(str(i) for i in range(count)), name))
+    explicit = mig_expected.config("x", {"devices": [0], "mig-enabled": True, "mig-devices": {"1g.5gb": 1}})
+    assert "does not support MIG; narrow the entry" in run(node, explicit, "x")["msg"]
+    off = mig_expected.config("off", {"devices": "all", "mig-enabled": False})
+    assert run(node, off, "off")["changed"] is False
+
+
+def test_devices_all_leaves_gpus_without_mig_alone_on_a_mixed_node(sim_node: t.Any) -> None:
+    node = sim_node("mixed-a100-h100-l40s")
+    shown = node.show()["gpus"]
+    a100 = mig_expected.gpu_state(shown[0], mig_enabled=True)
+    h100 = mig_expected.gpu_state(shown[2], mig_enabled=True)
+    config = mig_expected.config(
+        "node",
+        {"devices": "all", "device-filter": "0x{0:08X}".format(a100.pci_device_id), "mig-enabled": True,
+         "mig-devices": mig_expected.layouts_for(a100)["all-1g"]},
+        {"devices": "all", "device-filter": "0x{0:08X}".format(h100.pci_device_id), "mig-enabled": True,
+         "mig-devices": mig_expected.layouts_for(h100)["all-balanced"]},
+        {"devices": "all", "device-filter": "0x{0:08X}".format(shown[4]["pci_device_id"]), "mig-enabled": False},
+    )
+    result = run(node, config, "node")
+    assert not result.get("failed"), result.get("msg")
+    after = node.show()["gpus"]
+    assert [sum(mig_expected.device_counts(g).values()) for g in after] == [7, 7, 4, 4, 0]
+    assert result["plan"][4]["changed"] is False and result["plan"][4]["mig_capable"] is False
+
+
+def test_overlapping_entries_are_refused(sim_node: t.Any) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    config = mig_expected.config("both", {"devices": "all", "mig-enabled": False},
+                                 {"devices": [3], "mig-enabled": True, "mig-devices": {}})
+    result = run(node, config, "both")
+    assert ("GPU 3 (NVIDIA A100-SXM4-40GB) is selected by mig-configs.both[0] and mig-configs.both[1], which ask "
+            "for different layouts") in result["msg"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"config": {"version": "v1", "mig-configs": {"a": [{"devices": "all"}]}}, "label": "a"},
+         "invalid MIG config: mig-configs.a[0]: missing required key 'mig-enabled'"),
+        ({"config": mig_expected.config("a", {"devices": "all", "mig-enabled": False}), "label": "b"},
+         "invalid MIG config: label 'b' is not in the config"),
+        ({"config_file": "/nonexistent/config.json", "label": "a"}, "cannot read the MIG config /nonexistent"),
+    ],
+)
+def test_bad_input_fails_before_nvml(args: dict[str, t.Any], message: str, sim_node: t.Any) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    before = state_hash(node)
+    outcome = node.run("mig_config", **args)
+    assert outcome["result"]["failed"] and message in outcome["result"]["msg"]
+    assert outcome["resolved"] == [] and state_hash(node) == before
+
+
+def test_config_file_on_the_node(sim_node: t.Any, tmp_path: t.Any) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    path = tmp_path / "config.json"
+    config = mig_expected.config("a", {"devices": [0], "mig-enabled": True, "mig-devices": layouts(node)["all-7g"]})
+    path.write_text(json.dumps(config))
+    outcome = node.run("mig_config", config_file=str(path), label="a")
+    assert outcome["result"]["changed"] is True
+    assert mig_expected.device_counts(node.show()["gpus"][0]) == Counter(layouts(node)["all-7g"])
+
+
+def test_not_root(sim_node: t.Any) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    config = mig_expected.config("a", {"devices": "all", "mig-enabled": True, "mig-devices": {}})
+    outcome = node.run("mig_config", config=config, label="a", extra_env={"NVML_SIM_EUID": "1000"})
+    assert "Insufficient Permissions (NVML_ERROR_NO_PERMISSION); run as root (become: true)" in outcome["result"]["msg"]
+
+
+def test_missing_library_is_a_clear_failure(sim_node: t.Any) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    config = mig_expected.config("a", {"devices": "all", "mig-enabled": False})
+    outcome = node.run("mig_config", config=config, label="a", library="/nonexistent/libnvidia-ml.so.1")
+    assert outcome["result"]["msg"].startswith("NVML cannot be loaded from /nonexistent/libnvidia-ml.so.1")
+    assert "mig_bake: true" in outcome["result"]["msg"]
+
+
+def test_driver_not_loaded(sim_node: t.Any) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    node.set("driver_loaded=0")
+    config = mig_expected.config("a", {"devices": "all", "mig-enabled": False})
+    outcome = node.run("mig_config", config=config, label="a")
+    assert "NVML is not usable: nvmlInit_v2: Driver Not Loaded" in outcome["result"]["msg"]
+
+
+def test_driver_reported_profile_names_and_mig_parted_names_both_match() -> None:
+    profile = _nvml.GpuInstanceProfile(
+        index=4, id=0, name="MIG 7g.79gb", slice_count=7, instance_count=1, multiprocessor_count=98,
+        copy_engine_count=7, decoder_count=5, encoder_count=0, jpeg_count=1, ofa_count=1, memory_size_mb=80896,
+        is_p2p_supported=False)
+    read = _mig.NvmlReader._profile(profile, [_nvml.Placement(0, 8)], 81920 * 1024 * 1024)  # pylint: disable=W0212
+    assert (read.name, read.aliases) == ("7g.79gb", ("7g.80gb",))
+    assert read.known_as("7g.80gb") and read.known_as("7g.79gb")
+    # Old drivers: v1 profile info carries no name; it is derived, with the
+    # attribute its profile index stands for (7 = 1_SLICE_REV1 = +me).
+    unnamed = dataclasses.replace(profile, name=None, index=7)
+    read = _mig.NvmlReader._profile(unnamed, [_nvml.Placement(0, 8)], 81920 * 1024 * 1024)  # pylint: disable=W0212
+    assert (read.name, read.aliases) == ("7g.80gb+me", ())
