@@ -99,7 +99,7 @@ def declare(layer: str, host: dict[str, t.Any], defaults: dict[str, t.Any] | Non
     elif defaults is not None:
         managed, reason = True, "the gpufleet.nvidia.{0} role's defaults (site.yml applies them)".format(layer)
     else:
-        managed, reason = False, "no {0}_* variables and no gpufleet.nvidia.{0} role in this collection".format(layer)
+        managed, reason = False, "no {0}_* variables, no {0} role in this collection".format(layer)
     return {"managed": managed, "reason": reason, "role": defaults is not None, "vars": values}
 
 

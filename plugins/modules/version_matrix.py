@@ -82,7 +82,7 @@ options:
         description: The MIG configuration label; empty when MIG is not managed.
         type: str
       mig_config:
-        description: The mig-parted C(version: v1) configuration the label is taken from.
+        description: "The mig-parted C(version: v1) configuration the label is taken from."
         type: dict
   installed:
     description: What the node has now.
@@ -298,6 +298,14 @@ matrix:
     container_toolkit: 1.17.8
     engine: containerd
     engine_version: 1.7.24
+messages:
+  description: One line per finding (C([severity] rule: message -- fix: fix)), for people reading the output.
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - "[warning] branch_lifecycle: driver branch R550 (Production Branch) reached end of life: no more bug or security
+      fixes -- fix: move to a supported branch (R580 LTSB)"
 rules:
   description: The built-in rules and what each checks.
   returned: always
@@ -373,7 +381,11 @@ class VersionMatrixManager:
         summary: dict[str, t.Any] = {level: sum(1 for f in findings if f["severity"] == level) for level in SEVERITIES}
         summary.update(worst=worst(findings), failed=bool(failing))
         return {"findings": findings, "summary": summary, "matrix": view.as_dict(), "rules": dict(RULES),
-                "failing": failing}
+                "messages": [line(f) for f in findings], "failing": failing}
+
+
+def line(found: dict[str, t.Any]) -> str:
+    return "[{0}] {1}: {2} -- fix: {3}".format(found["severity"], found["rule"], found["message"], found["fix"])
 
 
 def failure_message(failing: list[dict[str, t.Any]]) -> str:
@@ -381,7 +393,7 @@ def failure_message(failing: list[dict[str, t.Any]]) -> str:
     what = ", ".join("{0} {1}{2}".format(n, level, "s" if n != 1 else "")
                      for level, n in sorted(counts.items(), key=lambda kv: -SEVERITIES.index(kv[0])) if n)
     lines = ["version matrix: {0}".format(what)]
-    lines += ["[{0}] {1}: {2} -- fix: {3}".format(f["severity"], f["rule"], f["message"], f["fix"]) for f in failing]
+    lines += [line(f) for f in failing]
     return "\n".join(lines)
 
 

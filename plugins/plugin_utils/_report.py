@@ -348,3 +348,30 @@ def render_markdown(reports: list[dict[str, t.Any]], title: str = "gpufleet flee
                   for g in gpus]
         lines += ["```", ""]
     return "\n".join(lines)
+
+
+# Above this many hosts the text summary keeps to one line per host.
+TEXT_DETAIL_HOSTS = 10
+
+
+def render_text(reports: list[dict[str, t.Any]]) -> list[str]:
+    """A one-screen summary: totals, a line per host, each layer's status for small fleets."""
+    reports = sorted(reports, key=lambda r: str(r.get("host")))
+    totals = _totals(reports)
+    lines = ["{0} host(s): {1}".format(len(reports), ", ".join(
+        "{0} {1}".format(totals[s], STATUS_TEXT.get(s, s)) for s in ("fail", "warn", "pass", "missing")
+        if totals.get(s)))]
+    for report in reports:
+        status = report.get("status", "missing")
+        counts = report.get("summary") or {}
+        if status == "missing":
+            lines.append("{0}: no report ({1})".format(report.get("host"), report.get("reason") or "verify did not run"))
+            continue
+        lines.append("{0}: {1} - {2} error(s), {3} warning(s); driver {4}, CUDA {5}, {6}".format(
+            report.get("host"), STATUS_TEXT.get(status, status), counts.get("error", 0), counts.get("warning", 0),
+            (report.get("versions") or {}).get("driver") or "-", (report.get("versions") or {}).get("cuda") or "-",
+            gpu_models(report)))
+        if len(reports) <= TEXT_DETAIL_HOSTS:
+            lines += ["  {0:<18} {1:<13} {2}".format(c["layer"], STATUS_TEXT.get(c["status"], c["status"]),
+                                                      c.get("summary", "")) for c in report.get("checks") or []]
+    return lines

@@ -80,7 +80,7 @@ def judged(layer: str, summary: str, expected: dict[str, t.Any], observed: dict[
 
 
 def not_managed(layer: str, declaration: dict[str, t.Any]) -> dict[str, t.Any]:
-    return check(layer, "not_managed", "not managed on this host: {0}".format(declaration.get("reason", "")))
+    return check(layer, "not_managed", "not managed: {0}".format(declaration.get("reason", "")))
 
 
 def deferred(layer: str, why: str) -> dict[str, t.Any]:
