@@ -938,7 +938,7 @@ class Matrix:
     def max_cuda(self, driver: str) -> str | None:
         """The newest CUDA major.minor whose release driver the given driver satisfies."""
         version = parse_version(driver)
-        satisfied = [release for release, (_, minimum) in self.cuda_drivers.items() if version >= minimum]
+        satisfied = [release for release, (_label, minimum) in self.cuda_drivers.items() if version >= minimum]
         return version_text(max(satisfied)[:2]) if satisfied else None
 
     def branch_status(self, branch: str) -> dict[str, t.Any]:
@@ -990,7 +990,7 @@ class Matrix:
     @staticmethod
     def ctk_features(version: str) -> dict[str, bool]:
         current = parse_version(version)
-        return {name: current >= parse_version(first) for name, first, _ in CTK_FEATURES}
+        return {name: current >= parse_version(first) for name, first, _what in CTK_FEATURES}
 
     @staticmethod
     def engine_cdi(engine: str, version: tuple[int, ...]) -> str:
@@ -1201,8 +1201,8 @@ class Matrix:
         found = [f for f in found if f["rule"] not in self.ignore_rules
                  and f["rule"].split(":", 1)[-1] not in self.ignore_rules]
         unique = {(f["rule"], f["subject"], f["message"]): f for f in found}
-        ordered = sorted(unique.values(), key=lambda f: (-SEVERITIES.index(f["severity"]), f["layer"], f["rule"],
-                                                          f["subject"]))
+        ordered = sorted(unique.values(),
+                         key=lambda f: (-SEVERITIES.index(f["severity"]), f["layer"], f["rule"], f["subject"]))
         return view, ordered
 
     def _cuda_driver(self, view: NodeView) -> list[dict[str, str]]:
@@ -1212,7 +1212,7 @@ class Matrix:
         found: list[dict[str, str]] = []
         for cuda in view.cuda_versions:
             subject = "CUDA {0}".format(cuda)
-            _, full, note = self.cuda_release(cuda)
+            full, note = self.cuda_release(cuda)[1:]
             parts = parse_version(cuda)
             floor = None
             if parts[1] >= CUDA_MVC_FIRST_MINOR.get(parts[0], 0):

@@ -149,7 +149,7 @@ options:
     description: The date lifecycle rules compare with (C(YYYY-MM-DD)); the target's date when not given.
     type: str
 notes:
-  - The module only computes; it never changes the node and reports RV(changed=false).
+  - The module only computes; it never changes the node and reports C(changed=false).
 seealso:
   - module: gpufleet.nvidia.nvml_info
   - name: CUDA toolkit and driver versions
@@ -299,7 +299,7 @@ matrix:
     engine: containerd
     engine_version: 1.7.24
 messages:
-  description: One line per finding (C([severity] rule: message -- fix: fix)), for people reading the output.
+  description: "One line per finding (C([severity] rule: message -- fix: fix)), for people reading the output."
   returned: always
   type: list
   elements: str

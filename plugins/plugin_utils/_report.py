@@ -205,9 +205,9 @@ def render_html(reports: list[dict[str, t.Any]], title: str = "gpufleet fleet re
                    status, status))) for status in ("fail", "warn", "pass", "missing") if totals.get(status)))]
 
     out.append('<h2>Hosts and versions</h2><table><thead><tr><th>Host</th><th>Status</th>')
-    out.extend("<th>{0}</th>".format(_e(label)) for _, label in VERSION_COLUMNS)
+    out.extend("<th>{0}</th>".format(_e(label)) for _key, label in VERSION_COLUMNS)
     out.append("<th>GPUs</th>")
-    out.extend("<th>{0}</th>".format(_e(label)) for _, label in LAYER_COLUMNS)
+    out.extend("<th>{0}</th>".format(_e(label)) for _key, label in LAYER_COLUMNS)
     out.append("</tr></thead><tbody>")
     for report in reports:
         status = report.get("status", "missing")
@@ -216,9 +216,9 @@ def render_html(reports: list[dict[str, t.Any]], title: str = "gpufleet fleet re
         out.append('<tr><td>{0}</td><td class="st {1}">{2}</td>'.format(
             _e(report.get("host")), _e(status), _e(STATUS_TEXT.get(status, status))))
         out.extend("<td>{0}</td>".format(_e(version_cell(versions, key)) if version_cell(versions, key) else "&ndash;")
-                   for key, _ in VERSION_COLUMNS)
+                   for key, _label in VERSION_COLUMNS)
         out.append('<td class="models">{0}</td>'.format(_e(gpu_models(report))))
-        for layer, _ in LAYER_COLUMNS:
+        for layer, _label in LAYER_COLUMNS:
             item = checks.get(layer)
             if item is None:
                 out.append("<td>&ndash;</td>")
@@ -307,7 +307,7 @@ def render_markdown(reports: list[dict[str, t.Any]], title: str = "gpufleet flee
              "{0} host(s): {1}".format(len(reports), ", ".join(
                  "{0} {1}".format(totals[s], STATUS_TEXT.get(s, s)) for s in ("fail", "warn", "pass", "missing")
                  if totals.get(s))), ""]
-    header = ["Host", "Status"] + [label for _, label in VERSION_COLUMNS] + ["GPUs"] + [label for _, label in LAYER_COLUMNS]
+    header = ["Host", "Status"] + [label for _key, label in VERSION_COLUMNS] + ["GPUs"] + [label for _key, label in LAYER_COLUMNS]
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "---|" * len(header))
     for report in reports:
@@ -315,10 +315,10 @@ def render_markdown(reports: list[dict[str, t.Any]], title: str = "gpufleet flee
         versions = report.get("versions") or {}
         checks = _checks(report)
         cells = [_md(report.get("host")), "**{0}**".format(STATUS_TEXT.get(status, status))]
-        cells += [_md(version_cell(versions, key) or "-") for key, _ in VERSION_COLUMNS]
+        cells += [_md(version_cell(versions, key) or "-") for key, _label in VERSION_COLUMNS]
         cells.append(_md(gpu_models(report)))
         cells += [STATUS_TEXT.get(checks[layer]["status"], checks[layer]["status"]) if layer in checks else "-"
-                  for layer, _ in LAYER_COLUMNS]
+                  for layer, _label in LAYER_COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "## Findings", ""]
     any_findings = False
@@ -331,9 +331,9 @@ def render_markdown(reports: list[dict[str, t.Any]], title: str = "gpufleet flee
         any_findings = True
         lines.append("### {0}".format(report.get("host")))
         lines.append("")
-        lines += ["- **{0}** `{1}`: {2}{3}".format(f.get("severity"), where, _md(f.get("message")),
-                                                    " - fix: {0}".format(_md(f.get("fix"))) if f.get("fix") else "")
-                  for where, f in findings]
+        for where, item in findings:
+            fix = " - fix: {0}".format(_md(item.get("fix"))) if item.get("fix") else ""
+            lines.append("- **{0}** `{1}`: {2}{3}".format(item.get("severity"), where, _md(item.get("message")), fix))
         lines.append("")
     if not any_findings:
         lines += ["No findings.", ""]
@@ -372,6 +372,7 @@ def render_text(reports: list[dict[str, t.Any]]) -> list[str]:
             (report.get("versions") or {}).get("driver") or "-", (report.get("versions") or {}).get("cuda") or "-",
             gpu_models(report)))
         if len(reports) <= TEXT_DETAIL_HOSTS:
-            lines += ["  {0:<18} {1:<13} {2}".format(c["layer"], STATUS_TEXT.get(c["status"], c["status"]),
-                                                      c.get("summary", "")) for c in report.get("checks") or []]
+            for item in report.get("checks") or []:
+                status_text = STATUS_TEXT.get(item["status"], item["status"])
+                lines.append("  {0:<18} {1:<13} {2}".format(item["layer"], status_text, item.get("summary", "")))
     return lines

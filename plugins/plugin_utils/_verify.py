@@ -128,8 +128,8 @@ def check_driver(declaration: dict[str, t.Any], nvml: dict[str, t.Any],
     observed = {"nvml_status": status, "driver_version": nvml.get("driver_version"),
                 "cuda_driver_version": nvml.get("cuda_driver_version"), "gpu_count": nvml.get("gpu_count"),
                 "kernel_module": module_flavour(proc_version)}
-    expected = {key: wanted.get(key) for key in ("driver_state", "driver_version", "driver_branch",
-                                                  "driver_kernel_module") if wanted.get(key) not in (None, "")}
+    keys = ("driver_state", "driver_version", "driver_branch", "driver_kernel_module")
+    expected = {key: wanted.get(key) for key in keys if wanted.get(key) not in (None, "")}
     if state == "absent":
         found = [] if not nvml.get("driver_loaded") else [_error(
             "driver", "driver_state", "driver {0} is loaded, but driver_state is absent".format(
@@ -147,7 +147,7 @@ def check_driver(declaration: dict[str, t.Any], nvml: dict[str, t.Any],
         found.append(_error("driver", "driver_version",
                             "loaded driver {0} differs from the pinned driver_version {1}".format(loaded, version),
                             "run the driver layer, then reboot if it reports a reboot is required"))
-    elif not version and branch and loaded.split(".")[0] != branch:
+    elif not version and branch and loaded.split(".", maxsplit=1)[0] != branch:
         found.append(_error("driver", "driver_branch",
                             "loaded driver {0} is not in the declared branch R{1}".format(loaded, branch),
                             "run the driver layer, then reboot if it reports a reboot is required"))
@@ -581,7 +581,7 @@ def _mig_units(gpu: dict[str, t.Any]) -> int | None:
     if model and model.get("mig_units"):
         return int(model["mig_units"])
     ends = [gi["placement"]["start"] + gi["placement"]["size"] for gi in mig.get("gpu_instances") or []]
-    return max(8, max(ends)) if ends else (8 if mig.get("capable") else None)
+    return max(8, *ends) if ends else (8 if mig.get("capable") else None)
 
 
 def report_gpus(nvml: dict[str, t.Any]) -> list[dict[str, t.Any]]:
@@ -651,4 +651,3 @@ def summary_lines(report: dict[str, t.Any]) -> list[str]:
     for item in report["checks"]:
         lines.append("  {0:<18} {1:<13} {2}".format(item["layer"], item["status"], item["summary"]))
     return lines
-

@@ -54,7 +54,7 @@ def read(path: Path) -> Image:
         body = data[offset + 8:offset + 8 + length]
         offset += 12 + length
         if kind == b"IHDR":
-            width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", body)
+            width, height, depth, colour, _compression, _filter, interlace = struct.unpack(">IIBBBBB", body)
             if depth != 8 or colour not in (2, 6) or interlace:
                 raise ValueError("unsupported PNG: depth {0}, colour type {1}, interlace {2}".format(
                     depth, colour, interlace))

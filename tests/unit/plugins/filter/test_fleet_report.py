@@ -112,8 +112,8 @@ def chromium() -> str:
     pytest.fail("Debian's chromium is not installed: run `make host` (tests/harness/bootstrap-host.sh installs it)")
 
 
-def test_report_renders_in_headless_chromium_and_shows_the_mig_picture(reports: list[dict[str, t.Any]],
-                                                                         tmp_path: Path):
+def test_report_renders_in_headless_chromium_and_shows_the_mig_picture(
+        reports: list[dict[str, t.Any]], tmp_path: Path):
     OUTPUT.mkdir(parents=True, exist_ok=True)
     for report in reports:
         (OUTPUT / "{0}.json".format(report["host"])).write_text(json.dumps(report, indent=2, sort_keys=True))

@@ -20,8 +20,8 @@ from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._layers import LAY
 
 
 def test_host_values_win_over_role_defaults():
-    result = declare("driver", {"driver_branch": "550"}, {"driver_branch": "580", "driver_state": "present",
-                                                         "driver_private_thing": 1})
+    defaults = {"driver_branch": "580", "driver_state": "present", "driver_private_thing": 1}
+    result = declare("driver", {"driver_branch": "550"}, defaults)
     assert result["vars"] == {"driver_branch": "550", "driver_state": "present"}
     assert result["managed"] and result["role"]
     assert result["reason"] == "declared by host variables (driver_branch)"

@@ -163,7 +163,7 @@ def test_driver_max_cuda():
 DATED = [(b, info["eol"]) for b, info in m.DRIVER_BRANCHES.items() if info["eol"] not in (None, "ended")]
 
 
-@pytest.mark.parametrize("branch,eol", DATED, ids=[b for b, _ in DATED])
+@pytest.mark.parametrize("branch,eol", DATED, ids=[row[0] for row in DATED])
 def test_dated_branch_row(branch: str, eol: str):
     end = m._month_end(eol)
     assert matrix(today=end + datetime.timedelta(days=1)).branch_status(branch)["status"] == "eol"
@@ -211,10 +211,10 @@ def test_user_branch_rows():
 
 # -- 2c: architectures ----------------------------------------------------------------
 
-BOUNDED = [(name, last) for name, _, last in m.ARCHITECTURES if last]
+BOUNDED = [(row[0], row[2]) for row in m.ARCHITECTURES if row[2]]
 
 
-@pytest.mark.parametrize("architecture,last", BOUNDED, ids=[a for a, _ in BOUNDED])
+@pytest.mark.parametrize("architecture,last", BOUNDED, ids=[row[0] for row in BOUNDED])
 def test_last_branch_row(architecture: str, last: str):
     assert findings({"driver_branch": last, "driver_gpu_models": [architecture]}, rule="architecture_branch") == []
     newer = min(int(b) for b in m.DRIVER_BRANCHES if int(b) > int(last))
@@ -222,10 +222,10 @@ def test_last_branch_row(architecture: str, last: str):
     assert severities(found) == ["error"]
 
 
-FIRST = [(name, cuda) for name, cuda, _ in m.ARCHITECTURES if cuda and m.parse_version(cuda) >= (11, 0)]
+FIRST = [(row[0], row[1]) for row in m.ARCHITECTURES if row[1] and m.parse_version(row[1]) >= (11, 0)]
 
 
-@pytest.mark.parametrize("architecture,first_cuda", FIRST, ids=[a for a, _ in FIRST])
+@pytest.mark.parametrize("architecture,first_cuda", FIRST, ids=[row[0] for row in FIRST])
 def test_first_driver_row(architecture: str, first_cuda: str):
     first = matrix().architecture_support(architecture)[0]
     assert first == matrix().min_driver(first_cuda)
@@ -330,8 +330,9 @@ def test_mig_config_selects_gpus():
 # -- 3a/3c: toolkit and engines ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("feature,first,_", m.CTK_FEATURES, ids=[f for f, _, _ in m.CTK_FEATURES])
-def test_ctk_feature_row(feature: str, first: str, _: str):
+@pytest.mark.parametrize("feature,first,what", m.CTK_FEATURES, ids=[row[0] for row in m.CTK_FEATURES])
+def test_ctk_feature_row(feature: str, first: str, what: str):
+    assert what
     assert m.Matrix.ctk_features(first)[feature] is True
     assert m.Matrix.ctk_features(one_below(first))[feature] is False
 
@@ -361,7 +362,7 @@ ENGINE_ROWS = [(engine, first, level) for engine, rows in m.ENGINE_CDI.items() f
 EXPECTED_SEVERITY = {"none": ["warning"], "unverified": ["warning"], "opt_in": ["info"], "default": []}
 
 
-@pytest.mark.parametrize("engine,first,level", ENGINE_ROWS, ids=["{0}-{1}".format(e, v) for e, v, _ in ENGINE_ROWS])
+@pytest.mark.parametrize("engine,first,level", ENGINE_ROWS, ids=["{0}-{1}".format(*row[:2]) for row in ENGINE_ROWS])
 def test_engine_cdi_row(engine: str, first: str, level: str):
     desired = {"container_runtime_engine": engine, "container_runtime_cdi": True}
     at = findings(desired, rule="engine_cdi", installed={"versions": {engine: first}})

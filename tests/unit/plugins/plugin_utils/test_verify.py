@@ -328,7 +328,7 @@ def test_report_status_and_order(mixed_nvml: dict[str, t.Any]):
     assert _verify.gate(report, "error") == [] and len(_verify.gate(report, "warning")) == 1
     lines = _verify.summary_lines(report)
     assert lines[0] == "node: WARN (0 error(s), 1 warning(s))"
-    assert lines[1].split() [:2] == ["driver", "pass"]
+    assert lines[1].split()[:2] == ["driver", "pass"]
     # Deterministic: the same inputs give the same report, byte for byte.
     again = _verify.build_report("node", list(reversed(checks)), mixed_nvml, {"driver": "550.127.05"})
     assert json.dumps(report, sort_keys=True) == json.dumps(again, sort_keys=True)
