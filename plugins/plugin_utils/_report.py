@@ -132,7 +132,33 @@ def _findings(report: dict[str, t.Any]) -> list[tuple[str, dict[str, t.Any]]]:
     return pairs
 
 
-def _gpu_caption(gpu: dict[str, t.Any]) -> str:
+def _layout_key(gpu: dict[str, t.Any]) -> str:
+    """What the picture shows: identical keys draw identical pictures."""
+    mig = dict(gpu.get("mig") or {})
+    mig["gpu_instances"] = sorted(
+        ((gi.get("profile"), gi.get("start"), gi.get("size"),
+          tuple(sorted((ci.get("start"), ci.get("size")) for ci in gi.get("compute_instances") or [])))
+         for gi in mig.get("gpu_instances") or []), key=str)
+    return repr((gpu.get("name"), sorted(mig.items(), key=lambda kv: kv[0])))
+
+
+def gpu_groups(gpus: list[dict[str, t.Any]]) -> list[tuple[list[int], dict[str, t.Any]]]:
+    """Consecutive GPUs with the same picture, drawn once ("GPU 4-7"): a fleet
+    of whole GPUs stays a short page."""
+    groups: list[tuple[list[int], dict[str, t.Any]]] = []
+    for gpu in gpus:
+        if groups and _layout_key(groups[-1][1]) == _layout_key(gpu):
+            groups[-1][0].append(gpu.get("index"))
+        else:
+            groups.append(([gpu.get("index")], gpu))
+    return groups
+
+
+def _indices(indices: list[t.Any]) -> str:
+    return "GPU {0}".format(indices[0]) if len(indices) == 1 else "GPUs {0}-{1}".format(indices[0], indices[-1])
+
+
+def _gpu_caption(gpu: dict[str, t.Any], indices: list[t.Any] | None = None) -> str:
     mig = gpu.get("mig") or {}
     if not mig.get("capable"):
         state = "no MIG"
@@ -141,7 +167,8 @@ def _gpu_caption(gpu: dict[str, t.Any]) -> str:
             "on" if mig.get("enabled") else "off", "on" if mig.get("pending_enabled") else "off")
     else:
         state = "MIG on" if mig.get("enabled") else "MIG off"
-    return "GPU {0} &middot; {1} &middot; {2}".format(_e(gpu.get("index")), _e(gpu.get("name")), _e(state))
+    return "{0} &middot; {1} &middot; {2}".format(_e(_indices(indices or [gpu.get("index")])), _e(gpu.get("name")),
+                                                  _e(state))
 
 
 def mig_svg(gpu: dict[str, t.Any]) -> str:
@@ -256,9 +283,9 @@ def render_html(reports: list[dict[str, t.Any]], title: str = "gpufleet fleet re
         if not gpus:
             continue
         out.append('<h3>{0}</h3><div class="gpus">'.format(_e(report.get("host"))))
-        for gpu in gpus:
+        for indices, gpu in gpu_groups(gpus):
             out.append('<div class="gpu"><div class="gpu-label">{0}</div>{1}</div>'.format(
-                _gpu_caption(gpu), mig_svg(gpu)))
+                _gpu_caption(gpu, indices), mig_svg(gpu)))
         out.append("</div>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"

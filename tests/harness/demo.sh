@@ -9,4 +9,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 image=$("$here/images.sh" gpusim debian12)
 "$here/node.sh" up gpufleet-demo-node "$image"
 cd "$GPUFLEET_ROOT"
-ansible-playbook playbooks/site.yml -i inventory/examples/simulated "$@"
+# Reports (per-host JSON, fleet-report.html/.md) land in tests/output/demo-reports.
+ansible-playbook playbooks/site.yml -i inventory/examples/simulated \
+  -e verify_report_dir="$GPUFLEET_ROOT/tests/output/demo-reports" "$@"

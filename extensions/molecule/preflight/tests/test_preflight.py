@@ -1,8 +1,8 @@
 """preflight stops a bad declaration before anything on the node changes.
 
 Each bad declaration is run through playbooks/site.yml against the converged
-node, exactly as a user would run it; the node's package list, every file
-under /etc and the verify report of the last good run must be unchanged.
+node, exactly as a user would run it; the node's package list and every file
+under /etc must be unchanged, and no later layer (verify included) may run.
 """
 from __future__ import annotations
 
@@ -30,12 +30,12 @@ BAD = {
 
 
 def snapshot(host) -> dict:
-    """What a change would touch: packages, /etc, the last verify report."""
+    """What a change would touch: packages, /etc, gpufleet's state on the node."""
     return {
         "packages": host.check_output("dpkg-query -W -f '${Package} ${Version} ${Status}\\n' | sort"),
         "etc": host.check_output("find /etc -xdev -type f -print0 | sort -z | xargs -0 sha256sum"),
         "etc_entries": host.check_output("find /etc -xdev | sort"),
-        "report": host.check_output("stat -c '%Y %s' /var/lib/gpufleet/verify.json && sha256sum /var/lib/gpufleet/verify.json"),
+        "gpufleet": host.check_output("find /var/lib -xdev -path '*gpufleet*' | sort"),
     }
 
 
@@ -54,16 +54,9 @@ def host_name(host) -> str:
     return host.backend.get_hostname()
 
 
-def test_converged_node_passed_preflight_and_verify(host):
-    report = json.loads(host.file("/var/lib/gpufleet/verify.json").content_string)
-    assert report["host"] == host_name(host)
-    checks = {c["layer"]: c for c in report["checks"]}
-    assert checks["driver"]["status"] == "pass", checks["driver"]
-    assert checks["mig"]["status"] == "not_managed"
-    # The controller keeps the same report, and the fleet report covers both nodes.
-    assert json.loads((REPORTS / "{0}.json".format(host_name(host))).read_text()) == report
-    page = (REPORTS / "fleet-report.html").read_text()
-    assert "preflight-debian12" in page and "preflight-debian13" in page
+def test_good_declaration_passes_and_changes_nothing(host):
+    """Converge ran preflight alone: the node has no gpufleet state at all."""
+    assert not host.file("/var/lib/gpufleet").exists
 
 
 def test_bad_declaration_stops_before_any_change(host):
@@ -77,3 +70,4 @@ def test_bad_declaration_stops_before_any_change(host):
     assert "TASK [gpufleet.nvidia.preflight : Stop before anything changes when the declaration does not fit]" in run.stdout
     assert "TASK [Read the GPUs through NVML]" not in run.stdout
     assert snapshot(host) == before
+    assert not (REPORTS / "{0}.json".format(host_name(host))).exists()

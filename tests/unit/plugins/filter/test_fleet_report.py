@@ -87,6 +87,9 @@ def test_html_is_self_contained_and_highlights_findings(reports: list[dict[str, 
     assert "differs from the pinned driver_version 580.95.05" in page
     assert page.count('class="gi"') == 4 + 7 + 1  # GPU 0, 1 and 2 of the A100 host
     assert "8 x NVIDIA H100 80GB HBM3" in page
+    # Identical consecutive pictures are drawn once.
+    assert "GPUs 5-7 &middot; NVIDIA A100-SXM4-40GB &middot; MIG off" in page
+    assert "GPUs 0-7 &middot; NVIDIA H100 80GB HBM3 &middot; MIG off" in page
 
 
 def test_markdown_twin(reports: list[dict[str, t.Any]]):
