@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Controller-side cost of the version matrix, the verify checks and the fleet report.
 
     .venv/bin/python benchmarks/matrix_and_report.py [--hosts 1000]
@@ -38,7 +38,7 @@ DESIRED = {
 
 def timed(func, repeat: int) -> float:
     samples = []
-    for _ in range(repeat):
+    for _run in range(repeat):
         start = time.perf_counter()
         func()
         samples.append(time.perf_counter() - start)
