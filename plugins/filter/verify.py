@@ -44,7 +44,8 @@ def verify_check(observed: t.Any, layer: str, declaration: t.Any = None) -> dict
         if layer == "crictl":
             return _verify.check_crictl(declaration, observed.get("version"), observed.get("info_error"))
         if layer == "mig":
-            return _verify.check_mig(declaration, bool(observed.get("available")), observed.get("result"))
+            return _verify.check_mig(declaration, bool(observed.get("available")), observed.get("result"),
+                                     configured=observed.get("configured", True) is not False)
         if layer == "matrix":
             return _verify.check_matrix(observed)
     except _verify.VerifyError as exc:

@@ -522,11 +522,15 @@ def check_crictl(declaration: dict[str, t.Any], version_output: str | None,
 
 
 def check_mig(declaration: dict[str, t.Any], available: bool, result: dict[str, t.Any] | None = None,
-              module: str = "gpufleet.nvidia.mig_config") -> dict[str, t.Any]:
+              module: str = "gpufleet.nvidia.mig_config", configured: bool = True) -> dict[str, t.Any]:
     if not declaration.get("managed"):
         return not_managed("mig", declaration)
     label = _vars(declaration).get("mig_label")
     expected = {"label": label}
+    if not configured:
+        return judged("mig", "", expected, {}, [_error(
+            "mig", "mig_config", "mig_label '{0}' is declared, but neither mig_config nor mig_config_src".format(label),
+            "declare the mig-parted configuration (mig_config, or mig_config_src on the controller)")])
     if not available:
         return check("mig", "not_available", "MIG layout not asserted: {0} is not available".format(module),
                      expected, findings=[_error(

@@ -337,3 +337,8 @@ def test_report_status_and_order(mixed_nvml: dict[str, t.Any]):
 def test_mig_units_from_the_model_table_without_profiles(mixed_nvml: dict[str, t.Any]):
     gpus = _verify.report_gpus(mixed_nvml)
     assert [g["mig"]["units"] for g in gpus] == [8] * 8
+
+
+def test_mig_label_without_a_configuration():
+    check = _verify.check_mig(declared(mig_label="all-1g.5gb"), True, configured=False)
+    assert check["status"] == "fail" and "neither mig_config nor mig_config_src" in check["summary"]
