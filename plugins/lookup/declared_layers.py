@@ -93,7 +93,7 @@ def declare(layer: str, host: dict[str, t.Any], defaults: dict[str, t.Any] | Non
     if layer == "mig":
         managed = bool(values.get("mig_label"))
         reason = "mig_label is {0}".format(
-            "'{0}'".format(values["mig_label"]) if managed else "empty: MIG is not managed")
+            "'{0}'".format(values["mig_label"]) if managed else "empty")
     elif declared_by_host:
         managed, reason = True, "declared by host variables ({0})".format(", ".join(declared_by_host))
     elif defaults is not None:

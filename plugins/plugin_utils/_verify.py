@@ -227,7 +227,9 @@ def _containerd_dump(text: str, wanted: dict[str, t.Any], found: list[dict[str, 
     nvidia = runtimes.get(RUNTIME_NAME)
     observed = {
         "config_version": version,
-        "imports": config.get("imports") or [],
+        # containerd prints its imports in no stable order; a report must not
+        # change while the node does not.
+        "imports": sorted(config.get("imports") or []),
         "runtimes": sorted(runtimes),
         "nvidia_binary": ((nvidia or {}).get("options") or {}).get("BinaryName"),
         "default_runtime": containerd.get("default_runtime_name"),

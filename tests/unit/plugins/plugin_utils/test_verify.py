@@ -135,6 +135,17 @@ def test_removed_import_is_a_precise_failure(fixture: str):
     assert "imports" in check["findings"][0]["fix"]
 
 
+def test_imports_order_does_not_change_the_report():
+    """containerd prints `imports` in varying order (seen on 1.7.24): the check must not."""
+    text = dump("1.7.24-nvidia-dropin.toml")
+    swapped = text.replace('imports = ["/etc/containerd/config.toml", "/etc/containerd/conf.d/99-nvidia.toml"]',
+                           'imports = ["/etc/containerd/conf.d/99-nvidia.toml", "/etc/containerd/config.toml"]')
+    assert swapped != text
+    wanted = declared(container_runtime_cdi=True)
+    assert (_verify.check_container_runtime(wanted, {"containerd_dump": text})
+            == _verify.check_container_runtime(wanted, {"containerd_dump": swapped}))
+
+
 def test_containerd_1_6_has_no_cdi():
     observed = {"containerd_dump": dump("1.6.20-nvidia-dropin.toml")}
     check = _verify.check_container_runtime(declared(container_runtime_cdi=True), observed)
