@@ -55,6 +55,12 @@ _value:
       description: The layer's agreed variables with their effective values (absent when neither the host nor the
         role defines one).
       type: dict
+    unresolved:
+      description:
+        - Agreed variables whose role default could not be templated here (it depends on the role's own
+          C(vars/), chosen per OS inside the role); they are left out of RV(_value[].vars).
+      type: list
+      elements: str
 """
 
 import typing as t
@@ -62,7 +68,7 @@ from pathlib import Path
 
 import yaml
 
-from ansible.errors import AnsibleLookupError
+from ansible.errors import AnsibleError, AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 from ansible.utils.display import Display
 
@@ -82,7 +88,8 @@ def role_defaults(layer: str, roles_dir: Path = ROLES_DIR) -> dict[str, t.Any] |
         return yaml.safe_load(handle) or {}
 
 
-def declare(layer: str, host: dict[str, t.Any], defaults: dict[str, t.Any] | None) -> dict[str, t.Any]:
+def declare(layer: str, host: dict[str, t.Any], defaults: dict[str, t.Any] | None,
+            unresolved: t.Sequence[str] = ()) -> dict[str, t.Any]:
     """The declaration of one layer from the host's (templated) values and the role's defaults."""
     names = LAYER_VARIABLES[layer]
     values = {name: host[name] for name in names if name in host}
@@ -100,7 +107,8 @@ def declare(layer: str, host: dict[str, t.Any], defaults: dict[str, t.Any] | Non
         managed, reason = True, "the gpufleet.nvidia.{0} role's defaults (site.yml applies them)".format(layer)
     else:
         managed, reason = False, "no {0}_* variables, no {0} role in this collection".format(layer)
-    return {"managed": managed, "reason": reason, "role": defaults is not None, "vars": values}
+    return {"managed": managed, "reason": reason, "role": defaults is not None, "vars": values,
+            "unresolved": sorted(unresolved)}
 
 
 class LookupModule(LookupBase):
@@ -123,7 +131,18 @@ class LookupModule(LookupBase):
             templar = self._templar.copy_with_new_env()
             templar.available_variables = context
             host = {name: templar.template(value) for name, value in host.items()}
+            unresolved = []
             if defaults is not None:
-                defaults = {name: templar.template(value) for name, value in defaults.items() if name in names}
-            result[layer] = declare(layer, host, defaults)
+                resolved = {}
+                for name, value in defaults.items():
+                    if name not in names or name in host:
+                        continue
+                    try:
+                        resolved[name] = templar.template(value)
+                    except AnsibleError:
+                        # e.g. "{{ __driver_branch_default }}" from the role's
+                        # own vars/, picked per OS inside the role.
+                        unresolved.append(name)
+                defaults = resolved
+            result[layer] = declare(layer, host, defaults, unresolved)
         return [result]

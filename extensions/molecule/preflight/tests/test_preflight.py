@@ -29,14 +29,13 @@ BAD = {
 }
 
 
-def snapshot(host) -> dict:
-    """What a change would touch: packages, /etc, gpufleet's state on the node."""
-    return {
-        "packages": host.check_output("dpkg-query -W -f '${Package} ${Version} ${Status}\\n' | sort"),
-        "etc": host.check_output("find /etc -xdev -type f -print0 | sort -z | xargs -0 sha256sum"),
-        "etc_entries": host.check_output("find /etc -xdev | sort"),
-        "gpufleet": host.check_output("find /var/lib -xdev -path '*gpufleet*' | sort"),
-    }
+def snapshot(host) -> str:
+    """What a change would touch: packages, every file under /etc, gpufleet's state (one round trip)."""
+    return host.check_output(
+        "dpkg-query -W -f '${Package} ${Version} ${Status}\\n' | sort;"
+        " find /etc -xdev | sort;"
+        " find /etc -xdev -type f -print0 | sort -z | xargs -0 sha256sum;"
+        " find /var/lib -xdev -path '*gpufleet*' | sort")
 
 
 def site(limit: str, extra: dict) -> subprocess.CompletedProcess:

@@ -19,6 +19,12 @@ from ansible_collections.gpufleet.nvidia.plugins.lookup.declared_layers import d
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._layers import LAYER_VARIABLES, LAYERS
 
 
+def test_unresolved_defaults_are_named_not_guessed():
+    result = declare("driver", {}, {"driver_state": "present"}, ["driver_branch"])
+    assert result["unresolved"] == ["driver_branch"]
+    assert "driver_branch" not in result["vars"]
+
+
 def test_host_values_win_over_role_defaults():
     defaults = {"driver_branch": "580", "driver_state": "present", "driver_private_thing": 1}
     result = declare("driver", {"driver_branch": "550"}, defaults)
