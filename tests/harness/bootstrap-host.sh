@@ -16,6 +16,7 @@ PACKAGES=(
   gnupg apt-utils                           # the signed local apt mirror
   python3 python3-venv                      # the tool venv
   git rsync shellcheck                      # collection tree for ansible-test
+  chromium                                  # renders the fleet report in a test (headless)
 )
 
 missing=()

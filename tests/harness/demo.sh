@@ -17,7 +17,9 @@ podman exec gpufleet-demo-node sh -c '
 GPUFLEET_MIRROR_FINGERPRINT=$(python3 "$here/mirror.py" status | sed -n 's/^key=//p')
 export GPUFLEET_MIRROR_FINGERPRINT
 cd "$GPUFLEET_ROOT"
-ansible-playbook playbooks/site.yml -i inventory/examples/simulated "$@"
+# Reports (per-host JSON, fleet-report.html/.md) land in tests/output/demo-reports.
+ansible-playbook playbooks/site.yml -i inventory/examples/simulated \
+  -e verify_report_dir="$GPUFLEET_ROOT/tests/output/demo-reports" "$@"
 log "the running containerd, as crictl info reports it:"
 podman exec gpufleet-demo-node crictl info | python3 -c '
 import json, sys

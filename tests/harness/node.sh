@@ -17,8 +17,14 @@ up() {
       "$image" /sbin/init >/dev/null
   fi
   # `running` only: a unit that fails at boot is a broken test ground.
-  local state
-  state=$(podman exec "$name" systemctl is-system-running --wait 2>/dev/null || true)
+  # Right after `podman run` systemd may not answer yet (no bus: empty or
+  # "offline"); --wait only helps once it does, so ask again for a while.
+  local state="" try
+  for try in $(seq 60); do
+    state=$(podman exec "$name" systemctl is-system-running --wait 2>/dev/null || true)
+    case "$state" in running | degraded | maintenance | stopping) break ;; esac
+    [ "$try" -lt 60 ] && sleep 1
+  done
   [ "$state" = running ] || {
     podman exec "$name" systemctl --failed --no-pager >&2 || true
     die "node $name did not boot cleanly (state: ${state:-unknown})"

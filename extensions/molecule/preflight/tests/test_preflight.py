@@ -1,0 +1,72 @@
+"""preflight stops a bad declaration before anything on the node changes.
+
+Each bad declaration is run through playbooks/site.yml against the converged
+node, exactly as a user would run it; the node's package list and every file
+under /etc must be unchanged, and no later layer (verify included) may run.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.getcwd()))
+EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
+REPORTS = EPHEMERAL / "reports"
+
+# Per node: a declaration that does not fit, and what preflight must say.
+# (Every rule's messages are pinned by the unit tests; here the point is the
+# whole site.yml stopping before any change.)
+BAD = {
+    "preflight-debian12": (
+        {"preflight_cuda_versions": ["13.0"]},
+        ["driver 550.127.05 cannot run CUDA 13.0: it needs 580.65.06 or newer"]),
+    "preflight-debian13": (
+        {"driver_branch": "590", "driver_kernel_module": "open"},
+        ["driver R590 does not support Volta GPUs",
+         "driver_kernel_module is open, but GPU 0 (Tesla V100-SXM2-16GB) (volta) needs the proprietary modules"]),
+}
+
+
+def snapshot(host) -> str:
+    """What a change would touch: packages, every file under /etc, gpufleet's state (one round trip)."""
+    return host.check_output(
+        "dpkg-query -W -f '${Package} ${Version} ${Status}\\n' | sort;"
+        " find /etc -xdev | sort;"
+        " find /etc -xdev -type f -print0 | sort -z | xargs -0 sha256sum;"
+        " find /var/lib -xdev -path '*gpufleet*' | sort")
+
+
+def site(limit: str, extra: dict) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.setdefault("ANSIBLE_CONFIG", str(EPHEMERAL / "ansible.cfg"))
+    env["ANSIBLE_COLLECTIONS_PATH"] = str(ROOT / "build" / "collections")
+    inventory = os.environ.get("MOLECULE_INVENTORY_FILE", str(EPHEMERAL / "inventory" / "ansible_inventory.yml"))
+    return subprocess.run(
+        ["ansible-playbook", str(ROOT / "playbooks" / "site.yml"), "-i", inventory, "--limit", limit,
+         "-e", json.dumps(extra)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, check=False)
+
+
+def host_name(host) -> str:
+    return host.backend.get_hostname()
+
+
+def test_good_declaration_passes_and_changes_nothing(host):
+    """Converge ran preflight alone: the node has no gpufleet state at all."""
+    assert not host.file("/var/lib/gpufleet").exists
+
+
+def test_bad_declaration_stops_before_any_change(host):
+    extra, messages = BAD[host_name(host)]
+    before = snapshot(host)
+    run = site(host_name(host), extra)
+    assert run.returncode != 0, run.stdout
+    for message in messages:
+        assert message in run.stdout, run.stdout
+    # It stopped in preflight: no later play ran on the host.
+    assert "TASK [gpufleet.nvidia.preflight : Stop before anything changes when the declaration does not fit]" in run.stdout
+    assert "TASK [Read the GPUs through NVML]" not in run.stdout
+    assert snapshot(host) == before
+    assert not (REPORTS / "{0}.json".format(host_name(host))).exists()

@@ -1,0 +1,78 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Filters of the verify role: judge one layer, assemble a host's report,
+summarise it. The checks live in plugins/plugin_utils/_verify.py."""
+
+from __future__ import annotations
+
+import typing as t
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _verify
+
+
+def _declaration(declaration: t.Any) -> dict[str, t.Any]:
+    if not isinstance(declaration, dict) or "managed" not in declaration:
+        raise AnsibleFilterError("verify_check: the declaration must be one layer of "
+                                 "lookup('gpufleet.nvidia.declared_layers')")
+    return declaration
+
+
+def verify_check(observed: t.Any, layer: str, declaration: t.Any = None) -> dict[str, t.Any]:
+    """Judge one layer from what the role observed on the node."""
+    if not isinstance(observed, dict):
+        raise AnsibleFilterError("verify_check: expected the observations as a mapping, got {0}".format(
+            type(observed).__name__))
+    if layer != "matrix":
+        declaration = _declaration(declaration)
+        if declaration.get("managed") and observed.get("deferred"):
+            return _verify.deferred(layer, str(observed["deferred"]))
+    try:
+        if layer == "driver":
+            return _verify.check_driver(declaration, observed.get("nvml") or {}, observed.get("proc_version"))
+        if layer == "container_toolkit":
+            return _verify.check_container_toolkit(declaration, observed.get("packages") or {})
+        if layer == "container_runtime":
+            return _verify.check_container_runtime(declaration, observed)
+        if layer == "cdi":
+            return _verify.check_cdi(declaration, observed.get("nvml") or {}, observed.get("spec"),
+                                     str(observed.get("path") or ""))
+        if layer == "crictl":
+            return _verify.check_crictl(declaration, observed.get("version"), observed.get("info_error"))
+        if layer == "mig":
+            return _verify.check_mig(declaration, bool(observed.get("available")), observed.get("result"),
+                                     configured=observed.get("configured", True) is not False)
+        if layer == "matrix":
+            return _verify.check_matrix(observed)
+    except _verify.VerifyError as exc:
+        raise AnsibleFilterError("verify_check: {0}: {1}".format(layer, exc)) from None
+    raise AnsibleFilterError("verify_check: unknown layer '{0}'".format(layer))
+
+
+def verify_report(checks: t.Any, host: str, nvml: t.Any = None, versions: t.Any = None) -> dict[str, t.Any]:
+    """One host's report from its checks, NVML facts and versions."""
+    if not isinstance(checks, list) or not all(isinstance(c, dict) and "layer" in c for c in checks):
+        raise AnsibleFilterError("verify_report: expected a list of verify_check results")
+    return _verify.build_report(host, checks, nvml or {}, versions or {})
+
+
+def verify_summary(report: t.Any) -> list[str]:
+    """One line per layer of a host's report."""
+    if not isinstance(report, dict) or "checks" not in report:
+        raise AnsibleFilterError("verify_summary: expected a verify_report result")
+    return _verify.summary_lines(report)
+
+
+class FilterModule:
+    """Verify filters."""
+
+    def filters(self) -> dict[str, t.Callable[..., t.Any]]:
+        return {
+            "verify_check": verify_check,
+            "verify_report": verify_report,
+            "verify_summary": verify_summary,
+        }

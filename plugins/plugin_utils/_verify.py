@@ -1,0 +1,659 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The verify role's checks: what a node runs now against what it declares.
+
+Pure functions over observations the role gathers (NVML facts, package
+facts, `containerd config dump`, `crictl info`, `docker info`, the CDI spec,
+`crictl --version`, the mig_config module's assert result). Each layer's
+check is self-contained and returns
+
+    {layer, status, summary, expected, observed, findings}
+
+with status pass | warn | fail (from its worst finding), or not_managed |
+not_available | deferred, which are never passes. Controller side only
+(Python >= 3.11: tomllib reads containerd's TOML).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+import typing as t
+
+import yaml
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import (
+    SEVERITIES,
+    Matrix,
+    MatrixError,
+    finding,
+    parse_version,
+    version_text,
+    worst,
+)
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._layers import LAYERS
+
+STATUSES = ("pass", "warn", "fail", "not_managed", "not_available", "deferred")
+REPORT_SCHEMA = 1
+RUNTIME_NAME = "nvidia"
+CDI_KIND = "nvidia.com/gpu"
+# nvidia-ctk's default when no strategy is given (toolkit >= 1.15).
+CDI_DEFAULT_STRATEGIES = ("index", "uuid")
+
+# Packages of the Container Toolkit per package set (team interface:
+# container_toolkit_package_set full | base).
+TOOLKIT_PACKAGES = {
+    "full": ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",
+             "libnvidia-container1"),
+    "base": ("nvidia-container-toolkit-base",),
+}
+
+
+class VerifyError(ValueError):
+    """Observations that cannot be what the role gathers (a bug, not a finding)."""
+
+
+def check(layer: str, status: str, summary: str, expected: dict[str, t.Any] | None = None,
+          observed: dict[str, t.Any] | None = None, findings: list[dict[str, str]] | None = None) -> dict[str, t.Any]:
+    return {
+        "layer": layer,
+        "status": status,
+        "summary": summary,
+        "expected": expected or {},
+        "observed": observed or {},
+        "findings": findings or [],
+    }
+
+
+def judged(layer: str, summary: str, expected: dict[str, t.Any], observed: dict[str, t.Any],
+           findings: list[dict[str, str]]) -> dict[str, t.Any]:
+    """A check whose status follows from its findings."""
+    level = worst(findings)
+    status = {"error": "fail", "warning": "warn"}.get(level or "", "pass")
+    if status != "pass":
+        summary = next(f["message"] for f in findings if f["severity"] == level)
+    return check(layer, status, summary, expected, observed, findings)
+
+
+def not_managed(layer: str, declaration: dict[str, t.Any]) -> dict[str, t.Any]:
+    return check(layer, "not_managed", "not managed: {0}".format(declaration.get("reason", "")))
+
+
+def deferred(layer: str, why: str) -> dict[str, t.Any]:
+    return check(layer, "deferred", why, findings=[finding(
+        "verify_" + layer, "info", layer, "{0}: {1}".format(layer, why),
+        "verify the node after its first boot", layer, "gpufleet verify")])
+
+
+def _error(layer: str, subject: str, message: str, fix: str, severity: str = "error") -> dict[str, str]:
+    return finding("verify_" + layer, severity, subject, message, fix, layer, "gpufleet verify")
+
+
+def _vars(declaration: dict[str, t.Any]) -> dict[str, t.Any]:
+    return declaration.get("vars") or {}
+
+
+# =============================================================================
+# driver
+# =============================================================================
+
+NVML_PROBLEMS = {
+    "library_not_found": ("the NVIDIA user-space driver (libnvidia-ml.so.1) is not installed",
+                          "run the driver layer (--tags driver)"),
+    "driver_not_loaded": ("the nvidia kernel module is not loaded",
+                          "reboot the node (driver_reboot) or load the module (modprobe nvidia); check dkms status"),
+    "version_mismatch": ("the loaded kernel module and the installed user-space driver differ",
+                         "reboot the node so the installed driver's module loads"),
+}
+
+
+def module_flavour(proc_version: str | None) -> str | None:
+    """open | proprietary from /proc/driver/nvidia/version, None when unknown."""
+    if not proc_version:
+        return None
+    return "open" if "Open Kernel Module" in proc_version else "proprietary"
+
+
+def check_driver(declaration: dict[str, t.Any], nvml: dict[str, t.Any],
+                 proc_version: str | None = None) -> dict[str, t.Any]:
+    if not declaration.get("managed"):
+        return not_managed("driver", declaration)
+    wanted = _vars(declaration)
+    state = wanted.get("driver_state") or "present"
+    status = nvml.get("status")
+    observed = {"nvml_status": status, "driver_version": nvml.get("driver_version"),
+                "cuda_driver_version": nvml.get("cuda_driver_version"), "gpu_count": nvml.get("gpu_count"),
+                "kernel_module": module_flavour(proc_version)}
+    keys = ("driver_state", "driver_version", "driver_branch", "driver_kernel_module")
+    expected = {key: wanted.get(key) for key in keys if wanted.get(key) not in (None, "")}
+    if state == "absent":
+        found = [] if not nvml.get("driver_loaded") else [_error(
+            "driver", "driver_state", "driver {0} is loaded, but driver_state is absent".format(
+                nvml.get("driver_version") or "?"), "re-run the driver layer; reboot to unload the module")]
+        return judged("driver", "no NVIDIA driver, as declared", expected, observed, found)
+    if status != "ok":
+        problem, fix = NVML_PROBLEMS.get(status, ("NVML is not usable ({0})".format(status), "check the driver"))
+        return judged("driver", "", expected, observed, [_error(
+            "driver", "nvml", "{0}: {1}".format(problem, nvml.get("reason") or status), fix)])
+    found = []
+    loaded = str(nvml.get("driver_version") or "")
+    version = str(wanted.get("driver_version") or "")
+    branch = str(wanted.get("driver_branch") or "")
+    if version and loaded != version:
+        found.append(_error("driver", "driver_version",
+                            "loaded driver {0} differs from the pinned driver_version {1}".format(loaded, version),
+                            "run the driver layer, then reboot if it reports a reboot is required"))
+    elif not version and branch and loaded.split(".", maxsplit=1)[0] != branch:
+        found.append(_error("driver", "driver_branch",
+                            "loaded driver {0} is not in the declared branch R{1}".format(loaded, branch),
+                            "run the driver layer, then reboot if it reports a reboot is required"))
+    flavour = observed["kernel_module"]
+    declared_flavour = wanted.get("driver_kernel_module") or "auto"
+    if flavour and declared_flavour == "auto":
+        try:
+            declared_flavour = Matrix().kernel_module_for(Matrix().gpus_from_nvml(nvml))[0] or "auto"
+        except MatrixError:
+            declared_flavour = "auto"
+    if flavour and declared_flavour in ("open", "proprietary") and flavour != declared_flavour:
+        found.append(_error("driver", "driver_kernel_module",
+                            "the {0} kernel modules are loaded, but {1} are declared".format(flavour, declared_flavour),
+                            "run the driver layer to switch flavours, then reboot"))
+    summary = "driver {0} loaded{1}, {2} GPU(s)".format(
+        loaded, " ({0} modules)".format(flavour) if flavour else "", nvml.get("gpu_count"))
+    return judged("driver", summary, expected, observed, found)
+
+
+# =============================================================================
+# container toolkit
+# =============================================================================
+
+
+def _installed(packages: dict[str, t.Any], name: str) -> str | None:
+    entries = packages.get(name) or []
+    entry = entries[0] if isinstance(entries, list) and entries else None
+    return str(entry.get("version")) if isinstance(entry, dict) and entry.get("version") else None
+
+
+def check_container_toolkit(declaration: dict[str, t.Any], packages: dict[str, t.Any]) -> dict[str, t.Any]:
+    if not declaration.get("managed"):
+        return not_managed("container_toolkit", declaration)
+    wanted = _vars(declaration)
+    package_set = wanted.get("container_toolkit_package_set") or "full"
+    version = str(wanted.get("container_toolkit_version") or "")
+    names = TOOLKIT_PACKAGES.get(package_set, TOOLKIT_PACKAGES["full"])
+    observed = {name: _installed(packages, name) for name in names}
+    found = []
+    for name, installed in observed.items():
+        if installed is None:
+            found.append(_error("container_toolkit", name, "package {0} is not installed".format(name),
+                                "run the container_toolkit layer (--tags container_toolkit)"))
+        elif version and parse_version(installed) != parse_version(version):
+            found.append(_error("container_toolkit", name, "package {0} is {1}, pinned {2}".format(
+                name, installed, version), "run the container_toolkit layer to install the pinned version"))
+    summary = "Container Toolkit {0} ({1} set)".format(
+        observed.get("nvidia-container-toolkit-base") or "?", package_set)
+    return judged("container_toolkit", summary, {"version": version or None, "package_set": package_set},
+                  observed, found)
+
+
+# =============================================================================
+# container runtime
+# =============================================================================
+
+
+def _containerd_cri(config: dict[str, t.Any]) -> tuple[dict[str, t.Any], dict[str, t.Any], int]:
+    """(runtime section, its `containerd` section, config version) of a containerd config."""
+    plugins = config.get("plugins") or {}
+    version = int(config.get("version") or 1)
+    section = plugins.get("io.containerd.cri.v1.runtime") if version >= 3 else plugins.get("io.containerd.grpc.v1.cri")
+    section = section or {}
+    return section, section.get("containerd") or {}, version
+
+
+def _containerd_dump(text: str, wanted: dict[str, t.Any], found: list[dict[str, str]]) -> dict[str, t.Any]:
+    """Judge `containerd config dump`: the effective config on disk, imports merged."""
+    try:
+        config = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        found.append(_error("container_runtime", "containerd", "`containerd config dump` is not TOML: {0}".format(
+            exc), "check containerd's configuration files"))
+        return {}
+    section, containerd, version = _containerd_cri(config)
+    runtimes = containerd.get("runtimes") or {}
+    nvidia = runtimes.get(RUNTIME_NAME)
+    observed = {
+        "config_version": version,
+        # containerd prints its imports in no stable order; a report must not
+        # change while the node does not.
+        "imports": sorted(config.get("imports") or []),
+        "runtimes": sorted(runtimes),
+        "nvidia_binary": ((nvidia or {}).get("options") or {}).get("BinaryName"),
+        "default_runtime": containerd.get("default_runtime_name"),
+        "enable_cdi": section.get("enable_cdi"),
+        "cdi_spec_dirs": section.get("cdi_spec_dirs"),
+    }
+    if nvidia is None:
+        found.append(_error(
+            "container_runtime", "runtime",
+            "containerd's effective config (`containerd config dump`) has no `{0}` runtime; imports: {1}".format(
+                RUNTIME_NAME, ", ".join(observed["imports"]) or "none"),
+            "run the container_runtime layer; it restores the drop-in and its `imports` entry"))
+    elif observed["nvidia_binary"] and not str(observed["nvidia_binary"]).endswith("nvidia-container-runtime"):
+        found.append(_error("container_runtime", "runtime",
+                            "containerd's `{0}` runtime runs {1}, not nvidia-container-runtime".format(
+                                RUNTIME_NAME, observed["nvidia_binary"]),
+                            "run the container_runtime layer", "warning"))
+    if wanted.get("container_runtime_set_default") and observed["default_runtime"] != RUNTIME_NAME:
+        found.append(_error("container_runtime", "default_runtime",
+                            "containerd's default runtime is {0}, but container_runtime_set_default is true".format(
+                                observed["default_runtime"]), "run the container_runtime layer"))
+    if wanted.get("container_runtime_cdi"):
+        if observed["enable_cdi"] is None:
+            found.append(_error("container_runtime", "cdi",
+                                "this containerd has no CDI support (its effective config has no enable_cdi; "
+                                "containerd 1.6 drops it)",
+                                "upgrade containerd to 1.7 or newer, or set container_runtime_cdi: false", "warning"))
+        elif observed["enable_cdi"] is not True:
+            found.append(_error("container_runtime", "cdi", "containerd's effective config has enable_cdi = false",
+                                "run the container_runtime layer"))
+    return observed
+
+
+def _crictl_info(text: str, dump: dict[str, t.Any], wanted: dict[str, t.Any],
+                 found: list[dict[str, str]]) -> dict[str, t.Any]:
+    """Judge `crictl info`: the configuration the running daemon uses."""
+    try:
+        info = json.loads(text)
+    except ValueError as exc:
+        found.append(_error("container_runtime", "crictl info", "`crictl info` is not JSON: {0}".format(exc),
+                            "check /etc/crictl.yaml and the runtime endpoint"))
+        return {}
+    config = info.get("config") or {}
+    runtimes = (config.get("containerd") or {}).get("runtimes") or {}
+    running = {"runtimes": sorted(runtimes), "enable_cdi": config.get("enableCDI"),
+               "default_runtime": (config.get("containerd") or {}).get("defaultRuntimeName")}
+    if RUNTIME_NAME not in runtimes and RUNTIME_NAME in (dump.get("runtimes") or []):
+        found.append(_error("container_runtime", "restart",
+                            "the running containerd has no `{0}` runtime although its config does: it was not "
+                            "restarted after the change".format(RUNTIME_NAME), "restart containerd"))
+    elif RUNTIME_NAME not in runtimes and dump:
+        pass  # already reported from the config dump
+    elif RUNTIME_NAME not in runtimes:
+        found.append(_error("container_runtime", "runtime",
+                            "the running runtime (`crictl info`) has no `{0}` runtime".format(RUNTIME_NAME),
+                            "run the container_runtime layer"))
+    if wanted.get("container_runtime_cdi") and dump.get("enable_cdi") is True and running["enable_cdi"] is False:
+        found.append(_error("container_runtime", "restart",
+                            "the running containerd has CDI off although its config enables it: restart it",
+                            "restart containerd"))
+    return running
+
+
+def _docker_info(text: str, wanted: dict[str, t.Any], found: list[dict[str, str]]) -> dict[str, t.Any]:
+    try:
+        info = json.loads(text)
+    except ValueError as exc:
+        found.append(_error("container_runtime", "docker info", "`docker info` is not JSON: {0}".format(exc),
+                            "check that dockerd runs"))
+        return {}
+    runtimes = info.get("Runtimes") or {}
+    observed = {"runtimes": sorted(runtimes), "default_runtime": info.get("DefaultRuntime"),
+                "cdi_spec_dirs": info.get("CDISpecDirs") or [], "server_version": info.get("ServerVersion")}
+    if RUNTIME_NAME not in runtimes:
+        found.append(_error("container_runtime", "runtime",
+                            "`docker info` lists no `{0}` runtime (runtimes: {1})".format(
+                                RUNTIME_NAME, ", ".join(observed["runtimes"]) or "none"),
+                            "run the container_runtime layer; it merges the runtime into daemon.json"))
+    if wanted.get("container_runtime_set_default") and observed["default_runtime"] != RUNTIME_NAME:
+        found.append(_error("container_runtime", "default_runtime",
+                            "Docker's default runtime is {0}, but container_runtime_set_default is true".format(
+                                observed["default_runtime"]), "run the container_runtime layer"))
+    if wanted.get("container_runtime_cdi") and not observed["cdi_spec_dirs"]:
+        found.append(_error("container_runtime", "cdi", "`docker info` shows no CDI spec directories: CDI is off",
+                            "run the container_runtime layer (features.cdi in daemon.json; Docker 25 or newer)"))
+    return observed
+
+
+def _crio_config(text: str, wanted: dict[str, t.Any], found: list[dict[str, str]]) -> dict[str, t.Any]:
+    try:
+        config = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        found.append(_error("container_runtime", "crio", "`crio status config` is not TOML: {0}".format(exc),
+                            "check that CRI-O runs"))
+        return {}
+    runtime = (config.get("crio") or {}).get("runtime") or {}
+    runtimes = runtime.get("runtimes") or {}
+    observed = {"runtimes": sorted(runtimes), "default_runtime": runtime.get("default_runtime"),
+                "cdi_spec_dirs": runtime.get("cdi_spec_dirs")}
+    if RUNTIME_NAME not in runtimes:
+        found.append(_error("container_runtime", "runtime",
+                            "CRI-O's effective config has no `{0}` runtime".format(RUNTIME_NAME),
+                            "run the container_runtime layer; it writes the crio.conf.d drop-in"))
+    if wanted.get("container_runtime_set_default") and observed["default_runtime"] != RUNTIME_NAME:
+        found.append(_error("container_runtime", "default_runtime",
+                            "CRI-O's default runtime is {0}, but container_runtime_set_default is true".format(
+                                observed["default_runtime"]), "run the container_runtime layer"))
+    return observed
+
+
+def check_container_runtime(declaration: dict[str, t.Any], observed: dict[str, t.Any]) -> dict[str, t.Any]:
+    """observed: engine outputs by name (containerd_dump, crictl_info, docker_info, crio_config) and errors."""
+    if not declaration.get("managed"):
+        return not_managed("container_runtime", declaration)
+    wanted = _vars(declaration)
+    engine = wanted.get("container_runtime_engine") or "containerd"
+    found: list[dict[str, str]] = []
+    seen: dict[str, t.Any] = {"engine": engine}
+    sources = {"containerd": ("containerd_dump", "containerd config dump"), "docker": ("docker_info", "docker info"),
+               "crio": ("crio_config", "crio status config")}
+    key, command = sources.get(engine, ("", engine))
+    text = observed.get(key)
+    if not text:
+        found.append(_error("container_runtime", engine, "`{0}` gave nothing: {1}".format(
+            command, observed.get(key + "_error") or "{0} is not installed".format(engine)),
+            "run the container_runtime layer; check that {0} is installed".format(engine)))
+        return judged("container_runtime", "", {"engine": engine}, seen, found)
+    if engine == "containerd":
+        seen["config"] = _containerd_dump(text, wanted, found)
+        if observed.get("crictl_info"):
+            seen["running"] = _crictl_info(observed["crictl_info"], seen["config"], wanted, found)
+    elif engine == "docker":
+        seen["running"] = _docker_info(text, wanted, found)
+    else:
+        seen["config"] = _crio_config(text, wanted, found)
+    expected = {"engine": engine, "runtime": RUNTIME_NAME, "cdi": bool(wanted.get("container_runtime_cdi")),
+                "default": bool(wanted.get("container_runtime_set_default"))}
+    summary = "{0}: `{1}` runtime present{2}".format(
+        engine, RUNTIME_NAME, ", CDI on" if expected["cdi"] else "")
+    return judged("container_runtime", summary, expected, seen, found)
+
+
+# =============================================================================
+# CDI
+# =============================================================================
+
+
+def _strategies(value: t.Any) -> tuple[str, ...]:
+    if not value:
+        return CDI_DEFAULT_STRATEGIES
+    items = value if isinstance(value, list) else [value]
+    return tuple(str(item) for item in items)
+
+
+def expected_cdi_devices(nvml: dict[str, t.Any], strategies: t.Iterable[str]) -> tuple[set[str], dict[int, int]]:
+    """(names nvidia-ctk would generate for full GPUs and MIG devices by UUID, MIG count per GPU for index names).
+
+    nvidia-ctk names MIG devices by index as "<gpu>:<mig handle index>"; the
+    handle index is not in the facts, so index-named MIG devices are compared
+    by count per GPU.
+    """
+    names: set[str] = set()
+    mig_counts: dict[int, int] = {}
+    for gpu in nvml.get("gpus") or []:
+        index, uuid = gpu.get("index"), gpu.get("uuid")
+        devices = (gpu.get("mig") or {}).get("devices") or []
+        for strategy in strategies:
+            if strategy == "index":
+                names.add(str(index))
+            elif strategy == "type-index":
+                names.add("gpu{0}".format(index))
+            elif strategy == "uuid" and uuid:
+                names.add(uuid)
+                names.update(device["uuid"] for device in devices if device.get("uuid"))
+        mig_counts[index] = len(devices)
+    return names, mig_counts
+
+
+def parse_cdi_spec(text: str) -> dict[str, t.Any]:
+    spec = yaml.safe_load(text)  # JSON is YAML too
+    if not isinstance(spec, dict):
+        raise VerifyError("not a CDI spec (expected a mapping)")
+    return spec
+
+
+def check_cdi(declaration: dict[str, t.Any], nvml: dict[str, t.Any], spec_text: str | None,
+              spec_path: str) -> dict[str, t.Any]:
+    if not declaration.get("managed"):
+        return not_managed("cdi", declaration)
+    wanted = _vars(declaration)
+    strategies = _strategies(wanted.get("cdi_device_name_strategy"))
+    expected: dict[str, t.Any] = {"path": spec_path, "kind": CDI_KIND, "strategies": list(strategies)}
+    if nvml.get("status") != "ok":
+        return check("cdi", "not_available", "NVML is not usable ({0}): the spec cannot be compared with the GPUs".format(
+            nvml.get("status")), expected, findings=[_error(
+                "cdi", "nvml", "CDI spec not verified: NVML is not usable ({0})".format(nvml.get("status")),
+                "fix the driver layer first", "warning")])
+    if spec_text is None:
+        return judged("cdi", "", expected, {}, [_error(
+            "cdi", spec_path, "no CDI spec at {0}".format(spec_path),
+            "run the cdi layer, or start the CDI refresh unit (nvidia-cdi-refresh / gpufleet-cdi-refresh)")])
+    try:
+        spec = parse_cdi_spec(spec_text)
+    except (yaml.YAMLError, VerifyError) as exc:
+        return judged("cdi", "", expected, {}, [_error("cdi", spec_path, "{0} is not a CDI spec: {1}".format(
+            spec_path, exc), "run the cdi layer to regenerate it")])
+    names = [str(device.get("name")) for device in spec.get("devices") or [] if isinstance(device, dict)]
+    observed = {"kind": spec.get("kind"), "cdi_version": spec.get("cdiVersion"), "devices": sorted(names)}
+    found = []
+    if spec.get("kind") != CDI_KIND:
+        found.append(_error("cdi", "kind", "{0} declares kind {1}, expected {2}".format(
+            spec_path, spec.get("kind"), CDI_KIND), "run the cdi layer to regenerate it"))
+    want, mig_counts = expected_cdi_devices(nvml, strategies)
+    have = set(names) - {"all"}
+    index_mig = re.compile(r"^(?:mig)?(\d+):(\d+)$")
+    mig_seen: dict[int, int] = {}
+    for name in list(have):
+        match = index_mig.match(name)
+        if match:
+            have.discard(name)
+            mig_seen[int(match.group(1))] = mig_seen.get(int(match.group(1)), 0) + 1
+    uuids = {gpu.get("uuid"): gpu.get("index") for gpu in nvml.get("gpus") or []}
+    for name in sorted(want - have):
+        what = "GPU {0}".format(uuids[name]) if name in uuids else name
+        found.append(_error("cdi", name, "CDI spec is stale: {0} ({1}) is missing from {2}".format(
+            what, name, spec_path), "regenerate the spec: run the cdi layer or restart its refresh unit"))
+    for name in sorted(have - want):
+        found.append(_error("cdi", name, "CDI spec is stale: it lists {0}, which NVML does not report".format(name),
+                            "regenerate the spec: run the cdi layer or restart its refresh unit"))
+    if any(s in ("index", "type-index") for s in strategies):
+        for gpu, count in sorted(mig_counts.items()):
+            if mig_seen.get(gpu, 0) != count:
+                found.append(_error("cdi", "GPU {0} MIG devices".format(gpu),
+                                    "CDI spec is stale: GPU {0} has {1} MIG device(s), the spec names {2}".format(
+                                        gpu, count, mig_seen.get(gpu, 0)),
+                                    "regenerate the spec: run the cdi layer or restart its refresh unit"))
+    if "all" not in names:
+        found.append(_error("cdi", "all", "{0} has no `all` device".format(spec_path),
+                            "regenerate the spec without --no-all-device", "warning"))
+    summary = "{0}: {1} device name(s) match NVML".format(spec_path, len(names))
+    return judged("cdi", summary, expected, observed, found)
+
+
+# =============================================================================
+# crictl
+# =============================================================================
+
+
+def check_crictl(declaration: dict[str, t.Any], version_output: str | None,
+                 info_error: str | None = None) -> dict[str, t.Any]:
+    if not declaration.get("managed"):
+        return not_managed("crictl", declaration)
+    wanted = _vars(declaration)
+    pinned = str(wanted.get("crictl_version") or "")
+    kubernetes = str(wanted.get("crictl_kubernetes_version") or "")
+    expected = {"version": pinned or None, "kubernetes": kubernetes or None}
+    if not version_output:
+        return judged("crictl", "", expected, {}, [_error("crictl", "crictl", "crictl is not installed",
+                                                          "run the crictl layer (--tags crictl)")])
+    match = re.search(r"v?(\d+\.\d+\.\d+)", version_output)
+    if not match:
+        return judged("crictl", "", expected, {"output": version_output}, [_error(
+            "crictl", "crictl", "cannot read the crictl version from: {0}".format(version_output),
+            "check /usr/local/bin/crictl")])
+    installed = parse_version(match.group(1))
+    observed = {"version": "v" + version_text(installed), "runtime_reachable": info_error is None}
+    found = []
+    if pinned and installed != parse_version(pinned):
+        found.append(_error("crictl", "crictl_version", "crictl {0} is installed, pinned {1}".format(
+            observed["version"], pinned), "run the crictl layer"))
+    elif kubernetes:
+        try:
+            minor = parse_version(kubernetes)[:2]
+        except MatrixError:
+            minor = None
+        if minor and tuple(installed[:2]) != tuple(minor):
+            found.append(_error(
+                "crictl", "crictl_kubernetes_version",
+                "crictl {0} does not fit Kubernetes {1}: cri-tools follows Kubernetes minors".format(
+                    observed["version"], version_text(minor)),
+                "use crictl v{0}.x (crictl_version: \"\" derives it)".format(version_text(minor)),
+                "error" if not pinned else "warning"))
+    if info_error is not None:
+        found.append(_error("crictl", "crictl info", "crictl cannot reach the container runtime: {0}".format(
+            info_error), "check runtime-endpoint in /etc/crictl.yaml (run the crictl layer)"))
+    return judged("crictl", "crictl {0}".format(observed["version"]), expected, observed, found)
+
+
+# =============================================================================
+# MIG
+# =============================================================================
+
+
+def check_mig(declaration: dict[str, t.Any], available: bool, result: dict[str, t.Any] | None = None,
+              module: str = "gpufleet.nvidia.mig_config", configured: bool = True) -> dict[str, t.Any]:
+    if not declaration.get("managed"):
+        return not_managed("mig", declaration)
+    label = _vars(declaration).get("mig_label")
+    expected = {"label": label}
+    if not configured:
+        return judged("mig", "", expected, {}, [_error(
+            "mig", "mig_config", "mig_label '{0}' is declared, but neither mig_config nor mig_config_src".format(label),
+            "declare the mig-parted configuration (mig_config, or mig_config_src on the controller)")])
+    if not available:
+        return check("mig", "not_available", "MIG layout not asserted: {0} is not available".format(module),
+                     expected, findings=[_error(
+                         "mig", "mig_config",
+                         "MIG layout '{0}' was not asserted: {1} is not part of this collection version".format(
+                             label, module),
+                         "install a gpufleet.nvidia version with {0}; meanwhile check `nvidia-smi mig -lgi`".format(
+                             module), "warning")])
+    result = result or {}
+    observed = {"diff": result.get("diff"), "reboot_required": result.get("reboot_required"),
+                "reset_required": result.get("reset_required")}
+    found = []
+    if result.get("failed"):
+        found.append(_error("mig", label or "mig", "MIG layout '{0}' is not applied: {1}".format(
+            label, result.get("msg") or "the assert failed"), "run the mig layer (--tags mig)"))
+    elif result.get("reboot_required") or result.get("reset_required"):
+        found.append(_error("mig", label or "mig", "MIG layout '{0}' waits for a GPU {1}".format(
+            label, "reboot" if result.get("reboot_required") else "reset"),
+            "reboot the node (or reset the GPUs) to finish the MIG mode change", "warning"))
+    return judged("mig", "MIG layout '{0}' applied".format(label), expected, observed, found)
+
+
+# =============================================================================
+# matrix (versions re-checked as installed)
+# =============================================================================
+
+
+def check_matrix(result: dict[str, t.Any] | None) -> dict[str, t.Any]:
+    if not result or "findings" not in result:
+        return check("matrix", "fail", "the version matrix did not run: {0}".format((result or {}).get("msg")),
+                     findings=[_error("matrix", "version_matrix", "the version matrix did not run: {0}".format(
+                         (result or {}).get("msg")), "see the version_matrix task's error")])
+    findings = result["findings"]
+    count = len([f for f in findings if f["severity"] != "info"])
+    return judged("matrix", "installed versions fit together{0}".format(
+        "" if not count else " ({0} finding(s))".format(count)), {}, result.get("matrix") or {}, findings)
+
+
+# =============================================================================
+# report
+# =============================================================================
+
+
+def _mig_units(gpu: dict[str, t.Any]) -> int | None:
+    """Placement units of the GPU's memory-slice grid (from NVML profiles, else the model table)."""
+    mig = gpu.get("mig") or {}
+    ends = [p["start"] + p["size"] for profile in mig.get("profiles") or [] for p in profile.get("placements") or []]
+    if ends:
+        return max(ends)
+    matrix = Matrix()
+    model = matrix.model_for(str(gpu.get("name") or ""))
+    if model and model.get("mig_units"):
+        return int(model["mig_units"])
+    ends = [gi["placement"]["start"] + gi["placement"]["size"] for gi in mig.get("gpu_instances") or []]
+    return max(8, *ends) if ends else (8 if mig.get("capable") else None)
+
+
+def report_gpus(nvml: dict[str, t.Any]) -> list[dict[str, t.Any]]:
+    """The GPUs of a report: identity and the MIG layout as placements (what the picture draws)."""
+    gpus = []
+    for gpu in nvml.get("gpus") or []:
+        mig = gpu.get("mig") or {}
+        gpus.append({
+            "index": gpu.get("index"),
+            "name": gpu.get("name"),
+            "uuid": gpu.get("uuid"),
+            "architecture": gpu.get("architecture"),
+            "memory_total_mib": gpu.get("memory_total_mib"),
+            "mig": {
+                "capable": bool(mig.get("capable")),
+                "enabled": bool(mig.get("enabled")),
+                "pending_enabled": bool(mig.get("pending_enabled")),
+                "units": _mig_units(gpu),
+                "gpu_instances": [{
+                    "id": gi.get("id"),
+                    "profile": gi.get("profile_name") or "profile {0}".format(gi.get("profile_id")),
+                    "start": (gi.get("placement") or {}).get("start"),
+                    "size": (gi.get("placement") or {}).get("size"),
+                    "compute_instances": [
+                        {"id": ci.get("id"), "start": (ci.get("placement") or {}).get("start"),
+                         "size": (ci.get("placement") or {}).get("size")}
+                        for ci in gi.get("compute_instances") or []],
+                } for gi in mig.get("gpu_instances") or []],
+            },
+        })
+    return gpus
+
+
+def build_report(host: str, checks: list[dict[str, t.Any]], nvml: dict[str, t.Any],
+                 versions: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
+    """One host's report: checks in site.yml order, versions, GPUs. Deterministic (no timestamps)."""
+    order = {layer: i for i, layer in enumerate(LAYERS + ("matrix",))}
+    checks = sorted(checks, key=lambda c: order.get(c["layer"], len(order)))
+    findings = [f for c in checks for f in c["findings"]]
+    counts = {level: sum(1 for f in findings if f["severity"] == level) for level in SEVERITIES}
+    statuses = [c["status"] for c in checks]
+    status = "fail" if "fail" in statuses else "warn" if ("warn" in statuses or "not_available" in statuses) else "pass"
+    return {
+        "schema": REPORT_SCHEMA,
+        "host": host,
+        "status": status,
+        "summary": counts,
+        "versions": dict(sorted((versions or {}).items())),
+        "checks": checks,
+        "gpus": report_gpus(nvml),
+    }
+
+
+def gate(report: dict[str, t.Any], fail_on: str) -> list[dict[str, t.Any]]:
+    """Findings at or above fail_on (error | warning | never)."""
+    if fail_on == "never":
+        return []
+    threshold = SEVERITIES.index(fail_on)
+    return [f for c in report["checks"] for f in c["findings"] if SEVERITIES.index(f["severity"]) >= threshold]
+
+
+def summary_lines(report: dict[str, t.Any]) -> list[str]:
+    """One line per layer for a person reading the play's output."""
+    counts = report["summary"]
+    lines = ["{0}: {1} ({2} error(s), {3} warning(s))".format(
+        report["host"], report["status"].upper(), counts["error"], counts["warning"])]
+    for item in report["checks"]:
+        lines.append("  {0:<18} {1:<13} {2}".format(item["layer"], item["status"], item["summary"]))
+    return lines

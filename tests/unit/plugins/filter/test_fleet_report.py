@@ -1,0 +1,151 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The fleet report, built from real per-host data and rendered by a real browser.
+
+The hosts' facts come from nvml_info on simulated nodes (the mixed-MIG DGX
+A100 and an HGX H100), judged by the verify checks, so the report sees the
+data shapes the verify role produces. Debian's chromium renders the page
+headless; the screenshot (kept under tests/output/fleet-report/, not in
+git) must show every GPU instance's box, with areas in proportion to the
+memory slices each occupies.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import typing as t
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.gpufleet.nvidia.plugins.filter.fleet_report import fleet_report
+from ansible_collections.gpufleet.nvidia.plugins.filter.verify import verify_check, verify_report
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _report
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins import pngread
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import run_module
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.nvml_sim import ROOT
+
+OUTPUT = ROOT / "tests" / "output" / "fleet-report"
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--hide-scrollbars")
+
+
+def host_report(sim_node: t.Callable[..., t.Any], host: str, fixture: str, driver_version: str,
+                mig_label: str = "") -> dict[str, t.Any]:
+    node = sim_node(fixture)
+    facts = node.run("nvml_info", gather_mig_profiles=True)
+    assert facts["kind"] == "exit", facts
+    nvml = facts["result"]["nvml"]
+    driver = {"managed": True, "reason": "declared by host variables (driver_version)",
+              "vars": {"driver_version": driver_version}}
+    mig = {"managed": bool(mig_label), "reason": "mig_label is empty: MIG is not managed",
+           "vars": {"mig_label": mig_label}}
+    matrix = run_module("version_matrix", {"target": "installed", "installed": {"nvml": nvml},
+                                           "cuda_versions": ["12.4"], "fail_on": "never", "today": "2026-11-22"})
+    checks = [
+        verify_check({"nvml": nvml}, "driver", driver),
+        verify_check({"nvml": nvml, "spec": None, "path": "/etc/cdi/nvidia.yaml"}, "cdi",
+                     {"managed": False, "reason": "no cdi_* variables and no gpufleet.nvidia.cdi role"}),
+        verify_check({"available": False}, "mig", mig),
+        verify_check(matrix["result"], "matrix"),
+    ]
+    versions = {"driver": nvml["driver_version"], "cuda": nvml["cuda_driver_version"]}
+    return json.loads(json.dumps(verify_report(checks, host, nvml, versions)))
+
+
+@pytest.fixture
+def reports(sim_node: t.Callable[..., t.Any]) -> list[dict[str, t.Any]]:
+    return [
+        host_report(sim_node, "dgx-a100-01", "dgx-a100-mig-mixed", "550.127.05", mig_label="mixed"),
+        host_report(sim_node, "hgx-h100-07", "hgx-h100-8x80gb", "580.95.05"),
+        {"host": "gpu-node-13", "status": "missing",
+         "reason": "no verify report: the host failed before verify ran"},
+    ]
+
+
+def test_reports_carry_the_mig_placements(reports: list[dict[str, t.Any]]):
+    gpu0 = reports[0]["gpus"][0]
+    assert gpu0["mig"]["units"] == 8  # from the GPU's own placements (gather_mig_profiles)
+    assert sorted((gi["start"], gi["size"], gi["profile"]) for gi in gpu0["mig"]["gpu_instances"]) == [
+        (0, 1, "1g.5gb"), (1, 1, "1g.5gb"), (2, 2, "2g.10gb"), (4, 4, "3g.20gb")]
+    assert reports[0]["status"] == "warn"  # MIG not asserted yet: never a pass
+    assert reports[1]["status"] == "fail"
+
+
+def test_html_is_self_contained_and_highlights_findings(reports: list[dict[str, t.Any]]):
+    page = fleet_report(reports)
+    assert page.startswith("<!DOCTYPE html>")
+    assert "<script" not in page and not re.search(r"(src|href)=\"(https?:)?//", page)
+    assert 'class="st fail"' in page and 'class="st warn"' in page and 'class="st missing"' in page
+    assert "differs from the pinned driver_version 580.95.05" in page
+    assert page.count('class="gi"') == 4 + 7 + 1  # GPU 0, 1 and 2 of the A100 host
+    assert "8 x NVIDIA H100 80GB HBM3" in page
+    # Identical consecutive pictures are drawn once.
+    assert "GPUs 5-7 &middot; NVIDIA A100-SXM4-40GB &middot; MIG off" in page
+    assert "GPUs 0-7 &middot; NVIDIA H100 80GB HBM3 &middot; MIG off" in page
+
+
+def test_markdown_twin(reports: list[dict[str, t.Any]]):
+    text = fleet_report(reports, "markdown")
+    assert "| hgx-h100-07 | **FAIL** |" in text
+    assert "GPU 0  [1g.5gb][1g.5gb][   2g.10gb    ][           3g.20gb            ]" in text
+    assert "GPU 4  [                          whole GPU                           ]  MIG turns on after" in text
+
+
+def test_bad_input_is_named():
+    from ansible.errors import AnsibleFilterError
+    with pytest.raises(AnsibleFilterError, match="^fleet_report: "):
+        fleet_report([{"no": "host"}])
+    with pytest.raises(AnsibleFilterError, match="^fleet_report: format"):
+        fleet_report([], "pdf")
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser"):
+        path = shutil.which(name)
+        if path:
+            return path
+    pytest.fail("Debian's chromium is not installed: run `make host` (tests/harness/bootstrap-host.sh installs it)")
+
+
+def test_report_renders_in_headless_chromium_and_shows_the_mig_picture(
+        reports: list[dict[str, t.Any]], tmp_path: Path):
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    for report in reports:
+        (OUTPUT / "{0}.json".format(report["host"])).write_text(json.dumps(report, indent=2, sort_keys=True))
+    page = OUTPUT / "fleet-report.html"
+    page.write_text(fleet_report(reports))
+    (OUTPUT / "fleet-report.md").write_text(fleet_report(reports, "markdown"))
+    shot = OUTPUT / "fleet-report.png"
+    if shot.exists():
+        shot.unlink()
+    proc = subprocess.run(
+        [chromium(), *CHROMIUM_FLAGS, "--user-data-dir={0}".format(tmp_path / "profile"), "--window-size=1280,1700",
+         "--screenshot={0}".format(shot), page.as_uri()],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120, check=False)
+    assert proc.returncode == 0 and shot.is_file(), proc.stdout.decode(errors="replace")
+
+    image = pngread.read(shot)
+    # Memory slices per GPU-instance size on the A100 host: GPU 0 has 1g x2,
+    # 2g, 3g; GPU 1 has 1g x7; GPU 2 has one 3g (4 slices).
+    slices = {1: 2 + 7, 2: 2, 3: 4 + 4}
+    area = {size: image.count(_hex(_report.SLICE_COLOURS[size])) for size in slices}
+    per_slice = {size: area[size] / slices[size] for size in slices}
+    mean = sum(per_slice.values()) / len(per_slice)
+    assert mean > 1500, area  # a slice is drawn 80 x 40 px
+    for size, value in per_slice.items():
+        # Drawn to scale: every size covers the same area per memory slice.
+        assert abs(value - mean) / mean < 0.2, (size, per_slice)
+    # No 4g/7g instance exists: only their legend swatches carry the colour.
+    assert image.count(_hex(_report.SLICE_COLOURS[7])) < 400
+
+
+def _hex(colour: str) -> tuple[int, int, int]:
+    return int(colour[1:3], 16), int(colour[3:5], 16), int(colour[5:7], 16)

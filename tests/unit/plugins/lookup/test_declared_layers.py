@@ -1,0 +1,98 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""declared_layers: host values over the layer role's defaults; what counts as managed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.gpufleet.nvidia.plugins.lookup.declared_layers import declare, role_defaults
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._layers import LAYER_VARIABLES, LAYERS
+
+
+def test_unresolved_defaults_are_named_not_guessed():
+    result = declare("driver", {}, {"driver_state": "present"}, ["driver_branch"])
+    assert result["unresolved"] == ["driver_branch"]
+    assert "driver_branch" not in result["vars"]
+
+
+def test_host_values_win_over_role_defaults():
+    defaults = {"driver_branch": "580", "driver_state": "present", "driver_private_thing": 1}
+    result = declare("driver", {"driver_branch": "550"}, defaults)
+    assert result["vars"] == {"driver_branch": "550", "driver_state": "present"}
+    assert result["managed"] and result["role"]
+    assert result["reason"] == "declared by host variables (driver_branch)"
+
+
+def test_role_defaults_alone_make_a_layer_managed():
+    result = declare("crictl", {}, {"crictl_version": "", "crictl_kubernetes_version": "1.33"})
+    assert result["managed"] and "role's defaults" in result["reason"]
+
+
+def test_no_role_and_no_variables_is_not_managed():
+    result = declare("cdi", {}, None)
+    assert not result["managed"] and result["vars"] == {}
+
+
+def test_mig_is_managed_only_with_a_label():
+    assert not declare("mig", {}, {"mig_label": ""})["managed"]
+    assert declare("mig", {"mig_label": "all-1g.5gb"}, {"mig_label": ""})["managed"]
+
+
+def test_role_defaults_are_read_from_the_collection(tmp_path: Path):
+    defaults = tmp_path / "crictl" / "defaults"
+    defaults.mkdir(parents=True)
+    (defaults / "main.yml").write_text("---\ncrictl_version: v1.33.0\ncrictl_kubernetes_version: '1.33'\n")
+    assert role_defaults("crictl", tmp_path) == {"crictl_version": "v1.33.0", "crictl_kubernetes_version": "1.33"}
+    assert role_defaults("driver", tmp_path) is None
+
+
+def test_layers_are_in_site_order():
+    assert LAYERS == ("driver", "container_toolkit", "container_runtime", "cdi", "crictl", "mig")
+    assert all(name.startswith(layer + "_") for layer, names in LAYER_VARIABLES.items() for name in names)
+
+
+def test_lookup_templates_host_values_through_ansible(tmp_path: Path):
+    """Run the lookup as a playbook does: templated inventory values, unknown layers refused."""
+    root = Path(__file__).resolve().parents[4]
+    playbook = tmp_path / "play.yml"
+    playbook.write_text("""
+- hosts: localhost
+  gather_facts: false
+  vars:
+    wanted_branch: "550"
+    driver_branch: "{{ wanted_branch }}"
+    mig_label: ""
+  tasks:
+    - ansible.builtin.copy:
+        content: "{{ lookup('gpufleet.nvidia.declared_layers') | to_json }}"
+        dest: "%s"
+""" % (tmp_path / "out.json"))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(root / "build" / "collections"))
+    ansible_playbook = Path(sys.executable).with_name("ansible-playbook")
+    proc = subprocess.run([str(ansible_playbook), "-i", "localhost,", "-c", "local", str(playbook),
+                           "-e", "ansible_python_interpreter={0}".format(sys.executable)], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False, timeout=120)
+    assert proc.returncode == 0, proc.stdout.decode()
+    layers = json.loads((tmp_path / "out.json").read_text())
+    assert layers["driver"]["vars"]["driver_branch"] == "550"
+    assert layers["driver"]["managed"] is True
+    assert layers["mig"]["managed"] is False
+    assert set(layers) == set(LAYERS)
+
+
+@pytest.mark.parametrize("term", ["gpu"])
+def test_unknown_layer(term: str):
+    from ansible.errors import AnsibleLookupError
+    from ansible_collections.gpufleet.nvidia.plugins.lookup.declared_layers import LookupModule
+    with pytest.raises(AnsibleLookupError, match="unknown layer"):
+        LookupModule().run([term], {})

@@ -1,0 +1,355 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The verify role's checks, one layer at a time.
+
+NVML facts come from nvml_info on the simulator; containerd's effective
+configs are real `containerd config dump` outputs (fixtures/containerd);
+`crictl info` / `docker info` / CRI-O documents follow the JSON/TOML keys of
+those projects' sources.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import typing as t
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.gpufleet.nvidia.plugins.filter.verify import verify_check
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _verify
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def declared(managed: bool = True, **values: t.Any) -> dict[str, t.Any]:
+    return {"managed": managed, "reason": "test declaration", "vars": values}
+
+
+def rules(check: dict[str, t.Any], severity: str = "error") -> list[str]:
+    return [f["subject"] for f in check["findings"] if f["severity"] == severity]
+
+
+@pytest.fixture(scope="module")
+def mixed_nvml(tmp_path_factory: pytest.TempPathFactory, sim_library: Path) -> dict[str, t.Any]:
+    from ansible_collections.gpufleet.nvidia.tests.unit.plugins import nvml_sim
+    node = nvml_sim.SimNode(tmp_path_factory.mktemp("mixed"), "dgx-a100-mig-mixed")
+    outcome = node.run("nvml_info")
+    assert outcome["kind"] == "exit", outcome
+    return outcome["result"]["nvml"]
+
+
+# -- driver -------------------------------------------------------------------------
+
+
+def test_driver_not_managed_is_never_a_pass(mixed_nvml: dict[str, t.Any]):
+    check = _verify.check_driver(declared(False), mixed_nvml)
+    assert check["status"] == "not_managed" and check["findings"] == []
+
+
+def test_driver_pass(mixed_nvml: dict[str, t.Any]):
+    check = _verify.check_driver(declared(driver_version=mixed_nvml["driver_version"]), mixed_nvml)
+    assert check["status"] == "pass", check
+    assert check["summary"] == "driver 550.127.05 loaded, 8 GPU(s)"
+
+
+@pytest.mark.parametrize("values,subject", [
+    ({"driver_version": "535.261.03"}, "driver_version"),
+    ({"driver_branch": "580"}, "driver_branch"),
+])
+def test_driver_differs_from_the_pin(mixed_nvml: dict[str, t.Any], values: dict[str, str], subject: str):
+    check = _verify.check_driver(declared(**values), mixed_nvml)
+    assert check["status"] == "fail"
+    assert rules(check) == [subject]
+    assert "550.127.05" in check["summary"]
+
+
+@pytest.mark.parametrize("status,words", [
+    ("driver_not_loaded", "kernel module is not loaded"),
+    ("version_mismatch", "differ"),
+    ("library_not_found", "not installed"),
+])
+def test_driver_not_usable(status: str, words: str):
+    nvml = {"status": status, "driver_loaded": status == "version_mismatch", "reason": "nvmlInit_v2: ..."}
+    check = _verify.check_driver(declared(driver_branch="550"), nvml)
+    assert check["status"] == "fail" and words in check["summary"]
+
+
+def test_driver_absent_as_declared():
+    assert _verify.check_driver(declared(driver_state="absent"), {"status": "library_not_found"})["status"] == "pass"
+    check = _verify.check_driver(declared(driver_state="absent"),
+                                 {"status": "ok", "driver_loaded": True, "driver_version": "550.127.05"})
+    assert check["status"] == "fail"
+
+
+def test_kernel_module_flavour_from_proc(mixed_nvml: dict[str, t.Any]):
+    proc = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.127.05  Release Build"
+    assert _verify.check_driver(declared(driver_kernel_module="open"), mixed_nvml, proc)["status"] == "pass"
+    check = _verify.check_driver(declared(driver_kernel_module="proprietary"), mixed_nvml, proc)
+    assert check["status"] == "fail" and rules(check) == ["driver_kernel_module"]
+    proprietary = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.127.05  Release Build"
+    # auto on Ampere means open: the proprietary modules are a finding.
+    assert _verify.check_driver(declared(driver_kernel_module="auto"), mixed_nvml, proprietary)["status"] == "fail"
+
+
+# -- container toolkit ----------------------------------------------------------------
+
+
+def test_container_toolkit_packages():
+    packages = {name: [{"version": "1.17.8-1"}] for name in _verify.TOOLKIT_PACKAGES["full"]}
+    assert _verify.check_container_toolkit(declared(container_toolkit_version="1.17.8"), packages)["status"] == "pass"
+    check = _verify.check_container_toolkit(declared(container_toolkit_version="1.18.0"), packages)
+    assert check["status"] == "fail" and len(rules(check)) == 4
+    base = {"nvidia-container-toolkit-base": [{"version": "1.17.8-1"}]}
+    assert _verify.check_container_toolkit(declared(container_toolkit_package_set="base"), base)["status"] == "pass"
+    check = _verify.check_container_toolkit(declared(), base)
+    assert rules(check) == ["nvidia-container-toolkit", "libnvidia-container-tools", "libnvidia-container1"]
+
+
+# -- container runtime ----------------------------------------------------------------
+
+
+def dump(name: str) -> str:
+    return (FIXTURES / "containerd" / name).read_text()
+
+
+def test_containerd_1_7_with_the_drop_in_passes():
+    check = _verify.check_container_runtime(declared(container_runtime_engine="containerd", container_runtime_cdi=True),
+                                            {"containerd_dump": dump("1.7.24-nvidia-dropin.toml")})
+    assert check["status"] == "pass", check
+    assert check["observed"]["config"]["nvidia_binary"] == "/usr/bin/nvidia-container-runtime"
+
+
+@pytest.mark.parametrize("fixture", ["1.7.24-no-import.toml", "1.6.20-no-import.toml"])
+def test_removed_import_is_a_precise_failure(fixture: str):
+    check = _verify.check_container_runtime(declared(container_runtime_engine="containerd"),
+                                            {"containerd_dump": dump(fixture)})
+    assert check["status"] == "fail"
+    assert check["summary"] == ("containerd's effective config (`containerd config dump`) has no `nvidia` runtime; "
+                                "imports: /etc/containerd/config.toml")
+    assert "imports" in check["findings"][0]["fix"]
+
+
+def test_imports_order_does_not_change_the_report():
+    """containerd prints `imports` in varying order (seen on 1.7.24): the check must not."""
+    text = dump("1.7.24-nvidia-dropin.toml")
+    swapped = text.replace('imports = ["/etc/containerd/config.toml", "/etc/containerd/conf.d/99-nvidia.toml"]',
+                           'imports = ["/etc/containerd/conf.d/99-nvidia.toml", "/etc/containerd/config.toml"]')
+    assert swapped != text
+    wanted = declared(container_runtime_cdi=True)
+    assert (_verify.check_container_runtime(wanted, {"containerd_dump": text})
+            == _verify.check_container_runtime(wanted, {"containerd_dump": swapped}))
+
+
+def test_containerd_1_6_has_no_cdi():
+    observed = {"containerd_dump": dump("1.6.20-nvidia-dropin.toml")}
+    check = _verify.check_container_runtime(declared(container_runtime_cdi=True), observed)
+    assert check["status"] == "warn" and "no CDI support" in check["summary"]
+    assert _verify.check_container_runtime(declared(container_runtime_cdi=False), observed)["status"] == "pass"
+
+
+def test_default_runtime_declared_but_not_set():
+    check = _verify.check_container_runtime(declared(container_runtime_set_default=True),
+                                            {"containerd_dump": dump("1.7.24-nvidia-dropin.toml")})
+    assert rules(check) == ["default_runtime"]
+
+
+def crictl_info(runtimes: t.Iterable[str], cdi: bool) -> str:
+    # Keys of containerd's CRI config as `crictl info` prints it (json tags in
+    # containerd's CRI config: containerd.runtimes, enableCDI, cdiSpecDirs).
+    return json.dumps({"status": {"conditions": []}, "config": {
+        "containerd": {"defaultRuntimeName": "runc",
+                       "runtimes": {name: {"runtimeType": "io.containerd.runc.v2"} for name in runtimes}},
+        "enableCDI": cdi, "cdiSpecDirs": ["/etc/cdi", "/var/run/cdi"]}})
+
+
+def test_running_containerd_not_restarted_after_the_change():
+    observed = {"containerd_dump": dump("1.7.24-nvidia-dropin.toml"), "crictl_info": crictl_info(["runc"], False)}
+    check = _verify.check_container_runtime(declared(container_runtime_cdi=True), observed)
+    assert check["status"] == "fail"
+    assert rules(check) == ["restart", "restart"]
+    observed["crictl_info"] = crictl_info(["runc", "nvidia"], True)
+    assert _verify.check_container_runtime(declared(container_runtime_cdi=True), observed)["status"] == "pass"
+
+
+def test_docker_info():
+    # Keys of Docker's /info (moby api types system.Info).
+    info = {"ServerVersion": "28.3.0", "Runtimes": {"runc": {"path": "runc"}}, "DefaultRuntime": "runc",
+            "CDISpecDirs": []}
+    wanted = declared(container_runtime_engine="docker", container_runtime_cdi=True)
+    check = _verify.check_container_runtime(wanted, {"docker_info": json.dumps(info)})
+    assert rules(check) == ["runtime", "cdi"]
+    info.update(Runtimes={"runc": {}, "nvidia": {"path": "nvidia-container-runtime"}},
+                CDISpecDirs=["/etc/cdi", "/var/run/cdi"])
+    assert _verify.check_container_runtime(wanted, {"docker_info": json.dumps(info)})["status"] == "pass"
+
+
+def test_crio_config():
+    text = '[crio.runtime]\ndefault_runtime = "crun"\n[crio.runtime.runtimes.crun]\nruntime_path = ""\n'
+    wanted = declared(container_runtime_engine="crio")
+    assert rules(_verify.check_container_runtime(wanted, {"crio_config": text})) == ["runtime"]
+    text += '[crio.runtime.runtimes.nvidia]\nruntime_path = "/usr/bin/nvidia-container-runtime"\n'
+    assert _verify.check_container_runtime(wanted, {"crio_config": text})["status"] == "pass"
+
+
+def test_engine_not_installed():
+    check = _verify.check_container_runtime(declared(), {"containerd_dump_error": "containerd: command not found"})
+    assert check["status"] == "fail"
+    assert "containerd: command not found" in check["summary"]
+
+
+# -- CDI -----------------------------------------------------------------------------------
+
+
+def ctk_spec(nvml: dict[str, t.Any], strategies: t.Sequence[str] = ("index", "uuid")) -> dict[str, t.Any]:
+    """A spec named the way `nvidia-ctk cdi generate` names devices (pkg/nvcdi namer)."""
+    devices = []
+    for gpu in nvml["gpus"]:
+        for strategy in strategies:
+            name = {"index": str(gpu["index"]), "type-index": "gpu{0}".format(gpu["index"]), "uuid": gpu["uuid"]}
+            devices.append({"name": name[strategy],
+                            "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia{0}".format(gpu["index"])}]}})
+        for j, mig in enumerate(gpu["mig"]["devices"]):
+            for strategy in strategies:
+                name = {"index": "{0}:{1}".format(gpu["index"], j),
+                        "type-index": "mig{0}:{1}".format(gpu["index"], j), "uuid": mig["uuid"]}
+                devices.append({"name": name[strategy], "containerEdits": {"deviceNodes": [
+                    {"path": "/dev/nvidia{0}".format(gpu["index"])}]}})
+    devices.append({"name": "all", "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0"}]}})
+    return {"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu", "devices": devices,
+            "containerEdits": {"deviceNodes": [{"path": "/dev/nvidiactl"}]}}
+
+
+def check_cdi(nvml: dict[str, t.Any], spec: dict[str, t.Any] | None, **values: t.Any) -> dict[str, t.Any]:
+    text = None if spec is None else yaml.safe_dump(spec)
+    return _verify.check_cdi(declared(**values), nvml, text, "/etc/cdi/nvidia.yaml")
+
+
+@pytest.mark.parametrize("strategies", [("index", "uuid"), ("uuid",), ("type-index",)])
+def test_cdi_spec_matches_nvml(mixed_nvml: dict[str, t.Any], strategies: tuple[str, ...]):
+    value = list(strategies) if len(strategies) > 1 else strategies[0]
+    check = check_cdi(mixed_nvml, ctk_spec(mixed_nvml, strategies), cdi_device_name_strategy=value)
+    assert check["status"] == "pass", check
+
+
+def test_json_spec_is_read_too(mixed_nvml: dict[str, t.Any]):
+    check = _verify.check_cdi(declared(cdi_format="json"), mixed_nvml, json.dumps(ctk_spec(mixed_nvml)),
+                              "/etc/cdi/nvidia.json")
+    assert check["status"] == "pass"
+
+
+def test_stale_spec_after_a_mig_change(mixed_nvml: dict[str, t.Any]):
+    """The spec was generated before GPU 1's MIG layout changed."""
+    spec = ctk_spec(mixed_nvml)
+    now = copy.deepcopy(mixed_nvml)
+    gone = now["gpus"][1]["mig"]["devices"].pop()
+    check = check_cdi(now, spec)
+    assert check["status"] == "fail"
+    messages = [f["message"] for f in check["findings"]]
+    assert "CDI spec is stale: it lists {0}, which NVML does not report".format(gone["uuid"]) in messages
+    assert "CDI spec is stale: GPU 1 has 6 MIG device(s), the spec names 7" in messages
+
+
+def test_stale_spec_missing_a_gpu(mixed_nvml: dict[str, t.Any]):
+    spec = ctk_spec(mixed_nvml)
+    uuid = mixed_nvml["gpus"][3]["uuid"]
+    spec["devices"] = [d for d in spec["devices"] if d["name"] not in ("3", uuid)]
+    check = check_cdi(mixed_nvml, spec)
+    assert "CDI spec is stale: GPU 3 ({0}) is missing from /etc/cdi/nvidia.yaml".format(uuid) in [
+        f["message"] for f in check["findings"]]
+    assert sorted(rules(check)) == sorted(["3", uuid])
+
+
+def test_cdi_spec_absent_or_broken(mixed_nvml: dict[str, t.Any]):
+    assert check_cdi(mixed_nvml, None)["summary"] == "no CDI spec at /etc/cdi/nvidia.yaml"
+    check = _verify.check_cdi(declared(), mixed_nvml, "[not, a, mapping]", "/etc/cdi/nvidia.yaml")
+    assert check["status"] == "fail" and "is not a CDI spec" in check["summary"]
+
+
+def test_cdi_cannot_be_judged_without_nvml():
+    check = check_cdi({"status": "driver_not_loaded"}, None)
+    assert check["status"] == "not_available"
+    assert [f["severity"] for f in check["findings"]] == ["warning"]
+
+
+# -- crictl ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("values,output,info_error,status", [
+    ({"crictl_version": "v1.33.0", "crictl_kubernetes_version": "1.33"}, "crictl version v1.33.0", None, "pass"),
+    ({"crictl_version": "", "crictl_kubernetes_version": "1.33"}, "crictl version v1.33.0", None, "pass"),
+    ({"crictl_version": "v1.34.0"}, "crictl version v1.33.0", None, "fail"),
+    ({"crictl_version": "", "crictl_kubernetes_version": "1.34"}, "crictl version v1.33.0", None, "fail"),
+    ({"crictl_version": "v1.33.0"}, "crictl version v1.33.0", "connect: connection refused", "fail"),
+    ({"crictl_version": "v1.33.0"}, None, None, "fail"),
+])
+def test_crictl(values: dict[str, str], output: str | None, info_error: str | None, status: str):
+    assert _verify.check_crictl(declared(**values), output, info_error)["status"] == status
+
+
+# -- MIG ---------------------------------------------------------------------------------------
+
+
+def test_mig_without_the_module_is_not_available_never_a_pass():
+    check = _verify.check_mig(declared(mig_label="all-1g.5gb"), available=False)
+    assert check["status"] == "not_available"
+    assert [f["severity"] for f in check["findings"]] == ["warning"]
+    assert "gpufleet.nvidia.mig_config" in check["summary"]
+
+
+def test_mig_assert_results():
+    wanted = declared(mig_label="all-1g.5gb")
+    assert _verify.check_mig(wanted, True, {"changed": False})["status"] == "pass"
+    failed = {"failed": True, "msg": "GPU 3: expected 7 x 1g.5gb, found MIG disabled"}
+    check = _verify.check_mig(wanted, True, failed)
+    assert check["status"] == "fail" and "GPU 3: expected 7 x 1g.5gb, found MIG disabled" in check["summary"]
+    assert _verify.check_mig(wanted, True, {"reboot_required": True})["status"] == "warn"
+    assert _verify.check_mig(declared(False), False)["status"] == "not_managed"
+
+
+# -- filter, report ---------------------------------------------------------------------------
+
+
+def test_deferred_in_a_bake():
+    check = verify_check({"deferred": "image bake: no GPU"}, "driver", declared(driver_branch="580"))
+    assert check["status"] == "deferred" and check["findings"][0]["severity"] == "info"
+
+
+def test_filter_validates_its_input():
+    from ansible.errors import AnsibleFilterError
+    with pytest.raises(AnsibleFilterError, match="^verify_check: the declaration"):
+        verify_check({}, "driver", {"vars": {}})
+    with pytest.raises(AnsibleFilterError, match="^verify_check: unknown layer"):
+        verify_check({}, "gpu", declared())
+
+
+def test_report_status_and_order(mixed_nvml: dict[str, t.Any]):
+    checks = [_verify.check_mig(declared(mig_label="x"), False),
+              _verify.check_driver(declared(driver_version="550.127.05"), mixed_nvml),
+              _verify.not_managed("cdi", {"reason": "no cdi role"})]
+    report = _verify.build_report("node", checks, mixed_nvml, {"driver": "550.127.05"})
+    assert [c["layer"] for c in report["checks"]] == ["driver", "cdi", "mig"]
+    assert report["status"] == "warn"  # not_available is never a pass
+    assert report["summary"] == {"info": 0, "warning": 1, "error": 0}
+    assert _verify.gate(report, "error") == [] and len(_verify.gate(report, "warning")) == 1
+    lines = _verify.summary_lines(report)
+    assert lines[0] == "node: WARN (0 error(s), 1 warning(s))"
+    assert lines[1].split()[:2] == ["driver", "pass"]
+    # Deterministic: the same inputs give the same report, byte for byte.
+    again = _verify.build_report("node", list(reversed(checks)), mixed_nvml, {"driver": "550.127.05"})
+    assert json.dumps(report, sort_keys=True) == json.dumps(again, sort_keys=True)
+
+
+def test_mig_units_from_the_model_table_without_profiles(mixed_nvml: dict[str, t.Any]):
+    gpus = _verify.report_gpus(mixed_nvml)
+    assert [g["mig"]["units"] for g in gpus] == [8] * 8
+
+
+def test_mig_label_without_a_configuration():
+    check = _verify.check_mig(declared(mig_label="all-1g.5gb"), True, configured=False)
+    assert check["status"] == "fail" and "neither mig_config nor mig_config_src" in check["summary"]
