@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright (c) gpufleet maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
@@ -109,7 +108,7 @@ def plan_node(gpus: list[_mig.GpuState], wanted: list[dict[str, int]]) -> int:
 
 def measure(action: t.Callable[[], t.Any], repeat: int) -> list[float]:
     times = []
-    for _ in range(repeat):
+    for _round in range(repeat):
         start = time.perf_counter()
         action()
         times.append(time.perf_counter() - start)
@@ -138,7 +137,7 @@ def nvml_case(ctl: t.Any, repeat: int) -> list[float]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--repeat", type=int, default=20)
     args = parser.parse_args(argv)
     ctl = simctl()

@@ -139,8 +139,8 @@ def _unknown_keys(found: t.Iterable[str], allowed: t.Sequence[str], where: str, 
 def _parse_devices(value: t.Any, where: str) -> tuple[int, ...] | None:
     if value == "all":
         return None
-    if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                                                   for v in value):
+    if isinstance(value, list) and value and all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
         return tuple(sorted(set(value)))
     raise MigConfigError("{0}.devices: expected 'all' or a non-empty list of GPU indices such as [0, 1], got {1!r}"
                          .format(where, value))
@@ -276,7 +276,7 @@ class Profile:
         return name == self.name or name in self.aliases
 
     def starts_text(self) -> str:
-        starts = [s for s, _ in self.placements]
+        starts = [start for start, _size in self.placements]
         if len(starts) > 2 and starts == list(range(starts[0], starts[-1] + 1)):
             text = "{0}-{1}".format(starts[0], starts[-1])
         else:
@@ -727,8 +727,8 @@ def plan_gpu(gpu: GpuState, target: GpuTarget | None) -> GpuPlan:
     search = _LayoutSearch(gpu, wanted)
     layout = search.run()
     if layout is None:
-        raise MigPlanError("{0}: {1} does not fit: {2}".format(gpu.label, target.selected_by,
-                                                              _no_fit_message(wanted, search)))
+        raise MigPlanError("{0}: {1} does not fit: {2}".format(
+            gpu.label, target.selected_by, _no_fit_message(wanted, search)))
     keep: set[int] = set()
     for profile, starts in layout:
         remaining = [spec.compute for spec in dict(search.groups)[profile]]

@@ -7,4 +7,4 @@
 
 from __future__ import annotations
 
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.conftest import sim_library, sim_node  # noqa: F401
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.conftest import sim_library, sim_node  # noqa: F401 pylint: disable=unused-import

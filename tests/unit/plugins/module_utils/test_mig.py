@@ -235,8 +235,8 @@ def test_common_layouts_fit_every_mig_fixture(fixture: str, layout: str) -> None
 
 
 @pytest.mark.parametrize("fixture", MIG_FIXTURES)
-def test_balanced_layout_is_where_nvml_auto_placement_puts_it(fixture: str, sim_node: t.Any,
-                                                               open_session: t.Any) -> None:
+def test_balanced_layout_is_where_nvml_auto_placement_puts_it(
+        fixture: str, sim_node: t.Any, open_session: t.Any) -> None:
     """Largest first, highest free start: the same as `nvidia-smi mig -cgi 9,14,19,19` (the MIG guide's order)."""
     index = next(g["index"] for g in SHOWN[fixture]["gpus"]
                  if g["mig_capable"] and not g["gis"] and not g["processes"] and g["mig_toggle"] == "immediate")
@@ -365,7 +365,7 @@ def test_capacity_checks_decide_every_eight_slice_layout(fixture: str) -> None:
 
     def combinations(index: int, chosen: list[tuple[_mig.Profile, int]]) -> t.Iterator[list[_mig.Profile]]:
         if index == len(plain):
-            yield [p for p, n in chosen for _ in range(n)]
+            yield [p for p, n in chosen for _copy in range(n)]
             return
         for count in range(plain[index].instances + 1):
             yield from combinations(index + 1, chosen + [(plain[index], count)])
@@ -487,6 +487,7 @@ def test_reader_sees_what_the_simulator_holds(fixture: str, sim_node: t.Any, ope
             expected = dataclasses.replace(expected, profiles_from="catalogue")
         # The reader also knows the names mig-parted derives from memory; the
         # order of the profiles carries no meaning.
+
         def normal(state: _mig.GpuState) -> _mig.GpuState:
             return dataclasses.replace(state, profiles=tuple(
                 sorted((dataclasses.replace(p, aliases=()) for p in state.profiles), key=lambda p: p.id)))

@@ -160,7 +160,7 @@ def test_failure_between_instance_and_compute_instance_converges(sim_node: t.Any
     gis = node.show()["gpus"][0]["gis"]
     assert [len(gi["cis"]) for gi in gis] == [1, 0] or [len(gi["cis"]) for gi in gis] == [0, 1]
     rerun = run(node, config, "one")
-    assert [step for step in rerun["done"]] == [
+    assert list(rerun["done"]) == [
         next(s for s in steps(rerun) if "replace the compute instances" in s)]
     assert mig_expected.device_counts(node.show()["gpus"][0]) == Counter(layouts(node)["all-3g"])
 
