@@ -1179,14 +1179,10 @@ class Matrix:
             bad("driver_branch", "driver_branch '{0}' is not a branch number (three digits)".format(branch),
                 fix_branch, "driver")
             ok = False
-        if ok and version and branch and driver_branch(version) != branch:
-            bad("driver_version", "driver_version {0} belongs to branch {1}, but driver_branch is {2}".format(
-                version, driver_branch(version), branch),
-                "make them agree: set driver_branch: \"{0}\", or pick a {1}.x driver_version".format(
-                    driver_branch(version), branch), "driver")
-            ok = False
+        # As in the driver role, an exact driver_version decides the branch;
+        # driver_branch (often just the role default) then plays no part.
         if ok and view.driver_state == "present" and (version or branch):
-            view.driver = Driver(version=version or None, branch=branch or None)
+            view.driver = Driver(version=version or None, branch=driver_branch(version) if version else branch)
 
     # -- evaluation ---------------------------------------------------------------
     def evaluate(self, desired: dict[str, t.Any] | None = None, installed: dict[str, t.Any] | None = None,

@@ -8,12 +8,19 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 image=$("$here/images.sh" gpusim debian12)
 "$here/node.sh" up gpufleet-demo-node "$image"
-# nvidia-ctk finds the driver by its versioned library names, as a driver
-# install lays them out; the simulated library stands in for them.
+# The node runs the driver the inventory pins (driver_version in
+# inventory/examples/simulated/group_vars), as after the driver role's reboot
+# into it: a container cannot load a kernel module. nvidia-ctk finds the
+# driver by its versioned library names, as a driver install lays them out;
+# the simulated library stands in for them.
 podman exec gpufleet-demo-node sh -c '
-  set -e; cd /usr/local/lib/x86_64-linux-gnu
-  version=$(nvml-simctl show | python3 -c "import json,sys; print(json.load(sys.stdin)[\"system\"][\"driver_version\"])")
-  [ -L libnvidia-ml.so.1 ] || { mv libnvidia-ml.so.1 "libnvidia-ml.so.$version"; ln -s "libnvidia-ml.so.$version" libnvidia-ml.so.1; ldconfig; }'
+  set -e
+  nvml-simctl set driver_version=535.261.03 cuda_driver_version=12020
+  cd /usr/local/lib/x86_64-linux-gnu
+  real=$(readlink -f libnvidia-ml.so.1)
+  if [ "$real" != "$PWD/libnvidia-ml.so.535.261.03" ]; then
+    mv "$real" libnvidia-ml.so.535.261.03; ln -sfn libnvidia-ml.so.535.261.03 libnvidia-ml.so.1; ldconfig
+  fi'
 GPUFLEET_MIRROR_FINGERPRINT=$(python3 "$here/mirror.py" status | sed -n 's/^key=//p')
 export GPUFLEET_MIRROR_FINGERPRINT
 cd "$GPUFLEET_ROOT"

@@ -7,6 +7,9 @@ set -euo pipefail
 . "$(dirname "$0")/env.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$GPUFLEET_ROOT"
+# Scenarios pin the mirror's throwaway signing key as a site pins its own.
+GPUFLEET_MIRROR_FINGERPRINT=$(python3 "$here/mirror.py" status | sed -n 's/^key=//p')
+export GPUFLEET_MIRROR_FINGERPRINT
 
 base_config=()
 if [ "${MOLECULE_DRIVER:-podman}" = docker ]; then

@@ -66,10 +66,10 @@ def test_config_toml_has_the_settings_and_keeps_the_rest(host):
     if hv.get("container_toolkit_cdi_spec_dirs"):
         assert runtime["modes"]["cdi"]["spec-dirs"] == hv["container_toolkit_cdi_spec_dirs"]
     for dotted, value in (hv.get("container_toolkit_config") or {}).items():
-        node = config
+        setting = config
         for part in dotted.split("."):
-            node = node[part]
-        assert node == value, dotted
+            setting = setting[part]
+        assert setting == value, dotted
     # What we did not set is still the toolkit's own default.
     assert config["nvidia-container-cli"]["ldconfig"] == "@/sbin/ldconfig"
     assert node(host).file(CONFIG).mode == 0o644

@@ -87,4 +87,9 @@ def run_converge(host_name: str, extra_vars: dict) -> subprocess.CompletedProces
     scenario = os.environ["MOLECULE_SCENARIO_DIRECTORY"]
     argv = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], os.path.join(scenario, "converge.yml"),
             "--limit", host_name, "-e", json.dumps(extra_vars)]
-    return subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, ANSIBLE_NOCOLOR="1"), check=False)
+    run = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=dict(os.environ, ANSIBLE_NOCOLOR="1"), check=False)
+    # Molecule's ansible.cfg prints failures to stderr, as JSON: read one
+    # stream, with the messages' quotes as the role wrote them.
+    run.stdout = run.stdout.replace('\\"', '"')
+    return run

@@ -21,7 +21,7 @@ CASES = [
     ("driver-debian12", {"driver_branch": "58O"}, 'driver_branch "58O" is not a driver branch'),
     ("driver-debian12", {"driver_version": "535.999.99"}, "driver_version 535.999.99 is not offered"),
     # The V100s NVML lists run only the proprietary modules.
-    ("driver-debian12", {"driver_kernel_module": "open"}, "driver_kernel_module: open cannot drive"),
+    ("driver-debian13", {"driver_kernel_module": "open"}, "driver_kernel_module: open cannot drive"),
     # No driver loaded: the declared models decide; Blackwell runs only the open modules.
     ("driver-debian13", {"driver_kernel_module": "proprietary", "driver_gpu_models": ["B200"]},
      "driver_kernel_module: proprietary cannot drive B200 (blackwell)"),

@@ -17,7 +17,7 @@ from driver_checks import (  # noqa: E402
     driver_packages, expected_version, held, installed_kernels, installed_packages, upstream, variables,
 )
 
-FLAVOUR = "proprietary"  # both nodes: auto chooses it for the V100s, Debian 13 declares it
+FLAVOUR = "proprietary"  # both nodes: Debian 12 declares it, auto chooses it for the V100s
 COMPUTE_SET = ["nvidia-kernel-dkms", "nvidia-smi", "libcuda1", "libnvidia-ml1", "nvidia-persistenced"]
 
 

@@ -1,11 +1,12 @@
 """verify on a converged node, and precise findings when something is tampered.
 
-The tamperings are what happens to real fleets: another tool re-templates
-containerd's config.toml without our import while the node runs another
-driver than pinned (Debian 12, containerd 1.6: two independent findings from
-one run); a reboot drops the MIG instances and the CDI spec still names them
-(Debian 13). Each runs playbooks/site.yml --tags verify, then the node is put
-back.
+The node (Debian 13) was converged by the whole playbooks/site.yml, every
+layer real. The tamperings are what happens to real fleets: another tool
+re-templates containerd's config.toml without our import while the node runs
+another driver than pinned (two independent findings from one run); a reboot
+drops the MIG instances, so the layout is no longer the declared one and the
+CDI spec still names them. Each runs playbooks/site.yml --tags verify, then
+the node is put back.
 """
 from __future__ import annotations
 
@@ -56,28 +57,22 @@ def saved(host, path: str):
 def test_converged_node_passes(host):
     node_report = report(host)
     found = checks(host, node_report)
-    assert found["driver"]["status"] == "pass", found["driver"]
-    assert found["container_runtime"]["status"] == "pass", found["container_runtime"]
-    assert found["cdi"]["status"] == "pass", found["cdi"]
-    assert found["crictl"]["status"] == "not_managed"
-    # Until gpufleet.nvidia.mig_config lands the MIG layout is "not available",
-    # a warning, never a pass.
-    expected_mig = "not_available" if host_name(host).endswith("13") else "not_managed"
-    assert found["mig"]["status"] == expected_mig
+    for layer in ("driver", "container_toolkit", "container_runtime", "cdi", "crictl"):
+        assert found[layer]["status"] == "pass", found[layer]
+    assert found["mig"]["status"] == "pass", found["mig"]
     assert node_report["status"] in ("pass", "warn")
     assert json.loads((REPORTS / "{0}.json".format(host_name(host))).read_text()) == node_report
 
 
 def test_removed_runtime_import_and_another_driver_are_found(host):
-    if not host_name(host).endswith("12"):
-        return  # one engine version is enough here; the unit tests judge 1.6 and 1.7 dumps
-    with saved(host, CONFIG):
+    with saved(host, CONFIG), saved(host, STATE):
         host.check_output("printf 'version = 2\\n' > {0}".format(CONFIG))
-        run = site(host, "--tags", "verify", "-e", "driver_version=535.261.03")
+        host.check_output("nvml-simctl set driver_version=550.127.05")
+        run = site(host, "--tags", "verify")
         assert run.returncode != 0, run.stdout
         assert ("containerd's effective config (`containerd config dump`) has no `nvidia` runtime; "
                 "imports: /etc/containerd/config.toml") in run.stdout
-        assert "loaded driver 550.127.05 differs from the pinned driver_version 535.261.03" in run.stdout
+        assert "loaded driver 550.127.05 differs from the pinned driver_version 550.163.01" in run.stdout
         found = checks(host)
         assert found["container_runtime"]["status"] == "fail"
         assert found["driver"]["status"] == "fail"
@@ -86,8 +81,6 @@ def test_removed_runtime_import_and_another_driver_are_found(host):
 
 def test_stale_cdi_spec_after_the_mig_layout_changed(host):
     """A reboot drops GPU instances; the spec generated before still names them."""
-    if not host_name(host).endswith("13"):
-        return  # the Debian 12 node has no MIG devices to lose
     mig_uuids = [d["uuid"] for g in json.loads(host.check_output("nvml-simctl show"))["gpus"]
                  for gi in g.get("gis") or [] for d in gi.get("cis") or [] if d.get("uuid")]
     assert mig_uuids
@@ -95,7 +88,10 @@ def test_stale_cdi_spec_after_the_mig_layout_changed(host):
         host.check_output("nvml-simctl reboot --apply && nvml-simctl mark-booted")
         run = site(host, "--tags", "verify")
         assert run.returncode != 0, run.stdout
-        cdi = checks(host)["cdi"]
+        found = checks(host)
+        assert found["mig"]["status"] == "fail", found["mig"]
+        assert any("MIG layout 'mixed' is not applied" in f["message"] for f in found["mig"]["findings"])
+        cdi = found["cdi"]
         assert cdi["status"] == "fail"
         messages = [f["message"] for f in cdi["findings"]]
         assert "CDI spec is stale: it lists {0}, which NVML does not report".format(mig_uuids[0]) in messages

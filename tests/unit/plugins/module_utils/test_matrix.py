@@ -424,7 +424,6 @@ def test_fabricmanager_must_equal_the_driver():
 @pytest.mark.parametrize("desired,field", [
     ({"driver_version": "latest"}, "driver_version"),
     ({"driver_branch": "R580"}, "driver_branch"),
-    ({"driver_branch": "580", "driver_version": "550.127.05"}, "driver_version"),
     ({"container_toolkit_version": "stable"}, "container_toolkit_version"),
     ({"container_runtime_engine": "podman"}, "container_runtime_engine"),
     ({"crictl_kubernetes_version": "2.1"}, "crictl_kubernetes_version"),
@@ -434,6 +433,13 @@ def test_bad_declarations_name_the_field_and_the_fix(desired: dict[str, t.Any], 
     assert severities(found) == ["error"]
     assert found[0]["subject"] == field
     assert field in found[0]["message"] and found[0]["fix"]
+
+
+def test_driver_version_decides_the_branch_as_in_the_driver_role():
+    """driver_branch is the role default "580" unless set; an exact version overrides it."""
+    view, found = matrix().evaluate({"driver_branch": "580", "driver_version": "535.261.03"}, None, ["12.2"])
+    assert [f for f in found if f["rule"] == "declaration"] == []
+    assert str(view.driver.branch) == "535"
 
 
 def test_bad_cuda_version():

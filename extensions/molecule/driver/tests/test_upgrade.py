@@ -1,15 +1,26 @@
-"""The one-variable upgrade: 535.216.03 (bookworm-backports) -> 535.261.03 (bookworm), holds back in place."""
+"""The one-variable upgrade: 535.216.03 (bookworm-backports) -> 535.261.03 (bookworm), holds back in place.
+
+Only the node that declares test_upgrade_from (Debian 12) was upgraded.
+"""
 from __future__ import annotations
 
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "driver", "tests"))
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
 
 # pylint: disable=wrong-import-position
 from driver_checks import (  # noqa: E402
     PIN_FILE, driver_packages, held, installed_kernels, installed_packages, run_converge, snapshot, upstream, variables,
 )
+
+
+@pytest.fixture(autouse=True)
+def upgraded_node(host):
+    if "test_upgrade_from" not in variables(host):
+        pytest.skip("this node was installed fresh, not upgraded")
 
 
 def test_the_new_version_replaced_the_old_one(host):
