@@ -36,3 +36,4 @@ for name, runtime in sorted(config["containerd"]["runtimes"].items()):
     print("  runtime {0}{1}: {2}".format(name, default, (runtime.get("options") or {}).get("BinaryName") or "runc"))
 print("  CDI: " + ("on, specs in " + ", ".join(config.get("cdiSpecDirs") or []) if config.get("enableCDI")
                   else "not in this containerd (1.7+); devices come through the nvidia runtime"))' >&2
+log "fleet report: $GPUFLEET_ROOT/tests/output/demo-reports/fleet-report.html (and fleet-report.md, gpufleet-demo-node.json)"
