@@ -16,6 +16,10 @@ image=$("$here/images.sh" gpusim debian12)
 podman exec gpufleet-demo-node sh -c '
   set -e
   nvml-simctl set driver_version=535.261.03 cuda_driver_version=12020
+  # nvidia-persistenced needs device nodes the simulated GPUs lack: a stand-in.
+  mkdir -p /etc/systemd/system/nvidia-persistenced.service.d
+  printf "[Service]\nType=simple\nExecStart=\nExecStart=/bin/sleep infinity\nExecStopPost=\n" \
+    >/etc/systemd/system/nvidia-persistenced.service.d/gpufleet-sim.conf
   cd /usr/local/lib/x86_64-linux-gnu
   real=$(readlink -f libnvidia-ml.so.1)
   if [ "$real" != "$PWD/libnvidia-ml.so.535.261.03" ]; then
