@@ -2061,6 +2061,57 @@ static nvmlReturn_t device_memory_v2(nvmlDevice_t device, nvmlMemory_v2_t *memor
     return NVML_SUCCESS;
 }
 
+/* nvml.h's nvmlDeviceAttributes_t (nvidia-ctk reads it for MIG devices). */
+typedef struct {
+    unsigned int multiprocessorCount;
+    unsigned int sharedCopyEngineCount;
+    unsigned int sharedDecoderCount;
+    unsigned int sharedEncoderCount;
+    unsigned int sharedJpegCount;
+    unsigned int sharedOfaCount;
+    unsigned int gpuInstanceSliceCount;
+    unsigned int computeInstanceSliceCount;
+    unsigned long long memorySizeMB;
+} sim_device_attributes_t;
+
+/* A MIG device: its GPU instance's profile, its compute instance's slices.
+ * A whole GPU: every slice of its largest profile and all its memory. */
+static nvmlReturn_t device_attributes(const char *call, nvmlDevice_t device, sim_device_attributes_t *a)
+{
+    devref_t d;
+    nvmlReturn_t rc = enter_device(call, device, DEV_ANY, &d);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!a)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    memset(a, 0, sizeof *a);
+    unsigned long long total, reserved, allocated;
+    memory_of(&d, &total, &reserved, &allocated);
+    a->memorySizeMB = total >> 20;
+    if (!d.mig) {
+        a->multiprocessorCount = d.gpu->sm_count;
+        for (unsigned i = 0; i < d.gpu->nprofiles; i++)
+            if (d.gpu->profiles[i].slices > a->gpuInstanceSliceCount)
+                a->gpuInstanceSliceCount = d.gpu->profiles[i].slices;
+        a->computeInstanceSliceCount = a->gpuInstanceSliceCount;
+        return NVML_SUCCESS;
+    }
+    const sim_profile_t *p = profile_by_id(d.gpu, d.gpu->gis[d.gi].profile_id);
+    if (!p)
+        return NVML_ERROR_UNKNOWN;
+    unsigned ci_slices = d.gpu->cis[d.gi][d.ci].span.size;
+    a->gpuInstanceSliceCount = p->slices;
+    a->computeInstanceSliceCount = ci_slices;
+    a->multiprocessorCount = p->slices ? p->sm / p->slices * ci_slices : 0;
+    a->sharedCopyEngineCount = p->ce;
+    a->sharedDecoderCount = p->dec;
+    a->sharedEncoderCount = p->enc;
+    a->sharedJpegCount = p->jpeg;
+    a->sharedOfaCount = p->ofa;
+    a->memorySizeMB = p->memory_mb;
+    return NVML_SUCCESS;
+}
+
 static nvmlReturn_t device_arch(nvmlDevice_t device, nvmlDeviceArchitecture_t *arch)
 {
     devref_t d;
@@ -2855,6 +2906,14 @@ SIM_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *
 SIM_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
 {
     LOCKED(device_memory_v2(device, memory));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetAttributes(nvmlDevice_t device, sim_device_attributes_t *attributes)
+{
+    LOCKED(device_attributes("nvmlDeviceGetAttributes", device, attributes));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, sim_device_attributes_t *attributes)
+{
+    LOCKED(device_attributes("nvmlDeviceGetAttributes_v2", device, attributes));
 }
 SIM_API nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, nvmlDeviceArchitecture_t *arch)
 {

@@ -71,6 +71,13 @@ class ProcessInfo(ctypes.Structure):
     _fields_ = [("pid", U), ("usedGpuMemory", ULL), ("gpuInstanceId", U), ("computeInstanceId", U)]
 
 
+class DeviceAttributes(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint) for name in (
+        "multiprocessorCount", "sharedCopyEngineCount", "sharedDecoderCount", "sharedEncoderCount",
+        "sharedJpegCount", "sharedOfaCount", "gpuInstanceSliceCount", "computeInstanceSliceCount")] + [
+        ("memorySizeMB", ctypes.c_ulonglong)]
+
+
 class Placement(ctypes.Structure):
     """nvmlGpuInstancePlacement_t / nvmlComputeInstancePlacement_t."""
     _fields_ = [("start", U), ("size", U)]
@@ -156,6 +163,7 @@ class Api:
         "nvmlDeviceGetPciInfo": [P, P], "nvmlDeviceGetPciInfo_v2": [P, P], "nvmlDeviceGetPciInfo_v3": [P, P],
         "nvmlDeviceGetMemoryInfo": [P, P], "nvmlDeviceGetMemoryInfo_v2": [P, P],
         "nvmlDeviceGetArchitecture": [P, P], "nvmlDeviceGetCudaComputeCapability": [P, P, P],
+        "nvmlDeviceGetAttributes": [P, P], "nvmlDeviceGetAttributes_v2": [P, P],
         "nvmlDeviceGetPersistenceMode": [P, P], "nvmlDeviceGetComputeRunningProcesses_v3": [P, P, P],
         "nvmlDeviceGetMigMode": [P, P, P], "nvmlDeviceSetMigMode": [P, U, P],
         "nvmlDeviceGetGpuInstanceProfileInfo": [P, U, P], "nvmlDeviceGetGpuInstanceProfileInfoV": [P, U, P],
@@ -271,6 +279,7 @@ nvmlDeviceGetHandleByUUID nvmlDeviceGetHandleByPciBusId nvmlDeviceGetHandleByPci
 nvmlDeviceGetIndex nvmlDeviceGetName nvmlDeviceGetUUID nvmlDeviceGetSerial nvmlDeviceGetBoardPartNumber
 nvmlDeviceGetMinorNumber nvmlDeviceGetPciInfo nvmlDeviceGetPciInfo_v2 nvmlDeviceGetPciInfo_v3
 nvmlDeviceGetMemoryInfo nvmlDeviceGetMemoryInfo_v2 nvmlDeviceGetArchitecture nvmlDeviceGetCudaComputeCapability
+nvmlDeviceGetAttributes nvmlDeviceGetAttributes_v2
 nvmlDeviceGetPersistenceMode nvmlDeviceGetComputeRunningProcesses_v3
 nvmlDeviceGetMigMode nvmlDeviceSetMigMode nvmlDeviceGetGpuInstanceProfileInfo nvmlDeviceGetGpuInstanceProfileInfoV
 nvmlDeviceGetGpuInstanceProfileInfoByIdV nvmlDeviceGetGpuInstancePossiblePlacements_v2
@@ -1234,6 +1243,12 @@ def test_mig_device_handles(sim: Any, api: Api, simctl: Any) -> None:
         mem = MemoryV2(version=MEMORY_V2)
         assert api.nvmlDeviceGetMemoryInfo_v2(handle, ref(mem)) == SUCCESS
         assert (mem.total, mem.reserved, mem.used) == (mib << 20, 0, 0)
+        # What nvidia-ctk reads for a MIG device: the instance's slices and memory (one full-size CI each).
+        attrs = DeviceAttributes()
+        assert api.nvmlDeviceGetAttributes_v2(handle, ref(attrs)) == SUCCESS
+        slices = int(prof[0])
+        assert (attrs.gpuInstanceSliceCount, attrs.computeInstanceSliceCount, attrs.memorySizeMB) == \
+            (slices, slices, mib)
         value = U(99)
         assert api.nvmlDeviceIsMigDeviceHandle(handle, ref(value)) == SUCCESS and value.value == 1
         assert api.nvmlDeviceGetGpuInstanceId(handle, ref(value)) == SUCCESS and value.value == gi_id
