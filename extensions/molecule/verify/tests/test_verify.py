@@ -3,10 +3,10 @@
 The node (Debian 13) was converged by the whole playbooks/site.yml, every
 layer real. The tamperings are what happens to real fleets: another tool
 re-templates containerd's config.toml without our import while the node runs
-another driver than pinned (two independent findings from one run); a reboot
-drops the MIG instances, so the layout is no longer the declared one and the
-CDI spec still names them. Each runs playbooks/site.yml --tags verify, then
-the node is put back.
+another driver than pinned (two independent findings from one run); a GPU is
+swapped while the CDI spec still names the old one, and MIG is switched on by
+hand against the declared layout. Each runs playbooks/site.yml --tags verify,
+then the node is put back.
 """
 from __future__ import annotations
 
@@ -79,20 +79,18 @@ def test_removed_runtime_import_and_another_driver_are_found(host):
         assert found["cdi"]["status"] == "pass"  # each layer is judged on its own
 
 
-def test_stale_cdi_spec_after_the_mig_layout_changed(host):
-    """A reboot drops GPU instances; the spec generated before still names them."""
-    mig_uuids = [d["uuid"] for g in json.loads(host.check_output("nvml-simctl show"))["gpus"]
-                 for gi in g.get("gis") or [] for d in gi.get("cis") or [] if d.get("uuid")]
-    assert mig_uuids
+def test_a_swapped_gpu_and_mig_switched_on_by_hand_are_found(host):
+    """The spec generated before still names the old GPU; the MIG layout is no longer the declared one."""
+    old_uuid = json.loads(host.check_output("nvml-simctl show"))["gpus"][7]["uuid"]
     with saved(host, STATE):
-        host.check_output("nvml-simctl reboot --apply && nvml-simctl mark-booted")
+        host.check_output("nvml-simctl set --gpu 7 uuid=GPU-00000000-0000-0000-0000-0000000000a7")
+        host.check_output("nvml-simctl set --gpu 0 mig_current=1 mig_pending=1")
         run = site(host, "--tags", "verify")
         assert run.returncode != 0, run.stdout
         found = checks(host)
         assert found["mig"]["status"] == "fail", found["mig"]
-        assert any("MIG layout 'mixed' is not applied" in f["message"] for f in found["mig"]["findings"])
+        assert any("MIG layout 'all-disabled' is not applied" in f["message"] for f in found["mig"]["findings"])
         cdi = found["cdi"]
-        assert cdi["status"] == "fail"
+        assert cdi["status"] == "fail", cdi
         messages = [f["message"] for f in cdi["findings"]]
-        assert "CDI spec is stale: it lists {0}, which NVML does not report".format(mig_uuids[0]) in messages
-        assert "CDI spec is stale: GPU 1 has 0 MIG device(s), the spec names 7" in messages
+        assert "CDI spec is stale: it lists {0}, which NVML does not report".format(old_uuid) in messages, messages
