@@ -4,9 +4,8 @@ The node (Debian 13) was converged by the whole playbooks/site.yml, every
 layer real. The tamperings are what happens to real fleets: another tool
 re-templates containerd's config.toml without our import while the node runs
 another driver than pinned (two independent findings from one run); a GPU is
-swapped while the CDI spec still names the old one, and MIG is switched on by
-hand against the declared layout. Each runs playbooks/site.yml --tags verify,
-then the node is put back.
+swapped while the CDI spec still names the old one. Each runs
+playbooks/site.yml --tags verify, then the node is put back.
 """
 from __future__ import annotations
 
@@ -79,17 +78,15 @@ def test_removed_runtime_import_and_another_driver_are_found(host):
         assert found["cdi"]["status"] == "pass"  # each layer is judged on its own
 
 
-def test_a_swapped_gpu_and_mig_switched_on_by_hand_are_found(host):
-    """The spec generated before still names the old GPU; the MIG layout is no longer the declared one."""
+def test_a_swapped_gpu_leaves_the_cdi_spec_stale(host):
+    """The spec generated before still names the GPU that was replaced."""
     old_uuid = json.loads(host.check_output("nvml-simctl show"))["gpus"][7]["uuid"]
     with saved(host, STATE):
         host.check_output("nvml-simctl set --gpu 7 uuid=GPU-00000000-0000-0000-0000-0000000000a7")
-        host.check_output("nvml-simctl set --gpu 0 mig_current=1 mig_pending=1")
         run = site(host, "--tags", "verify")
         assert run.returncode != 0, run.stdout
         found = checks(host)
-        assert found["mig"]["status"] == "fail", found["mig"]
-        assert any("MIG layout 'all-disabled' is not applied" in f["message"] for f in found["mig"]["findings"])
+        assert found["mig"]["status"] == "pass", found["mig"]  # each layer is judged on its own
         cdi = found["cdi"]
         assert cdi["status"] == "fail", cdi
         messages = [f["message"] for f in cdi["findings"]]
