@@ -28,7 +28,16 @@ podman exec gpufleet-demo-node sh -c '
 GPUFLEET_MIRROR_FINGERPRINT=$(python3 "$here/mirror.py" status | sed -n 's/^key=//p')
 export GPUFLEET_MIRROR_FINGERPRINT
 cd "$GPUFLEET_ROOT"
-# Reports (per-host JSON, fleet-report.html/.md) land in tests/output/demo-reports.
+# The driver layer first: Debian 12's packages point libnvidia-ml.so.1 at the
+# real library through an alternative, which nvidia-ctk (the cdi layer) would
+# load and find no kernel module; the simulated library stands in for it, as
+# it stands in for the loaded driver.
+ansible-playbook playbooks/site.yml -i inventory/examples/simulated --tags preflight,facts,driver "$@"
+podman exec gpufleet-demo-node sh -c '
+  link=/etc/alternatives/nvidia--libnvidia-ml.so.1-x86_64-linux-gnu
+  if [ -L "$link" ]; then ln -sfn /usr/local/lib/x86_64-linux-gnu/libnvidia-ml.so.1 "$link"; ldconfig; fi'
+# Then the whole site.yml. Reports (per-host JSON, fleet-report.html/.md) land
+# in tests/output/demo-reports.
 ansible-playbook playbooks/site.yml -i inventory/examples/simulated \
   -e verify_report_dir="$GPUFLEET_ROOT/tests/output/demo-reports" "$@"
 log "the running containerd, as crictl info reports it:"
