@@ -207,6 +207,19 @@ typedef struct nvmlComputeInstancePlacement_st {
     unsigned int size;  /* compute slices */
 } nvmlComputeInstancePlacement_t;
 
+/* Read by nvidia-ctk for MIG devices. */
+typedef struct nvmlDeviceAttributes_st {
+    unsigned int multiprocessorCount;
+    unsigned int sharedCopyEngineCount;
+    unsigned int sharedDecoderCount;
+    unsigned int sharedEncoderCount;
+    unsigned int sharedJpegCount;
+    unsigned int sharedOfaCount;
+    unsigned int gpuInstanceSliceCount;
+    unsigned int computeInstanceSliceCount;
+    unsigned long long memorySizeMB;
+} nvmlDeviceAttributes_t;
+
 typedef struct nvmlComputeInstanceProfileInfo_st {
     unsigned int id;
     unsigned int sliceCount;

@@ -2061,22 +2061,9 @@ static nvmlReturn_t device_memory_v2(nvmlDevice_t device, nvmlMemory_v2_t *memor
     return NVML_SUCCESS;
 }
 
-/* nvml.h's nvmlDeviceAttributes_t (nvidia-ctk reads it for MIG devices). */
-typedef struct {
-    unsigned int multiprocessorCount;
-    unsigned int sharedCopyEngineCount;
-    unsigned int sharedDecoderCount;
-    unsigned int sharedEncoderCount;
-    unsigned int sharedJpegCount;
-    unsigned int sharedOfaCount;
-    unsigned int gpuInstanceSliceCount;
-    unsigned int computeInstanceSliceCount;
-    unsigned long long memorySizeMB;
-} sim_device_attributes_t;
-
 /* A MIG device: its GPU instance's profile, its compute instance's slices.
  * A whole GPU: every slice of its largest profile and all its memory. */
-static nvmlReturn_t device_attributes(const char *call, nvmlDevice_t device, sim_device_attributes_t *a)
+static nvmlReturn_t device_attributes(const char *call, nvmlDevice_t device, nvmlDeviceAttributes_t *a)
 {
     devref_t d;
     nvmlReturn_t rc = enter_device(call, device, DEV_ANY, &d);
@@ -2907,11 +2894,11 @@ SIM_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_
 {
     LOCKED(device_memory_v2(device, memory));
 }
-SIM_API nvmlReturn_t nvmlDeviceGetAttributes(nvmlDevice_t device, sim_device_attributes_t *attributes)
+SIM_API nvmlReturn_t nvmlDeviceGetAttributes(nvmlDevice_t device, nvmlDeviceAttributes_t *attributes)
 {
     LOCKED(device_attributes("nvmlDeviceGetAttributes", device, attributes));
 }
-SIM_API nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, sim_device_attributes_t *attributes)
+SIM_API nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, nvmlDeviceAttributes_t *attributes)
 {
     LOCKED(device_attributes("nvmlDeviceGetAttributes_v2", device, attributes));
 }
