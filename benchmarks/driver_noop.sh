@@ -43,7 +43,7 @@ cat >"$work/converge.yml" <<PLAYBOOK
         driver_distribution_mirror_url: $GPUFLEET_MIRROR_URL/debian
         driver_distribution_key_url: $GPUFLEET_MIRROR_URL/keys/gpufleet-mirror.asc
 PLAYBOOK
-export ANSIBLE_COLLECTIONS_PATH="$GPUFLEET_ROOT/build/collections" ANSIBLE_NOCOLOR=1
+export PATH="$GPUFLEET_VENV/bin:$PATH" ANSIBLE_COLLECTIONS_PATH="$GPUFLEET_ROOT/build/collections" ANSIBLE_NOCOLOR=1
 log "converging $node once"
 ansible-playbook -i "$work/inventory.yml" "$work/converge.yml" >"$work/first.log" || { tail -40 "$work/first.log"; die "the first converge failed"; }
 
