@@ -24,7 +24,12 @@ help:
 demo: host venv collection mirror
 	$(HARNESS)/demo.sh
 
-test: lint sanity units molecule
+# Three jobs: the image and mirror builds wait mostly on downloads, so the
+# CPU-bound checks run beside them; each job's output is printed whole when it
+# ends. Molecule needs all of it, so it runs last.
+test:
+	$(MAKE) --no-print-directory --jobs=3 --output-sync=target mirror images-all lint sanity units
+	$(MAKE) --no-print-directory molecule
 
 host:
 	$(HARNESS)/bootstrap-host.sh
