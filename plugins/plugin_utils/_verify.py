@@ -542,17 +542,49 @@ def check_mig(declaration: dict[str, t.Any], available: bool, result: dict[str, 
                          "install a gpufleet.nvidia version with {0}; meanwhile check `nvidia-smi mig -lgi`".format(
                              module), "warning")])
     result = result or {}
+    differences = result.get("differences")
     observed = {"diff": result.get("diff"), "reboot_required": result.get("reboot_required"),
-                "reset_required": result.get("reset_required")}
-    found = []
-    if result.get("failed"):
-        found.append(_error("mig", label or "mig", "MIG layout '{0}' is not applied: {1}".format(
-            label, result.get("msg") or "the assert failed"), "run the mig layer (--tags mig)"))
-    elif result.get("reboot_required") or result.get("reset_required"):
-        found.append(_error("mig", label or "mig", "MIG layout '{0}' waits for a GPU {1}".format(
-            label, "reboot" if result.get("reboot_required") else "reset"),
-            "reboot the node (or reset the GPUs) to finish the MIG mode change", "warning"))
+                "reset_required": result.get("reset_required"), "differences": differences}
+    if not isinstance(differences, list):
+        # `differences` is what state=asserted compares; without it the module
+        # stopped before comparing (bad config, NVML unusable). `failed` cannot
+        # tell: the role registers the assert under `failed_when: false`, and
+        # Ansible then records `failed: false` whatever the module said.
+        return judged("mig", "", expected, observed, [_error(
+            "mig", label or "mig", "MIG layout '{0}' was not asserted: {1}".format(
+                label, result.get("msg") or "the mig_config result has no comparison (differences)"),
+            "fix what the message names, then run the mig layer (--tags mig)")])
+    plans = {p.get("index"): p for p in result.get("plan") or [] if isinstance(p, dict)}
+    found = [_mig_difference(str(label), line, plans) for line in differences]
+    if not found and (result.get("reboot_required") or result.get("reset_required")):
+        found.append(_error("mig", label or "mig", "MIG layout '{0}' waits for a GPU reset or reboot".format(label),
+                            "reboot the node (or reset the GPUs) to finish the MIG mode change", "warning"))
     return judged("mig", "MIG layout '{0}' applied".format(label), expected, observed, found)
+
+
+def _mig_difference(label: str, line: str, plans: dict[t.Any, dict[str, t.Any]]) -> dict[str, str]:
+    """One finding per GPU that differs ("GPU 0: expected MIG disabled, found MIG enabled, ...")."""
+    match = re.match(r"GPU (\d+): ", str(line))
+    if not match:
+        return _error("mig", label or "mig", "MIG layout '{0}' is not applied: {1}".format(label, line),
+                      "run the mig layer (--tags mig)")
+    index = int(match.group(1))
+    gpu = "GPU {0}".format(index)
+    plan = plans.get(index) or {}
+    if plan.get("reset_required") and not plan.get("changed"):
+        # The declared mode is already requested (the mig layer did); only the
+        # reset that activates it is missing.
+        return _error("mig", gpu, "MIG layout '{0}' waits for a GPU reset or reboot: {1}".format(label, line),
+                      "reset {0} (nvidia-smi --gpu-reset -i {1}) or reboot the node to finish the MIG mode "
+                      "change".format(gpu, index), "warning")
+    change = plan.get("mode_change")
+    if change == "disable":
+        fix = "disable MIG on {0}: run the mig layer (--tags mig)".format(gpu)
+    elif change == "enable":
+        fix = "enable MIG on {0} and create the declared instances: run the mig layer (--tags mig)".format(gpu)
+    else:
+        fix = "recreate the MIG instances of {0}: run the mig layer (--tags mig)".format(gpu)
+    return _error("mig", gpu, "MIG layout '{0}' is not applied: {1}".format(label, line), fix)
 
 
 # =============================================================================

@@ -4,8 +4,9 @@ The node (Debian 13) was converged by the whole playbooks/site.yml, every
 layer real. The tamperings are what happens to real fleets: another tool
 re-templates containerd's config.toml without our import while the node runs
 another driver than pinned (two independent findings from one run); a GPU is
-swapped while the CDI spec still names the old one. Each runs
-playbooks/site.yml --tags verify, then the node is put back.
+swapped while the CDI spec still names the old one; MIG is switched on by
+hand against the declared layout. Each runs playbooks/site.yml --tags verify,
+then the node is put back.
 """
 from __future__ import annotations
 
@@ -91,3 +92,24 @@ def test_a_swapped_gpu_leaves_the_cdi_spec_stale(host):
         assert cdi["status"] == "fail", cdi
         messages = [f["message"] for f in cdi["findings"]]
         assert "CDI spec is stale: it lists {0}, which NVML does not report".format(old_uuid) in messages, messages
+
+
+def test_mig_switched_on_by_hand_is_found(host):
+    """`nvidia-smi -i 0 -mig 1` on a node declared all-disabled: a finding that names GPU 0 and the fix."""
+    line = "GPU 0: expected MIG disabled, found MIG enabled, no GPU instances"
+    try:
+        host.check_output("nvml-simctl set --gpu 0 mig_current=1 mig_pending=1")
+        run = site(host, "--tags", "verify")
+        assert run.returncode != 0, run.stdout
+        assert "MIG layout 'all-disabled' is not applied: " + line in run.stdout
+        found = checks(host)
+        mig = found["mig"]
+        assert mig["status"] == "fail", mig
+        assert [(f["severity"], f["subject"], f["message"], f["fix"]) for f in mig["findings"]] == [(
+            "error", "GPU 0", "MIG layout 'all-disabled' is not applied: " + line,
+            "disable MIG on GPU 0: run the mig layer (--tags mig)")]
+        assert found["driver"]["status"] == "pass"  # each layer is judged on its own
+    finally:
+        host.check_output("nvml-simctl set --gpu 0 mig_current=0 mig_pending=0")
+    gpu0 = json.loads(host.check_output("nvml-simctl show"))["gpus"][0]
+    assert (gpu0["mig_current"], gpu0["mig_pending"]) == (0, 0)

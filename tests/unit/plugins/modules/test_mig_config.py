@@ -125,6 +125,26 @@ def test_asserted_names_each_gpu_that_differs(sim_node: t.Any) -> None:
     assert result["msg"].startswith("the MIG layout 'all-1g' is not applied: GPU 2: expected")
 
 
+@pytest.mark.parametrize("by_hand, found", [
+    (("mig_current=1", "mig_pending=1"), "MIG enabled, no GPU instances"),
+    (("mig_current=0", "mig_pending=1"), "MIG disabled (enable pending until a GPU reset or reboot)"),
+])
+def test_asserted_mig_switched_on_by_hand_where_declared_off(sim_node: t.Any, by_hand: tuple[str, ...],
+                                                             found: str) -> None:
+    """What the verify role's MIG check reads: the GPU, its difference and the change that would undo it."""
+    node = sim_node("dgx-a100-8x40gb")
+    config = mig_expected.config("all-disabled", {"devices": "all", "mig-enabled": False})
+    assert run(node, config, "all-disabled", state="asserted")["differences"] == []
+    node.set(*by_hand, gpu=0)
+    before = state_hash(node)
+    result = run(node, config, "all-disabled", state="asserted")
+    assert result["failed"] and state_hash(node) == before
+    assert result["differences"] == ["GPU 0: expected MIG disabled, found {0}".format(found)]
+    gpu0 = result["plan"][0]
+    assert (gpu0["index"], gpu0["mode_change"], gpu0["changed"], gpu0["reset_required"]) == (0, "disable", True, False)
+    assert not any(p["changed"] for p in result["plan"][1:])
+
+
 def test_third_create_fails_reports_partial_work_and_a_rerun_converges(sim_node: t.Any) -> None:
     node = sim_node("dgx-a100-8x40gb")
     found = layouts(node)

@@ -302,14 +302,83 @@ def test_mig_without_the_module_is_not_available_never_a_pass():
     assert "gpufleet.nvidia.mig_config" in check["summary"]
 
 
+def registered(differences: list[str] | None, plan: list[dict[str, t.Any]] | None = None,
+               msg: str | None = None, **extra: t.Any) -> dict[str, t.Any]:
+    """mig_config's result as the role registers it: `failed_when: false` leaves `failed: false`."""
+    result = dict(extra, changed=False, failed=False, failed_when_result=False, plan=plan or [])
+    if differences is not None:
+        result["differences"] = differences
+    if msg is not None:
+        result["msg"] = msg
+    return result
+
+
+def gpu_plan(index: int, mode_change: str | None = None, changed: bool = True,
+             reset_required: bool = False) -> dict[str, t.Any]:
+    return {"index": index, "mode_change": mode_change, "changed": changed, "reset_required": reset_required}
+
+
 def test_mig_assert_results():
     wanted = declared(mig_label="all-1g.5gb")
-    assert _verify.check_mig(wanted, True, {"changed": False})["status"] == "pass"
+    assert _verify.check_mig(wanted, True, registered([]))["status"] == "pass"
+    # A caller that keeps the module's own `failed` (no failed_when) is judged the same way.
     failed = {"failed": True, "msg": "GPU 3: expected 7 x 1g.5gb, found MIG disabled"}
     check = _verify.check_mig(wanted, True, failed)
     assert check["status"] == "fail" and "GPU 3: expected 7 x 1g.5gb, found MIG disabled" in check["summary"]
-    assert _verify.check_mig(wanted, True, {"reboot_required": True})["status"] == "warn"
     assert _verify.check_mig(declared(False), False)["status"] == "not_managed"
+
+
+def test_mig_switched_on_by_hand_is_a_finding_although_failed_is_false():
+    """The verify scenario's tampering: MIG on by hand on GPU 0 of a node declared all-disabled."""
+    line = "GPU 0: expected MIG disabled, found MIG enabled, no GPU instances"
+    result = registered([line], [gpu_plan(0, "disable"), gpu_plan(1, changed=False)],
+                        msg="the MIG layout 'all-disabled' is not applied: " + line)
+    check = _verify.check_mig(declared(mig_label="all-disabled"), True, result)
+    assert check["status"] == "fail", check
+    assert [(f["severity"], f["subject"], f["message"], f["fix"]) for f in check["findings"]] == [(
+        "error", "GPU 0", "MIG layout 'all-disabled' is not applied: " + line,
+        "disable MIG on GPU 0: run the mig layer (--tags mig)")]
+    assert check["observed"]["differences"] == [line]
+
+
+def test_mig_findings_one_per_gpu_with_the_fix_for_each():
+    lines = ["GPU 1: expected MIG enabled: 7 x 1g.5gb, found MIG disabled",
+             "GPU 2: expected MIG enabled: 7 x 1g.5gb, found MIG enabled: 2 x 3g.20gb",
+             "GPU 3: expected MIG enabled: 7 x 1g.5gb, found MIG disabled (enable pending until a GPU reset or "
+             "reboot)"]
+    plan = [gpu_plan(0, changed=False), gpu_plan(1, "enable"), gpu_plan(2), gpu_plan(3, changed=False,
+                                                                                      reset_required=True)]
+    check = _verify.check_mig(declared(mig_label="all-1g.5gb"), True, registered(lines, plan, reset_required=True,
+                                                                                reboot_required=True))
+    assert check["status"] == "fail"
+    assert [(f["severity"], f["subject"], f["fix"]) for f in check["findings"]] == [
+        ("error", "GPU 1", "enable MIG on GPU 1 and create the declared instances: run the mig layer (--tags mig)"),
+        ("error", "GPU 2", "recreate the MIG instances of GPU 2: run the mig layer (--tags mig)"),
+        ("warning", "GPU 3", "reset GPU 3 (nvidia-smi --gpu-reset -i 3) or reboot the node to finish the MIG mode "
+                             "change")]
+    assert check["summary"] == "MIG layout 'all-1g.5gb' is not applied: " + lines[0]
+
+
+def test_mig_only_waiting_for_a_reset_is_a_warning():
+    line = "GPU 0: expected MIG disabled, found MIG enabled (disable pending until a GPU reset or reboot)"
+    result = registered([line], [gpu_plan(0, changed=False, reset_required=True)], reset_required=True,
+                        reboot_required=True)
+    check = _verify.check_mig(declared(mig_label="all-disabled"), True, result)
+    assert check["status"] == "warn"
+    assert check["summary"] == "MIG layout 'all-disabled' waits for a GPU reset or reboot: " + line
+
+
+@pytest.mark.parametrize("result", [
+    None, {}, {"changed": False}, {"reboot_required": True},
+    registered(None, msg="NVML is not usable: the nvidia kernel module is not loaded")])
+def test_mig_without_a_comparison_is_never_a_pass(result: dict[str, t.Any] | None):
+    """The module stopped before comparing (or never ran): a layout is never passed unchecked."""
+    check = _verify.check_mig(declared(mig_label="all-1g.5gb"), True, result)
+    assert check["status"] == "fail", check
+    [finding] = check["findings"]
+    assert finding["message"].startswith("MIG layout 'all-1g.5gb' was not asserted: ")
+    if result and result.get("msg"):
+        assert finding["message"].endswith(result["msg"])
 
 
 # -- filter, report ---------------------------------------------------------------------------
