@@ -346,10 +346,10 @@ def test_mig_findings_one_per_gpu_with_the_fix_for_each():
              "GPU 2: expected MIG enabled: 7 x 1g.5gb, found MIG enabled: 2 x 3g.20gb",
              "GPU 3: expected MIG enabled: 7 x 1g.5gb, found MIG disabled (enable pending until a GPU reset or "
              "reboot)"]
-    plan = [gpu_plan(0, changed=False), gpu_plan(1, "enable"), gpu_plan(2), gpu_plan(3, changed=False,
-                                                                                      reset_required=True)]
-    check = _verify.check_mig(declared(mig_label="all-1g.5gb"), True, registered(lines, plan, reset_required=True,
-                                                                                reboot_required=True))
+    plan = [gpu_plan(0, changed=False), gpu_plan(1, "enable"), gpu_plan(2),
+            gpu_plan(3, changed=False, reset_required=True)]
+    result = registered(lines, plan, reset_required=True, reboot_required=True)
+    check = _verify.check_mig(declared(mig_label="all-1g.5gb"), True, result)
     assert check["status"] == "fail"
     assert [(f["severity"], f["subject"], f["fix"]) for f in check["findings"]] == [
         ("error", "GPU 1", "enable MIG on GPU 1 and create the declared instances: run the mig layer (--tags mig)"),
