@@ -11,6 +11,7 @@ import hashlib
 import lzma
 import shutil
 import subprocess
+import typing as t
 from pathlib import Path
 
 import pytest
@@ -53,7 +54,7 @@ def publish(home: Path, directory: Path, indexes: dict[str, bytes]) -> None:
 
 
 @pytest.fixture(name="world")
-def fixture_world(tmp_path: Path) -> dict:
+def fixture_world(tmp_path: Path) -> t.Iterator[dict]:
     upstream_home, site_home = tmp_path / "upstream-gnupg", tmp_path / "site-gnupg"
     upstream_fpr = make_key(upstream_home, "upstream <u@invalid>")
     site_fpr = make_key(site_home, "site <s@invalid>")
@@ -91,8 +92,11 @@ def fixture_world(tmp_path: Path) -> dict:
     (archive / "dists" / "trixie").mkdir(parents=True)
     publish(upstream_home, archive / "dists" / "trixie", indexes)
     assert pool.is_dir()
-    return {"tmp": tmp_path, "key": str(key), "upstream_fpr": upstream_fpr, "site_fpr": site_fpr,
+    yield {"tmp": tmp_path, "key": str(key), "upstream_fpr": upstream_fpr, "site_fpr": site_fpr,
             "site_home": str(site_home), "upstream_home": upstream_home, "flat": flat, "archive": archive}
+    # Key generation and signing start agents; stop them with the test.
+    for home in tmp_path.glob("*gnupg"):
+        subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], capture_output=True, check=False)
 
 
 def flat_args(world: dict, **extra) -> dict:
@@ -211,7 +215,7 @@ def test_upstream_signatures_are_enforced(world, tmp_path):
     assert outcome["result"]["msg"].startswith("bundle_upstream.x: ")
     assert "does not match the sha256 the signed InRelease lists" in outcome["result"]["msg"]
     # A Release signed by someone else.
-    forger = tmp_path / "forger"
+    forger = tmp_path / "forger-gnupg"
     make_key(forger, "forger <f@invalid>")
     gpg(forger, "--yes", "--clearsign", "--output", str(world["flat"] / "InRelease"), str(world["flat"] / "Release"))
     outcome = run_module("bundle_apt_repository", flat_args(world))
