@@ -39,7 +39,8 @@ options:
     type: str
     default: ""
   suites:
-    description: The suites to read (C(trixie), C(bookworm-backports)); empty for a flat repository.
+    description:
+      - The suites to read and publish (C(trixie), C(bookworm-backports)); empty for a flat repository.
     type: list
     elements: str
     default: []
@@ -68,10 +69,12 @@ options:
     elements: str
     default: []
   packages:
-    description: The packages to carry.
+    description:
+      - The packages to carry, resolved against every suite in O(suites) with O(prefer_upstream_version).
+      - Nodes that see different suites (Debian 12 and 13 nodes sharing one archive) need their own O(sets).
     type: list
     elements: dict
-    required: true
+    default: []
     suboptions:
       name:
         description: Package name.
@@ -95,6 +98,28 @@ options:
         driver's packages to the driver version), otherwise the newest.
     type: str
     default: ""
+  sets:
+    description:
+      - More package sets, each resolved on its own against its own suites only (a subset of O(suites)), so that
+        a node is never given a dependency from a suite it does not read; the carried packages are the union.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      suites:
+        description: The suites this set's nodes read (empty for a flat repository).
+        type: list
+        elements: str
+        default: []
+      packages:
+        description: As O(packages).
+        type: list
+        elements: dict
+        required: true
+      prefer_upstream_version:
+        description: As O(prefer_upstream_version).
+        type: str
+        default: ""
   dest:
     description: The repository's directory in the bundle; created when missing.
     type: path
@@ -286,9 +311,10 @@ class AptBundle:
         with open(out, encoding="utf-8") as handle:
             return apt.parse_release(handle.read()), signers[0]
 
-    def read_upstream(self) -> tuple[apt.Index, dict[str, t.Any]]:
+    def read_upstream(self) -> tuple[dict[t.Any, list[tuple[t.Any, list[apt.Stanza]]]], dict[str, t.Any]]:
+        """Every index of every suite, verified: {suite: [((suite, component), stanzas)]}."""
         home, key_sha256 = self.upstream_keyring()
-        index = apt.Index()
+        indexes: dict[t.Any, list[tuple[t.Any, list[apt.Stanza]]]] = {}
         signers = set()
         for suite in self.params["suites"] or [None]:
             base = self.source if suite is None else "{0}/dists/{1}".format(self.source, suite)
@@ -308,10 +334,39 @@ class AptBundle:
                 if hashlib.sha256(data).hexdigest() != digest or len(data) != size:
                     raise BundleError("{0}/{1} does not match the sha256 the signed InRelease lists".format(base, path))
                 try:
-                    index.add((suite, component), apt.parse_deb822(apt.decompress(path, data)))
+                    stanzas = apt.parse_deb822(apt.decompress(path, data))
                 except apt.IndexError_ as err:
                     raise BundleError("{0}/{1}: {2}".format(base, path, err)) from None
-        return index, {"signed_by": sorted(signers), "key_sha256": key_sha256}
+                indexes.setdefault(suite, []).append(((suite, component), stanzas))
+        return indexes, {"signed_by": sorted(signers), "key_sha256": key_sha256}
+
+    def resolve(self, indexes: dict[t.Any, list[tuple[t.Any, list[apt.Stanza]]]]) -> apt.Closure:
+        """Each set against the suites its nodes read; the union of what they need."""
+        sets = list(self.params["sets"])
+        if self.params["packages"]:
+            sets.insert(0, {"suites": self.params["suites"], "packages": self.params["packages"],
+                            "prefer_upstream_version": self.params["prefer_upstream_version"]})
+        selected: dict[tuple[t.Any, str, str], tuple[t.Any, apt.Stanza]] = {}
+        external: set[str] = set()
+        missing: list[str] = []
+        for package_set in sets:
+            suites = package_set["suites"] or [None]
+            unknown = [s for s in suites if s not in indexes]
+            if unknown:
+                raise BundleError("sets: suites {0} are not among suites {1}".format(unknown, self.params["suites"]))
+            index = apt.Index()
+            for suite in suites:
+                for where, stanzas in indexes[suite]:
+                    index.add(where, stanzas)
+            requests = [apt.Request(p["name"], p.get("version") or "", p.get("upstream_version") or "",
+                                    p.get("required", True) is not False) for p in package_set["packages"]]
+            result = apt.closure(index, requests, package_set["prefer_upstream_version"] or "")
+            for where, stanza in result.selected:
+                selected[(where, stanza.package, stanza.version)] = (where, stanza)
+            external.update(result.external)
+            missing.extend(m for m in result.missing if m not in missing)
+        return apt.Closure([selected[k] for k in sorted(selected, key=lambda k: (k[1], k[2], str(k[0])))],
+                           sorted(external), missing)
 
     # --- the bundle side ------------------------------------------------------
 
@@ -403,10 +458,8 @@ class AptBundle:
             os.chmod(os.path.join(base, name), 0o644)
 
     def run(self) -> dict[str, t.Any]:
-        index, upstream = self.read_upstream()
-        requests = [apt.Request(p["name"], p["version"], p["upstream_version"], p["required"])
-                    for p in self.params["packages"]]
-        result = apt.closure(index, requests, self.params["prefer_upstream_version"])
+        indexes, upstream = self.read_upstream()
+        result = self.resolve(indexes)
         if result.missing:
             raise BundleError("{0}{1} does not offer: {2}".format(
                 self.source, "" if self.flat else " (" + ", ".join(self.params["suites"]) + ")",
@@ -452,6 +505,14 @@ class AptBundle:
                         os.unlink(os.path.join(root, name))
 
 
+PACKAGE_OPTIONS = dict(
+    name=dict(type="str", required=True),
+    version=dict(type="str", default=""),
+    upstream_version=dict(type="str", default=""),
+    required=dict(type="bool", default=True),
+)
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
@@ -462,13 +523,13 @@ def main() -> None:
             architecture=dict(type="str", required=True),
             key=dict(type="str", required=True, no_log=False),
             key_fingerprints=dict(type="list", elements="str", default=[], no_log=False),
-            packages=dict(type="list", elements="dict", required=True, options=dict(
-                name=dict(type="str", required=True),
-                version=dict(type="str", default=""),
-                upstream_version=dict(type="str", default=""),
-                required=dict(type="bool", default=True),
-            )),
+            packages=dict(type="list", elements="dict", default=[], options=PACKAGE_OPTIONS),
             prefer_upstream_version=dict(type="str", default=""),
+            sets=dict(type="list", elements="dict", default=[], options=dict(
+                suites=dict(type="list", elements="str", default=[]),
+                packages=dict(type="list", elements="dict", required=True, options=PACKAGE_OPTIONS),
+                prefer_upstream_version=dict(type="str", default=""),
+            )),
             dest=dict(type="path", required=True),
             signing_key=dict(type="str", required=True, no_log=False),
             gnupg_home=dict(type="path", default=""),
@@ -478,6 +539,8 @@ def main() -> None:
     )
     if module.params["suites"] and not module.params["components"]:
         module.fail_json(msg="components: a repository with suites needs its components (for example [main])")
+    if not module.params["packages"] and not module.params["sets"]:
+        module.fail_json(msg="packages: name the packages to carry (or give sets)")
     scratch = tempfile.mkdtemp(prefix="gpufleet-bundle-")
     try:
         result = AptBundle(module, scratch).run()

@@ -238,3 +238,41 @@ def test_a_missing_site_key_is_named(world):
     outcome = run_module("bundle_apt_repository", flat_args(world, signing_key="F" * 40))
     assert outcome["kind"] == "fail"
     assert "no secret key FFFF" in outcome["result"]["msg"]
+
+
+def test_each_set_resolves_against_its_own_suites(world):
+    """Debian 12 and 13 nodes share one archive: a trixie node must not be given bookworm's newer dependency."""
+    archive = world["tmp"] / "two-suites"
+    home = world["upstream_home"]
+    for suite, packages in {"trixie": [("nvidia-smi", "550.163.01-2", "nvidia-modprobe"),
+                                       ("nvidia-modprobe", "550.163.01-1", "")],
+                            "bookworm": [("nvidia-smi", "535.261.03-1", "nvidia-modprobe"),
+                                         ("nvidia-modprobe", "570.133.07-1", "")]}.items():
+        entries = []
+        for name, version, depends in packages:
+            filename = "pool/{0}/{1}_{2}_amd64.deb".format(suite, name, version)
+            stanza, payload = deb(name, version, depends, filename)
+            entries.append(stanza)
+            (archive / filename).parent.mkdir(parents=True, exist_ok=True)
+            (archive / filename).write_bytes(payload)
+        (archive / "dists" / suite).mkdir(parents=True)
+        publish(home, archive / "dists" / suite, {"non-free/binary-amd64/Packages": "\n".join(entries).encode()})
+    args = {"source": str(archive), "suites": ["bookworm", "trixie"], "components": ["non-free"], "architecture": "amd64",
+            "key": world["key"], "dest": str(world["tmp"] / "bundle" / "debian"), "signing_key": world["site_fpr"],
+            "gnupg_home": world["site_home"],
+            "sets": [{"suites": ["trixie"], "packages": [{"name": "nvidia-smi", "upstream_version": "550.163.01"}]},
+                     {"suites": ["bookworm"], "packages": [{"name": "nvidia-smi", "upstream_version": "535.261.03"}]}]}
+    result = run_module("bundle_apt_repository", args)["result"]
+    carried = sorted(a["artifact"] for a in result["artifacts"] if a["package"])
+    assert carried == ["pool/bookworm/nvidia-modprobe_570.133.07-1_amd64.deb",
+                       "pool/bookworm/nvidia-smi_535.261.03-1_amd64.deb",
+                       "pool/trixie/nvidia-modprobe_550.163.01-1_amd64.deb",
+                       "pool/trixie/nvidia-smi_550.163.01-2_amd64.deb"]
+    trixie = (world["tmp"] / "bundle/debian/dists/trixie/non-free/binary-amd64/Packages").read_text()
+    assert "570.133.07" not in trixie and "535.261.03" not in trixie
+    # One set over both suites would take the newest nvidia-modprobe for trixie's nvidia-smi too.
+    union = dict(args, sets=[], packages=[{"name": "nvidia-smi", "upstream_version": "550.163.01"}], plan_only=True)
+    planned = run_module("bundle_apt_repository", union)["result"]
+    assert "nvidia-modprobe=570.133.07-1" in {a["package"] for a in planned["artifacts"]}
+    bad = dict(args, sets=[{"suites": ["sid"], "packages": [{"name": "nvidia-smi"}]}], plan_only=True)
+    assert "sets: suites ['sid'] are not among" in run_module("bundle_apt_repository", bad)["result"]["msg"]
