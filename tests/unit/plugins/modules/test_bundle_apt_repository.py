@@ -93,7 +93,7 @@ def fixture_world(tmp_path: Path) -> t.Iterator[dict]:
     publish(upstream_home, archive / "dists" / "trixie", indexes)
     assert pool.is_dir()
     yield {"tmp": tmp_path, "key": str(key), "upstream_fpr": upstream_fpr, "site_fpr": site_fpr,
-            "site_home": str(site_home), "upstream_home": upstream_home, "flat": flat, "archive": archive}
+           "site_home": str(site_home), "upstream_home": upstream_home, "flat": flat, "archive": archive}
     # Key generation and signing start agents; stop them with the test.
     for home in tmp_path.glob("*gnupg"):
         subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], capture_output=True, check=False)
