@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import posixpath
 import re
 import subprocess
 import tempfile
@@ -33,9 +34,10 @@ def bundle_playbook(*args: str, extra: dict | None = None) -> tuple[subprocess.C
             *args]
     if extra:
         argv += ["-e", json.dumps(extra)]
+    # Molecule forces colour for its own runs; the recap is read as plain text.
     run = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         env=dict(os.environ, ANSIBLE_NOCOLOR="1"), check=False, timeout=600)
-    run.stdout = run.stdout.replace('\\"', '"')
+                         env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"), check=False, timeout=600)
+    run.stdout = re.sub(r"\x1b\[[0-9;]*m", "", run.stdout).replace('\\"', '"')
     return run, {m.group(1): {"changed": int(m.group(2)), "failed": int(m.group(3))} for m in RECAP.finditer(run.stdout)}
 
 
@@ -71,7 +73,8 @@ def test_the_pinned_packages_came_from_the_bundle(host, package, version, origin
 
 def test_the_bundle_server_served_what_the_node_installed(host):
     log = host.check_output("journalctl -u gpufleet-bundle-http --no-pager -o cat")
-    served = set(re.findall(r'"GET (\S+) HTTP/[0-9.]+" 200', log))
+    # apt asks for a flat repository's "./name.deb" as it stands in the index.
+    served = {posixpath.normpath(path) for path in re.findall(r'"GET (\S+) HTTP/[0-9.]+" 200', log)}
     debs = [a["artifact"] for a in manifest()["artifacts"] if a["artifact"].endswith(".deb")]
     for name in ("nvidia-kernel-dkms_550.163.01-2", "libnvidia-ml1_550.163.01-2",
                  "nvidia-container-toolkit-base_1.20.1-1"):
@@ -83,11 +86,9 @@ def test_the_bundle_server_served_what_the_node_installed(host):
 
 def test_the_layers_work(host):
     assert host.check_output("/usr/local/bin/crictl --config /dev/null --version").split()[-1] == "v1.36.0"
-    assert host.run("nvidia-ctk --version").rc == 0
-    assert host.service("containerd").is_running
-    # site.yml's verify layer checked every layer against the declaration.
-    report = json.loads(host.check_output("cat /var/lib/gpufleet/verify.json"))
-    assert report["status"] in ("pass", "warn"), report
+    assert "1.20.1" in host.check_output("nvidia-ctk --version")
+    held = host.check_output("dpkg --get-selections nvidia-kernel-dkms nvidia-container-toolkit-base")
+    assert held.split() == ["nvidia-kernel-dkms", "hold", "nvidia-container-toolkit-base", "hold"], held
 
 
 # --- the bundle (controller side) --------------------------------------------
@@ -161,17 +162,14 @@ def test_check_mode_predicts_a_new_bundle_and_writes_nothing(tmp_path):
     assert not target.exists()
 
 
+# Declarations the bundle refuses before reading upstream are tests/unit/playbooks/test_bundle.py's;
+# these need a real upstream to answer (or not).
 @pytest.mark.parametrize("extra,message", [
-    ({"driver_version": ""}, 'driver_version is "": the bundle carries exact versions'),
-    ({"gpufleet_gpu_group": "no_such_group"}, "gpufleet_gpu_group: the inventory has no host in group 'no_such_group'"),
-    ({"crictl_download_url": "http://elsewhere.invalid/cri-tools"},
-     'crictl_download_url is "http://elsewhere.invalid/cri-tools", not under bundle_mirror_url'),
-    ({"container_toolkit_gpg_key_fingerprint": "0123456789ABCDEF0123456789ABCDEF01234567"},
-     "container_toolkit_gpg_key_fingerprint is \"0123456789ABCDEF0123456789ABCDEF01234567\", but the bundle is signed"),
     ({"bundle_upstream": {"container_toolkit_apt_repo_url": "http://127.0.0.1:9/nowhere"}},
-     "cannot fetch http://127.0.0.1:9/nowhere/amd64/InRelease"),
+     "bundle_upstream.container_toolkit_apt_repo_url: cannot fetch http://127.0.0.1:9/nowhere/amd64/InRelease"),
     ({"driver_version": "550.1.1"}, "does not offer: nvidia-kernel-dkms 550.1.1 (offered: 550.163.01-2)"),
-], ids=["no version", "unknown group", "url outside the bundle", "other key", "unreachable source", "not offered"])
+    ({"container_toolkit_version": "1.18.0"}, "does not offer: nvidia-container-toolkit-base 1.18.0-1 (offered: "),
+], ids=["unreachable source", "driver not offered", "toolkit not offered"])
 def test_bad_input_stops_before_anything_is_written(tmp_path, extra, message):
     target = tmp_path / "bundle"
     if "bundle_upstream" in extra:
