@@ -139,5 +139,5 @@ def test_missing_spec_and_bad_config(installed: Path, sim_node: t.Any, tmp_path:
     assert report["checks"][1]["findings"][0]["message"].startswith("no CDI spec at ")
     bad = tmp_path / "bad.json"
     bad.write_text("[1]")
-    done, _ = run(installed, node, "--config", str(bad))
+    done = run(installed, node, "--config", str(bad))[0]
     assert done.returncode == 2 and "cannot read the declaration" in done.stdout

@@ -62,7 +62,7 @@ def test_bake_report_defers_the_gpu_checks(host):
     for layer in ("container_toolkit", "container_runtime", "crictl"):
         assert checks[layer]["status"] == "pass", checks[layer]
     declaration = json.loads(host.file("/etc/gpufleet/verify/boot.json").content_string)
-    assert declaration["driver"]["version"] == DRIVER
+    assert declaration["driver"] == {"version": DRIVER, "branch": "550"}
     assert declaration["cdi"] == {"spec": SPEC, "strategies": ["index", "uuid"]}
     assert declaration["mig"]["label"] == "all-disabled"
     assert declaration["persistence"] is True
