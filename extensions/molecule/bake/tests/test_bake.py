@@ -1,10 +1,11 @@
 """Bake without a GPU, then first boot on GPUs: what the first-boot units did.
 
-`host` is the baked node (Molecule's, converged by site.yml with
+`baked` is the baked node (Molecule's, converged by site.yml with
 gpufleet_bake: true); `instance` is a container booted from the image that
 side_effect.yml committed from it, on simulated GPUs. The instance is only
 booted: nothing ran Ansible on it, so everything GPU-related found there is
-the work of the units the roles installed in the bake.
+the work of the units the roles installed in the bake. Both are reached
+through podman directly (one exec per check, no Ansible round trip).
 """
 from __future__ import annotations
 
@@ -13,12 +14,18 @@ import json
 import pytest
 import testinfra
 
+BAKED = "bake-debian13"
 FIRSTBOOT = "bake-firstboot-debian13"
 DRIVER = "550.163.01"
 SPEC = "/etc/cdi/nvidia.yaml"
 BOOT_REPORT = "/var/lib/gpufleet/verify-boot.json"
 UNITS = ("nvidia-persistenced.service", "gpufleet-mig.service", "gpufleet-cdi-refresh.service",
          "gpufleet-verify-boot.service")
+
+
+@pytest.fixture(scope="module")
+def baked():
+    return testinfra.get_host("podman://" + BAKED)
 
 
 @pytest.fixture(scope="module")
@@ -37,31 +44,31 @@ def unit(node, name: str) -> dict:
 
 # -- the bake ------------------------------------------------------------------
 
-def test_bake_had_no_gpu_and_deferred_the_gpu_work(host):
-    assert not host.file("/var/lib/nvml-sim").exists
-    assert not host.file("/usr/local/lib/x86_64-linux-gnu/libnvidia-ml.so.1").exists
-    assert not host.file("/proc/driver/nvidia").exists
+def test_bake_had_no_gpu_and_deferred_the_gpu_work(baked):
+    assert not baked.file("/var/lib/nvml-sim").exists
+    assert not baked.file("/usr/local/lib/x86_64-linux-gnu/libnvidia-ml.so.1").exists
+    assert not baked.file("/proc/driver/nvidia").exists
     # The driver, toolkit, runtime and crictl are installed all the same.
-    assert host.package("libnvidia-ml1").version.startswith(DRIVER)
-    assert host.package("nvidia-kernel-dkms").version.startswith(DRIVER)
-    assert host.package("nvidia-container-toolkit-base").version.startswith("1.17.8")
-    assert host.file("/usr/local/bin/crictl").exists
-    assert host.service("containerd").is_enabled
+    assert baked.package("libnvidia-ml1").version.startswith(DRIVER)
+    assert baked.package("nvidia-kernel-dkms").version.startswith(DRIVER)
+    assert baked.package("nvidia-container-toolkit-base").version.startswith("1.17.8")
+    assert baked.file("/usr/local/bin/crictl").exists
+    assert baked.service("containerd").is_enabled
     # No spec without a GPU: generating it is the refresh unit's job.
-    assert not host.file(SPEC).exists
-    assert not host.file(BOOT_REPORT).exists
+    assert not baked.file(SPEC).exists
+    assert not baked.file(BOOT_REPORT).exists
     for name in UNITS:
-        assert unit(host, name)["UnitFileState"] == "enabled", name
+        assert unit(baked, name)["UnitFileState"] == "enabled", name
 
 
-def test_bake_report_defers_the_gpu_checks(host):
-    report = json.loads(host.file("/var/lib/gpufleet/verify.json").content_string)
+def test_bake_report_defers_the_gpu_checks(baked):
+    report = json.loads(baked.file("/var/lib/gpufleet/verify.json").content_string)
     checks = {c["layer"]: c for c in report["checks"]}
     for layer in ("driver", "cdi", "mig"):
         assert checks[layer]["status"] == "deferred", checks[layer]
     for layer in ("container_toolkit", "container_runtime", "crictl"):
         assert checks[layer]["status"] == "pass", checks[layer]
-    declaration = json.loads(host.file("/etc/gpufleet/verify/boot.json").content_string)
+    declaration = json.loads(baked.file("/etc/gpufleet/verify/boot.json").content_string)
     assert declaration["driver"] == {"version": DRIVER, "branch": "550"}
     assert declaration["cdi"] == {"spec": SPEC, "strategies": ["index", "uuid"]}
     assert declaration["mig"]["label"] == "all-disabled"
