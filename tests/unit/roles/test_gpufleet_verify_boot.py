@@ -1,0 +1,143 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""gpufleet-verify-boot, the verify role's boot-time check, installed as the role installs it, on the simulator."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import typing as t
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins import nvml_sim
+
+ROOT = Path(__file__).resolve().parents[3]
+COMMAND = ROOT / "roles" / "verify" / "files" / "gpufleet-verify-boot"
+MODULE_UTILS = ROOT / "plugins" / "module_utils"
+DRIVER = "550.127.05"  # the fixtures' driver
+
+
+def lib_files() -> list[str]:
+    return yaml.safe_load((ROOT / "roles" / "verify" / "vars" / "main.yml").read_text())["__verify_boot_lib_files"]
+
+
+@pytest.fixture
+def installed(tmp_path: Path) -> Path:
+    """sbin/gpufleet-verify-boot and lib/gpufleet/gpufleet_verify/, the layout of /usr/local on a node."""
+    package = tmp_path / "lib" / "gpufleet" / "gpufleet_verify"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    for name in lib_files():
+        shutil.copy(str(MODULE_UTILS / name), str(package / name))
+    (tmp_path / "sbin").mkdir()
+    command = tmp_path / "sbin" / "gpufleet-verify-boot"
+    shutil.copy(str(COMMAND), str(command))
+    return command
+
+
+def spec_for(node: nvml_sim.SimNode, fmt: str = "yaml", drop: int | None = None) -> str:
+    """A CDI spec as nvidia-ctk writes it for the node's whole GPUs (index and uuid names)."""
+    devices = [{"name": "all", "containerEdits": {}}]
+    for gpu in node.show()["gpus"]:
+        if gpu["index"] == drop:
+            continue
+        edits = {"deviceNodes": [{"path": "/dev/nvidia{0}".format(gpu["index"])}]}
+        devices += [{"name": str(gpu["index"]), "containerEdits": edits}, {"name": gpu["uuid"], "containerEdits": edits}]
+    spec = {"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu", "devices": devices, "containerEdits": {}}
+    return json.dumps(spec) if fmt == "json" else yaml.safe_dump(spec, sort_keys=False)
+
+
+def declaration(tmp_path: Path, spec: str, fmt: str = "yaml", **overrides: t.Any) -> Path:
+    path = tmp_path / "nvidia.{0}".format(fmt)
+    path.write_text(spec)
+    config = {
+        "report": str(tmp_path / "report.json"),
+        "driver": {"version": DRIVER, "branch": "550"},
+        "persistence": True,
+        "cdi": {"spec": str(path), "strategies": ["index", "uuid"]},
+        "mig": {"label": "off", "config": {"version": "v1", "mig-configs": {
+            "off": [{"devices": "all", "mig-enabled": False}]}}},
+    }
+    config.update(overrides)
+    out = tmp_path / "boot.json"
+    out.write_text(json.dumps(config))
+    return out
+
+
+def run(command: Path, node: nvml_sim.SimNode, *args: str) -> tuple[subprocess.CompletedProcess, dict[str, t.Any]]:
+    environment = dict(os.environ)
+    environment.update(node.env)
+    environment["LD_LIBRARY_PATH"] = str(nvml_sim.build().parent)
+    environment.pop("NVML_SIM_EUID", None)
+    done = subprocess.run([sys.executable, str(command), *args], env=environment, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, check=False, timeout=120)
+    report_path = Path(args[args.index("--config") + 1]).parent / "report.json" if "--config" in args else None
+    report = json.loads(report_path.read_text()) if report_path and report_path.exists() else {}
+    return done, report
+
+
+def statuses(report: dict[str, t.Any]) -> dict[str, str]:
+    return {c["layer"]: c["status"] for c in report["checks"]}
+
+
+@pytest.mark.parametrize("fmt", ["yaml", "json"])
+def test_a_node_as_declared_passes(installed: Path, sim_node: t.Any, tmp_path: Path, fmt: str) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    done, report = run(installed, node, "--config", str(declaration(tmp_path, spec_for(node, fmt), fmt)))
+    assert done.returncode == 0, done.stdout
+    assert report["status"] == "pass"
+    assert statuses(report) == {"driver": "pass", "persistence": "pass", "cdi": "pass", "mig": "pass"}
+    assert report["driver_version"] == DRIVER and len(report["gpus"]) == 8
+    assert "gpufleet-verify-boot: PASS: " in done.stdout
+    assert oct((tmp_path / "report.json").stat().st_mode & 0o777) == "0o644"
+
+
+def test_each_difference_is_a_finding(installed: Path, sim_node: t.Any, tmp_path: Path) -> None:
+    node = sim_node("dgx-a100-mig-mixed")  # MIG on for GPUs 0-3, an enable pending on 4
+    node.set("persistence=0", gpu=6)
+    config = declaration(tmp_path, spec_for(node, drop=7), driver={"version": "550.163.01", "branch": ""})
+    done, report = run(installed, node, "--config", str(config))
+    assert done.returncode == 1, done.stdout
+    checks = {c["layer"]: c for c in report["checks"]}
+    assert checks["driver"]["findings"][0]["message"] == (
+        "loaded driver 550.127.05 differs from the pinned driver_version 550.163.01")
+    assert [f["subject"] for f in checks["persistence"]["findings"]] == ["GPU 6"]
+    missing = {f["subject"] for f in checks["cdi"]["findings"]}
+    uuid7 = node.show()["gpus"][7]["uuid"]
+    assert {"7", uuid7} <= missing
+    # MIG-enabled GPUs 0-2 have MIG devices the hand-written spec does not name.
+    assert "GPU 0 MIG devices" in missing
+    assert [f["subject"] for f in checks["mig"]["findings"]] == ["GPU 0", "GPU 1", "GPU 2", "GPU 3", "GPU 4"]
+    assert report["status"] == "fail"
+
+
+def test_no_driver_fails_the_driver_and_skips_the_rest(installed: Path, sim_node: t.Any, tmp_path: Path) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    node.set("driver_loaded=0")
+    done, report = run(installed, node, "--config", str(declaration(tmp_path, spec_for(node))))
+    assert done.returncode == 1
+    assert statuses(report) == {"driver": "fail", "cdi": "not_available", "mig": "not_available"}
+    assert "NVML is not usable" in report["checks"][0]["findings"][0]["message"]
+
+
+def test_missing_spec_and_bad_config(installed: Path, sim_node: t.Any, tmp_path: Path) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    config = declaration(tmp_path, spec_for(node), mig=None, persistence=False)
+    (tmp_path / "nvidia.yaml").unlink()
+    done, report = run(installed, node, "--config", str(config))
+    assert done.returncode == 1
+    assert statuses(report) == {"driver": "pass", "cdi": "fail"}
+    assert report["checks"][1]["findings"][0]["message"].startswith("no CDI spec at ")
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1]")
+    done = run(installed, node, "--config", str(bad))[0]
+    assert done.returncode == 2 and "cannot read the declaration" in done.stdout
