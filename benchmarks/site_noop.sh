@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# A no-op re-run of site.yml vs a ping + fact-gathering play on the same node.
+#
+#   benchmarks/site_noop.sh                  # needs `make images-all mirror`
+#   RUNS=7 PROFILE=1 KEEP=1 BENCH_PREFIX=me- benchmarks/site_noop.sh
+#
+# Starts a simulated Debian 13 node declared with every layer (see
+# _sim_stack.sh), converges it once with playbooks/site.yml, then times RUNS
+# more site.yml runs, each of which must report changed=0, against RUNS runs
+# of a play that gathers facts and runs ansible.builtin.ping on the same node
+# through the same connection (Podman). The two alternate (site, ping, ping,
+# site, ...) so that load from other work hits both alike. Prints each run,
+# the medians, their ratio and the load average.
+# PROFILE=1 adds one site.yml run with ansible.posix.profile_tasks and prints
+# its costliest tasks. KEEP=1 keeps the node and reuses it next time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=tests/harness/env.sh
+. tests/harness/env.sh
+# shellcheck source=benchmarks/_sim_stack.sh
+. benchmarks/_sim_stack.sh
+RUNS=${RUNS:-5}
+node=${BENCH_PREFIX}noop
+work=$(mktemp -d)
+cleanup() { [ -n "${KEEP:-}" ] || podman rm -f "$node" >/dev/null 2>&1 || true; rm -rf "$work"; }
+trap cleanup EXIT
+sim_stack_inventory "$work" "$node"
+cat >"$work/ping.yml" <<'YAML'
+- name: Gather facts and ping
+  hosts: gpu_nodes
+  gather_facts: true
+  tasks:
+    - name: Ping
+      ansible.builtin.ping:
+YAML
+
+if [ -n "${KEEP:-}" ] && [ "$(podman inspect --format '{{.State.Running}}' "$node" 2>/dev/null)" = true ]; then
+  log "reusing $node"
+else
+  sim_stack_node "$node" "$work"
+fi
+log "converging $node"
+ansible-playbook playbooks/site.yml -i "$work/hosts.yml" >"$work/converge.log" 2>&1 \
+  || { tail -40 "$work/converge.log"; die "the converge failed"; }
+
+site_times=()
+ping_times=()
+site() {
+  local run=$1 start
+  start=$(date +%s.%N)
+  ansible-playbook playbooks/site.yml -i "$work/hosts.yml" >"$work/site$run.log" 2>&1 \
+    || { tail -40 "$work/site$run.log"; die "site.yml run $run failed"; }
+  site_times+=("$(since "$start")")
+  grep -q "changed=0 " "$work/site$run.log" || { grep -B3 "^changed:" "$work/site$run.log" | head -30; die "site.yml run $run changed something"; }
+  log "site.yml no-op $run: ${site_times[-1]} s (changed=0)"
+}
+ping() {
+  local run=$1 start
+  start=$(date +%s.%N)
+  ansible-playbook "$work/ping.yml" -i "$work/hosts.yml" >"$work/ping$run.log" 2>&1 \
+    || { tail -20 "$work/ping$run.log"; die "ping run $run failed"; }
+  ping_times+=("$(since "$start")")
+  log "ping + facts $run: ${ping_times[-1]} s"
+}
+for run in $(seq "$RUNS"); do
+  if [ $((run % 2)) -eq 1 ]; then site "$run"; ping "$run"; else ping "$run"; site "$run"; fi
+done
+s=$(printf '%s\n' "${site_times[@]}" | median)
+p=$(printf '%s\n' "${ping_times[@]}" | median)
+printf 'site.yml no-op:  median %s s (runs: %s), %s tasks ok\n' "$s" "${site_times[*]}" \
+  "$(sed -n 's/.* ok=\([0-9]*\).*/\1/p' "$work/site1.log" | tail -1)"
+printf 'ping + facts:    median %s s (runs: %s)\n' "$p" "${ping_times[*]}"
+printf 'ratio %s (target <= 3); load average %s; nproc %s\n' \
+  "$(awk -v s="$s" -v p="$p" 'BEGIN { printf "%.2f", s / p }')" "$(cut -d' ' -f1-3 /proc/loadavg)" "$(nproc)"
+
+if [ -n "${PROFILE:-}" ]; then
+  ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks PROFILE_TASKS_TASK_OUTPUT_LIMIT=40 \
+    ansible-playbook playbooks/site.yml -i "$work/hosts.yml" >"$work/profile.log" 2>&1
+  sed -n '/^=====/,$p' "$work/profile.log"
+fi
