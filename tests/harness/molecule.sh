@@ -19,8 +19,8 @@ GPUFLEET_MIRROR_FINGERPRINT=$(python3 "$here/mirror.py" status | sed -n 's/^key=
 export GPUFLEET_MIRROR_FINGERPRINT
 
 # Measured on the 2-core test machine: driver ~19 min (three DKMS builds),
-# verify and mig ~7 min, the rest 1.5-5 min.
-LONGEST_FIRST=(driver verify mig cdi container_runtime)
+# bake, verify, mig and bundle 5-8 min, the rest 1.5-5 min.
+LONGEST_FIRST=(driver bake verify mig bundle upgrade cdi container_runtime)
 
 base_config=()
 if [ "${MOLECULE_DRIVER:-podman}" = docker ]; then
