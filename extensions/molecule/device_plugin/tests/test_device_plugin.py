@@ -53,7 +53,7 @@ def test_config_file_is_exactly_the_declaration(host):
 
 def test_check_mode_shows_a_change_as_a_diff_and_writes_nothing(host, monkeypatch):
     monkeypatch.setenv("ANSIBLE_DIFF_ALWAYS", "1")  # run_role passes the environment on
-    path, _ = expected(host)
+    path = expected(host)[0]
     before = sha256(host, path)
     run = run_role(host, "device_plugin", {"device_plugin_time_slicing": [{"name": "nvidia.com/gpu", "replicas": 8}]},
                    check=True)
@@ -75,7 +75,7 @@ def test_check_mode_shows_a_change_as_a_diff_and_writes_nothing(host, monkeypatc
 def test_bad_declaration_fails_before_the_node_is_touched(host, entry, message):
     if host.backend.host != "device_plugin-debian12":
         pytest.skip("the checks run on the controller; one node is enough")
-    path, _ = expected(host)
+    path = expected(host)[0]
     before = sha256(host, path)
     run = run_role(host, "device_plugin", {"device_plugin_mig_strategy": "none", "device_plugin_time_slicing": [entry]})
     assert run.failed, run
