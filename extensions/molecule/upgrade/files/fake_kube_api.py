@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A fake Kubernetes API server for the upgrade scenario, on loopback.
 
 Just what kubernetes.core's k8s_info (kind Node) and k8s_drain need: API
@@ -6,7 +5,7 @@ discovery, get/patch a node, list the pods of a node, evictions, get a pod.
 Its state (nodes, pods, and every request it answered) is a JSON file that
 the scenario seeds and the tests read; it is written after each request.
 
-    fake_kube_api.py --state STATE.json --port-file PORT [--idle-exit 900]
+    python3 fake_kube_api.py --state STATE.json --port-file PORT [--idle-exit 900]
 
 Binds 127.0.0.1 on a free port (written to --port-file), so scenarios running
 side by side never collide; exits after --idle-exit seconds without a request.

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Stands in for Slurm's `sinfo` and `scontrol` on a test node (installed as
 both names): keeps the node's state in /var/lib/upg-slurm/state, appends each
 call to calls.jsonl, and, like a job that ends once its node is drained,
