@@ -74,7 +74,9 @@ def test_containerfile_installs_our_requirements_and_the_collection(context: Pat
     assert "ansible-galaxy collection install --offline /build/collections/gpufleet-nvidia-*.tar.gz" in containerfile
     assert (build / "bindep.txt").read_text() == (META / "bindep.txt").read_text()
     assert (build / "requirements.txt").read_text() == (META / "requirements.txt").read_text()
-    assert yaml.safe_load((build / "requirements.yml").read_text()) == {"collections": []}
+    # kubernetes.core drains Kubernetes nodes in playbooks/upgrade.yml.
+    assert yaml.safe_load((build / "requirements.yml").read_text()) == {
+        "collections": [{"name": "kubernetes.core", "version": ">=6.2.0"}]}
     assert (build / "collections" / "gpufleet-nvidia-{0}.tar.gz".format(version())).is_file()
     # The build context names no outside registry: the base image is the user's to give.
     assert re.search(r'^ARG EE_BASE_IMAGE="localhost/', containerfile, re.M)
@@ -99,4 +101,6 @@ def test_installed_collection_declares_its_requirements_to_ansible_builder(tarba
     ours = [line.split("#")[0].strip() for line in found["system"] if line.endswith("from collection gpufleet.nvidia")]
     wanted = [line for line in (META / "bindep.txt").read_text().splitlines() if line and not line.startswith("#")]
     assert ours == wanted
-    assert found["python"] == []
+    wanted = [line for line in (META / "requirements.txt").read_text().splitlines() if line and not line.startswith("#")]
+    assert wanted == ["kubernetes>=37.0.2"]
+    assert [line.split("#")[0].strip() for line in found["python"] if line.endswith("from collection gpufleet.nvidia")] == wanted
