@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,13 +18,18 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins import mig_expected, nvml_sim
 
 ROOT = Path(__file__).resolve().parents[3]
 COMMAND = ROOT / "roles" / "mig" / "files" / "gpufleet-mig"
 MODULE_UTILS = ROOT / "plugins" / "module_utils"
-LIB_FILES = ("_nvml.py", "_mig.py", "_mig_profiles.py")  # roles/mig/vars/main.yml __mig_lib_files
+# The applier's files as roles/mig/vars/main.yml installs them (__mig_install_files).
+LIB_FILES = tuple(sorted(
+    re.search(r"__mig_module_utils ~ '/(_\w+\.py)'", entry["content"]).group(1)
+    for entry in yaml.safe_load((ROOT / "roles" / "mig" / "vars" / "main.yml").read_text())["__mig_install_files"]
+    if "__mig_module_utils" in entry.get("content", "")))
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,7 +28,10 @@ DRIVER = "550.127.05"  # the fixtures' driver
 
 
 def lib_files() -> list[str]:
-    return yaml.safe_load((ROOT / "roles" / "verify" / "vars" / "main.yml").read_text())["__verify_boot_lib_files"]
+    """The module_utils files roles/verify/vars/main.yml installs (__verify_boot_files)."""
+    entries = yaml.safe_load((ROOT / "roles" / "verify" / "vars" / "main.yml").read_text())["__verify_boot_files"]
+    return [re.search(r"__verify_module_utils ~ '/(_\w+\.py)'", entry["content"]).group(1)
+            for entry in entries if "__verify_module_utils" in entry.get("content", "")]
 
 
 @pytest.fixture

@@ -1,0 +1,274 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: node_files
+short_description: Put a role's own files, directories and links in place in one call
+version_added: 0.1.0
+description:
+  - Brings a list of paths to their declared state (a file with given content, a directory, a symbolic link, or
+    nothing) with one round trip to the node, where M(ansible.builtin.copy), M(ansible.builtin.template) and
+    M(ansible.builtin.file) take one per path. The roles use it for the files they generate whole (boot units,
+    their commands and private libraries, generated configs), so that a no-op run of a role costs one call, not one
+    per file.
+  - Paths are handled in the order given, so list a directory before what goes into it.
+  - A file is replaced atomically (written beside it, then renamed), and only when its content differs; owner,
+    group and mode are set when they differ.
+  - Not for files that people or other tools also edit; those keep their own modules, with backups.
+author:
+  - gpufleet maintainers (@gpufleet)
+extends_documentation_fragment:
+  - gpufleet.nvidia.attributes
+  - gpufleet.nvidia.attributes.mutating
+options:
+  files:
+    description: The paths and their declared states, handled in this order.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      path:
+        description: An absolute path on the node.
+        type: path
+        required: true
+      state:
+        description:
+          - V(file) a regular file with O(files[].content); V(directory) a directory (parents are created);
+            V(link) a symbolic link to O(files[].src); V(absent) nothing there (a directory goes with its content).
+        type: str
+        choices: [file, directory, link, absent]
+        default: file
+      content:
+        description: The file's whole content (text). Required with O(files[].state=file).
+        type: str
+      src:
+        description: What the link points at. Required with O(files[].state=link); it need not exist yet.
+        type: path
+      mode:
+        description: The mode of a file or directory, as an octal string.
+        type: raw
+      owner:
+        description: The owner of a file or directory.
+        type: str
+        default: root
+      group:
+        description: The group of a file or directory.
+        type: str
+        default: root
+notes:
+  - A file's mode defaults to C(0644) and a directory's to C(0755) when they are created without O(files[].mode).
+  - A path that exists as another kind (a directory where a file is declared, for example) is an error, not
+    replaced.
+requirements:
+  - Python 3.8 or later on the target (standard library only).
+"""
+
+EXAMPLES = r"""
+- name: Install a boot unit, its command and its config in one call
+  gpufleet.nvidia.node_files:
+    files:
+      - {path: /etc/example, state: directory, mode: "0755"}
+      - path: /etc/example/example.json
+        content: "{{ example_config | to_nice_json }}\n"
+        mode: "0644"
+      - path: /usr/local/sbin/example
+        content: "{{ lookup('ansible.builtin.file', 'example', rstrip=false) }}"
+        mode: "0755"
+      - path: /etc/systemd/system/example.service
+        content: "{{ lookup('ansible.builtin.template', 'example.service.j2') }}"
+      - path: /etc/systemd/system/multi-user.target.wants/example.service
+        state: link
+        src: /etc/systemd/system/example.service
+  register: example_files
+
+- name: Take it all away again
+  gpufleet.nvidia.node_files:
+    files:
+      - {path: /etc/systemd/system/multi-user.target.wants/example.service, state: absent}
+      - {path: /etc/systemd/system/example.service, state: absent}
+      - {path: /etc/example, state: absent}
+"""
+
+RETURN = r"""
+changed_paths:
+  description: The paths that were (or in check mode would be) changed, in the order given.
+  type: list
+  elements: str
+  returned: always
+  sample: [/etc/systemd/system/example.service]
+"""
+
+import os
+import shutil
+import stat
+import tempfile
+import typing as t
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_bytes
+
+_DEFAULT_MODES = {"file": "0644", "directory": "0755"}
+
+
+class NodeFiles:
+    """Declared vs actual for each path, changed in the order given."""
+
+    def __init__(self, module: AnsibleModule) -> None:
+        self.module = module
+        self.changed_paths: list[str] = []
+        self.diffs: list[dict[str, t.Any]] = []
+        for index, entry in enumerate(module.params["files"]):
+            field = "files[{0}]".format(index)
+            if not os.path.isabs(entry["path"]):
+                module.fail_json(msg="{0}.path: '{1}' is not absolute; give the full path".format(field, entry["path"]))
+            if entry["state"] == "file" and entry["content"] is None:
+                module.fail_json(msg="{0}.content: required with state=file (path {1})".format(field, entry["path"]))
+            if entry["state"] == "link" and not entry["src"]:
+                module.fail_json(msg="{0}.src: required with state=link (path {1})".format(field, entry["path"]))
+
+    # -- one path ------------------------------------------------------------------------------
+    @staticmethod
+    def _kind(path: str) -> str:
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            return "absent"
+        if stat.S_ISLNK(mode):
+            return "link"
+        if stat.S_ISDIR(mode):
+            return "directory"
+        if stat.S_ISREG(mode):
+            return "file"
+        return "other"
+
+    def _mismatch(self, path: str, kind: str, declared: str) -> None:
+        self.module.fail_json(msg="{0} is a {1}, declared a {2}; remove it by hand if it may go".format(
+            path, kind, declared), changed_paths=self.changed_paths)
+
+    def _attributes(self, entry: dict[str, t.Any], diff: dict[str, t.Any]) -> bool:
+        file_args = {"path": entry["path"], "mode": entry["mode"], "owner": entry["owner"], "group": entry["group"],
+                     "secontext": None, "attributes": None}
+        return self.module.set_fs_attributes_if_different(file_args, False, diff=diff)
+
+    def _file(self, entry: dict[str, t.Any]) -> bool:
+        path, kind = entry["path"], self._kind(entry["path"])
+        if kind not in ("absent", "file"):
+            self._mismatch(path, kind, "file")
+        wanted = to_bytes(entry["content"], errors="surrogate_or_strict")
+        before = b""
+        if kind == "file":
+            with open(path, "rb") as handle:
+                before = handle.read()
+        changed = kind == "absent" or before != wanted
+        if changed:
+            self._record(path, True, {"before_header": path, "after_header": path,
+                                      "before": before.decode("utf-8", "replace"), "after": entry["content"]})
+        if changed and not self.module.check_mode:
+            directory = os.path.dirname(path)
+            if not os.path.isdir(directory):
+                self.module.fail_json(msg="{0}: its directory {1} does not exist; declare it first".format(
+                    path, directory), changed_paths=self.changed_paths)
+            handle, temp = tempfile.mkstemp(dir=directory, prefix=".gpufleet-")
+            with os.fdopen(handle, "wb") as out:
+                out.write(wanted)
+            if kind == "absent":
+                # atomic_move keeps an existing file's attributes; a new one starts private and gets its mode below.
+                os.chmod(temp, 0o600)
+            self.module.atomic_move(temp, path, unsafe_writes=False)
+        attributes: dict[str, t.Any] = {"before": {"path": path}, "after": {"path": path}}
+        if (kind == "file" or not self.module.check_mode) and self._attributes(entry, attributes):
+            if not changed:
+                self._record(path, True, attributes)
+            elif kind == "file":
+                self.diffs.append(attributes)
+            changed = True
+        return changed
+
+    def _directory(self, entry: dict[str, t.Any]) -> bool:
+        path, kind = entry["path"], self._kind(entry["path"])
+        if kind not in ("absent", "directory"):
+            self._mismatch(path, kind, "directory")
+        diff: dict[str, t.Any] = {"before": {"path": path}, "after": {"path": path}}
+        changed = kind == "absent"
+        if changed:
+            diff["before"]["state"], diff["after"]["state"] = "absent", "directory"
+            if not self.module.check_mode:
+                os.makedirs(path, mode=0o755)
+        if kind == "directory" or not self.module.check_mode:
+            changed = self._attributes(entry, diff) or changed
+        self._record(path, changed, diff)
+        return changed
+
+    def _link(self, entry: dict[str, t.Any]) -> bool:
+        path, kind = entry["path"], self._kind(entry["path"])
+        if kind not in ("absent", "link"):
+            self._mismatch(path, kind, "link")
+        current = os.readlink(path) if kind == "link" else None
+        changed = current != entry["src"]
+        if changed:
+            diff = {"before": {"path": path, "src": current or "(absent)"}, "after": {"path": path, "src": entry["src"]}}
+            if not self.module.check_mode:
+                temp = os.path.join(os.path.dirname(path), ".gpufleet-{0}".format(os.getpid()))
+                os.symlink(entry["src"], temp)
+                os.rename(temp, path)
+            self._record(path, changed, diff)
+        return changed
+
+    def _absent(self, entry: dict[str, t.Any]) -> bool:
+        path, kind = entry["path"], self._kind(entry["path"])
+        if kind == "absent":
+            return False
+        if not self.module.check_mode:
+            if kind == "directory":
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        self._record(path, True, {"before": {"path": path, "state": kind}, "after": {"path": path, "state": "absent"}})
+        return True
+
+    def _record(self, path: str, changed: bool, diff: dict[str, t.Any]) -> None:
+        if changed:
+            self.changed_paths.append(path)
+            self.diffs.append(diff)
+
+    # -- all paths -----------------------------------------------------------------------------
+    def run(self) -> dict[str, t.Any]:
+        handlers = {"file": self._file, "directory": self._directory, "link": self._link, "absent": self._absent}
+        for entry in self.module.params["files"]:
+            if entry["state"] in _DEFAULT_MODES and entry["mode"] is None:
+                entry["mode"] = _DEFAULT_MODES[entry["state"]]
+            handlers[entry["state"]](entry)
+        result: dict[str, t.Any] = {"changed": bool(self.changed_paths), "changed_paths": self.changed_paths}
+        if self.module._diff and self.diffs:
+            result["diff"] = self.diffs
+        return result
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "files": {
+                "type": "list", "elements": "dict", "required": True,
+                "options": {
+                    "path": {"type": "path", "required": True},
+                    "state": {"type": "str", "choices": ["file", "directory", "link", "absent"], "default": "file"},
+                    "content": {"type": "str"},
+                    "src": {"type": "path"},
+                    "mode": {"type": "raw"},
+                    "owner": {"type": "str", "default": "root"},
+                    "group": {"type": "str", "default": "root"},
+                },
+            },
+        },
+        supports_check_mode=True,
+    )
+    module.exit_json(**NodeFiles(module).run())
+
+
+if __name__ == "__main__":
+    main()
