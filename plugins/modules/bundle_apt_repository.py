@@ -75,7 +75,7 @@ options:
     type: list
     elements: dict
     default: []
-    suboptions:
+    suboptions: &package_options
       name:
         description: Package name.
         type: str
@@ -116,23 +116,8 @@ options:
         type: list
         elements: dict
         required: true
-        suboptions:
-          name:
-            description: Package name.
-            type: str
-            required: true
-          version:
-            description: The exact Debian version (C(1.18.0-1)).
-            type: str
-            default: ""
-          upstream_version:
-            description: Any revision of this upstream version, the newest (C(550.163.01) matches C(550.163.01-2)).
-            type: str
-            default: ""
-          required:
-            description: Fail when the repository does not offer it; V(false) carries it only when offered.
-            type: bool
-            default: true
+        # The same options as the top-level packages.
+        suboptions: *package_options
       prefer_upstream_version:
         description: As O(prefer_upstream_version).
         type: str
