@@ -3,19 +3,28 @@
 #
 #   benchmarks/fresh_converge.sh             # needs `make images-all mirror`
 #   PAIRS=2 BENCH_PREFIX=me- benchmarks/fresh_converge.sh
+#   BENCH_TRANSPORT=podman BENCH_SSH_PORT_BASE=2322 ...   (see _sim_stack.sh)
 #
 # Converge side: playbooks/site.yml, every layer (preflight, facts, driver
 # from the local mirror, toolkit, containerd with the nvidia runtime and CDI,
 # CDI spec, crictl, MIG declared off, device plugin config, verify), on a
-# fresh simulated Debian 13 node.
+# fresh simulated Debian 13 node, by default over SSH with pipelining, as
+# fleets run Ansible (BENCH_TRANSPORT=podman: the Podman connection, which
+# costs far more per task).
 # apt side: another fresh node of the same image, given the apt sources, keys
 # and pins the converge left (same mirror, same pinned versions), then
 # `apt-get update` and `apt-get install` of exactly the packages the converge
 # installed, at their versions - the work a hand-written install script
-# would do, with no configuration, checks or crictl download.
+# would do, with no configuration, checks or crictl download. It runs as one
+# `podman exec` whatever BENCH_TRANSPORT says: one command, where a transport
+# costs next to nothing.
 #
 # Both nodes are prepared alike before the clock starts (booted, simulated
-# GPUs running the pinned driver). The image has no kernel, so neither side
+# GPUs running the pinned driver, and with ssh: openssh-server installed from
+# the node's Debian sources, which refreshes its Debian package lists). The
+# converge's package list is taken after that preparation, so openssh-server
+# and what it pulls in are in the baseline of both sides, never in the list
+# the apt side installs. The image has no kernel, so neither side
 # builds a DKMS module (no ccache either side). The sides alternate
 # (converge, apt, apt, converge, ...) so that load from other work hits both
 # alike; the first converge must come first, it gives the package list.
@@ -82,5 +91,6 @@ c=$(printf '%s\n' "${conv_times[@]}" | median)
 a=$(printf '%s\n' "${apt_times[@]}" | median)
 printf 'fresh converge (site.yml): %s s (runs: %s)\n' "$c" "${conv_times[*]}"
 printf 'apt-get install alone:     %s s (runs: %s), %d packages\n' "$a" "${apt_times[*]}" "$(wc -l <"$work/install.txt")"
-printf 'ratio %s (target <= 1.3); load average %s; nproc %s\n' \
-  "$(awk -v c="$c" -v a="$a" 'BEGIN { printf "%.2f", c / a }')" "$(cut -d' ' -f1-3 /proc/loadavg)" "$(nproc)"
+printf 'ratio %s (target <= 1.3); converge transport %s, apt side podman exec; load average %s; nproc %s\n' \
+  "$(awk -v c="$c" -v a="$a" 'BEGIN { printf "%.2f", c / a }')" "$BENCH_TRANSPORT_NAME" \
+  "$(cut -d' ' -f1-3 /proc/loadavg)" "$(nproc)"
