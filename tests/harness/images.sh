@@ -25,7 +25,9 @@ suite_of() {
   esac
 }
 
-content_key() { sha256sum "$@" | sha256sum | cut -c1-12; }
+# The files' contents only, not their paths: every checkout (a worktree, CI's
+# fresh clone) then finds the images another one built.
+content_key() { sha256sum "$@" | cut -d' ' -f1 | sha256sum | cut -c1-12; }
 
 # Scratch directories are removed on exit, however the script ends.
 SCRATCH=()
