@@ -81,3 +81,42 @@ def test_bad_declaration_fails_before_the_node_is_touched(host, entry, message):
     assert run.failed, run
     assert message in run.output, run
     assert sha256(host, path) == before
+
+
+# A MIG declaration as the mig role reads it (mig_label in mig_config).
+MIG_CONFIG = {"version": "v1", "mig-configs": {
+    "split": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}],
+    "half": [{"devices": [0, 1], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}},
+             {"devices": [2, 3], "mig-enabled": False}],
+    "off": [{"devices": "all", "mig-enabled": False}],
+}}
+
+
+@pytest.mark.parametrize("strategy, label, message", [
+    ("none", "split", 'device_plugin_mig_strategy is none, but mig_label "split" turns MIG on'),
+    ("single", "half", 'device_plugin_mig_strategy is single, which needs MIG on every GPU with the same MIG devices, '
+                       'but mig_label "half" does not declare that'),
+])
+def test_a_strategy_that_contradicts_the_mig_layout_fails_before_the_node_is_touched(host, strategy, label, message):
+    if host.backend.host != "device_plugin-debian12":
+        pytest.skip("the checks run on the controller; one node is enough")
+    path = expected(host)[0]
+    before = sha256(host, path)
+    run = run_role(host, "device_plugin", {"device_plugin_mig_strategy": strategy, "mig_label": label,
+                                           "mig_config": MIG_CONFIG})
+    assert run.failed, run
+    assert message in run.output, run
+    assert sha256(host, path) == before
+
+
+@pytest.mark.parametrize("label, strategy", [("split", "mixed"), ("half", "mixed"), ("off", "none")])
+def test_an_unset_strategy_follows_the_mig_layout(host, monkeypatch, label, strategy):
+    if host.backend.host != "device_plugin-debian12":
+        pytest.skip("device_plugin-debian12 leaves device_plugin_mig_strategy unset")
+    monkeypatch.setenv("ANSIBLE_DIFF_ALWAYS", "1")
+    run = run_role(host, "device_plugin", {"mig_label": label, "mig_config": MIG_CONFIG}, check=True)
+    assert not run.failed, run
+    if strategy == "none":
+        assert "changed=0" in run.output, run
+    else:
+        assert "-  migStrategy: none" in run.output and "+  migStrategy: mixed" in run.output, run
