@@ -5,11 +5,13 @@
 
 """GPU-instance profiles of known MIG-capable GPUs, by PCI device id.
 
-NVML only describes GPU-instance profiles while MIG mode is *enabled*
-(nvmlDeviceGetGpuInstanceProfileInfo answers NOT_SUPPORTED otherwise). To
-validate and plan a layout for a GPU whose MIG mode is still off -- before
-anything on the node is touched, and in check mode -- the planner falls back
-to this table. It is a hint only: as soon as MIG is on, the profiles NVML
+Some drivers describe GPU-instance profiles only while MIG mode is *enabled*
+(nvmlDeviceGetGpuInstanceProfileInfo answers NOT_SUPPORTED otherwise; nvml-sim
+does the same). Driver 580.159.04 on an H100 answered with MIG disabled too,
+and its answers matched this table (tests/device/h100-reading-2026-11-23.json).
+To validate and plan a layout for a GPU whose MIG mode is still off -- before
+anything on the node is touched, and in check mode -- the planner uses this
+table. It is a hint only: as soon as MIG is on, the profiles NVML
 reports replace it, and the plan is made again from them.
 
 Facts from the MIG user guide's profile tables and real `nvidia-smi mig

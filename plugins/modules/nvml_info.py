@@ -41,7 +41,8 @@ options:
       - Also report, for each MIG-capable GPU, the GPU-instance profiles it offers and their possible placements
         in RV(nvml.gpus[].mig.profiles).
       - Listing placements needs a privileged user; use C(become=true).
-      - Most drivers only report profiles while MIG mode is enabled on the GPU.
+      - Some drivers only report profiles while MIG mode is enabled on the GPU; driver 580 on an H100 reports them
+        with MIG disabled too.
     type: bool
     default: false
 notes:
