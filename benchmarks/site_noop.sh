@@ -6,8 +6,9 @@
 #   BENCH_TRANSPORT=podman BENCH_SSH_PORT_BASE=2322 ...   (see _sim_stack.sh)
 #
 # Starts a simulated Debian 13 node declared with every layer (see
-# _sim_stack.sh), converges it once with playbooks/site.yml, then times RUNS
-# more site.yml runs, each of which must report changed=0, against RUNS runs
+# _sim_stack.sh), converges it once with playbooks/site.yml (which records
+# the node's fingerprint), then times RUNS more site.yml runs, each of which
+# must report changed=0 and take the fast path (roles/fast_path), against RUNS runs
 # of a play that gathers facts and runs ansible.builtin.ping on the same node
 # through the same connection: by default SSH with pipelining, as fleets run
 # Ansible (BENCH_TRANSPORT=podman: the Podman connection, which costs far more
@@ -15,7 +16,8 @@
 # finds its ControlPersist master, on both sides alike, as back-to-back runs
 # on a fleet do. The two alternate (site, ping, ping, site, ...) so that load
 # from other work hits both alike. Prints each run, the medians, their ratio,
-# the transport and the load average.
+# the transport and the load average. Then FULL_RUNS (default 2) runs with
+# --skip-tags fast_path, every layer run, and their ratio, for comparison.
 # PROFILE=1 adds one site.yml run with ansible.posix.profile_tasks and prints
 # its costliest tasks. KEEP=1 keeps the node and reuses it next time.
 set -euo pipefail
@@ -25,6 +27,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=benchmarks/_sim_stack.sh
 . benchmarks/_sim_stack.sh
 RUNS=${RUNS:-5}
+FULL_RUNS=${FULL_RUNS:-2}
 node=${BENCH_PREFIX}noop
 work=$(mktemp -d)
 cleanup() { [ -n "${KEEP:-}" ] || podman rm -f "$node" >/dev/null 2>&1 || true; rm -rf "$work"; }
@@ -51,15 +54,26 @@ ansible-playbook playbooks/site.yml -i "$work/hosts.yml" >"$work/converge.log" 2
   || { tail -40 "$work/converge.log"; die "the converge failed"; }
 
 site_times=()
+full_times=()
 ping_times=()
+# site RUN [--skip-tags fast_path]: one timed no-op run; it must change
+# nothing, and with the fast path it must have skipped the layers.
 site() {
-  local run=$1 start
+  local run=$1 start log
+  shift
+  log="$work/site$run${1:+-full}.log"
   start=$(date +%s.%N)
-  ansible-playbook playbooks/site.yml -i "$work/hosts.yml" >"$work/site$run.log" 2>&1 \
-    || { tail -40 "$work/site$run.log"; die "site.yml run $run failed"; }
-  site_times+=("$(since "$start")")
-  grep -q "changed=0 " "$work/site$run.log" || { grep -B3 "^changed:" "$work/site$run.log" | head -30; die "site.yml run $run changed something"; }
-  log "site.yml no-op $run: ${site_times[-1]} s (changed=0)"
+  ansible-playbook playbooks/site.yml -i "$work/hosts.yml" "$@" >"$log" 2>&1 \
+    || { tail -40 "$log"; die "site.yml run $run failed"; }
+  grep -q "changed=0 " "$log" || { grep -B3 "^changed:" "$log" | head -30; die "site.yml run $run changed something"; }
+  if [ $# -eq 0 ]; then
+    site_times+=("$(since "$start")")
+    grep -q "every layer is skipped" "$log" || { grep -A3 "Say whether the layers run" "$log"; die "site.yml run $run did not take the fast path"; }
+    log "site.yml no-op $run: ${site_times[-1]} s (changed=0, fast path)"
+  else
+    full_times+=("$(since "$start")")
+    log "site.yml no-op $run, every layer (--skip-tags fast_path): ${full_times[-1]} s (changed=0)"
+  fi
 }
 ping() {
   local run=$1 start
@@ -72,6 +86,7 @@ ping() {
 for run in $(seq "$RUNS"); do
   if [ $((run % 2)) -eq 1 ]; then site "$run"; ping "$run"; else ping "$run"; site "$run"; fi
 done
+for run in $(seq "$FULL_RUNS"); do site "$run" --skip-tags fast_path; done
 s=$(printf '%s\n' "${site_times[@]}" | median)
 p=$(printf '%s\n' "${ping_times[@]}" | median)
 printf 'site.yml no-op:  median %s s (runs: %s), %s tasks ok\n' "$s" "${site_times[*]}" \
@@ -80,6 +95,11 @@ printf 'ping + facts:    median %s s (runs: %s)\n' "$p" "${ping_times[*]}"
 printf 'ratio %s (target <= 3); transport %s; load average %s; nproc %s\n' \
   "$(awk -v s="$s" -v p="$p" 'BEGIN { printf "%.2f", s / p }')" "$BENCH_TRANSPORT_NAME" \
   "$(cut -d' ' -f1-3 /proc/loadavg)" "$(nproc)"
+if [ "$FULL_RUNS" -gt 0 ]; then
+  f=$(printf '%s\n' "${full_times[@]}" | median)
+  printf 'every layer (--skip-tags fast_path): median %s s (runs: %s), ratio %s to ping + facts\n' "$f" \
+    "${full_times[*]}" "$(awk -v s="$f" -v p="$p" 'BEGIN { printf "%.2f", s / p }')"
+fi
 
 if [ -n "${PROFILE:-}" ]; then
   ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks PROFILE_TASKS_TASK_OUTPUT_LIMIT=40 \

@@ -117,9 +117,10 @@ def resolve(value: str) -> Path:
 
 def site_group() -> str:
     """The group site.yml's plays target unless gpufleet_gpu_group says otherwise."""
-    hosts = {play["hosts"] for play in yaml.safe_load(SITE.read_text()) if "hosts" in play}
+    hosts = {re.search(r"default\('([^']+)'\)", play["hosts"]).group(1)
+             for play in yaml.safe_load(SITE.read_text()) if "hosts" in play}
     assert len(hosts) == 1, hosts
-    return re.search(r"default\('([^']+)'\)", hosts.pop()).group(1)
+    return hosts.pop()
 
 
 def test_the_provisioner_runs_this_collections_site_playbook(ansible: dict[str, str]) -> None:

@@ -7,11 +7,17 @@ another driver than pinned (two independent findings from one run); a GPU is
 swapped while the CDI spec still names the old one; MIG is switched on by
 hand against the declared layout. Each runs playbooks/site.yml --tags verify,
 then the node is put back.
+
+Then the fast path: a plain re-run skips every layer on the unchanged node;
+--skip-tags fast_path runs them all and changes nothing (site.yml's own
+idempotence); a file edited by hand is named, repaired, and the run after is
+fast again.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from contextlib import contextmanager
 from pathlib import Path
@@ -113,3 +119,44 @@ def test_mig_switched_on_by_hand_is_found(host):
         host.check_output("nvml-simctl set --gpu 0 mig_current=0 mig_pending=0")
     gpu0 = json.loads(host.check_output("nvml-simctl show"))["gpus"][0]
     assert (gpu0["mig_current"], gpu0["mig_pending"]) == (0, 0)
+
+
+def recap(run: subprocess.CompletedProcess, host) -> dict:
+    """The PLAY RECAP counters of the host, e.g. {'ok': 3, 'changed': 0, ...}."""
+    for line in re.sub(r"\x1b\[[0-9;]*m", "", run.stdout).splitlines():
+        if line.startswith(host_name(host) + " ") and "ok=" in line:
+            return {key: int(value) for key, value in (field.split("=") for field in line.split(":", 1)[1].split())}
+    raise AssertionError("no recap for the host:\n" + run.stdout)
+
+
+def test_a_no_op_run_takes_the_fast_path(host):
+    """The converge recorded the node's fingerprint; a plain run compares it in one call and skips every layer."""
+    run = site(host)
+    assert run.returncode == 0, run.stdout
+    assert "every layer is skipped" in run.stdout, run.stdout
+    assert "TASK [gpufleet.nvidia.driver" not in run.stdout
+    assert recap(run, host)["changed"] == 0
+    record = json.loads(host.file("/var/lib/gpufleet/fingerprint.json").content_string)
+    assert host.file("/var/lib/gpufleet/fingerprint.json").mode == 0o600
+    assert "path:/etc/containerd/config.toml" in record["state"]
+
+
+def test_the_full_no_op_run_changes_nothing(host):
+    """--skip-tags fast_path runs every layer: site.yml's own idempotence, which the fast path would hide."""
+    run = site(host, "--skip-tags", "fast_path")
+    assert run.returncode == 0, run.stdout
+    assert "TASK [gpufleet.nvidia.driver" in run.stdout
+    assert recap(run, host)["changed"] == 0, run.stdout
+
+
+def test_drift_runs_every_layer_and_repairs_it(host):
+    """A file a role manages, edited by hand: the fast path names it, every layer runs, the next run is fast again."""
+    before = host.file("/etc/crictl.yaml").content_string
+    host.check_output("printf 'runtime-endpoint: unix:///run/elsewhere.sock\\n' > /etc/crictl.yaml")
+    run = site(host)
+    assert run.returncode == 0, run.stdout
+    assert "every layer runs: node changed: /etc/crictl.yaml" in run.stdout, run.stdout
+    assert recap(run, host)["changed"] >= 1
+    assert host.file("/etc/crictl.yaml").content_string == before
+    again = site(host)
+    assert again.returncode == 0 and "every layer is skipped" in again.stdout, again.stdout

@@ -1,0 +1,104 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Controller side of gpufleet.nvidia.node_fingerprint: turns the host's
+declaration into one digest per variable, then runs the module on the node.
+
+The digests are computed here, not on the node, because only the controller
+sees the inventory; the node keeps them in its record so that the next run can
+name the variable that changed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import typing as t
+from pathlib import Path
+
+import yaml
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+COLLECTION_ROOT = Path(__file__).resolve().parents[2]
+# What the roles run: a change to any of it (an upgraded collection) must not
+# match a record that older code made.
+CONTENT_DIRS = ("roles", "plugins", "playbooks", "meta")
+
+_cache: dict[str, t.Any] = {}
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def content_digest(root: Path = COLLECTION_ROOT) -> str:
+    """One digest of the collection's roles, plugins, playbooks and metadata (paths and contents)."""
+    digest = hashlib.sha256()
+    for directory in CONTENT_DIRS:
+        for path in sorted((root / directory).rglob("*")):
+            if not path.is_file() or "__pycache__" in path.parts or path.suffix == ".pyc":
+                continue
+            digest.update(str(path.relative_to(root)).encode() + b"\0")
+            digest.update(_digest(path.read_bytes()).encode() + b"\0")
+    return digest.hexdigest()
+
+
+def no_log_variables(root: Path = COLLECTION_ROOT) -> frozenset[str]:
+    """The role variables that argument_specs mark no_log (secrets)."""
+    names = set()
+    for spec_file in sorted((root / "roles").glob("*/meta/argument_specs.yml")):
+        specs = (yaml.safe_load(spec_file.read_text(encoding="utf-8")) or {}).get("argument_specs") or {}
+        for entry in specs.values():
+            for name, option in ((entry or {}).get("options") or {}).items():
+                if (option or {}).get("no_log"):
+                    names.add(name)
+    return frozenset(names)
+
+
+def canonical(value: t.Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def declaration(values: dict[str, t.Any], groups: t.Sequence[str], secrets: t.Collection[str],
+                content: str) -> dict[str, str]:
+    """Variable -> digest of its value; a secret counts only as set or unset, so no digest of it leaves here."""
+    declared = {"(collection)": content, "(groups)": _digest(canonical(sorted(groups)).encode())}
+    for name, value in values.items():
+        if name in secrets:
+            declared[name] = "set" if value else "unset"
+        else:
+            declared[name] = _digest(canonical(value).encode())
+    return declared
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("state", "path", "prefixes", "watch"))
+
+    def run(self, tmp: t.Any = None, task_vars: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        args = dict(self._task.args)
+        prefixes = args.get("prefixes")
+        if not isinstance(prefixes, list) or not prefixes or not all(isinstance(p, str) and p for p in prefixes):
+            raise AnsibleActionFail("prefixes must be a non-empty list of variable name prefixes, e.g. [driver_, cdi_]")
+        if "content" not in _cache:
+            _cache["content"] = content_digest()
+            _cache["secrets"] = no_log_variables()
+        values = {}
+        for name in sorted(task_vars):
+            if not name.startswith(tuple(prefixes)):
+                continue
+            try:
+                values[name] = self._templar.template(task_vars[name])
+            except Exception as error:  # pylint: disable=broad-except
+                # The roles would fail on it too; the marker keeps the run a full one until it is fixed.
+                values[name] = "unresolved ({0}): {1!r}".format(type(error).__name__, task_vars[name])
+        args["declaration"] = declaration(values, task_vars.get("group_names") or [], _cache["secrets"],
+                                          _cache["content"])
+        result.update(self._execute_module(module_name="gpufleet.nvidia.node_fingerprint", module_args=args,
+                                           task_vars=task_vars))
+        return result

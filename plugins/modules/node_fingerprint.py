@@ -1,0 +1,432 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: node_fingerprint
+short_description: Tell in one call whether a node still matches its last verified converge
+version_added: 0.1.0
+description:
+  - With O(state=recorded), reads what the collection's roles manage on the node - the files under the watched
+    paths, the versions and holds of the watched packages, the watched units' states, the kernel, the loaded nvidia
+    module and what NVML reports (driver, MIG modes, MIG devices, persistence) - and keeps it, with the
+    declaration that produced it, in O(path). C(playbooks/site.yml) records it at the end of a converge that
+    passed verify.
+  - With O(state=compared), reads the same again (the watched set is the one kept in the record) and compares
+    both the node and the declaration with the record. RV(matched) is true only when nothing differs;
+    RV(reasons) then names what did (a variable, a path, a package, a unit, NVML). It changes nothing.
+  - The declaration (O(declaration)) is computed on the controller by the action plugin of the same name from the
+    host's variables whose names start with one of O(prefixes), plus the collection's own content, so that a
+    changed variable or an upgraded collection never matches an old record.
+  - This is the fast path of a no-op run; it is conservative by design. Anything else that writes under a watched
+    path (another tool, a package's maintainer script) only costs one full run.
+author:
+  - gpufleet maintainers (@gpufleet)
+extends_documentation_fragment:
+  - gpufleet.nvidia.attributes
+attributes:
+  check_mode:
+    support: full
+    details: With O(state=recorded), reports whether the record would change and writes nothing.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    details: A record is rewritten only when the node or the declaration differs from it.
+options:
+  state:
+    description:
+      - V(compared) compares the node and the declaration with the record and changes nothing.
+      - V(recorded) writes the record (mode 0600) from the node as it is now and the declaration given.
+    type: str
+    choices: [compared, recorded]
+    default: compared
+  path:
+    description: The record on the node.
+    type: path
+    default: /var/lib/gpufleet/fingerprint.json
+  prefixes:
+    description:
+      - Names of the variables that make up the declaration, by prefix; read by the action plugin, which turns the
+        matching host variables into O(declaration). Variables that argument_specs mark C(no_log) count only as set or
+        not set, so no digest of a secret reaches the node.
+    type: list
+    elements: str
+    required: true
+  declaration:
+    description:
+      - Set by the action plugin; do not give it. One digest per declared variable, plus C((collection)) for the
+        collection's own content and C((groups)) for the host's groups.
+    type: dict
+  watch:
+    description: What to read on the node. Required with O(state=recorded); a comparison reads what the record lists.
+    type: dict
+    suboptions:
+      paths:
+        description:
+          - Files and directories (read recursively, symbolic links not followed). A file up to 1 MiB counts by its
+            content, a larger one by its size and modification time; mode and ownership count for both.
+        type: list
+        elements: path
+        default: []
+      packages:
+        description: Package name patterns (shell-style); each installed match counts by status (with its hold) and version.
+        type: list
+        elements: str
+        default: []
+      units:
+        description: systemd unit name patterns; each unit file found counts by its load, active and enablement states.
+        type: list
+        elements: str
+        default: []
+      nvml:
+        description: Whether NVML's view counts (driver version, and per GPU UUID, MIG modes, MIG devices, persistence).
+        type: bool
+        default: true
+notes:
+  - NVML errors count by their name (a node without a driver records that), never fail the module.
+"""
+
+EXAMPLES = r"""
+- name: Does the node still match its last verified converge?
+  gpufleet.nvidia.node_fingerprint:
+    prefixes: [driver_, cdi_]
+  register: fingerprint
+
+- name: Record the node after a verified converge
+  gpufleet.nvidia.node_fingerprint:
+    state: recorded
+    prefixes: [driver_, cdi_]
+    watch:
+      paths: [/etc/apt/sources.list.d, /etc/cdi]
+      packages: ["nvidia-*", "libnvidia-*"]
+      units: [containerd.service]
+"""
+
+RETURN = r"""
+matched:
+  description: Whether the node and the declaration match the record (always false when no record exists).
+  type: bool
+  returned: always
+reasons:
+  description: What differs, one line per kind (empty when RV(matched)).
+  type: list
+  elements: str
+  returned: always
+  sample: ["node changed: /etc/crictl.yaml (content)", "declaration changed: crictl_version"]
+recorded_at:
+  description: When the record was written (UTC, ISO 8601), or null without one.
+  type: str
+  returned: always
+items:
+  description: How many items the node's fingerprint holds.
+  type: int
+  returned: always
+"""
+
+import datetime
+import fnmatch
+import hashlib
+import json
+import os
+import stat
+import typing as t
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _nvml
+
+RECORD_FORMAT = 1
+LARGE_FILE = 1 << 20
+DPKG_STATUS = "/var/lib/dpkg/status"
+UNIT_DIRS = ("/etc/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system")
+LISTED_CHANGES = 8
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def describe_path(path: str) -> str:
+    """One line for one path: its kind, mode, owner and content (or size and time for a large file)."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return "absent"
+    owner = "{0:o} {1}:{2}".format(stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid)
+    if stat.S_ISLNK(info.st_mode):
+        return "link -> " + os.readlink(path)
+    if stat.S_ISDIR(info.st_mode):
+        return "directory " + owner
+    if not stat.S_ISREG(info.st_mode):
+        return "other {0:o}".format(stat.S_IFMT(info.st_mode))
+    if info.st_size > LARGE_FILE:
+        return "file {0} size {1} mtime {2}".format(owner, info.st_size, info.st_mtime_ns)
+    with open(path, "rb") as handle:
+        return "file {0} sha256 {1}".format(owner, _digest(handle.read()))
+
+
+def read_paths(roots: t.Iterable[str]) -> dict[str, str]:
+    """Every path under the roots (a root may be a file, or absent), symbolic links not followed."""
+    found: dict[str, str] = {}
+    for root in roots:
+        found["path:" + root] = describe_path(root)
+        if not os.path.isdir(root) or os.path.islink(root):
+            continue
+        for directory, subdirs, files in os.walk(root):
+            # Python's bytecode caches come and go with the boot commands' runs.
+            subdirs[:] = sorted(name for name in subdirs if name != "__pycache__")
+            for name in sorted(subdirs + files):
+                path = os.path.join(directory, name)
+                found["path:" + path] = describe_path(path)
+    return found
+
+
+def parse_dpkg_status(text: str, patterns: t.Sequence[str]) -> dict[str, str]:
+    """Package -> "<Status> <Version>" for the stanzas whose name matches a pattern."""
+    found = {}
+    for stanza in text.split("\n\n"):
+        fields = {}
+        for line in stanza.splitlines():
+            if line and not line[0].isspace() and ":" in line:
+                key, value = line.split(":", 1)
+                fields[key] = value.strip()
+        name = fields.get("Package")
+        if not name or not any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns):
+            continue
+        arch = fields.get("Architecture", "")
+        key = "package:{0}:{1}".format(name, arch) if arch else "package:" + name
+        found[key] = "{0} {1}".format(fields.get("Status", "?"), fields.get("Version", "?"))
+    return found
+
+
+def parse_systemctl_show(text: str) -> dict[str, str]:
+    """Unit -> "LoadState ActiveState UnitFileState" from `systemctl show` blocks."""
+    found = {}
+    for block in text.strip().split("\n\n"):
+        fields = dict(line.partition("=")[::2] for line in block.splitlines() if "=" in line)
+        if fields.get("Id"):
+            found["unit:" + fields["Id"]] = "{0} {1} {2}".format(
+                fields.get("LoadState", "?"), fields.get("ActiveState", "?"), fields.get("UnitFileState", "?") or "-")
+    return found
+
+
+def read_nvml(library: str | None = None) -> str:
+    """NVML's view of the node in one line of JSON, or the NVML error's name."""
+    try:
+        with _nvml.NvmlSession(library) as nvml:
+            gpus = []
+            for index in range(nvml.device_count()):
+                device = nvml.device_by_index(index)
+                gpu: dict[str, t.Any] = {"uuid": nvml.device_uuid(device)}
+                for field, read in (("persistence", nvml.device_persistence_mode),
+                                    ("mig", nvml.device_mig_mode)):
+                    try:
+                        value = read(device)
+                        gpu[field] = _nvml.to_dict(value) if field == "mig" else value
+                    except _nvml.NvmlError as error:
+                        gpu[field] = error.name
+                if isinstance(gpu["mig"], dict) and gpu["mig"].get("current"):
+                    gpu["mig_devices"] = sorted(
+                        (nvml.mig_device_gpu_instance_id(mig), nvml.mig_device_compute_instance_id(mig),
+                         nvml.device_uuid(mig)) for mig in nvml.mig_devices(device))
+                gpus.append(gpu)
+            view = {"driver": nvml.driver_version(), "gpus": gpus}
+    except _nvml.NvmlError as error:
+        view = {"error": error.name}
+    return json.dumps(view, sort_keys=True)
+
+
+class NodeFingerprint:
+    """Reads the watched state of the node; compares it and the declaration with the record, or records both."""
+
+    def __init__(self, module: AnsibleModule, dpkg_status: str = DPKG_STATUS,
+                 unit_dirs: t.Sequence[str] = UNIT_DIRS, nvml_library: str | None = None) -> None:
+        self.module = module
+        self.params = module.params
+        self.dpkg_status = dpkg_status
+        self.unit_dirs = unit_dirs
+        self.nvml_library = nvml_library
+
+    # --- reading the node ---------------------------------------------------
+    def read_packages(self, patterns: t.Sequence[str]) -> dict[str, str]:
+        if not patterns:
+            return {}
+        if os.path.exists(self.dpkg_status):
+            with open(self.dpkg_status, encoding="utf-8", errors="replace") as handle:
+                return parse_dpkg_status(handle.read(), patterns)
+        rpm = self.module.get_bin_path("rpm")
+        if not rpm:
+            return {"package:*": "no package database found"}
+        rc, out, err = self.module.run_command([rpm, "-qa", "--qf", "%{NAME}.%{ARCH} %{EPOCHNUM}:%{VERSION}-%{RELEASE}\n"])
+        if rc != 0:
+            self.module.fail_json(msg="rpm -qa failed: " + err.strip())
+        found = {}
+        for line in out.splitlines():
+            name_arch, version = line.split(" ", 1) if " " in line else (line, "")
+            name = name_arch.rsplit(".", 1)[0]
+            if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns):
+                found["package:" + name_arch] = "installed " + version
+        return found
+
+    def unit_names(self, patterns: t.Sequence[str]) -> list[str]:
+        names = {pattern for pattern in patterns if not any(c in pattern for c in "*?[")}
+        for directory in self.unit_dirs:
+            try:
+                entries = os.listdir(directory)
+            except OSError:
+                continue
+            names.update(entry for entry in entries
+                         if any(fnmatch.fnmatchcase(entry, pattern) for pattern in patterns))
+        return sorted(names)
+
+    def read_units(self, patterns: t.Sequence[str]) -> dict[str, str]:
+        names = self.unit_names(patterns)
+        if not names:
+            return {}
+        systemctl = self.module.get_bin_path("systemctl")
+        if not systemctl:
+            return {"unit:*": "no systemctl"}
+        rc, out, err = self.module.run_command(
+            [systemctl, "show", "--property=Id,LoadState,ActiveState,UnitFileState", "--"] + names)
+        if rc != 0:
+            return {"unit:*": "systemctl show failed: " + err.strip()}
+        return parse_systemctl_show(out)
+
+    def read_node(self, watch: dict[str, t.Any]) -> dict[str, str]:
+        state = {"kernel": os.uname().release}
+        try:
+            with open("/sys/module/nvidia/version", encoding="utf-8") as handle:
+                state["module:nvidia"] = handle.read().strip()
+        except OSError:
+            state["module:nvidia"] = "not loaded"
+        state.update(read_paths(watch.get("paths") or []))
+        state.update(self.read_packages(watch.get("packages") or []))
+        state.update(self.read_units(watch.get("units") or []))
+        if watch.get("nvml", True):
+            state["nvml"] = read_nvml(self.nvml_library)
+        return state
+
+    # --- the record -----------------------------------------------------------
+    def load_record(self) -> dict[str, t.Any] | None:
+        path = self.params["path"]
+        try:
+            with open(path, encoding="utf-8") as handle:
+                record = json.load(handle)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return None  # unreadable or torn: as good as none, the next verified converge rewrites it
+        if not isinstance(record, dict) or record.get("format") != RECORD_FORMAT:
+            return None
+        return record
+
+    @staticmethod
+    def differences(label: str, old: dict[str, str], new: dict[str, str], describe: bool) -> str | None:
+        """One line naming what differs between two item maps, or None."""
+        changed = []
+        for key in sorted(set(old) | set(new)):
+            before, after = old.get(key), new.get(key)
+            if before == after:
+                continue
+            name = key.split(":", 1)[1] if key.startswith(("path:", "package:", "unit:")) else key
+            if before is None:
+                changed.append(name + " (new)")
+            elif after is None:
+                changed.append(name + " (gone)")
+            elif describe and not key.startswith(("path:", "nvml")):
+                changed.append("{0} ({1} -> {2})".format(name, before, after))
+            else:
+                changed.append(name)
+        if not changed:
+            return None
+        more = len(changed) - LISTED_CHANGES
+        listed = ", ".join(changed[:LISTED_CHANGES]) + (" and {0} more".format(more) if more > 0 else "")
+        return "{0} changed: {1}".format(label, listed)
+
+    def compare(self) -> dict[str, t.Any]:
+        record = self.load_record()
+        if record is None:
+            return {"matched": False, "recorded_at": None, "items": 0, "reasons": [
+                "no fingerprint at {0}: no converge has passed verify here yet (or its record was unreadable)".format(
+                    self.params["path"])]}
+        state = self.read_node(record.get("watch") or {})
+        reasons = [line for line in (
+            self.differences("declaration", record.get("declaration") or {}, self.params["declaration"], False),
+            self.differences("node", record.get("state") or {}, state, True)) if line]
+        return {"matched": not reasons, "reasons": reasons, "recorded_at": record.get("recorded_at"),
+                "items": len(state)}
+
+    def record(self) -> dict[str, t.Any]:
+        watch = self.params["watch"]
+        if watch is None:
+            self.module.fail_json(msg="watch is required with state=recorded: list the paths, packages and units "
+                                      "the roles manage")
+        state = self.read_node(watch)
+        old = self.load_record()
+        new = {"format": RECORD_FORMAT, "declaration": self.params["declaration"], "watch": watch, "state": state}
+        same = old is not None and all(old.get(key) == value for key, value in new.items())
+        if same:
+            return {"changed": False, "matched": True, "reasons": [], "recorded_at": old.get("recorded_at"),
+                    "items": len(state)}
+        new["recorded_at"] = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+        if not self.module.check_mode:
+            self.write(new)
+        return {"changed": True, "matched": True, "reasons": [], "recorded_at": new["recorded_at"],
+                "items": len(state)}
+
+    def write(self, record: dict[str, t.Any]) -> None:
+        path = self.params["path"]
+        directory = os.path.dirname(path)
+        os.makedirs(directory, mode=0o755, exist_ok=True)
+        temporary = "{0}.{1}.tmp".format(path, os.getpid())
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+                json.dump(record, handle, sort_keys=True, indent=1)
+                handle.write("\n")
+            os.chmod(temporary, 0o600)
+            os.replace(temporary, path)
+        except OSError as error:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+            self.module.fail_json(msg="cannot write the fingerprint {0}: {1}".format(path, error))
+
+    def run(self) -> dict[str, t.Any]:
+        if self.params["declaration"] is None:
+            self.module.fail_json(msg="declaration is missing: call gpufleet.nvidia.node_fingerprint by its full name "
+                                      "so that its action plugin computes it on the controller")
+        if self.params["state"] == "recorded":
+            return self.record()
+        result = self.compare()
+        result["changed"] = False
+        return result
+
+
+WATCH_SPEC = {
+    "paths": {"type": "list", "elements": "path", "default": []},
+    "packages": {"type": "list", "elements": "str", "default": []},
+    "units": {"type": "list", "elements": "str", "default": []},
+    "nvml": {"type": "bool", "default": True},
+}
+
+ARGUMENT_SPEC = {
+    "state": {"type": "str", "choices": ["compared", "recorded"], "default": "compared"},
+    "path": {"type": "path", "default": "/var/lib/gpufleet/fingerprint.json"},
+    "prefixes": {"type": "list", "elements": "str", "required": True},
+    "declaration": {"type": "dict"},
+    "watch": {"type": "dict", "options": WATCH_SPEC},
+}
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module.exit_json(**NodeFingerprint(module).run())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""node_fingerprint's action plugin: the declaration as digests per variable, secrets as set or unset."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ansible_collections.gpufleet.nvidia.plugins.action.node_fingerprint import (
+    content_digest, declaration, no_log_variables)
+
+ROOT = Path(__file__).resolve().parents[4]
+
+
+def test_each_variable_has_its_own_digest_and_secrets_only_count_as_set() -> None:
+    first = declaration({"driver_version": "550.163.01", "driver_secure_boot_enroll_password": "hunter2"},
+                        ["gpu_nodes"], {"driver_secure_boot_enroll_password"}, "c1")
+    assert first["driver_secure_boot_enroll_password"] == "set"
+    assert "hunter2" not in json.dumps(first)
+    assert set(first) == {"(collection)", "(groups)", "driver_version", "driver_secure_boot_enroll_password"}
+    second = declaration({"driver_version": "550.127.05", "driver_secure_boot_enroll_password": "other"},
+                         ["gpu_nodes"], {"driver_secure_boot_enroll_password"}, "c1")
+    assert [name for name in first if first[name] != second[name]] == ["driver_version"]
+    assert declaration({}, ["inference"], (), "c1")["(groups)"] != declaration({}, ["training"], (), "c1")["(groups)"]
+    # Key order in a mapping does not matter, values do.
+    assert declaration({"mig_config": {"a": 1, "b": 2}}, [], (), "c")["mig_config"] == \
+        declaration({"mig_config": {"b": 2, "a": 1}}, [], (), "c")["mig_config"]
+
+
+def test_no_log_variables_come_from_the_argument_specs() -> None:
+    assert "driver_secure_boot_enroll_password" in no_log_variables()
+    assert "driver_version" not in no_log_variables()
+
+
+def test_the_collection_digest_follows_content(tmp_path: Path) -> None:
+    (tmp_path / "roles" / "x" / "tasks").mkdir(parents=True)
+    (tmp_path / "roles" / "x" / "tasks" / "main.yml").write_text("---\n")
+    (tmp_path / "plugins" / "__pycache__").mkdir(parents=True)
+    before = content_digest(tmp_path)
+    (tmp_path / "plugins" / "__pycache__" / "a.pyc").write_bytes(b"\0")
+    assert content_digest(tmp_path) == before
+    (tmp_path / "roles" / "x" / "tasks" / "main.yml").write_text("---\n# changed\n")
+    assert content_digest(tmp_path) != before
+
+
+def test_through_ansible_a_changed_variable_is_named(tmp_path: Path) -> None:
+    """Record, compare (matches), compare with another value of one variable (names it), as a playbook runs it."""
+    watched = tmp_path / "etc"
+    watched.mkdir()
+    (watched / "config.toml").write_text("version = 2\n")
+    record = tmp_path / "fingerprint.json"
+    playbook = tmp_path / "play.yml"
+    playbook.write_text("""
+- hosts: localhost
+  gather_facts: false
+  vars:
+    wanted: "550.163.01"
+    driver_version: "{{ wanted }}"
+    args: &args
+      path: %(record)s
+      prefixes: [driver_]
+  tasks:
+    - gpufleet.nvidia.node_fingerprint:
+        <<: *args
+        state: recorded
+        watch: {paths: ["%(watched)s"], nvml: false}
+    - gpufleet.nvidia.node_fingerprint: *args
+      register: same
+    - gpufleet.nvidia.node_fingerprint: *args
+      vars:
+        wanted: "550.127.05"
+      register: other
+    - ansible.builtin.copy:
+        content: "{{ {'same': same, 'other': other} | to_json }}"
+        dest: %(out)s
+""" % {"record": record, "watched": watched, "out": tmp_path / "out.json"})
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"))
+    proc = subprocess.run([str(Path(sys.executable).with_name("ansible-playbook")), "-i", "localhost,", "-c", "local",
+                           str(playbook), "-e", "ansible_python_interpreter={0}".format(sys.executable)], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False, timeout=120)
+    assert proc.returncode == 0, proc.stdout.decode()
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert out["same"]["matched"] and out["same"]["reasons"] == []
+    assert not out["other"]["matched"]
+    assert out["other"]["reasons"] == ["declaration changed: driver_version"]
+    stored = json.loads(record.read_text())
+    assert "550.163.01" not in json.dumps(stored["declaration"])  # digests, not values

@@ -1,0 +1,189 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""node_fingerprint: a record, then a comparison that matches until something drifts, and names what did."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import typing as t
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.gpufleet.nvidia.plugins.modules import node_fingerprint as fp
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import run_module
+
+DPKG = """Package: nvidia-driver
+Status: hold ok installed
+Architecture: amd64
+Version: 550.163.01-1
+
+Package: bash
+Status: install ok installed
+Architecture: amd64
+Version: 5.2.37-2
+
+Package: nvidia-container-toolkit
+Status: install ok installed
+Architecture: amd64
+Description: two lines
+ of description
+Version: 1.17.8-1
+"""
+
+
+class Failed(Exception):
+    pass
+
+
+class FakeModule:
+    """What NodeFingerprint uses of AnsibleModule, without a process around it."""
+
+    def __init__(self, params: dict[str, t.Any], check_mode: bool = False) -> None:
+        self.params = params
+        self.check_mode = check_mode
+
+    def fail_json(self, msg: str, **_: t.Any) -> None:
+        raise Failed(msg)
+
+    @staticmethod
+    def get_bin_path(name: str) -> str | None:
+        return None
+
+    @staticmethod
+    def run_command(args: list[str]) -> tuple[int, str, str]:
+        raise AssertionError("no command expected: " + " ".join(args))
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Path:
+    etc = tmp_path / "etc"
+    (etc / "containerd" / "conf.d").mkdir(parents=True)
+    (etc / "containerd" / "config.toml").write_text('version = 2\nimports = ["/etc/containerd/conf.d/*.toml"]\n')
+    (etc / "containerd" / "conf.d" / "99-nvidia.toml").write_text("[plugins]\n")
+    (etc / "crictl.yaml").write_text("runtime-endpoint: unix:///run/containerd/containerd.sock\n")
+    (etc / "cache" / "__pycache__").mkdir(parents=True)
+    (tmp_path / "dpkg-status").write_text(DPKG)
+    return tmp_path
+
+
+def watch(root: Path) -> dict[str, t.Any]:
+    return {"paths": [str(root / "etc" / "containerd"), str(root / "etc" / "crictl.yaml"),
+                      str(root / "etc" / "cache"), str(root / "etc" / "not-there")],
+            "packages": ["nvidia-*"], "units": [], "nvml": False}
+
+
+def manager(root: Path, state: str = "compared", declaration: dict[str, str] | None = None,
+            check_mode: bool = False) -> fp.NodeFingerprint:
+    params = {"state": state, "path": str(root / "lib" / "fingerprint.json"), "prefixes": ["driver_"],
+              "declaration": declaration if declaration is not None else {"driver_version": "aa", "(collection)": "c1"},
+              "watch": watch(root) if state == "recorded" else None}
+    return fp.NodeFingerprint(FakeModule(params, check_mode), dpkg_status=str(root / "dpkg-status"), unit_dirs=())
+
+
+def test_no_record_does_not_match(node: Path) -> None:
+    result = manager(node).run()
+    assert not result["matched"] and not result["changed"]
+    assert result["reasons"] == ["no fingerprint at {0}: no converge has passed verify here yet (or its record "
+                                 "was unreadable)".format(node / "lib" / "fingerprint.json")]
+
+
+def test_record_then_compare_matches_and_the_record_is_private(node: Path) -> None:
+    recorded = manager(node, "recorded").run()
+    assert recorded["changed"] and recorded["recorded_at"]
+    record_path = node / "lib" / "fingerprint.json"
+    assert stat.S_IMODE(os.stat(record_path).st_mode) == 0o600
+    record = json.loads(record_path.read_text())
+    assert record["state"]["package:nvidia-driver:amd64"] == "hold ok installed 550.163.01-1"
+    assert "package:bash:amd64" not in record["state"]  # only what the patterns name
+    assert record["state"]["path:" + str(node / "etc" / "not-there")] == "absent"
+    assert not any("__pycache__" in key for key in record["state"])
+    compared = manager(node).run()
+    assert compared["matched"] and compared["reasons"] == [] and not compared["changed"]
+    assert compared["recorded_at"] == recorded["recorded_at"]
+    again = manager(node, "recorded").run()
+    assert not again["changed"] and again["recorded_at"] == recorded["recorded_at"]
+
+
+def test_each_kind_of_drift_is_named(node: Path) -> None:
+    manager(node, "recorded").run()
+    (node / "etc" / "crictl.yaml").write_text("runtime-endpoint: unix:///run/crio/crio.sock\n")
+    os.chmod(node / "etc" / "containerd" / "config.toml", 0o600)
+    (node / "etc" / "containerd" / "conf.d" / "10-other.toml").write_text("")
+    (node / "dpkg-status").write_text(DPKG.replace("hold ok installed", "install ok installed"))
+    result = manager(node).run()
+    assert not result["matched"]
+    assert result["reasons"] == ["node changed: nvidia-driver:amd64 (hold ok installed 550.163.01-1 -> install ok "
+                                 "installed 550.163.01-1), {0} (new), {1}, {2}".format(
+                                     node / "etc" / "containerd" / "conf.d" / "10-other.toml",
+                                     node / "etc" / "containerd" / "config.toml", node / "etc" / "crictl.yaml")]
+
+
+def test_a_changed_declaration_is_named_by_variable(node: Path) -> None:
+    manager(node, "recorded").run()
+    result = manager(node, declaration={"driver_version": "bb", "(collection)": "c1", "driver_branch": "cc"}).run()
+    assert result["reasons"] == ["declaration changed: driver_branch (new), driver_version"]
+    assert not result["matched"]
+
+
+def test_check_mode_records_nothing(node: Path) -> None:
+    result = manager(node, "recorded", check_mode=True).run()
+    assert result["changed"]
+    assert not (node / "lib" / "fingerprint.json").exists()
+
+
+def test_a_torn_record_counts_as_none(node: Path) -> None:
+    manager(node, "recorded").run()
+    (node / "lib" / "fingerprint.json").write_text('{"format": 1, "decl')
+    assert not manager(node).run()["matched"]
+
+
+def test_many_changes_are_counted_not_listed(node: Path) -> None:
+    manager(node, "recorded").run()
+    for index in range(12):
+        (node / "etc" / "containerd" / "conf.d" / "{0:02d}.toml".format(index)).write_text("")
+    (reason,) = manager(node).run()["reasons"]
+    assert reason.endswith("07.toml (new) and 4 more")  # 12 new files, 8 listed
+
+
+def test_systemctl_show_blocks() -> None:
+    text = ("Id=containerd.service\nLoadState=loaded\nActiveState=active\nUnitFileState=enabled\n\n"
+            "Id=crio.service\nLoadState=not-found\nActiveState=inactive\nUnitFileState=\n")
+    assert fp.parse_systemctl_show(text) == {"unit:containerd.service": "loaded active enabled",
+                                             "unit:crio.service": "not-found inactive -"}
+
+
+def test_unit_patterns_expand_over_unit_files(tmp_path: Path) -> None:
+    for name in ("gpufleet-mig.service", "gpufleet-verify-boot.service", "ssh.service"):
+        (tmp_path / name).write_text("")
+    found = fp.NodeFingerprint(FakeModule({}), unit_dirs=(str(tmp_path),)).unit_names(
+        ["gpufleet-*", "containerd.service"])
+    assert found == ["containerd.service", "gpufleet-mig.service", "gpufleet-verify-boot.service"]
+
+
+def test_nvml_view_follows_mig_and_driver(sim_node: t.Callable[..., t.Any], sim_library: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    sim = sim_node("dgx-a100-8x40gb")
+    for key, value in sim.env.items():
+        monkeypatch.setenv(key, value)
+    first = json.loads(fp.read_nvml(str(sim_library)))
+    assert len(first["gpus"]) == 8 and first["driver"]
+    assert first == json.loads(fp.read_nvml(str(sim_library)))
+    sim.set("mig_current=1", "mig_pending=1", gpu=0)
+    second = json.loads(fp.read_nvml(str(sim_library)))
+    assert second["gpus"][0]["mig"] == {"current": True, "pending": True}
+    assert second["gpus"][0]["mig_devices"] == []
+    assert second["gpus"][1:] == first["gpus"][1:]
+    sim.fault("nvmlInit_v2", "DRIVER_NOT_LOADED")
+    assert json.loads(fp.read_nvml(str(sim_library))) == {"error": "NVML_ERROR_DRIVER_NOT_LOADED"}
+
+
+def test_main_needs_the_action_plugin() -> None:
+    outcome = run_module("node_fingerprint", {"prefixes": ["driver_"], "_ansible_check_mode": True})
+    assert outcome["kind"] == "fail"
+    assert "call gpufleet.nvidia.node_fingerprint by its full name" in outcome["result"]["msg"]

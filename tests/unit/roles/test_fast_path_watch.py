@@ -1,0 +1,104 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The fast path watches every place the roles write: a path a role names must lie under a watched path.
+
+A file a role manages but the fingerprint does not read would let a no-op run
+skip its repair. Each path the roles' vars, defaults and tasks name literally
+is either under roles/fast_path's watch list or exempt here, with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+ROLES = ROOT / "roles"
+FAST_PATH_VARS = yaml.safe_load((ROLES / "fast_path" / "vars" / "main.yml").read_text(encoding="utf-8"))
+WATCHED = FAST_PATH_VARS["__fast_path_watch_paths"]
+
+# Absolute paths, up to a quote, space, comma, bracket or template.
+PATH = re.compile(r"(?<![\w.{-])(/(?:etc|usr|var|run|opt|lib)/[\w.@/+-]*[\w+-])")
+
+EXEMPT = {
+    # Outputs, not configuration: reports, the upgrade's state and the fingerprint itself.
+    "/var/lib/gpufleet": "reports and records the roles write for people and for the next run",
+    # Files that packages own: their versions are in the fingerprint.
+    "/usr/bin": "package files the roles run or probe (nvidia-ctk, nvidia-container-runtime, the engines)",
+    "/usr/lib/systemd/system/nvidia-cdi-refresh.service": "package file; the roles' drop-in is under /etc/systemd/system",
+    "/lib/systemd/system/nvidia-cdi-refresh.service": "the same package file, by its other path",
+    "/lib/modules": "read, not written: the CDI refresh unit watches it for new kernel modules",
+    "/usr/share/keyrings": "distribution keyrings, package files (debian-archive-keyring, ubuntu-keyring)",
+    # Sockets the runtimes serve; the units' states are in the fingerprint.
+    "/run/containerd/containerd.sock": "socket",
+    "/var/run/crio/crio.sock": "socket",
+    "/var/run/cri-dockerd.sock": "socket",
+    # Secure Boot signing keys: made once, and the module they sign is in the fingerprint (loaded version).
+    "/var/lib/dkms": "DKMS signing key, made once",
+    "/var/lib/shim-signed/mok": "MOK signing key, made once",
+    # A directory whose one managed file is watched by its own path.
+    "/usr/local/bin": "crictl's directory; /usr/local/bin/crictl is watched",
+}
+
+
+def under(path: str, roots: list[str] | dict[str, str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def named_paths() -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for role in sorted(ROLES.iterdir()):
+        if role.name in ("fast_path", "upgrade"):  # upgrade.yml is not site.yml's; fast_path is the watcher
+            continue
+        for source in sorted(role.glob("*/**/*.yml")) + sorted(role.glob("templates/**/*")):
+            if not source.is_file() or "meta" in source.parts:
+                continue
+            for line in source.read_text(encoding="utf-8").splitlines():
+                if line.lstrip().startswith("#"):
+                    continue
+                for match in PATH.findall(line):
+                    found.setdefault(match, set()).add(str(source.relative_to(ROOT)))
+    return found
+
+
+def test_every_path_the_roles_name_is_watched_or_exempt() -> None:
+    unwatched = {path: sorted(sources) for path, sources in named_paths().items()
+                 if not under(path, WATCHED) and not under(path, EXEMPT)}
+    assert not unwatched, "add these to __fast_path_watch_paths in roles/fast_path/vars/main.yml, or exempt them " \
+                          "with a reason: {0}".format(unwatched)
+
+
+def test_the_scan_sees_the_files_the_roles_write() -> None:
+    paths = named_paths()
+    for expected in ("/etc/containerd/config.toml", "/etc/apt/preferences.d/gpufleet-nvidia-driver",
+                     "/usr/local/sbin/gpufleet-mig", "/etc/gpufleet/verify/boot.json"):
+        assert expected in paths, expected
+
+
+def test_exemptions_are_still_needed() -> None:
+    paths = named_paths()
+    stale = [root for root in EXEMPT if not any(under(path, [root]) for path in paths)]
+    assert not stale, "no role names these any more; drop them from EXEMPT: {0}".format(stale)
+
+
+def test_every_layer_tag_is_known_to_the_record_rule() -> None:
+    """A run that skips part of a layer must not record; the rule knows a layer's tags by their prefix."""
+    layers = FAST_PATH_VARS["__fast_path_layer_tags"]
+    plays = [play for name in ("site.yml", "facts.yml")  # site.yml imports facts.yml
+             for play in yaml.safe_load((ROOT / "playbooks" / name).read_text(encoding="utf-8"))]
+    site_tags = {tag for play in plays for tag in play.get("tags", [])} - {"always", "fast_path"}
+    assert site_tags == set(layers)
+    tags = set()
+    for source in ROLES.glob("*/tasks/**/*.yml"):
+        if source.parts[-3] in ("upgrade",) or "fast_path" in source.parts:
+            continue
+        for found in re.findall(r"tags: \[([^]]*)\]", source.read_text(encoding="utf-8")):
+            tags.update(tag.strip() for tag in found.split(","))
+    unknown = sorted(tag for tag in tags if tag != "always"
+                     and not any(tag == layer or tag.startswith(layer + "_") for layer in layers))
+    assert not unknown, "tags without a layer's prefix: {0}".format(unknown)
