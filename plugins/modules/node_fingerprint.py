@@ -139,10 +139,10 @@ import typing as t
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _nvml
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._driver_state import DriverStateReader
 
 RECORD_FORMAT = 1
 LARGE_FILE = 1 << 20
-DPKG_STATUS = "/var/lib/dpkg/status"
 UNIT_DIRS = ("/etc/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system")
 LISTED_CHANGES = 8
 
@@ -186,24 +186,6 @@ def read_paths(roots: t.Iterable[str]) -> dict[str, str]:
     return found
 
 
-def parse_dpkg_status(text: str, patterns: t.Sequence[str]) -> dict[str, str]:
-    """Package -> "<Status> <Version>" for the stanzas whose name matches a pattern."""
-    found = {}
-    for stanza in text.split("\n\n"):
-        fields = {}
-        for line in stanza.splitlines():
-            if line and not line[0].isspace() and ":" in line:
-                key, value = line.split(":", 1)
-                fields[key] = value.strip()
-        name = fields.get("Package")
-        if not name or not any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns):
-            continue
-        arch = fields.get("Architecture", "")
-        key = "package:{0}:{1}".format(name, arch) if arch else "package:" + name
-        found[key] = "{0} {1}".format(fields.get("Status", "?"), fields.get("Version", "?"))
-    return found
-
-
 def parse_systemctl_show(text: str) -> dict[str, str]:
     """Unit -> "LoadState ActiveState UnitFileState" from `systemctl show` blocks."""
     found = {}
@@ -244,33 +226,30 @@ def read_nvml(library: str | None = None) -> str:
 class NodeFingerprint:
     """Reads the watched state of the node; compares it and the declaration with the record, or records both."""
 
-    def __init__(self, module: AnsibleModule, dpkg_status: str = DPKG_STATUS,
-                 unit_dirs: t.Sequence[str] = UNIT_DIRS, nvml_library: str | None = None) -> None:
+    def __init__(self, module: AnsibleModule, root: str = "/", unit_dirs: t.Sequence[str] = UNIT_DIRS) -> None:
         self.module = module
         self.params = module.params
-        self.dpkg_status = dpkg_status
         self.unit_dirs = unit_dirs
-        self.nvml_library = nvml_library
+        # The driver role's reader: the same package query (dpkg or rpm, holds included) as driver_info.
+        self.packages = DriverStateReader(
+            lambda argv: module.run_command(argv, environ_update={"LC_ALL": "C"}), root)
 
     # --- reading the node ---------------------------------------------------
     def read_packages(self, patterns: t.Sequence[str]) -> dict[str, str]:
+        """Package -> its version, "held" when it is, "not configured" when dpkg left it half-done."""
         if not patterns:
             return {}
-        if os.path.exists(self.dpkg_status):
-            with open(self.dpkg_status, encoding="utf-8", errors="replace") as handle:
-                return parse_dpkg_status(handle.read(), patterns)
-        rpm = self.module.get_bin_path("rpm")
-        if not rpm:
-            return {"package:*": "no package database found"}
-        rc, out, err = self.module.run_command([rpm, "-qa", "--qf", "%{NAME}.%{ARCH} %{EPOCHNUM}:%{VERSION}-%{RELEASE}\n"])
-        if rc != 0:
-            self.module.fail_json(msg="rpm -qa failed: " + err.strip())
-        found = {}
-        for line in out.splitlines():
-            name_arch, version = line.split(" ", 1) if " " in line else (line, "")
-            name = name_arch.rsplit(".", 1)[0]
-            if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns):
-                found["package:" + name_arch] = "installed " + version
+        try:
+            packages = self.packages.packages(self.packages.package_manager(), list(patterns))
+        except RuntimeError as error:
+            return {"package:*": str(error)}
+        found: dict[str, str] = {}
+        for package in packages:
+            line = package["version"] + (" held" if package["held"] else "") + (
+                "" if package["configured"] else " not configured")
+            key = "package:" + package["name"]
+            # One line per architecture of a multiarch package (the reader drops the :arch).
+            found[key] = found[key] + ", " + line if key in found else line
         return found
 
     def unit_names(self, patterns: t.Sequence[str]) -> list[str]:
@@ -308,7 +287,7 @@ class NodeFingerprint:
         state.update(self.read_packages(watch.get("packages") or []))
         state.update(self.read_units(watch.get("units") or []))
         if watch.get("nvml", True):
-            state["nvml"] = read_nvml(self.nvml_library)
+            state["nvml"] = read_nvml()
         return state
 
     # --- the record -----------------------------------------------------------

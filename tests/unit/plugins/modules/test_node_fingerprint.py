@@ -18,23 +18,12 @@ import pytest
 from ansible_collections.gpufleet.nvidia.plugins.modules import node_fingerprint as fp
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import run_module
 
-DPKG = """Package: nvidia-driver
-Status: hold ok installed
-Architecture: amd64
-Version: 550.163.01-1
-
-Package: bash
-Status: install ok installed
-Architecture: amd64
-Version: 5.2.37-2
-
-Package: nvidia-container-toolkit
-Status: install ok installed
-Architecture: amd64
-Description: two lines
- of description
-Version: 1.17.8-1
-"""
+# What `dpkg-query -W -f '${binary:Package}\t${Version}\t${db:Status-Abbrev}\n'` prints (the driver role's query).
+DPKG = ("nvidia-driver:amd64\t550.163.01-1\thi \n"
+        "bash:amd64\t5.2.37-2\tii \n"
+        "libnvidia-ml1:amd64\t550.163.01-1\tii \n"
+        "libnvidia-ml1:i386\t550.163.01-1\thi \n"
+        "nvidia-container-toolkit:amd64\t1.17.8-1\tii \n")
 
 
 class Failed(Exception):
@@ -44,9 +33,10 @@ class Failed(Exception):
 class FakeModule:
     """What NodeFingerprint uses of AnsibleModule, without a process around it."""
 
-    def __init__(self, params: dict[str, t.Any], check_mode: bool = False) -> None:
+    def __init__(self, params: dict[str, t.Any], check_mode: bool = False, root: Path | None = None) -> None:
         self.params = params
         self.check_mode = check_mode
+        self.root = root
 
     def fail_json(self, msg: str, **_: t.Any) -> None:
         raise Failed(msg)
@@ -55,9 +45,9 @@ class FakeModule:
     def get_bin_path(name: str) -> str | None:
         return None
 
-    @staticmethod
-    def run_command(args: list[str]) -> tuple[int, str, str]:
-        raise AssertionError("no command expected: " + " ".join(args))
+    def run_command(self, args: list[str], environ_update: dict[str, str] | None = None) -> tuple[int, str, str]:
+        assert self.root is not None and args[0] == "dpkg-query", args
+        return 0, (self.root / "dpkg-query.out").read_text(), ""
 
 
 @pytest.fixture
@@ -68,14 +58,16 @@ def node(tmp_path: Path) -> Path:
     (etc / "containerd" / "conf.d" / "99-nvidia.toml").write_text("[plugins]\n")
     (etc / "crictl.yaml").write_text("runtime-endpoint: unix:///run/containerd/containerd.sock\n")
     (etc / "cache" / "__pycache__").mkdir(parents=True)
-    (tmp_path / "dpkg-status").write_text(DPKG)
+    (tmp_path / "var" / "lib" / "dpkg").mkdir(parents=True)
+    (tmp_path / "var" / "lib" / "dpkg" / "status").write_text("")  # the reader's sign of a dpkg system
+    (tmp_path / "dpkg-query.out").write_text(DPKG)
     return tmp_path
 
 
 def watch(root: Path) -> dict[str, t.Any]:
     return {"paths": [str(root / "etc" / "containerd"), str(root / "etc" / "crictl.yaml"),
                       str(root / "etc" / "cache"), str(root / "etc" / "not-there")],
-            "packages": ["nvidia-*"], "units": [], "nvml": False}
+            "packages": ["nvidia-*", "libnvidia-*"], "units": [], "nvml": False}
 
 
 def manager(root: Path, state: str = "compared", declaration: dict[str, str] | None = None,
@@ -83,7 +75,7 @@ def manager(root: Path, state: str = "compared", declaration: dict[str, str] | N
     params = {"state": state, "path": str(root / "lib" / "fingerprint.json"), "prefixes": ["driver_"],
               "declaration": declaration if declaration is not None else {"driver_version": "aa", "(collection)": "c1"},
               "watch": watch(root) if state == "recorded" else None}
-    return fp.NodeFingerprint(FakeModule(params, check_mode), dpkg_status=str(root / "dpkg-status"), unit_dirs=())
+    return fp.NodeFingerprint(FakeModule(params, check_mode, root), root=str(root), unit_dirs=())
 
 
 def test_no_record_does_not_match(node: Path) -> None:
@@ -99,8 +91,9 @@ def test_record_then_compare_matches_and_the_record_is_private(node: Path) -> No
     record_path = node / "lib" / "fingerprint.json"
     assert stat.S_IMODE(os.stat(record_path).st_mode) == 0o600
     record = json.loads(record_path.read_text())
-    assert record["state"]["package:nvidia-driver:amd64"] == "hold ok installed 550.163.01-1"
-    assert "package:bash:amd64" not in record["state"]  # only what the patterns name
+    assert record["state"]["package:nvidia-driver"] == "550.163.01-1 held"
+    assert record["state"]["package:libnvidia-ml1"] == "550.163.01-1, 550.163.01-1 held"  # both architectures
+    assert "package:bash" not in record["state"]  # only what the patterns name
     assert record["state"]["path:" + str(node / "etc" / "not-there")] == "absent"
     assert not any("__pycache__" in key for key in record["state"])
     compared = manager(node).run()
@@ -115,11 +108,11 @@ def test_each_kind_of_drift_is_named(node: Path) -> None:
     (node / "etc" / "crictl.yaml").write_text("runtime-endpoint: unix:///run/crio/crio.sock\n")
     os.chmod(node / "etc" / "containerd" / "config.toml", 0o600)
     (node / "etc" / "containerd" / "conf.d" / "10-other.toml").write_text("")
-    (node / "dpkg-status").write_text(DPKG.replace("hold ok installed", "install ok installed"))
+    (node / "dpkg-query.out").write_text(DPKG.replace("550.163.01-1\thi", "550.163.01-1\tii", 1))
     result = manager(node).run()
     assert not result["matched"]
-    assert result["reasons"] == ["node changed: nvidia-driver:amd64 (hold ok installed 550.163.01-1 -> install ok "
-                                 "installed 550.163.01-1), {0} (new), {1}, {2}".format(
+    assert result["reasons"] == ["node changed: nvidia-driver (550.163.01-1 held -> 550.163.01-1), {0} (new), {1}, "
+                                 "{2}".format(
                                      node / "etc" / "containerd" / "conf.d" / "10-other.toml",
                                      node / "etc" / "containerd" / "config.toml", node / "etc" / "crictl.yaml")]
 
