@@ -1,0 +1,288 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: apt_install
+short_description: Install Debian packages at exact versions in one apt-get call, fetching only the lists needed
+version_added: 0.2.0
+description:
+  - Installs the packages of O(name) that are not installed and configured at the version asked for, with one
+    C(apt-get install), and nothing when all of them are.
+  - Before an install it fetches the package lists of O(update_sources) (the repository the calling role has just
+    written), and refreshes every list only when the last full refresh this module made is older than
+    O(lists_valid_time). A full C(apt-get update) re-reads every source (for Debian, over 90 MB of lists) and makes
+    the next apt call rebuild its cache; one repository's lists on a mirror take a fraction of a second.
+  - The roles use it in place of M(ansible.builtin.apt), whose python-apt cache costs about 1.5 seconds each
+    time it is opened on a node with Debian's lists (several times per call), and whose O(ansible.builtin.apt#module:update_cache)
+    refreshes every list on every call.
+author:
+  - gpufleet maintainers (@gpufleet)
+extends_documentation_fragment:
+  - gpufleet.nvidia.attributes
+options:
+  name:
+    description:
+      - The packages, each C(name) (any version will do) or C(name=version) (exactly that version).
+    type: list
+    elements: str
+    required: true
+  allow_downgrade:
+    description: Allow apt to install an older version than the one installed.
+    type: bool
+    default: false
+  allow_change_held_packages:
+    description: Allow apt to change packages that are held.
+    type: bool
+    default: false
+  install_recommends:
+    description: Install the packages' recommended packages too.
+    type: bool
+    default: false
+  update_sources:
+    description:
+      - Absolute paths of apt sources files, one-line (C(.list)) or deb822 (C(.sources)), whose lists are fetched
+        before an install, whatever their age.
+    type: list
+    elements: path
+    default: []
+  lists_valid_time:
+    description:
+      - Seconds a full refresh of every list stays good. When the last one this module made is older (or unknown),
+        every list is refreshed before an install, which includes O(update_sources). V(0) refreshes every list
+        before every install. Unset, the lists are refreshed only as O(update_sources) says.
+    type: int
+  lists_stamp:
+    description: The file whose modification time records the last full refresh.
+    type: path
+    default: /var/lib/gpufleet/apt-lists.stamp
+  lock_timeout:
+    description: Seconds to wait for another package manager (unattended-upgrades, cloud-init) to release dpkg's lock.
+    type: int
+    default: 120
+attributes:
+  check_mode:
+    support: full
+    details:
+      - In check mode apt rehearses the install (C(apt-get install --simulate)) against the lists as they are;
+        nothing is fetched or installed. A package apt cannot find there fails the task, as it would for real.
+  diff_mode:
+    support: full
+  idempotent:
+    support: full
+notes:
+  - Configuration files the packages ship are kept as the node has them (C(--force-confold)).
+  - A failed install fails the task with apt's own error lines in its message; the packages stay as apt left them.
+requirements:
+  - Python 3.8 or later on the target; C(apt-get) and C(dpkg-query) (apt 1.9.11 or later for O(lock_timeout)).
+"""
+
+EXAMPLES = r"""
+- name: Install the driver's packages from the repository just added
+  gpufleet.nvidia.apt_install:
+    name: [nvidia-driver=550.163.01-1, nvidia-kernel-dkms=550.163.01-1]
+    update_sources: [/etc/apt/sources.list.d/gpufleet-nvidia-driver.list]
+    lists_valid_time: 3600
+    allow_downgrade: true
+    allow_change_held_packages: true
+
+- name: Install containerd at whatever version the lists offer
+  gpufleet.nvidia.apt_install:
+    name: [containerd]
+"""
+
+RETURN = r"""
+changed_packages:
+  description: The packages (of O(name) or pulled in by them) whose version or state changed, or would in check mode.
+  type: list
+  elements: str
+  returned: always
+  sample: [nvidia-driver, nvidia-kernel-dkms, libnvidia-compute1]
+refreshed:
+  description: V(all) after a full refresh of the lists, V(sources) when only O(update_sources) were fetched, V(none)
+    when nothing was.
+  type: str
+  returned: always
+  sample: sources
+"""
+
+import os
+import re
+import time
+import typing as t
+
+from ansible.module_utils.basic import AnsibleModule
+
+_STAMP_TEXT = "The last full apt-get update by gpufleet.nvidia.apt_install; its modification time is what counts.\n"
+_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]*(:[a-z0-9-]+)?(=[A-Za-z0-9.+:~-]+)?$")
+# apt-get exits 0 after some fetch failures and says so with these; the lists are then not what the install needs.
+_FETCH_FAILED = ("E:", "W: Failed to fetch", "W: Some index files failed to download")
+
+
+class AptInstall:
+    """What is installed, what must change, the lists it needs, and the one apt-get call."""
+
+    def __init__(self, module: AnsibleModule) -> None:
+        self.module = module
+        params = module.params
+        self.wanted: dict[str, str | None] = {}
+        for index, spec in enumerate(params["name"]):
+            if not _NAME.match(spec):
+                module.fail_json(msg="name[{0}]: '{1}' is not a package or package=version".format(index, spec))
+            package, _sep, version = spec.partition("=")
+            self.wanted[package] = version or None
+        if params["lists_valid_time"] is not None and params["lists_valid_time"] < 0:
+            module.fail_json(msg="lists_valid_time: {0} is negative; give seconds, or 0 to refresh every list before "
+                                 "every install".format(params["lists_valid_time"]))
+        for index, source in enumerate(params["update_sources"]):
+            if not os.path.isabs(source):
+                module.fail_json(msg="update_sources[{0}]: '{1}' is not absolute; give the sources file's full "
+                                     "path".format(index, source))
+            # In check mode the repository that writes it may only have been predicted.
+            if not os.path.isfile(source) and not module.check_mode:
+                module.fail_json(msg="update_sources[{0}]: {1} does not exist; write the repository's sources file "
+                                     "first".format(index, source))
+
+    def _run(self, argv: list[str], **kwargs: t.Any) -> tuple[int, str, str]:
+        return self.module.run_command(argv, environ_update={"LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive"},
+                                       **kwargs)
+
+    # -- the packages ------------------------------------------------------------------------------
+    def installed(self, names: t.Iterable[str] | None = None) -> dict[str, str]:
+        """Version of each configured package ('ii' or held 'hi'); all of them when names is None."""
+        query = self.module.get_bin_path("dpkg-query", required=True)
+        argv = [query, "-W", "-f", "${binary:Package}\\t${Version}\\t${db:Status-Abbrev}\\n"]
+        if names is not None:
+            argv += ["--"] + sorted(names)
+        # Exit code 1 only says that some names matched nothing.
+        rc, out, err = self._run(argv)
+        if rc not in (0, 1):
+            self.module.fail_json(msg="dpkg-query failed: {0}".format(err.strip()), rc=rc, stderr=err)
+        versions: dict[str, str] = {}
+        for line in out.splitlines():
+            fields = line.split("\t")
+            if len(fields) == 3 and fields[2].strip() in ("ii", "hi"):
+                versions[fields[0]] = fields[1]
+                # The native architecture's packages answer to their bare name too.
+                versions.setdefault(fields[0].split(":")[0], fields[1])
+        return versions
+
+    def missing(self, installed: dict[str, str]) -> list[str]:
+        return ["{0}={1}".format(name, version) if version else name for name, version in self.wanted.items()
+                if name not in installed or (version is not None and installed[name] != version)]
+
+    # -- the lists ---------------------------------------------------------------------------------
+    def _lists_age(self) -> int | None:
+        try:
+            return max(0, int(time.time() - os.stat(self.module.params["lists_stamp"]).st_mtime))
+        except FileNotFoundError:
+            return None
+
+    def _update(self, options: list[str], what: str) -> None:
+        apt_get = self.module.get_bin_path("apt-get", required=True)
+        rc, out, err = self._run([apt_get, "update", "-q"] + options)
+        failed = [line for line in err.splitlines() if line.startswith(_FETCH_FAILED)]
+        if rc != 0 or failed:
+            self.module.fail_json(msg="apt-get update of {0} failed: {1}".format(
+                what, "; ".join(failed) or err.strip() or out.strip() or "exit code {0}".format(rc)),
+                rc=rc, stdout=out, stderr=err, changed_packages=[])
+
+    def refresh(self) -> str:
+        valid_time, sources = self.module.params["lists_valid_time"], self.module.params["update_sources"]
+        age = self._lists_age()
+        if valid_time is not None and (valid_time == 0 or age is None or age >= valid_time):
+            if not self.module.check_mode:
+                self._update([], "every source")
+                stamp = self.module.params["lists_stamp"]
+                if not os.path.isdir(os.path.dirname(stamp)):
+                    os.makedirs(os.path.dirname(stamp), mode=0o755)
+                with open(stamp, "w") as handle:
+                    handle.write(_STAMP_TEXT)
+                os.chmod(stamp, 0o644)
+            return "all"
+        if not self.module.check_mode:
+            for source in sources:
+                # This file only: no sources.list.d, and the other sources' lists are kept, not cleaned up.
+                self._update(["-o", "Dir::Etc::sourcelist=" + source, "-o", "Dir::Etc::sourceparts=-",
+                              "-o", "APT::Get::List-Cleanup=0"], source)
+        return "sources" if sources else "none"
+
+    # -- the install -------------------------------------------------------------------------------
+    def _apt_get_install(self, packages: list[str]) -> str:
+        params = self.module.params
+        apt_get = self.module.get_bin_path("apt-get", required=True)
+        argv = [apt_get, "install", "-y", "-q",
+                "--install-recommends" if params["install_recommends"] else "--no-install-recommends",
+                "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold",
+                "-o", "DPkg::Lock::Timeout={0}".format(params["lock_timeout"])]
+        if params["allow_downgrade"]:
+            argv.append("--allow-downgrades")
+        if params["allow_change_held_packages"]:
+            argv.append("--allow-change-held-packages")
+        if self.module.check_mode:
+            argv.append("--simulate")
+        rc, out, err = self._run(argv + ["--"] + packages)
+        if rc != 0:
+            errors = [line for line in err.splitlines() if line.startswith("E:")]
+            self.module.fail_json(msg="apt-get install {0} failed: {1}".format(
+                " ".join(packages), " ".join(errors) or err.strip() or "exit code {0}".format(rc)),
+                rc=rc, stdout=out, stderr=err, changed_packages=[])
+        return out
+
+    def run(self) -> dict[str, t.Any]:
+        before = self.installed()
+        packages = self.missing(before)
+        if not packages:
+            return {"changed": False, "changed_packages": [], "refreshed": "none"}
+        refreshed = self.refresh()
+        output = self._apt_get_install(packages)
+        if self.module.check_mode:
+            # "Inst name [old] (new ...)" and "Remv name [old]": what apt would change.
+            changed = sorted({line.split()[1] for line in output.splitlines()
+                              if line.startswith(("Inst ", "Remv ", "Purg "))})
+            after = dict(before)
+            for spec in packages:
+                name, _sep, version = spec.partition("=")
+                after[name] = version or "(any version)"
+        else:
+            after = self.installed()
+            still = self.missing(after)
+            if still:
+                self.module.fail_json(msg="apt-get finished, but {0} {1} not installed as asked".format(
+                    ", ".join(still), "is" if len(still) == 1 else "are"), changed_packages=[])
+            changed = sorted(name for name in set(before) | set(after)
+                             if before.get(name) != after.get(name) and ":" not in name)
+        result: dict[str, t.Any] = {"changed": True, "changed_packages": changed, "refreshed": refreshed}
+        if self.module._diff:
+            shown = sorted(set(changed) | set(self.wanted))
+            result["diff"] = {
+                "before_header": "installed packages", "after_header": "installed packages",
+                "before": "".join("{0} {1}\n".format(name, before[name]) for name in shown if name in before),
+                "after": "".join("{0} {1}\n".format(name, after[name]) for name in shown if name in after),
+            }
+        return result
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "name": {"type": "list", "elements": "str", "required": True},
+            "allow_downgrade": {"type": "bool", "default": False},
+            "allow_change_held_packages": {"type": "bool", "default": False},
+            "install_recommends": {"type": "bool", "default": False},
+            "update_sources": {"type": "list", "elements": "path", "default": []},
+            "lists_valid_time": {"type": "int"},
+            "lists_stamp": {"type": "path", "default": "/var/lib/gpufleet/apt-lists.stamp"},
+            "lock_timeout": {"type": "int", "default": 120},
+        },
+        supports_check_mode=True,
+    )
+    module.exit_json(**AptInstall(module).run())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""apt_install: the real apt-get and dpkg, installing into a scratch root from local repositories.
+
+APT_CONFIG points apt at scratch lists and caches and tells it to run dpkg with --root and --admindir in a
+temporary directory; DPKG_ADMINDIR points the module's dpkg-query at the same database.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+import typing as t
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import run_module
+
+pytestmark = pytest.mark.skipif(
+    not all(shutil.which(tool) for tool in ("apt-get", "apt-ftparchive", "dpkg-deb")) or os.geteuid() != 0,
+    reason="needs apt-get, apt-ftparchive and dpkg-deb, and root for dpkg")
+
+
+def build_repo(work: Path, repo: Path, packages: dict[str, list[str]]) -> None:
+    """A flat repository; alpha depends on beta at the same version."""
+    repo.mkdir(parents=True)
+    for name, versions in packages.items():
+        for version in versions:
+            tree = work / "build" / "{0}-{1}".format(name, version)
+            (tree / "DEBIAN").mkdir(parents=True)
+            (tree / "usr" / "share" / name).mkdir(parents=True)
+            (tree / "usr" / "share" / name / "version").write_text(version + "\n")
+            control = "Package: {0}\nVersion: {1}\nArchitecture: all\nMaintainer: t <t@t>\nDescription: t\n".format(
+                name, version)
+            if name == "alpha":
+                control += "Depends: beta (= {0})\n".format(version)
+            (tree / "DEBIAN" / "control").write_text(control)
+            subprocess.run(["dpkg-deb", "-b", str(tree), str(repo / "{0}_{1}_all.deb".format(name, version))],
+                           check=True, capture_output=True)
+    (repo / "Packages").write_bytes(subprocess.run(["apt-ftparchive", "packages", "."], cwd=repo, check=True,
+                                                   capture_output=True).stdout)
+
+
+@pytest.fixture
+def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """The distribution's repository (alpha, beta) in sources.list, ours (gamma) in sources.list.d."""
+    root, etc, lists = tmp_path / "root", tmp_path / "etc", tmp_path / "lists"
+    admin = root / "var" / "lib" / "dpkg"
+    for directory in (admin / "updates", admin / "info", etc / "sources.list.d", etc / "apt.conf.d",
+                      etc / "preferences.d", lists / "partial", tmp_path / "cache" / "archives" / "partial",
+                      tmp_path / "state"):
+        directory.mkdir(parents=True)
+    (admin / "status").write_text("")
+    (admin / "available").write_text("")
+    build_repo(tmp_path, tmp_path / "distro", {"alpha": ["1.0-1", "2.0-1"], "beta": ["1.0-1", "2.0-1"]})
+    build_repo(tmp_path, tmp_path / "ours", {"gamma": ["1.0-1"]})
+    (etc / "sources.list").write_text("deb [trusted=yes] file:{0} ./\n".format(tmp_path / "distro"))
+    (etc / "sources.list.d" / "ours.list").write_text("deb [trusted=yes] file:{0} ./\n".format(tmp_path / "ours"))
+    (tmp_path / "apt.conf").write_text(
+        'Dir::Etc "{etc}";\nDir::State "{state}";\nDir::State::Lists "{lists}";\nDir::State::status "{admin}/status";\n'
+        'Dir::Cache "{cache}";\n'
+        'DPkg::Options {{ "--root={root}"; "--admindir={admin}"; "--force-script-chrootless"; "--force-not-root"; }};\n'
+        .format(etc=etc, state=tmp_path / "state", lists=lists, admin=admin, cache=tmp_path / "cache", root=root))
+    monkeypatch.setenv("APT_CONFIG", str(tmp_path / "apt.conf"))
+    monkeypatch.setenv("DPKG_ADMINDIR", str(admin))
+    return {"tmp": tmp_path, "root": root, "admin": admin, "lists": lists,
+            "ours": etc / "sources.list.d" / "ours.list", "stamp": tmp_path / "gpufleet" / "apt-lists.stamp"}
+
+
+def run(node: dict[str, Path], check: bool = False, diff: bool = False, **args: t.Any) -> dict[str, t.Any]:
+    module_args: dict[str, t.Any] = {"lists_stamp": str(node["stamp"]), **args}
+    if check:
+        module_args["_ansible_check_mode"] = True
+    if diff:
+        module_args["_ansible_diff"] = True
+    outcome = run_module("apt_install", module_args)
+    assert outcome["kind"] in ("exit", "fail"), outcome["traceback"]
+    return {"failed": outcome["kind"] == "fail", **outcome["result"]}
+
+
+def version(node: dict[str, Path], name: str) -> str | None:
+    path = node["root"] / "usr" / "share" / name / "version"
+    return path.read_text().strip() if path.exists() else None
+
+
+def fetched(node: dict[str, Path]) -> set[str]:
+    return {name.split("_")[-3] for name in os.listdir(node["lists"]) if name.endswith("_Packages")}
+
+
+def test_installs_exact_versions_once_then_nothing(node: dict[str, Path]) -> None:
+    first = run(node, name=["alpha=1.0-1", "beta=1.0-1"], lists_valid_time=3600, diff=True)
+    assert not first["failed"], first["msg"]
+    assert first["changed"] and first["changed_packages"] == ["alpha", "beta"] and first["refreshed"] == "all"
+    assert version(node, "alpha") == "1.0-1" and version(node, "beta") == "1.0-1"
+    assert first["diff"]["before"] == "" and first["diff"]["after"] == "alpha 1.0-1\nbeta 1.0-1\n"
+    again = run(node, name=["alpha=1.0-1", "beta=1.0-1"], lists_valid_time=3600)
+    assert again == {"failed": False, "changed": False, "changed_packages": [], "refreshed": "none"}
+    # Unversioned: any installed version will do.
+    assert not run(node, name=["alpha"])["changed"]
+
+
+def test_upgrade_and_downgrade(node: dict[str, Path]) -> None:
+    run(node, name=["alpha=1.0-1", "beta=1.0-1"], lists_valid_time=3600)
+    upgraded = run(node, name=["alpha=2.0-1", "beta=2.0-1"], diff=True)
+    assert upgraded["changed_packages"] == ["alpha", "beta"] and version(node, "alpha") == "2.0-1"
+    assert upgraded["diff"]["before"] == "alpha 1.0-1\nbeta 1.0-1\n"
+    refused = run(node, name=["alpha=1.0-1", "beta=1.0-1"])
+    assert refused["failed"] and "downgraded" in refused["msg"] and version(node, "alpha") == "2.0-1"
+    downgraded = run(node, name=["alpha=1.0-1", "beta=1.0-1"], allow_downgrade=True)
+    assert downgraded["changed"] and version(node, "alpha") == "1.0-1"
+
+
+def test_held_packages_need_permission(node: dict[str, Path]) -> None:
+    run(node, name=["alpha=1.0-1", "beta=1.0-1"], lists_valid_time=3600)
+    subprocess.run(["dpkg", "--admindir", str(node["admin"]), "--set-selections"], input=b"beta hold\n", check=True)
+    refused = run(node, name=["alpha=2.0-1", "beta=2.0-1"])
+    assert refused["failed"] and "held" in refused["msg"].lower() and version(node, "beta") == "1.0-1"
+    assert run(node, name=["alpha=2.0-1", "beta=2.0-1"], allow_change_held_packages=True)["changed"]
+    assert version(node, "beta") == "2.0-1"
+
+
+def test_check_mode_rehearses_and_installs_nothing(node: dict[str, Path]) -> None:
+    run(node, name=["beta=1.0-1"], lists_valid_time=3600)
+    predicted = run(node, name=["alpha=2.0-1", "beta=2.0-1"], check=True, diff=True)
+    assert predicted["changed"] and predicted["changed_packages"] == ["alpha", "beta"]
+    assert predicted["diff"]["after"] == "alpha 2.0-1\nbeta 2.0-1\n" and version(node, "beta") == "1.0-1"
+    unknown = run(node, name=["alpha=9.9-1"], check=True)
+    assert unknown["failed"] and "alpha=9.9-1" in unknown["msg"] and "not found" in unknown["msg"]
+
+
+def test_lists_all_once_then_only_the_named_source(node: dict[str, Path]) -> None:
+    first = run(node, name=["beta=1.0-1"], update_sources=[str(node["ours"])], lists_valid_time=3600)
+    assert first["refreshed"] == "all" and fetched(node) == {"distro", "ours"} and node["stamp"].is_file()
+    for name in os.listdir(node["lists"]):
+        if name.endswith("_Packages"):
+            (node["lists"] / name).unlink()
+    second = run(node, name=["gamma=1.0-1"], update_sources=[str(node["ours"])], lists_valid_time=3600)
+    assert second["refreshed"] == "sources" and version(node, "gamma") == "1.0-1"
+    # Only our repository's lists came back; the distribution's were neither fetched nor cleaned up.
+    assert fetched(node) == {"ours"}
+    hour_ago = time.time() - 3601
+    os.utime(node["stamp"], (hour_ago, hour_ago))
+    third = run(node, name=["alpha=1.0-1"], update_sources=[str(node["ours"])], lists_valid_time=3600)
+    assert third["refreshed"] == "all" and fetched(node) == {"distro", "ours"}
+
+
+def test_a_failed_fetch_fails_before_the_install(node: dict[str, Path]) -> None:
+    run(node, name=["beta=1.0-1"], lists_valid_time=3600)
+    (node["tmp"] / "ours" / "Packages").unlink()
+    failed = run(node, name=["alpha=1.0-1"], update_sources=[str(node["ours"])], lists_valid_time=3600)
+    assert failed["failed"] and str(node["ours"]) in failed["msg"] and "Failed to fetch" in failed["msg"]
+    assert version(node, "alpha") is None
+
+
+def test_bad_arguments_name_the_field(node: dict[str, Path]) -> None:
+    assert run(node, name=["alpha 1.0"])["msg"].startswith("name[0]:")
+    assert run(node, name=["-o=Foo"])["msg"].startswith("name[0]:")
+    assert "update_sources[0]" in run(node, name=["alpha"], update_sources=["ours.list"])["msg"]
+    missing = run(node, name=["alpha"], update_sources=[str(node["tmp"] / "missing.list")])
+    assert missing["failed"] and "does not exist" in missing["msg"]
+    assert run(node, name=["alpha"], lists_valid_time=-1)["msg"].startswith("lists_valid_time:")
