@@ -73,6 +73,21 @@ def run_module(name: str, args: dict[str, t.Any]) -> dict[str, t.Any]:
     return outcome
 
 
+def module_result(name: str, args: dict[str, t.Any], check: bool = False, diff: bool = False) -> dict[str, t.Any]:
+    """What the module returned or failed with, plus `failed`; run in check and diff mode as asked.
+
+    An exception or a main() that returns without exit_json/fail_json fails the test here.
+    """
+    module_args = dict(args)
+    if check:
+        module_args["_ansible_check_mode"] = True
+    if diff:
+        module_args["_ansible_diff"] = True
+    outcome = run_module(name, module_args)
+    assert outcome["kind"] in ("exit", "fail"), outcome["traceback"] or outcome["kind"]
+    return {"failed": outcome["kind"] == "fail", **outcome["result"]}
+
+
 def main(argv: list[str]) -> int:
     name, args_path, out_path = argv
     with open(args_path, encoding="utf-8") as handle:

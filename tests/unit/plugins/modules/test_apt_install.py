@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import run_module
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import module_result
 
 pytestmark = pytest.mark.skipif(
     not all(shutil.which(tool) for tool in ("apt-get", "apt-ftparchive", "dpkg-deb")) or os.geteuid() != 0,
@@ -74,14 +74,7 @@ def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
 
 
 def run(node: dict[str, Path], check: bool = False, diff: bool = False, **args: t.Any) -> dict[str, t.Any]:
-    module_args: dict[str, t.Any] = {"lists_stamp": str(node["stamp"]), **args}
-    if check:
-        module_args["_ansible_check_mode"] = True
-    if diff:
-        module_args["_ansible_diff"] = True
-    outcome = run_module("apt_install", module_args)
-    assert outcome["kind"] in ("exit", "fail"), outcome["traceback"]
-    return {"failed": outcome["kind"] == "fail", **outcome["result"]}
+    return module_result("apt_install", {"lists_stamp": str(node["stamp"]), **args}, check=check, diff=diff)
 
 
 def version(node: dict[str, Path], name: str) -> str | None:
@@ -165,3 +158,13 @@ def test_bad_arguments_name_the_field(node: dict[str, Path]) -> None:
     missing = run(node, name=["alpha"], update_sources=[str(node["tmp"] / "missing.list")])
     assert missing["failed"] and "does not exist" in missing["msg"]
     assert run(node, name=["alpha"], lists_valid_time=-1)["msg"].startswith("lists_valid_time:")
+
+
+def test_a_package_the_mirror_lost_fails_with_apt_error_and_changes_nothing(node: dict[str, Path]) -> None:
+    """The lists name it, the download fails: apt stops before dpkg touches anything."""
+    run(node, name=["beta=1.0-1"], lists_valid_time=3600)
+    (node["tmp"] / "distro" / "alpha_2.0-1_all.deb").unlink()
+    failed = run(node, name=["alpha=2.0-1", "beta=2.0-1"], diff=True)
+    assert failed["failed"] and "alpha" in failed["msg"] and "E: " in failed["msg"], failed["msg"]
+    assert failed["changed_packages"] == []
+    assert version(node, "alpha") is None and version(node, "beta") == "1.0-1"

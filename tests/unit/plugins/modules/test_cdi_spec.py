@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import run_module
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import module_result
 
 ROOT = Path(__file__).resolve().parents[4]
 CDI = Path(__file__).resolve().parents[1] / "fixtures" / "cdi"
@@ -60,12 +60,7 @@ def ctk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> t.Callable[[str], No
 def run(tmp_path: Path, path: str, check: bool = False, **extra: t.Any) -> dict[str, t.Any]:
     args = {"path": path, "nvidia_ctk": str(tmp_path / "nvidia-ctk"), "schema": SCHEMA}
     args.update(extra)
-    if check:
-        args["_ansible_check_mode"] = True
-    args["_ansible_diff"] = True
-    outcome = run_module("cdi_spec", args)
-    assert outcome["kind"] in ("exit", "fail"), outcome["traceback"]
-    return outcome["result"]
+    return module_result("cdi_spec", args, check=check, diff=True)
 
 
 def leftovers(directory: Path) -> list[str]:

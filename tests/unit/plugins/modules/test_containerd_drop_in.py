@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import run_module
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import module_result
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "containerd"
 OTHER_TOOL = (Path(__file__).resolve().parents[4] / "extensions" / "molecule" / "container_runtime" / "files"
@@ -65,14 +65,7 @@ def args(node: dict[str, t.Any], **extra: t.Any) -> dict[str, t.Any]:
 
 
 def run(node: dict[str, t.Any], check: bool = False, diff: bool = False, **extra: t.Any) -> dict[str, t.Any]:
-    module_args = args(node, **extra)
-    if check:
-        module_args["_ansible_check_mode"] = True
-    if diff:
-        module_args["_ansible_diff"] = True
-    outcome = run_module("containerd_drop_in", module_args)
-    assert outcome["kind"] in ("exit", "fail"), outcome["traceback"]
-    return outcome["result"]
+    return module_result("containerd_drop_in", args(node, **extra), check=check, diff=diff)
 
 
 def with_other_tools_config(node: dict[str, t.Any]) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import run_module
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import module_result
 
 ME = {"owner": pwd.getpwuid(os.getuid()).pw_name, "group": grp.getgrgid(os.getgid()).gr_name}
 
@@ -33,14 +33,7 @@ def declared(root: Path) -> list[dict[str, t.Any]]:
 
 
 def run(files: list[dict[str, t.Any]], check: bool = False, diff: bool = False) -> dict[str, t.Any]:
-    module_args: dict[str, t.Any] = {"files": files}
-    if check:
-        module_args["_ansible_check_mode"] = True
-    if diff:
-        module_args["_ansible_diff"] = True
-    outcome = run_module("node_files", module_args)
-    assert outcome["kind"] in ("exit", "fail"), outcome["traceback"]
-    return {"failed": outcome["kind"] == "fail", **outcome["result"]}
+    return module_result("node_files", {"files": files}, check=check, diff=diff)
 
 
 def mode(path: Path) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import run_module
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import module_result
 
 pytestmark = pytest.mark.skipif(not shutil.which("dpkg") or os.geteuid() != 0,
                                 reason="needs dpkg, and root for dpkg --set-selections")
@@ -46,14 +46,7 @@ def selections(admindir: Path) -> dict[str, str]:
 
 
 def run(check: bool = False, diff: bool = False, **args: t.Any) -> dict[str, t.Any]:
-    module_args: dict[str, t.Any] = dict(args)
-    if check:
-        module_args["_ansible_check_mode"] = True
-    if diff:
-        module_args["_ansible_diff"] = True
-    outcome = run_module("package_selections", module_args)
-    assert outcome["kind"] in ("exit", "fail"), outcome["traceback"]
-    return {"failed": outcome["kind"] == "fail", **outcome["result"]}
+    return module_result("package_selections", args, check=check, diff=diff)
 
 
 def test_hold_sets_only_what_differs_then_nothing(admindir: Path) -> None:
