@@ -67,6 +67,13 @@ def verify_summary(report: t.Any) -> list[str]:
     return _verify.summary_lines(report)
 
 
+def verify_stats(report: t.Any) -> dict[str, t.Any]:
+    """A host's report as set_stats returns it to AWX."""
+    if not isinstance(report, dict) or not all(key in report for key in ("status", "summary", "versions", "checks")):
+        raise AnsibleFilterError("verify_stats: expected a verify_report result")
+    return _verify.stats(report)
+
+
 class FilterModule:
     """Verify filters."""
 
@@ -74,5 +81,6 @@ class FilterModule:
         return {
             "verify_check": verify_check,
             "verify_report": verify_report,
+            "verify_stats": verify_stats,
             "verify_summary": verify_summary,
         }

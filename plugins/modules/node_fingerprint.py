@@ -19,6 +19,9 @@ description:
   - With O(state=compared), reads the same again (the watched set is the one kept in the record) and compares
     both the node and the declaration with the record. RV(matched) is true only when nothing differs;
     RV(reasons) then names what did (a variable, a path, a package, a unit, NVML). It changes nothing.
+  - With O(report), a comparison also needs the node's last verify report to exist and to say C(pass) or C(warn);
+    a re-check (C(--tags verify)) that failed after the record was written must not let the next run skip the node.
+    The report of a node that matches is returned (RV(report)), so that a run that skips the node still reports it.
   - The declaration (O(declaration)) is computed on the controller by the action plugin of the same name from the
     host's variables whose names start with one of O(prefixes), plus the collection's own content, so that a
     changed variable or an upgraded collection never matches an old record.
@@ -57,6 +60,11 @@ options:
     type: list
     elements: str
     required: true
+  report:
+    description:
+      - The verify report the node keeps (the verify role's C(verify_report_path)). With O(state=compared), a node
+        matches only when this report exists and its status is C(pass) or C(warn). Unset, the report is not read.
+    type: path
   declaration:
     description:
       - Set by the action plugin; do not give it. One digest per declared variable, plus C((collection)) for the
@@ -126,6 +134,10 @@ items:
   description: How many items the node's fingerprint holds.
   type: int
   returned: always
+report:
+  description: The node's last verify report (the JSON of O(report)), when RV(matched); null otherwise.
+  type: dict
+  returned: with O(state=compared)
 """
 
 import datetime
@@ -327,18 +339,34 @@ class NodeFingerprint:
         listed = ", ".join(changed[:LISTED_CHANGES]) + (" and {0} more".format(more) if more > 0 else "")
         return "{0} changed: {1}".format(label, listed)
 
+    def read_report(self) -> tuple[dict[str, t.Any] | None, str | None]:
+        """The node's last verify report, and why it does not let the node match (None when it does)."""
+        path = self.params["report"]
+        try:
+            with open(path, encoding="utf-8") as handle:
+                report = json.load(handle)
+        except FileNotFoundError:
+            return None, "verify report {0} is missing".format(path)
+        except (OSError, ValueError) as error:
+            return None, "verify report {0} is unreadable: {1}".format(path, error)
+        status = report.get("status") if isinstance(report, dict) else None
+        if status not in ("pass", "warn"):
+            return None, "verify report {0} says {1}: the last verify did not pass".format(path, status)
+        return report, None
+
     def compare(self) -> dict[str, t.Any]:
         record = self.load_record()
         if record is None:
-            return {"matched": False, "recorded_at": None, "items": 0, "reasons": [
+            return {"matched": False, "recorded_at": None, "items": 0, "report": None, "reasons": [
                 "no fingerprint at {0}: no converge has passed verify here yet (or its record was unreadable)".format(
                     self.params["path"])]}
         state = self.read_node(record.get("watch") or {})
+        report, report_reason = self.read_report() if self.params["report"] else (None, None)
         reasons = [line for line in (
             self.differences("declaration", record.get("declaration") or {}, self.params["declaration"], False),
-            self.differences("node", record.get("state") or {}, state, True)) if line]
+            self.differences("node", record.get("state") or {}, state, True), report_reason) if line]
         return {"matched": not reasons, "reasons": reasons, "recorded_at": record.get("recorded_at"),
-                "items": len(state)}
+                "items": len(state), "report": None if reasons else report}
 
     def record(self) -> dict[str, t.Any]:
         watch = self.params["watch"]
@@ -397,6 +425,7 @@ ARGUMENT_SPEC = {
     "state": {"type": "str", "choices": ["compared", "recorded"], "default": "compared"},
     "path": {"type": "path", "default": "/var/lib/gpufleet/fingerprint.json"},
     "prefixes": {"type": "list", "elements": "str", "required": True},
+    "report": {"type": "path"},
     "declaration": {"type": "dict"},
     "watch": {"type": "dict", "options": WATCH_SPEC},
 }

@@ -681,6 +681,19 @@ def gate(report: dict[str, t.Any], fail_on: str) -> list[dict[str, t.Any]]:
     return [f for c in report["checks"] for f in c["findings"] if SEVERITIES.index(f["severity"]) >= threshold]
 
 
+def stats(report: dict[str, t.Any]) -> dict[str, t.Any]:
+    """What set_stats returns to AWX for one host: status, counts, versions, each layer's status, the findings
+    that are not info."""
+    return {
+        "status": report["status"],
+        "summary": report["summary"],
+        "versions": report["versions"],
+        "checks": {item["layer"]: item["status"] for item in report["checks"]},
+        "findings": [finding for item in report["checks"] for finding in item["findings"]
+                     if finding["severity"] != "info"],
+    }
+
+
 def summary_lines(report: dict[str, t.Any]) -> list[str]:
     """One line per layer for a person reading the play's output."""
     counts = report["summary"]

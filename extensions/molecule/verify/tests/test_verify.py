@@ -8,7 +8,10 @@ swapped while the CDI spec still names the old one; MIG is switched on by
 hand against the declared layout. Each runs playbooks/site.yml --tags verify,
 then the node is put back.
 
-Then the fast path: a plain re-run skips every layer on the unchanged node;
+Then the fast path: the tampering tests left a failing report on a node put
+back by hand, so the first plain run must not skip it on its fingerprint; the
+next plain run skips every layer on the unchanged node and still returns its
+verify result;
 a file edited by hand is named, repaired, and the run after is fast again;
 --skip-tags fast_path runs every layer and changes nothing (site.yml's own
 idempotence, which Molecule's idempotence step no longer sees).
@@ -33,8 +36,8 @@ def host_name(host) -> str:
     return host.backend.get_hostname()
 
 
-def site(host, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
+def site(host, *args: str, **env_extra: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, **env_extra)
     env.setdefault("ANSIBLE_CONFIG", str(EPHEMERAL / "ansible.cfg"))
     env["ANSIBLE_COLLECTIONS_PATH"] = str(ROOT / "build" / "collections")
     inventory = os.environ.get("MOLECULE_INVENTORY_FILE", str(EPHEMERAL / "inventory" / "ansible_inventory.yml"))
@@ -129,11 +132,29 @@ def recap(run: subprocess.CompletedProcess, host) -> dict:
     raise AssertionError("no recap for the host:\n" + run.stdout)
 
 
-def test_a_no_op_run_takes_the_fast_path(host):
-    """The converge recorded the node's fingerprint; a plain run compares it in one call and skips every layer."""
+def test_a_failed_re_check_is_not_skipped_on_its_fingerprint(host):
+    """The last --tags verify run above failed; the node was put back by hand, so its fingerprint matches again.
+
+    The fast path must still run every layer: the report says fail, and only a verify that passes may let the
+    node be skipped."""
+    assert report(host)["status"] == "fail"
     run = site(host)
     assert run.returncode == 0, run.stdout
+    assert "verify report /var/lib/gpufleet/verify.json says fail: the last verify did not pass" in run.stdout, \
+        run.stdout
+    assert "TASK [gpufleet.nvidia.driver" in run.stdout
+    assert report(host)["status"] in ("pass", "warn")
+
+
+def test_a_no_op_run_takes_the_fast_path(host):
+    """The converge recorded the node's fingerprint; a plain run compares it in one call and skips every layer.
+
+    AWX still gets the node's verify result: its last report, marked unchanged since the record."""
+    run = site(host, ANSIBLE_SHOW_CUSTOM_STATS="true")
+    assert run.returncode == 0, run.stdout
     assert "every layer is skipped" in run.stdout, run.stdout
+    stats = run.stdout.split("CUSTOM STATS", 1)[-1]
+    assert "gpufleet_verify" in stats and "unchanged_since" in stats and host_name(host) in stats, run.stdout
     assert "TASK [gpufleet.nvidia.driver" not in run.stdout
     assert recap(run, host)["changed"] == 0
     record = json.loads(host.file("/var/lib/gpufleet/fingerprint.json").content_string)
@@ -157,8 +178,8 @@ def test_drift_runs_every_layer_and_repairs_it(host):
 def test_the_full_no_op_run_changes_nothing(host):
     """--skip-tags fast_path runs every layer: site.yml's own idempotence, which the fast path would hide.
 
-    After the drift test: its full run rewrote the reports that the tampering tests' --tags verify runs left
-    failing, so nothing is left to change."""
+    After the fast-path tests: their full runs rewrote the reports that the tampering tests' --tags verify runs
+    left failing, so nothing is left to change."""
     run = site(host, "--skip-tags", "fast_path")
     assert run.returncode == 0, run.stdout
     assert "TASK [gpufleet.nvidia.driver" in run.stdout

@@ -71,8 +71,8 @@ def watch(root: Path) -> dict[str, t.Any]:
 
 
 def manager(root: Path, state: str = "compared", declaration: dict[str, str] | None = None,
-            check_mode: bool = False) -> fp.NodeFingerprint:
-    params = {"state": state, "path": str(root / "lib" / "fingerprint.json"), "prefixes": ["driver_"],
+            check_mode: bool = False, report: str | None = None) -> fp.NodeFingerprint:
+    params = {"state": state, "path": str(root / "lib" / "fingerprint.json"), "prefixes": ["driver_"], "report": report,
               "declaration": declaration if declaration is not None else {"driver_version": "aa", "(collection)": "c1"},
               "watch": watch(root) if state == "recorded" else None}
     return fp.NodeFingerprint(FakeModule(params, check_mode, root), root=str(root), unit_dirs=())
@@ -115,6 +115,28 @@ def test_each_kind_of_drift_is_named(node: Path) -> None:
                                  "{2}".format(
                                      node / "etc" / "containerd" / "conf.d" / "10-other.toml",
                                      node / "etc" / "containerd" / "config.toml", node / "etc" / "crictl.yaml")]
+
+
+def test_the_last_verify_report_must_have_passed_and_is_returned(node: Path) -> None:
+    """A --tags verify run that failed after the record: the node no longer matches, whatever the fingerprint says."""
+    report_path = node / "lib" / "verify.json"
+    manager(node, "recorded").run()
+    missing = manager(node, report=str(report_path)).run()
+    assert not missing["matched"] and missing["report"] is None
+    assert missing["reasons"] == ["verify report {0} is missing".format(report_path)]
+    passed = {"host": "n", "status": "warn", "summary": {"error": 0, "warning": 1, "info": 0}, "checks": []}
+    report_path.write_text(json.dumps(passed))
+    matched = manager(node, report=str(report_path)).run()
+    assert matched["matched"] and matched["report"] == passed and matched["reasons"] == []
+    report_path.write_text(json.dumps(dict(passed, status="fail")))
+    failed = manager(node, report=str(report_path)).run()
+    assert not failed["matched"] and failed["report"] is None
+    assert failed["reasons"] == ["verify report {0} says fail: the last verify did not pass".format(report_path)]
+    report_path.write_text("{")
+    assert manager(node, report=str(report_path)).run()["reasons"][0].startswith(
+        "verify report {0} is unreadable".format(report_path))
+    # Without the option the report is not read (a tagged run's caller, or a node without the verify role).
+    assert manager(node).run()["matched"]
 
 
 def test_a_changed_declaration_is_named_by_variable(node: Path) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.nvidia.plugins.filter.verify import verify_check
+from ansible_collections.gpufleet.nvidia.plugins.filter.verify import verify_check, verify_stats
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _verify
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -412,6 +412,20 @@ def test_report_status_and_order(mixed_nvml: dict[str, t.Any]):
     # Deterministic: the same inputs give the same report, byte for byte.
     again = _verify.build_report("node", list(reversed(checks)), mixed_nvml, {"driver": "550.127.05"})
     assert json.dumps(report, sort_keys=True) == json.dumps(again, sort_keys=True)
+
+
+def test_stats_for_awx_keep_every_layer_and_drop_info_findings(mixed_nvml: dict[str, t.Any]):
+    checks = [_verify.check_mig(declared(mig_label="x"), False),
+              _verify.check_driver(declared(driver_version="550.127.05"), mixed_nvml)]
+    checks[1]["findings"].append({"severity": "info", "subject": "driver", "message": "m", "fix": "f"})
+    report = _verify.build_report("node", checks, mixed_nvml, {"driver": "550.127.05"})
+    stats = verify_stats(report)
+    assert stats["checks"] == {"driver": "pass", "mig": "not_available"}
+    assert stats["status"] == "warn" and stats["versions"] == {"driver": "550.127.05"}
+    assert [f["severity"] for f in stats["findings"]] == ["warning"]
+    from ansible.errors import AnsibleFilterError
+    with pytest.raises(AnsibleFilterError, match="^verify_stats: expected"):
+        verify_stats({"status": "pass"})
 
 
 def test_mig_units_from_the_model_table_without_profiles(mixed_nvml: dict[str, t.Any]):

@@ -1,0 +1,73 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The verify role's fleet report in a site.yml run where the fast path left some nodes out.
+
+A real ansible-playbook over three local hosts: gpu-a ran verify, gpu-b took the fast path (in
+gpufleet_unchanged, with its last report kept by the fast_path role), gpu-c failed before verify. The verify
+play runs on gpu-a and gpu-c only, as site.yml's host pattern makes it; the fleet report must still list all
+three, gpu-b with its last report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _verify
+
+ROOT = Path(__file__).resolve().parents[4]
+
+
+def report(host: str, status: str) -> dict:
+    check = _verify.not_managed("cdi", {"reason": "not in this test"})
+    built = _verify.build_report(host, [check], {}, {"driver": "550.163.01"})
+    built["status"] = status
+    return built
+
+
+def test_nodes_left_out_by_the_fast_path_are_in_the_fleet_report(tmp_path: Path) -> None:
+    (tmp_path / "reports").mkdir()  # report.yml creates it in a real run
+    playbook = tmp_path / "play.yml"
+    playbook.write_text("""
+- name: What the earlier plays left
+  hosts: all
+  gather_facts: false
+  tasks:
+    - ansible.builtin.group_by:
+        key: gpufleet_unchanged
+      when: inventory_hostname == 'gpu-b'
+    - ansible.builtin.set_fact:
+        __fast_path_report: %(b)s
+      when: inventory_hostname == 'gpu-b'
+    - ansible.builtin.set_fact:
+        __verify_report: %(a)s
+      when: inventory_hostname == 'gpu-a'
+
+- name: Verify's fleet report, on the hosts that site.yml's verify play gets
+  hosts: "all:!gpufleet_unchanged"
+  gather_facts: false
+  tasks:
+    - ansible.builtin.import_role:
+        name: gpufleet.nvidia.verify
+        tasks_from: fleet
+""" % {"a": json.dumps(report("gpu-a", "pass")), "b": json.dumps(report("gpu-b", "warn"))})
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"))
+    proc = subprocess.run(
+        [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "gpu-a,gpu-b,gpu-c,", "-c", "local",
+         str(playbook), "-e", "ansible_python_interpreter={0}".format(sys.executable),
+         "-e", "verify_report_dir={0}".format(tmp_path / "reports")],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False, timeout=120)
+    output = proc.stdout.decode()
+    assert proc.returncode == 0, output
+    markdown = (tmp_path / "reports" / "fleet-report.md").read_text()
+    for host in ("gpu-a", "gpu-b", "gpu-c"):
+        assert host in markdown, markdown
+    assert "3 host(s): 1 warn, 1 pass, 1 no report" in output and "gpu-b: warn" in output, output
+    assert "no verify report" in markdown  # gpu-c, and only gpu-c
+    assert markdown.count("no verify report") == 1
