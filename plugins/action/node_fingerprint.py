@@ -76,7 +76,7 @@ def declaration(values: dict[str, t.Any], groups: t.Sequence[str], secrets: t.Co
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("state", "path", "prefixes", "watch"))
+    _VALID_ARGS = frozenset(("state", "path", "prefixes", "report", "watch"))
 
     def run(self, tmp: t.Any = None, task_vars: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
         result = super().run(tmp, task_vars)

@@ -14,9 +14,14 @@ import sys
 from pathlib import Path
 
 from ansible_collections.gpufleet.nvidia.plugins.action.node_fingerprint import (
-    content_digest, declaration, no_log_variables)
+    ActionModule, content_digest, declaration, no_log_variables)
+from ansible_collections.gpufleet.nvidia.plugins.modules.node_fingerprint import ARGUMENT_SPEC
 
 ROOT = Path(__file__).resolve().parents[4]
+
+
+def test_the_action_takes_every_module_option_but_the_declaration_it_computes() -> None:
+    assert ActionModule._VALID_ARGS == frozenset(ARGUMENT_SPEC) - {"declaration"}
 
 
 def test_each_variable_has_its_own_digest_and_secrets_only_count_as_set() -> None:
