@@ -64,6 +64,10 @@ def parse_dkms_status(text: str) -> list[dict[str, str | None]]:
     return entries
 
 
+# What parse_dpkg_query reads.
+DPKG_QUERY_FORMAT = "${binary:Package}\t${Version}\t${db:Status-Abbrev}\n"
+
+
 def parse_dpkg_query(text: str) -> list[dict[str, t.Any]]:
     """Lines of `${binary:Package}\\t${Version}\\t${db:Status-Abbrev}`; installed ones only."""
     packages = []
@@ -174,8 +178,7 @@ class DriverStateReader:
     def packages(self, manager: str | None, patterns: list[str]) -> list[dict[str, t.Any]]:
         if manager == "apt":
             # dpkg-query exits 1 when a pattern matches nothing; the rest is still printed.
-            rc, out, err = self.run(["dpkg-query", "-W", "-f", "${binary:Package}\t${Version}\t${db:Status-Abbrev}\n"]
-                                    + patterns)
+            rc, out, err = self.run(["dpkg-query", "-W", "-f", DPKG_QUERY_FORMAT] + patterns)
             if rc not in (0, 1):
                 raise RuntimeError("dpkg-query failed: " + err.strip())
             found = parse_dpkg_query(out)

@@ -117,8 +117,11 @@ import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._driver_state import DPKG_QUERY_FORMAT, parse_dpkg_query
+
 _STAMP_TEXT = "The last full apt-get update by gpufleet.nvidia.apt_install; its modification time is what counts.\n"
-_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]*(:[a-z0-9-]+)?(=[A-Za-z0-9.+:~-]+)?$")
+# No :arch qualifier: dpkg's state is read by bare name (the native architecture).
+_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]*(=[A-Za-z0-9.+:~-]+)?$")
 # apt-get exits 0 after some fetch failures and says so with these; the lists are then not what the install needs.
 _FETCH_FAILED = ("E:", "W: Failed to fetch", "W: Some index files failed to download")
 
@@ -152,23 +155,18 @@ class AptInstall:
                                        **kwargs)
 
     # -- the packages ------------------------------------------------------------------------------
-    def installed(self, names: t.Iterable[str] | None = None) -> dict[str, str]:
-        """Version of each configured package ('ii' or held 'hi'); all of them when names is None."""
+    def installed(self) -> dict[str, str]:
+        """Version of each installed and configured package, read as driver_info reads them."""
         query = self.module.get_bin_path("dpkg-query", required=True)
-        argv = [query, "-W", "-f", "${binary:Package}\\t${Version}\\t${db:Status-Abbrev}\\n"]
-        if names is not None:
-            argv += ["--"] + sorted(names)
-        # Exit code 1 only says that some names matched nothing.
-        rc, out, err = self._run(argv)
+        rc, out, err = self._run([query, "-W", "-f", DPKG_QUERY_FORMAT])
+        # Exit code 1 only says that nothing matched (an empty database).
         if rc not in (0, 1):
             self.module.fail_json(msg="dpkg-query failed: {0}".format(err.strip()), rc=rc, stderr=err)
         versions: dict[str, str] = {}
-        for line in out.splitlines():
-            fields = line.split("\t")
-            if len(fields) == 3 and fields[2].strip() in ("ii", "hi"):
-                versions[fields[0]] = fields[1]
-                # The native architecture's packages answer to their bare name too.
-                versions.setdefault(fields[0].split(":")[0], fields[1])
+        for package in parse_dpkg_query(out):
+            if package["configured"]:
+                # A multiarch package counts by the first architecture dpkg lists.
+                versions.setdefault(package["name"], package["version"])
         return versions
 
     def missing(self, installed: dict[str, str]) -> list[str]:
@@ -254,8 +252,7 @@ class AptInstall:
             if still:
                 self.module.fail_json(msg="apt-get finished, but {0} {1} not installed as asked".format(
                     ", ".join(still), "is" if len(still) == 1 else "are"), changed_packages=[])
-            changed = sorted(name for name in set(before) | set(after)
-                             if before.get(name) != after.get(name) and ":" not in name)
+            changed = sorted(name for name in set(before) | set(after) if before.get(name) != after.get(name))
         result: dict[str, t.Any] = {"changed": True, "changed_packages": changed, "refreshed": refreshed}
         if self.module._diff:
             shown = sorted(set(changed) | set(self.wanted))

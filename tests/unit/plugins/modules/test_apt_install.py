@@ -154,6 +154,7 @@ def test_a_failed_fetch_fails_before_the_install(node: dict[str, Path]) -> None:
 def test_bad_arguments_name_the_field(node: dict[str, Path]) -> None:
     assert run(node, name=["alpha 1.0"])["msg"].startswith("name[0]:")
     assert run(node, name=["-o=Foo"])["msg"].startswith("name[0]:")
+    assert run(node, name=["alpha:amd64=1.0-1"])["msg"].startswith("name[0]:")
     assert "update_sources[0]" in run(node, name=["alpha"], update_sources=["ours.list"])["msg"]
     missing = run(node, name=["alpha"], update_sources=[str(node["tmp"] / "missing.list")])
     assert missing["failed"] and "does not exist" in missing["msg"]
