@@ -64,7 +64,9 @@ def test_tampered_tarball_is_refused_and_nothing_installed(host):
     assert run.failed, run
     assert "checksum mismatch" in run.output.lower(), run
     assert not node(host).file("/opt/gpufleet-tamper-test/crictl").exists
-    assert node(host).check_output("find /tmp -maxdepth 1 -name 'gpufleet-crictl.*'") == ""
+    # Nothing half-written beside where crictl would have gone, and no download left behind.
+    assert node(host).check_output("find /opt -maxdepth 2 -name '.gpufleet-*'") == ""
+    assert node(host).check_output("find /tmp /var/tmp -maxdepth 1 -name 'gpufleet-crictl.*'") == ""
 
 
 def test_unreachable_mirror_fails_cleanly_and_changes_nothing(host):

@@ -1,0 +1,158 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: node_reads_info
+short_description: Read several files and the output of several commands on the node in one call
+version_added: 0.1.0
+description:
+  - Reads each named file and runs each named command on the node, and returns them all by name, with one round
+    trip where a M(ansible.builtin.slurp) or M(ansible.builtin.command) task takes one each. The verify role reads
+    every layer's state this way.
+  - A missing file is V(null), not an error; a command whose program is not installed gets return code 127 and
+    says so on its stderr, not an error. The caller judges what it read.
+  - For reads only. Commands run without a shell, one after the other, each with a time limit; the module cannot
+    tell a read from a change, so only give it commands that change nothing. It always reports C(changed=false).
+author:
+  - gpufleet maintainers (@gpufleet)
+extends_documentation_fragment:
+  - gpufleet.nvidia.attributes
+  - gpufleet.nvidia.attributes.info_module
+options:
+  files:
+    description: Names and the absolute paths to read (text; undecodable bytes are replaced).
+    type: dict
+    default: {}
+  commands:
+    description: Names and the argument vectors to run (no shell). The program is looked up in C(PATH) and the
+      sbin directories.
+    type: dict
+    default: {}
+  timeout:
+    description: Seconds each command may take before it is stopped (return code 124).
+    type: int
+    default: 60
+  max_bytes:
+    description: At most this many bytes of a file or of a command's output are returned.
+    type: int
+    default: 4194304
+requirements:
+  - Python 3.8 or later on the target (standard library only).
+"""
+
+EXAMPLES = r"""
+- name: Read what verify judges, in one call
+  gpufleet.nvidia.node_reads_info:
+    files:
+      proc_version: /proc/driver/nvidia/version
+      cdi_spec: /etc/cdi/nvidia.yaml
+    commands:
+      engine: [containerd, config, dump]
+      crictl_version: [crictl, --version]
+  register: reads
+
+- name: Use them
+  ansible.builtin.debug:
+    msg: "{{ reads.commands.engine.stdout if reads.commands.engine.rc == 0 else 'no containerd' }}"
+"""
+
+RETURN = r"""
+files:
+  description: Each name's file content, or V(null) where the file is missing or unreadable.
+  type: dict
+  returned: always
+  sample: {proc_version: "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.163.01 ...\n", cdi_spec: null}
+file_errors:
+  description: Why a file read V(null), by name, where it was not simply missing.
+  type: dict
+  returned: always
+  sample: {}
+commands:
+  description: Each name's return code, stdout and stderr.
+  type: dict
+  returned: always
+  sample: {crictl_version: {rc: 0, stdout: "crictl version v1.36.0\n", stderr: ""}}
+"""
+
+import os
+import subprocess
+import typing as t
+
+from ansible.module_utils.basic import AnsibleModule
+
+_NOT_INSTALLED = 127
+_TIMED_OUT = 124
+
+
+class NodeReads:
+    """Every read by name; nothing is judged here."""
+
+    def __init__(self, module: AnsibleModule) -> None:
+        self.module = module
+        self.limit: int = module.params["max_bytes"]
+        for name, path in module.params["files"].items():
+            if not isinstance(path, str) or not os.path.isabs(path):
+                module.fail_json(msg="files.{0}: '{1}' is not an absolute path".format(name, path))
+        for name, argv in module.params["commands"].items():
+            if not isinstance(argv, list) or not argv or not all(isinstance(arg, (str, int)) for arg in argv):
+                module.fail_json(msg="commands.{0}: expected a non-empty list of arguments, got {1!r}".format(
+                    name, argv))
+
+    def _text(self, data: bytes) -> str:
+        return data[:self.limit].decode("utf-8", "replace")
+
+    def read_file(self, path: str) -> tuple[str | None, str | None]:
+        try:
+            with open(path, "rb") as handle:
+                return self._text(handle.read(self.limit)), None
+        except FileNotFoundError:
+            return None, None
+        except OSError as error:
+            return None, "{0}: {1}".format(path, error.strerror or error)
+
+    def run_command(self, argv: list[t.Any]) -> dict[str, t.Any]:
+        program = self.module.get_bin_path(str(argv[0]))
+        if program is None:
+            return {"rc": _NOT_INSTALLED, "stdout": "", "stderr": "{0} is not installed".format(argv[0])}
+        timeout = self.module.params["timeout"]
+        try:
+            done = subprocess.run([program] + [str(arg) for arg in argv[1:]], stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired as expired:
+            return {"rc": _TIMED_OUT, "stdout": self._text(expired.stdout or b""),
+                    "stderr": "{0} did not finish within {1} s".format(argv[0], timeout)}
+        except OSError as error:
+            return {"rc": _NOT_INSTALLED, "stdout": "", "stderr": "{0}: {1}".format(argv[0], error)}
+        return {"rc": done.returncode, "stdout": self._text(done.stdout), "stderr": self._text(done.stderr)}
+
+    def run(self) -> dict[str, t.Any]:
+        files: dict[str, str | None] = {}
+        errors: dict[str, str] = {}
+        for name, path in self.module.params["files"].items():
+            files[name], error = self.read_file(path)
+            if error:
+                errors[name] = error
+        commands = {name: self.run_command(argv) for name, argv in self.module.params["commands"].items()}
+        return {"changed": False, "files": files, "file_errors": errors, "commands": commands}
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "files": {"type": "dict", "default": {}},
+            "commands": {"type": "dict", "default": {}},
+            "timeout": {"type": "int", "default": 60},
+            "max_bytes": {"type": "int", "default": 4 * 1024 * 1024},
+        },
+        supports_check_mode=True,
+    )
+    module.exit_json(**NodeReads(module).run())
+
+
+if __name__ == "__main__":
+    main()

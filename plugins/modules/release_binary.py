@@ -1,0 +1,280 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: release_binary
+short_description: Install one program from a release tarball verified by its sha256, in one call
+version_added: 0.1.0
+description:
+  - Downloads a release tarball on the node, checks its sha256 against the one given or the one the release
+    publishes beside it, takes one member out of it and puts it in place atomically with the declared owner,
+    group and mode. Nothing on the node changes unless the tarball matched.
+  - One round trip to the node, where a staging directory, M(ansible.builtin.get_url),
+    M(ansible.builtin.unarchive), M(ansible.builtin.copy) and a clean-up take five or more.
+  - The download is held in an unnamed temporary file, so nothing is left behind whatever happens; the new program
+    is written beside its destination and renamed over it.
+  - The program is replaced only when its content or attributes differ, so a repeated run changes nothing. The
+    tarball is fetched every time the module runs; a role asks the installed program for its version first and
+    calls the module only when that differs.
+  - In check mode the tarball is still fetched and verified (a wrong checksum fails a check run too), and the
+    module reports whether the program would change.
+author:
+  - gpufleet maintainers (@gpufleet)
+extends_documentation_fragment:
+  - gpufleet.nvidia.attributes
+  - gpufleet.nvidia.attributes.mutating
+options:
+  url:
+    description: The release tarball (C(.tar.gz), C(.tgz), C(.tar.xz) or C(.tar)); HTTPS certificates are always
+      verified.
+    type: str
+    required: true
+  sha256:
+    description: The tarball's expected sha256 (64 hexadecimal digits). One of O(sha256) and O(sha256_url) is
+      required.
+    type: str
+  sha256_url:
+    description: A file that holds the tarball's sha256 as its first word, as releases publish it
+      (C(<tarball>.sha256)).
+    type: str
+  member:
+    description: The path of the program inside the tarball (a leading C(./) is ignored).
+    type: str
+    required: true
+  dest:
+    description: Where the program goes, an absolute path. Its directory is created (mode C(0755)) when missing.
+    type: path
+    required: true
+  mode:
+    description: The program's mode, as an octal string.
+    type: raw
+    default: "0755"
+  owner:
+    description: The program's owner.
+    type: str
+    default: root
+  group:
+    description: The program's group.
+    type: str
+    default: root
+  timeout:
+    description: Seconds to wait for each download to answer.
+    type: int
+    default: 30
+notes:
+  - The member must be a regular file; links and directories in the tarball are refused.
+requirements:
+  - Python 3.8 or later on the target (standard library only).
+"""
+
+EXAMPLES = r"""
+- name: Install crictl from its release, checked against the digest the release publishes
+  gpufleet.nvidia.release_binary:
+    url: "{{ mirror }}/v1.36.0/crictl-v1.36.0-linux-amd64.tar.gz"
+    sha256_url: "{{ mirror }}/v1.36.0/crictl-v1.36.0-linux-amd64.tar.gz.sha256"
+    member: crictl
+    dest: /usr/local/bin/crictl
+
+- name: The same with a digest pinned in the inventory
+  gpufleet.nvidia.release_binary:
+    url: "{{ mirror }}/v1.36.0/crictl-v1.36.0-linux-amd64.tar.gz"
+    sha256: 83855e114566a8a8c44c548d515670f51de3a5e1da8b2effb59870e2f10c25a3
+    member: crictl
+    dest: /usr/local/bin/crictl
+"""
+
+RETURN = r"""
+sha256:
+  description: The tarball's sha256, as verified.
+  type: str
+  returned: success
+  sample: 83855e114566a8a8c44c548d515670f51de3a5e1da8b2effb59870e2f10c25a3
+member_sha256:
+  description: The sha256 of the program now at O(dest) (in check mode, the one that would be).
+  type: str
+  returned: success
+dest:
+  description: Where the program is.
+  type: str
+  returned: success
+"""
+
+import hashlib
+import os
+import re
+import shutil
+import tarfile
+import tempfile
+import typing as t
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import fetch_url
+
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_CHUNK = 1 << 20
+
+
+class ReleaseBinary:
+    """Fetch, verify, extract, compare, replace: the tarball decides, the node changes only after it matched."""
+
+    def __init__(self, module: AnsibleModule) -> None:
+        self.module = module
+        params = module.params
+        self.url: str = params["url"]
+        self.dest: str = params["dest"]
+        self.member: str = params["member"].lstrip("/")
+        if self.member.startswith("./"):
+            self.member = self.member[2:]
+        if not os.path.isabs(self.dest):
+            module.fail_json(msg="dest: '{0}' is not absolute; give the full path".format(self.dest))
+        if not self.member or ".." in self.member.split("/"):
+            module.fail_json(msg="member: '{0}' is not a path inside the tarball".format(params["member"]))
+        if params["sha256"] is not None and not _SHA256.match(params["sha256"].strip().lower()):
+            module.fail_json(msg="sha256: expected 64 hexadecimal digits, got '{0}'".format(params["sha256"]))
+
+    # -- downloads -----------------------------------------------------------------------------
+    def _open(self, url: str) -> t.Any:
+        response, info = fetch_url(self.module, url, timeout=self.module.params["timeout"])
+        if info["status"] != 200:
+            self.module.fail_json(msg="could not fetch {0}: {1}".format(url, info.get("msg", info["status"])),
+                                  status=info["status"], url=url)
+        return response
+
+    def expected_sha256(self) -> str:
+        if self.module.params["sha256"] is not None:
+            return self.module.params["sha256"].strip().lower()
+        url = self.module.params["sha256_url"]
+        words = self._open(url).read(4096).decode("ascii", "replace").split()
+        if not words or not _SHA256.match(words[0].lower()):
+            self.module.fail_json(msg="{0} does not start with a sha256 (64 hexadecimal digits)".format(url))
+        return words[0].lower()
+
+    def fetch(self, into: t.BinaryIO) -> str:
+        """The tarball into an open file; returns its sha256."""
+        digest = hashlib.sha256()
+        response = self._open(self.url)
+        while True:
+            chunk = response.read(_CHUNK)
+            if not chunk:
+                break
+            digest.update(chunk)
+            into.write(chunk)
+        into.flush()
+        into.seek(0)
+        return digest.hexdigest()
+
+    # -- the program ---------------------------------------------------------------------------
+    def extract(self, tarball: t.BinaryIO, into: t.BinaryIO) -> str:
+        """The member into an open file; returns its sha256."""
+        try:
+            with tarfile.open(fileobj=tarball, mode="r:*") as archive:
+                found = None
+                for info in archive:
+                    name = info.name[2:] if info.name.startswith("./") else info.name
+                    if name == self.member:
+                        found = info
+                        break
+                if found is None:
+                    self.module.fail_json(msg="{0} has no member '{1}'".format(self.url, self.member))
+                if not found.isfile():
+                    self.module.fail_json(msg="{0}: '{1}' is not a regular file in the tarball".format(
+                        self.url, self.member))
+                source = archive.extractfile(found)
+                digest = hashlib.sha256()
+                while True:
+                    chunk = source.read(_CHUNK)
+                    if not chunk:
+                        break
+                    digest.update(chunk)
+                    into.write(chunk)
+        except tarfile.TarError as error:
+            self.module.fail_json(msg="{0} is not a readable tarball: {1}".format(self.url, error))
+        into.flush()
+        return digest.hexdigest()
+
+    @staticmethod
+    def current_sha256(path: str) -> str | None:
+        if not os.path.isfile(path) or os.path.islink(path):
+            return None
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(_CHUNK), b""):
+                digest.update(chunk)
+        return digest.hexdigest()
+
+    def _attributes(self, path: str, diff: dict[str, t.Any] | None) -> bool:
+        params = self.module.params
+        file_args = {"path": path, "mode": params["mode"], "owner": params["owner"], "group": params["group"],
+                     "secontext": None, "attributes": None}
+        return self.module.set_fs_attributes_if_different(file_args, False, diff=diff)
+
+    def install(self, program: t.BinaryIO) -> None:
+        directory = os.path.dirname(self.dest)
+        if not os.path.isdir(directory):
+            os.makedirs(directory, mode=0o755)
+        handle, temp = tempfile.mkstemp(dir=directory, prefix=".gpufleet-")
+        try:
+            with os.fdopen(handle, "wb") as out:
+                program.seek(0)
+                shutil.copyfileobj(program, out)
+            # Private until its attributes are right; then renamed over the old program in one step.
+            os.chmod(temp, 0o700)
+            self._attributes(temp, None)
+            os.rename(temp, self.dest)
+        except BaseException:
+            if os.path.lexists(temp):
+                os.unlink(temp)
+            raise
+
+    # -- all of it -----------------------------------------------------------------------------
+    def run(self) -> dict[str, t.Any]:
+        expected = self.expected_sha256()
+        with tempfile.TemporaryFile() as tarball, tempfile.TemporaryFile() as program:
+            actual = self.fetch(tarball)
+            if actual != expected:
+                self.module.fail_json(
+                    msg="checksum mismatch: {0} has sha256 {1}, expected {2}; it is corrupt or was tampered with, "
+                        "and nothing was installed".format(self.url, actual, expected), sha256=actual, url=self.url)
+            wanted = self.extract(tarball, program)
+            before = self.current_sha256(self.dest)
+            diff: dict[str, t.Any] = {"before": {"path": self.dest, "sha256": before or "(absent)"},
+                                      "after": {"path": self.dest, "sha256": wanted}}
+            changed = before != wanted
+            if changed and not self.module.check_mode:
+                self.install(program)
+            elif not changed:
+                # The same program: only its owner, group or mode can differ (check mode predicts, not sets).
+                changed = self._attributes(self.dest, diff)
+        result: dict[str, t.Any] = {"changed": changed, "sha256": actual, "member_sha256": wanted, "dest": self.dest}
+        if changed and self.module._diff:
+            result["diff"] = diff
+        return result
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "url": {"type": "str", "required": True},
+            "sha256": {"type": "str"},
+            "sha256_url": {"type": "str"},
+            "member": {"type": "str", "required": True},
+            "dest": {"type": "path", "required": True},
+            "mode": {"type": "raw", "default": "0755"},
+            "owner": {"type": "str", "default": "root"},
+            "group": {"type": "str", "default": "root"},
+            "timeout": {"type": "int", "default": 30},
+        },
+        required_one_of=[("sha256", "sha256_url")],
+        mutually_exclusive=[("sha256", "sha256_url")],
+        supports_check_mode=True,
+    )
+    module.exit_json(**ReleaseBinary(module).run())
+
+
+if __name__ == "__main__":
+    main()
