@@ -119,6 +119,21 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _CHUNK = 1 << 20
 
 
+def _inside(name: str) -> str:
+    """A tarball path as the module compares it: without a leading ./ ."""
+    return name[2:] if name.startswith("./") else name
+
+
+def _copy_hashing(source: t.BinaryIO, into: t.BinaryIO | None = None) -> str:
+    """sha256 of all that source yields, copied into `into` on the way where one is given."""
+    digest = hashlib.sha256()
+    for chunk in iter(lambda: source.read(_CHUNK), b""):
+        digest.update(chunk)
+        if into is not None:
+            into.write(chunk)
+    return digest.hexdigest()
+
+
 class ReleaseBinary:
     """Fetch, verify, extract, compare, replace: the tarball decides, the node changes only after it matched."""
 
@@ -127,9 +142,7 @@ class ReleaseBinary:
         params = module.params
         self.url: str = params["url"]
         self.dest: str = params["dest"]
-        self.member: str = params["member"].lstrip("/")
-        if self.member.startswith("./"):
-            self.member = self.member[2:]
+        self.member: str = _inside(params["member"].lstrip("/"))
         if not os.path.isabs(self.dest):
             module.fail_json(msg="dest: '{0}' is not absolute; give the full path".format(self.dest))
         if not self.member or ".." in self.member.split("/"):
@@ -156,56 +169,34 @@ class ReleaseBinary:
 
     def fetch(self, into: t.BinaryIO) -> str:
         """The tarball into an open file; returns its sha256."""
-        digest = hashlib.sha256()
-        response = self._open(self.url)
-        while True:
-            chunk = response.read(_CHUNK)
-            if not chunk:
-                break
-            digest.update(chunk)
-            into.write(chunk)
+        digest = _copy_hashing(self._open(self.url), into)
         into.flush()
         into.seek(0)
-        return digest.hexdigest()
+        return digest
 
     # -- the program ---------------------------------------------------------------------------
     def extract(self, tarball: t.BinaryIO, into: t.BinaryIO) -> str:
         """The member into an open file; returns its sha256."""
         try:
             with tarfile.open(fileobj=tarball, mode="r:*") as archive:
-                found = None
-                for info in archive:
-                    name = info.name[2:] if info.name.startswith("./") else info.name
-                    if name == self.member:
-                        found = info
-                        break
+                found = next((info for info in archive if _inside(info.name) == self.member), None)
                 if found is None:
                     self.module.fail_json(msg="{0} has no member '{1}'".format(self.url, self.member))
                 if not found.isfile():
                     self.module.fail_json(msg="{0}: '{1}' is not a regular file in the tarball".format(
                         self.url, self.member))
-                source = archive.extractfile(found)
-                digest = hashlib.sha256()
-                while True:
-                    chunk = source.read(_CHUNK)
-                    if not chunk:
-                        break
-                    digest.update(chunk)
-                    into.write(chunk)
+                digest = _copy_hashing(archive.extractfile(found), into)
         except tarfile.TarError as error:
             self.module.fail_json(msg="{0} is not a readable tarball: {1}".format(self.url, error))
         into.flush()
-        return digest.hexdigest()
+        return digest
 
     @staticmethod
     def current_sha256(path: str) -> str | None:
         if not os.path.isfile(path) or os.path.islink(path):
             return None
-        digest = hashlib.sha256()
         with open(path, "rb") as handle:
-            for chunk in iter(lambda: handle.read(_CHUNK), b""):
-                digest.update(chunk)
-        return digest.hexdigest()
+            return _copy_hashing(handle)
 
     def _attributes(self, path: str, diff: dict[str, t.Any] | None) -> bool:
         params = self.module.params
