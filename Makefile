@@ -7,6 +7,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 HARNESS := tests/harness
+PHASE := $(HARNESS)/phase.sh
 VENV := .venv
 PYTHON_FOR_VENV := $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)
 COLLECTION_LINK := build/collections/ansible_collections/gpufleet/nvidia
@@ -14,66 +15,86 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 export GPUFLEET_ROOT := $(CURDIR)
 
-.PHONY: help demo test host venv sim collection images images-all mirror real-nvml \
-        lint sanity units molecule build clean
+.PHONY: help demo test check host venv sim collection images images-all mirror real-nvml \
+        lint sanity sanity-changed units molecule molecule-smoke build clean
 
 help:
 	@echo "make demo   - simulated GPU node + playbooks/site.yml (see README.md)"
 	@echo "make test   - yamllint, ansible-lint, ansible-test sanity, unit tests, Molecule"
+	@echo "make check  - the inner loop: lint, sanity on changed files, unit tests, one scenario"
 
 demo: host venv collection mirror
 	$(HARNESS)/demo.sh
 
-# Three jobs: the image and mirror builds wait mostly on downloads, so the
-# CPU-bound checks run beside them; each job's output is printed whole when it
-# ends. Molecule needs all of it, so it runs last.
+# One make, three jobs, every phase timed (tests/harness/phase.sh) and the
+# table printed at the end, also after a failure. Downloads and image builds
+# wait mostly on the network, so lint, sanity and the unit tests run beside
+# them; Molecule starts as soon as its images and the mirror are ready. Each
+# job's output is printed whole when it ends.
 test:
-	$(MAKE) --no-print-directory --jobs=3 --output-sync=target mirror images-all lint sanity units
-	$(MAKE) --no-print-directory molecule
+	@$(PHASE) start
+	@status=0; $(MAKE) --no-print-directory --jobs=3 --output-sync=target lint sanity units molecule || status=$$?; \
+	  $(PHASE) table; exit $$status
+
+# The inner loop (docs/contributing.md): lint, sanity on the files changed
+# against main, the unit tests and one smoke scenario. About 5 minutes warm.
+CHECK_SCENARIO ?= nvml_info
+check:
+	@$(PHASE) start
+	@status=0; $(MAKE) --no-print-directory --jobs=2 --output-sync=target lint sanity-changed units molecule-smoke || status=$$?; \
+	  $(PHASE) table; exit $$status
 
 host:
-	$(HARNESS)/bootstrap-host.sh
+	@$(PHASE) run "host set-up" $(HARNESS)/bootstrap-host.sh
 
-venv: $(VENV)/.installed
-$(VENV)/.installed: $(HARNESS)/requirements.txt | host
-	$(PYTHON_FOR_VENV) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r $(HARNESS)/requirements.txt
-	touch $@
+venv: host
+	@$(PHASE) run venv $(HARNESS)/venv.sh $(PYTHON_FOR_VENV)
 
 sim: host
-	$(MAKE) -s -C tests/nvml-sim
+	@$(PHASE) run "simulated NVML" $(HARNESS)/sim.sh
 
 collection: $(COLLECTION_LINK)
 $(COLLECTION_LINK):
 	mkdir -p $(dir $@)
 	ln -sfn $(CURDIR) $@
 
+# The simulated GPU nodes every scenario starts from; images-all adds the
+# nodes with a Debian kernel that the driver scenario builds modules for.
 images: host venv sim
-	$(HARNESS)/images.sh gpusim debian12
+	@$(PHASE) run "images: debian12 gpusim" $(HARNESS)/images.sh gpusim debian12
+	@$(PHASE) run "images: debian13 gpusim" $(HARNESS)/images.sh gpusim debian13
 
 images-all: images
-	$(HARNESS)/images.sh gpusim debian13
-	$(HARNESS)/images.sh kernel debian12
-	$(HARNESS)/images.sh kernel debian13
+	@$(PHASE) run "images: debian12 kernel" $(HARNESS)/images.sh kernel debian12
+	@$(PHASE) run "images: debian13 kernel" $(HARNESS)/images.sh kernel debian13
 
-mirror: host
-	$(HARNESS)/mirror-seed.sh
+# The mirror's script runs under the venv's python (first in PATH): it must
+# wait for the venv, or it starts a half-made one.
+mirror: host venv
+	@$(HARNESS)/mirror-seed.sh
 
 real-nvml: mirror
 	@$(HARNESS)/real-nvml.sh >/dev/null
 
 lint: venv collection
-	yamllint --strict .
-	ansible-lint
+	@$(PHASE) run yamllint yamllint --strict .
+	@$(PHASE) run ansible-lint ansible-lint
 
 sanity: venv
-	$(HARNESS)/sanity.sh
+	@$(PHASE) run sanity $(HARNESS)/sanity.sh
+
+# Sanity on what differs from main (committed, staged, unstaged, untracked).
+sanity-changed: venv
+	@$(PHASE) run "sanity (changed files)" $(HARNESS)/sanity.sh --changed-from "$${GPUFLEET_BASE:-main}"
 
 units: venv sim real-nvml collection
-	GPUFLEET_REAL_LIBNVML=$$($(HARNESS)/real-nvml.sh) python -m pytest tests/unit
+	@GPUFLEET_REAL_LIBNVML=$$($(HARNESS)/real-nvml.sh) $(PHASE) run units python -m pytest -q tests/unit
 
 molecule: venv collection images-all mirror
 	$(HARNESS)/molecule.sh
+
+molecule-smoke: venv collection images mirror
+	$(HARNESS)/molecule.sh $(CHECK_SCENARIO)
 
 build: venv
 	mkdir -p build

@@ -18,3 +18,14 @@ export GPUFLEET_ROOT GPUFLEET_CACHE GPUFLEET_MIRROR_ROOT GPUFLEET_MIRROR_PORT \
 
 log() { printf '\033[1m[harness]\033[0m %s\n' "$*" >&2; }
 die() { printf '\033[1;31m[harness] error:\033[0m %s\n' "$*" >&2; exit 1; }
+# timed NAME COMMAND...: run COMMAND (a shell function too) and record it as
+# a phase of the run's timing table (phase.sh).
+timed() {
+  local name=$1 begin status=0
+  shift
+  begin=$(date +%s)
+  "$@" || status=$?
+  "$GPUFLEET_ROOT/tests/harness/phase.sh" record "$name" "$begin" "$(date +%s)" \
+    "$([ "$status" -eq 0 ] && echo ok || echo FAILED)"
+  return "$status"
+}

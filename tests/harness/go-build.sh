@@ -19,7 +19,11 @@ read -r _ module _ cgo packages ldflags <<<"$line"
 go=$("$here/ensure-go.sh")
 key=$( (echo "$line"; "$go" env GOVERSION; cat "$0") | sha256sum | cut -c1-12)
 out="$GPUFLEET_CACHE/go-tools/$name-$version-$key"
-if [ -d "$out/bin" ]; then echo "$out/bin"; exit 0; fi
+if [ -d "$out/bin" ]; then
+  "$here/phase.sh" record "Go tools: $name $version (cached)" "$(date +%s)" "$(date +%s)" ok
+  echo "$out/bin"
+  exit 0
+fi
 
 # Private GOPATH, module and build caches: nothing outside the cache is touched.
 export GOPATH="$GPUFLEET_CACHE/go/path" GOMODCACHE="$GPUFLEET_CACHE/go/mod" \
@@ -52,4 +56,5 @@ for old in "$GPUFLEET_CACHE/go-tools/$name-$version-"*; do
   [ "$old" = "$out" ] || rm -rf "$old"
 done
 log "built $name $version in $(($(date +%s) - start))s -> $out/bin"
+"$here/phase.sh" record "Go tools: $name $version" "$start" "$(date +%s)" ok
 echo "$out/bin"

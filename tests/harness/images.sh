@@ -94,7 +94,7 @@ build_gpusim() {
   local platform=$1 node=${2:-dgx-a100-8x40gb} base sim key ref ctx name
   base=$(build_base "$platform")
   sim="$GPUFLEET_ROOT/tests/nvml-sim"
-  make -s -C "$sim" >/dev/null
+  "$GPUFLEET_ROOT/tests/harness/sim.sh"
   key=$(content_key "$sim/build/libnvidia-ml.so.1" "$sim/simctl.py" "$sim/nodes/$node.yml" \
     "$sim"/models/*.yml <(echo "$base"; declare -f build_gpusim))
   name="$platform-gpusim"
@@ -167,6 +167,12 @@ CCACHE
     cat >"$ctx/Containerfile" <<CONTAINERFILE
 FROM $gpusim
 COPY ccache.conf /etc/ccache.conf
+# MODULES=list: an initramfs of the listed modules only (none) takes 1.5 s
+# to build instead of 20 s of CPU with Debian's MODULES=most, and every
+# driver install regenerates it. Nothing boots these initramfs images; what
+# the roles put in them (/etc/modprobe.d) is copied either way.
+RUN mkdir -p /etc/initramfs-tools/conf.d \\
+ && printf 'MODULES=list\\n' >/etc/initramfs-tools/conf.d/gpufleet-test-ground.conf
 RUN export DEBIAN_FRONTEND=noninteractive \\
  && apt-get update -qq \\
  && apt-get install -y -qq --no-install-recommends linux-image-amd64=$kernel ccache >/dev/null \\

@@ -221,8 +221,13 @@ def cmd_add_deb(args: argparse.Namespace) -> None:
         if not deb.name.endswith(".deb"):
             raise SystemExit(f"{deb} is not a .deb")
         pool.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(deb, pool / deb.name)
-        (pool / deb.name).chmod(0o644)
+        target = pool / deb.name
+        source = deb.stat()
+        # copy2 keeps the mtime: an unchanged .deb from the cache is not copied again.
+        if target.exists() and (target.stat().st_size, target.stat().st_mtime_ns) == (source.st_size, source.st_mtime_ns):
+            continue
+        shutil.copy2(deb, target)
+        target.chmod(0o644)
 
 
 def cmd_add_file(args: argparse.Namespace) -> None:

@@ -5,6 +5,22 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=env.sh
 . "$(dirname "$0")/env.sh"
 
+# --changed-from BASE: only the files that differ from BASE (committed,
+# staged, unstaged or untracked), for the inner loop (make check).
+targets=()
+if [ "${1:-}" = --changed-from ]; then
+  base=$(cd "$GPUFLEET_ROOT" && git merge-base "${2:?usage: sanity.sh --changed-from BASE}" HEAD) \
+    || die "sanity: no common history with $2; set GPUFLEET_BASE to the branch you started from"
+  shift 2
+  mapfile -t targets < <(cd "$GPUFLEET_ROOT" && { git diff --name-only "$base"; git ls-files -o --exclude-standard; } \
+    | sort -u | while read -r path; do [ -f "$path" ] && echo "$path"; done)
+  if [ "${#targets[@]}" -eq 0 ]; then
+    log "sanity: no file differs from $base; nothing to check"
+    exit 0
+  fi
+  log "sanity: ${#targets[@]} changed file(s)"
+fi
+
 tree="$GPUFLEET_ROOT/build/sanity/ansible_collections/gpufleet/nvidia"
 mkdir -p "$tree"
 (cd "$GPUFLEET_ROOT" && git ls-files -co --exclude-standard -z) \
@@ -28,4 +44,4 @@ PY
 cache="$HOME/.ansible/test/cache/get_pip_${pip_version//./_}.py"
 mkdir -p "$(dirname "$cache")"
 cp "$GPUFLEET_ROOT/tests/harness/ansible-test-get-pip.py" "$cache"
-ansible-test sanity --venv --python "$python_version" --color "$@"
+ansible-test sanity --venv --python "$python_version" --color yes "$@" "${targets[@]}"

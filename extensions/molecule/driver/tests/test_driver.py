@@ -51,8 +51,8 @@ def test_apt_is_pinned_to_the_version(host):
 
 def test_the_repository_is_the_signed_local_mirror(host):
     sources = host.file(SOURCES_FILE).content_string
-    mirror = variables(host)["gpufleet_test_mirror_url"]
-    assert "deb [signed-by=%s] %s/debian" % (KEYRING, mirror) in sources
+    mirror = "%s/%s" % (variables(host)["gpufleet_test_mirror_url"], variables(host)["test_mirror_repository"])
+    assert "deb [signed-by=%s] %s " % (KEYRING, mirror) in sources
     assert host.file(KEYRING).is_file and host.file(KEYRING).mode == 0o644
     assert mirror in host.check_output("apt-cache policy nvidia-kernel-dkms")
 
@@ -88,6 +88,19 @@ def test_every_installed_kernel_has_headers_and_the_module(host):
         assert "%s/%s, %s, x86_64: installed" % (DKMS_MODULE[FLAVOUR], version, kernel) in status, status
         module = host.check_output("modinfo -k %s -F version %s", kernel, KERNEL_MODULE)
         assert module == version, (kernel, module)
+
+
+def test_the_module_built_is_the_one_the_repository_ships(host):
+    """One node builds the real NVIDIA module; the other the test ground's stand-in, unknown to the role."""
+    for kernel in installed_kernels(host):
+        fields = {field: host.check_output("modinfo -k %s -F %s %s", kernel, field, KERNEL_MODULE)
+                  for field in ("license", "alias", "description")}
+        if variables(host)["test_module"] == "nvidia":
+            # The real module: NVIDIA's licence and its PCI aliases (vendor 10DE, display class).
+            assert fields["license"] == "NVIDIA", (kernel, fields["license"])
+            assert "pci:v000010DEd" in fields["alias"], (kernel, fields["alias"][:200])
+        else:
+            assert "stand-in" in fields["description"] and not fields["alias"], (kernel, fields)
 
 
 def test_the_running_kernel_is_left_alone(host):

@@ -58,10 +58,13 @@ def test_the_node_still_reports_its_reboot(host):
 
 
 def test_a_driver_that_fails_to_build_is_rolled_back(host):
-    """A real fault: Debian 12's open modules do not build against its current kernel.
+    """A real DKMS build failure, in seconds.
 
-    Switching to them must fail with the DKMS error and leave the node exactly
-    as it was: the proprietary driver installed, held, pinned, with its module.
+    Debian 12's open modules do not build against its current kernel; the
+    stand-in repository's open-module package fails to compile the same way,
+    on purpose. Switching to it must fail with the DKMS error and leave the
+    node exactly as it was: the proprietary driver installed, held, pinned,
+    with its module.
     """
     new = variables(host)["driver_version"]
     before = snapshot(host)

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The tool venv, built once per set of inputs and shared by every checkout:
+# it lives under $GPUFLEET_CACHE/venv/<key> (the key hashes the Python, the
+# locked requirements and this script) and $GPUFLEET_VENV (.venv) links to
+# it. A fresh clone whose requirements are unchanged starts with a venv.
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=env.sh
+. "$(dirname "$0")/env.sh"
+here=$(cd "$(dirname "$0")" && pwd)
+
+python=${1:?usage: venv.sh PYTHON}
+requirements=$here/requirements.txt
+key=$({ "$python" -c 'import sys; print(sys.version)'; cat "$requirements" "$0"; } | sha256sum | cut -c1-16)
+target=$GPUFLEET_CACHE/venv/$key
+
+mkdir -p "$GPUFLEET_CACHE/venv"
+exec 9>"$target.lock"
+flock 9
+if [ ! -f "$target/.installed" ]; then
+  log "building the tool venv $target"
+  # A venv is not relocatable: build it where it stays, from scratch.
+  rm -rf "$target"
+  "$python" -m venv "$target"
+  "$target/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+  touch "$target/.installed"
+fi
+# Replace an old in-checkout venv (a directory) or a link to another key.
+if [ -d "$GPUFLEET_VENV" ] && [ ! -L "$GPUFLEET_VENV" ]; then rm -rf "$GPUFLEET_VENV"; fi
+ln -sfn "$target" "$GPUFLEET_VENV"
