@@ -32,13 +32,8 @@ case "${1:-}" in
     ;;
   run)
     [ $# -ge 3 ] || die "usage: phase.sh run NAME COMMAND [ARG...]"
-    name=$2
-    shift 2
-    begin=$(date +%s)
-    status=0
-    "$@" || status=$?
-    append "$name" "$begin" "$(date +%s)" "$([ "$status" -eq 0 ] && echo ok || echo "FAILED")"
-    exit "$status"
+    shift
+    timed "$@"
     ;;
   record)
     [ $# -eq 5 ] || die "usage: phase.sh record NAME START END RESULT"
