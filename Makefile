@@ -26,14 +26,15 @@ help:
 demo: host venv collection mirror
 	$(HARNESS)/demo.sh
 
-# One make, three jobs, every phase timed (tests/harness/phase.sh) and the
-# table printed at the end, also after a failure. Downloads and image builds
-# wait mostly on the network, so lint, sanity and the unit tests run beside
-# them; Molecule starts as soon as its images and the mirror are ready. Each
-# job's output is printed whole when it ends.
+# One make, every phase timed (tests/harness/phase.sh) and the table printed
+# at the end, also after a failure. Downloads and image builds wait mostly on
+# the network, so lint, sanity and the unit tests run beside them. Four jobs,
+# one per goal: Molecule, the longest path, must not wait for a free job
+# slot; it starts as soon as its images and the mirror are ready. Each job's
+# output is printed whole when it ends.
 test:
 	@$(PHASE) start
-	@status=0; $(MAKE) --no-print-directory --jobs=3 --output-sync=target lint sanity units molecule || status=$$?; \
+	@status=0; $(MAKE) --no-print-directory --jobs=4 --output-sync=target lint sanity units molecule || status=$$?; \
 	  $(PHASE) table; exit $$status
 
 # The inner loop (docs/contributing.md): lint, sanity on the files changed
@@ -41,7 +42,7 @@ test:
 CHECK_SCENARIO ?= nvml_info
 check:
 	@$(PHASE) start
-	@status=0; $(MAKE) --no-print-directory --jobs=2 --output-sync=target lint sanity-changed units molecule-smoke || status=$$?; \
+	@status=0; $(MAKE) --no-print-directory --jobs=4 --output-sync=target lint sanity-changed units molecule-smoke || status=$$?; \
 	  $(PHASE) table; exit $$status
 
 host:

@@ -19,8 +19,8 @@ GPUFLEET_MIRROR_FINGERPRINT=$(python3 "$here/mirror.py" status | sed -n 's/^key=
 export GPUFLEET_MIRROR_FINGERPRINT
 
 # Measured on the 2-core test machine with two lanes (tests/output/phases.tsv
-# of a run): driver 18 min cold (the one real NVIDIA build), upgrade 8, verify
-# and bake 5-6, the rest 1-4. The lanes are CPU-bound, so a third lane gains
+# of a warm run): driver 11 min (the one real NVIDIA build; 18 cold), upgrade
+# 9, verify 5, the rest 1-3. The lanes are CPU-bound, so a third lane gains
 # little; the order decides how evenly they end.
 LONGEST_FIRST=(driver upgrade verify bake container_runtime cdi bundle mig container_toolkit)
 

@@ -59,11 +59,10 @@ def run_playbook(play: list, extra_vars: dict | None = None, check: bool = False
 
 
 def node(host):
-    """The same node through `podman exec` directly.
+    """The same node through testinfra's podman backend.
 
-    testinfra sends every command of an Ansible-backed host through a new
-    `ansible` process when the connection is containers.podman (seconds
-    each); the podman backend runs the same commands in a fraction of that.
+    ../conftest.py already sends an Ansible-backed podman host's commands
+    through `podman exec`; this is that podman host itself.
     """
     return _podman_host(host.backend.host)
 

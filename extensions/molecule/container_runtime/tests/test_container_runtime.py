@@ -230,6 +230,9 @@ def test_running_docker_serves_the_runtime_with_cdi(host):
     if engine(host) != "docker":
         pytest.skip("not a Docker node")
     info = json.loads(node(host).check_output("docker info --format '{{json .}}'"))
+    # docker info answers for the client alone when the daemon does not: say why.
+    assert not info.get("ServerErrors"), (info["ServerErrors"], node(host).run(
+        "systemctl status --no-pager --lines=20 docker containerd").stdout)
     assert info["Runtimes"]["nvidia"]["path"] == "/usr/bin/nvidia-container-runtime"
     assert info["DefaultRuntime"] == "nvidia"
     assert info["CDISpecDirs"] == CDI_DIRS
