@@ -12,13 +12,15 @@ Pure functions over text; fetching, signatures and files are the caller's
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import lzma
 import posixpath
 import re
-import string
 import typing as t
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._version_order import dpkg_compare, dpkg_parse
 
 # Compressed variants of an index, in the order they are preferred (apt's own
 # preference; every repository we read offers at least one).
@@ -138,57 +140,22 @@ def safe_filename(filename: str) -> str:
 
 
 # --- dpkg versions ----------------------------------------------------------
-
-def _order(char: str) -> int:
-    if not char or char.isdigit():
-        return 0
-    if char in string.ascii_letters:
-        return ord(char)
-    if char == "~":
-        return -1
-    return ord(char) + 256
-
-
-def _verrevcmp(a: str, b: str) -> int:
-    """dpkg's lib/dpkg/version.c verrevcmp: non-digit runs by _order, digit runs numerically."""
-    i = j = 0
-    while i < len(a) or j < len(b):
-        while (i < len(a) and not a[i].isdigit()) or (j < len(b) and not b[j].isdigit()):
-            ac = _order(a[i]) if i < len(a) else 0
-            bc = _order(b[j]) if j < len(b) else 0
-            if ac != bc:
-                return ac - bc
-            i += 1
-            j += 1
-        start_i = i
-        while i < len(a) and a[i].isdigit():
-            i += 1
-        start_j = j
-        while j < len(b) and b[j].isdigit():
-            j += 1
-        na, nb = int(a[start_i:i] or 0), int(b[start_j:j] or 0)
-        if na != nb:
-            return -1 if na < nb else 1
-    return 0
-
+# dpkg's own order lives in _version_order (diff-tested against libdpkg); an
+# index whose version dpkg would refuse is an IndexError_ here.
 
 def split_version(version: str) -> tuple[int, str, str]:
-    epoch, sep, rest = version.partition(":")
-    if not sep:
-        epoch, rest = "0", version
-    upstream, sep, revision = rest.rpartition("-")
-    if not sep:
-        upstream, revision = rest, ""
-    return int(epoch or 0), upstream, revision
+    try:
+        return dpkg_parse(version)
+    except ValueError as err:
+        raise IndexError_(str(err)) from None
 
 
 def compare_versions(a: str, b: str) -> int:
-    """<0, 0, >0 as dpkg --compare-versions orders a and b."""
-    ea, ua, ra = split_version(a)
-    eb, ub, rb = split_version(b)
-    if ea != eb:
-        return -1 if ea < eb else 1
-    return _verrevcmp(ua, ub) or _verrevcmp(ra, rb)
+    """-1, 0, 1 as dpkg --compare-versions orders a and b."""
+    try:
+        return dpkg_compare(a, b)
+    except ValueError as err:
+        raise IndexError_(str(err)) from None
 
 
 def upstream_version(version: str) -> str:
@@ -262,24 +229,15 @@ class Index:
         return real + [c for c in virtual if c not in real]
 
 
-class _VersionKey:
-    """sort key for dpkg versions"""
-
-    def __init__(self, version: str) -> None:
-        self.version = version
-
-    def __lt__(self, other: "_VersionKey") -> bool:
-        return compare_versions(self.version, other.version) < 0
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _VersionKey) and compare_versions(self.version, other.version) == 0
+# A sort key in dpkg's order, for max() and sorted().
+_VersionKey = functools.cmp_to_key(compare_versions)
 
 
 def best(candidates: list[tuple[t.Any, Stanza]], prefer_upstream: str = "") -> tuple[t.Any, Stanza]:
     """The candidate apt would take under the driver role's pin: a version of the
     preferred upstream version first (the role pins the driver's packages to
     it), otherwise the newest."""
-    def key(candidate: tuple[t.Any, Stanza]) -> tuple[bool, _VersionKey]:
+    def key(candidate: tuple[t.Any, Stanza]) -> tuple[bool, t.Any]:
         version = candidate[1].version
         return (bool(prefer_upstream) and upstream_version(version) == prefer_upstream, _VersionKey(version))
     return max(candidates, key=key)

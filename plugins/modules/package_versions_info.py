@@ -77,7 +77,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 versions:
-  description: For every requested package, the versions offered, newest first (an empty list when none is).
+  description:
+    - For every requested package, the versions offered, newest first (an empty list when none is).
+    - Ordered as the package manager orders them, dpkg's order for apt and rpm's for dnf, epochs included.
   returned: always
   type: dict
   sample: {"nvidia-kernel-dkms": ["535.261.03-1", "535.216.03-2~bpo12+1"]}
@@ -99,21 +101,18 @@ key:
 
 import hashlib
 import os
-import re
 import shutil
 import tempfile
 import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._version_order import dpkg_key, rpm_key
 
 
-def version_key(version: str) -> list[t.Tuple[int, t.Any]]:
-    """A sort key that orders driver versions numerically (535.261.03-1 > 535.216.03-2~bpo12+1)."""
-    key: list[t.Tuple[int, t.Any]] = []
-    for part in re.findall(r"\d+|[A-Za-z]+|~", version.split(":", 1)[-1]):
-        key.append((0, -1) if part == "~" else (1, int(part)) if part.isdigit() else (2, part))
-    return key
+def newest_first(versions: list[str], key: t.Callable[[str], t.Any]) -> list[str]:
+    """Versions newest first, in the package manager's own order (dpkg_key or rpm_key)."""
+    return sorted(versions, key=key, reverse=True)
 
 
 def parse_madison(text: str) -> dict[str, list[str]]:
@@ -259,11 +258,16 @@ def main() -> None:
                 found = probe.apt(params["apt_sources"], keyring, params["packages"])
             except ValueError as err:
                 module.fail_json(msg=str(err))
+            order = dpkg_key
         else:
             found = probe.dnf(params["dnf_baseurl"], keyring, params["packages"])
+            order = rpm_key
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    versions = {name: sorted(found.get(name, []), key=version_key, reverse=True) for name in params["packages"]}
+    try:
+        versions = {name: newest_first(found.get(name, []), order) for name in params["packages"]}
+    except ValueError as err:
+        module.fail_json(msg="the repository offers a version its package manager would refuse: {0}".format(err))
     module.exit_json(changed=False, versions=versions, key=key)
 
 

@@ -17,6 +17,7 @@ PACKAGES=(
   python3 python3-venv                      # the tool venv
   git rsync shellcheck                      # collection tree for ansible-test
   chromium                                  # renders the fleet report in a test (headless)
+  libdpkg-dev rpm                           # dpkg's and rpm's version order, diffed in test_version_order.py
 )
 
 missing=()

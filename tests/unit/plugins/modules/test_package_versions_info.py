@@ -24,10 +24,15 @@ def test_madison_and_repoquery_parsers():
         "nvidia-driver-cuda": ["3:580.95.05-1.el9", "3:580.82.07-1.el9"]}
 
 
-def test_versions_sort_numerically():
-    versions = ["535.216.03-2~bpo12+1", "535.261.03-1", "535.54.03-1", "3:580.95.05-1.el9"]
-    assert sorted(versions, key=pvi.version_key, reverse=True) == [
-        "3:580.95.05-1.el9", "535.261.03-1", "535.216.03-2~bpo12+1", "535.54.03-1"]
+def test_versions_sort_as_the_package_manager_does():
+    debian = ["535.216.03-2~bpo12+1", "535.261.03-1", "535.216.03-2", "535.54.03-1", "1:470.256.02-1",
+              "550.127.05-1~deb12u1", "550.127.05-1"]
+    assert pvi.newest_first(debian, pvi.dpkg_key) == [
+        "1:470.256.02-1", "550.127.05-1", "550.127.05-1~deb12u1", "535.261.03-1", "535.216.03-2",
+        "535.216.03-2~bpo12+1", "535.54.03-1"]
+    rpm = ["3:580.82.07-1.el9", "3:580.95.05-1.el9", "580.105.08-1.el9", "3:580.95.05-1.el9^1"]
+    assert pvi.newest_first(rpm, pvi.rpm_key) == [
+        "3:580.95.05-1.el9^1", "3:580.95.05-1.el9", "3:580.82.07-1.el9", "580.105.08-1.el9"]
 
 
 def test_sources_get_the_key_and_refuse_options():
