@@ -362,7 +362,11 @@ class AptBundle:
                     index.add(where, stanzas)
             requests = [apt.Request(p["name"], p.get("version") or "", p.get("upstream_version") or "",
                                     p.get("required", True) is not False) for p in package_set["packages"]]
-            result = apt.closure(index, requests, package_set["prefer_upstream_version"] or "")
+            try:
+                result = apt.closure(index, requests, package_set["prefer_upstream_version"] or "")
+            except apt.IndexError_ as err:
+                # A version dpkg itself would refuse, in the index or in a request.
+                raise BundleError("sets: {0}".format(err)) from None
             for where, stanza in result.selected:
                 selected[(where, stanza.package, stanza.version)] = (where, stanza)
             external.update(result.external)

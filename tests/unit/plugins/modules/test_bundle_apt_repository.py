@@ -276,3 +276,21 @@ def test_each_set_resolves_against_its_own_suites(world):
     assert "nvidia-modprobe=570.133.07-1" in {a["package"] for a in planned["artifacts"]}
     bad = dict(args, sets=[{"suites": ["sid"], "packages": [{"name": "nvidia-smi"}]}], plan_only=True)
     assert "sets: suites ['sid'] are not among" in run_module("bundle_apt_repository", bad)["result"]["msg"]
+
+
+
+def test_an_index_version_dpkg_refuses_is_named_not_a_traceback(world):
+    """A version dpkg would refuse, met while ordering the offered versions, fails the set by name."""
+    flat = world["flat"]
+    stanzas = []
+    for version in ("1.18.0-1", "1.18:0 beta-1"):
+        stanza, payload = deb("nvidia-container-toolkit", version)
+        stanzas.append(stanza)
+        (flat / "nvidia-container-toolkit_{0}_amd64.deb".format(version)).write_bytes(payload)
+    text = "\n".join(stanzas).encode()
+    publish(world["upstream_home"], flat, {"Packages": text, "Packages.xz": lzma.compress(text)})
+    outcome = run_module("bundle_apt_repository", flat_args(
+        world, packages=[{"name": "nvidia-container-toolkit", "upstream_version": "1.18.0"}]))
+    assert outcome["kind"] == "fail", outcome
+    assert outcome["result"]["msg"].startswith("sets: "), outcome["result"]["msg"]
+    assert "1.18:0 beta-1" in outcome["result"]["msg"]
