@@ -394,8 +394,14 @@ def test_no_engine_cdi_finding_when_cdi_is_not_wanted():
     ("v1.32.0", "1.33", ["warning"]),
     ("v1.34.0", "1.33", ["warning"]),
     ("v1.26.0", "1.27", ["error"]),
-    ("v1.25.0", "1.26", ["error"]),
+    # cri-tools README: Kubernetes 1.16-1.26 work with any cri-tools 1.16-1.26.
+    ("v1.25.0", "1.26", ["warning"]),
+    ("v1.16.0", "1.26", ["warning"]),
     ("v1.27.0", "1.26", ["error"]),
+    ("v1.15.0", "1.16", ["error"]),
+    # Before 1.16 each Kubernetes minor has its own cri-tools minor.
+    ("v1.14.0", "1.15", ["error"]),
+    ("v1.15.0", "1.15", []),
 ])
 def test_crictl_follows_kubernetes_minors(crictl: str, kubernetes: str, expected: list[str]):
     found = findings({"crictl_version": crictl, "crictl_kubernetes_version": kubernetes}, rule="crictl_skew")
