@@ -42,8 +42,8 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import 
 # Views of the knowledge base (the rules' shapes; the rows live in _knowledge)
 # =============================================================================
 
-# (CUDA release, label, minimum driver), newest first.
-CUDA_TOOLKIT_DRIVERS: tuple[tuple[str, str, str], ...] = tuple(
+# (CUDA release, label, minimum driver or None where not verified), newest first.
+CUDA_TOOLKIT_DRIVERS: tuple[tuple[str, str, str | None], ...] = tuple(
     (row["cuda"], row["label"], row["driver"]) for row in _cuda.CUDA_DRIVERS)
 CUDA_STATUS: dict[str, str] = {row["cuda"]: row.get("status", "V") for row in _cuda.CUDA_DRIVERS}
 CUDA_BUILD_NUMBERED_FROM: tuple[int, ...] = tuple(int(p) for p in _cuda.BUILD_NUMBERED_FROM["value"].split("."))
@@ -628,8 +628,9 @@ class Matrix:
 
     # -- tables -------------------------------------------------------------------
     @staticmethod
-    def _cuda_rows(extra: list[t.Any]) -> dict[tuple[int, ...], tuple[str, tuple[int, ...]]]:
-        rows = {parse_version(cuda): (label, parse_version(driver)) for cuda, label, driver in CUDA_TOOLKIT_DRIVERS}
+    def _cuda_rows(extra: list[t.Any]) -> dict[tuple[int, ...], tuple[str, tuple[int, ...] | None]]:
+        rows = {parse_version(cuda): (label, parse_version(driver) if driver else None)
+                for cuda, label, driver in CUDA_TOOLKIT_DRIVERS}
         for row in extra:
             if not isinstance(row, dict) or not row.get("cuda") or not row.get("driver"):
                 raise MatrixError("tables.cuda_drivers: each row needs `cuda` and `driver`, got {0!r}".format(row))
@@ -637,7 +638,10 @@ class Matrix:
             if len(cuda) < 2:
                 raise MatrixError("tables.cuda_drivers: `cuda` must be major.minor[.patch], got {0!r}".format(
                     row["cuda"]))
-            cuda = (cuda + (0,))[:3]
+            if len(cuda) == 2:
+                # "13.4" names the GA release: 13.4.1 from the build-numbered releases on.
+                cuda = cuda + ((1,) if cuda >= CUDA_BUILD_NUMBERED_FROM else (0,))
+            cuda = cuda[:3]
             rows[cuda] = (str(row.get("label") or cuda_label(cuda)), parse_version(row["driver"]))
         return rows
 
@@ -705,11 +709,12 @@ class Matrix:
             return parts, None, "CUDA {0} is not in the matrix".format(version_text(parts[:2]))
         if len(parts) == 2:
             ga = [r for r in same_minor if self.cuda_drivers[r][0] == "GA"] or same_minor
-            return ga[0], self.cuda_drivers[ga[0]][1], ""
+            return ga[0], self.cuda_drivers[ga[0]][1], self._unread(ga[0])
         release = (parts + (0,))[:3]
         if release in self.cuda_drivers:
-            return release, self.cuda_drivers[release][1], ""
-        older = [r for r in same_minor if r < release]
+            return release, self.cuda_drivers[release][1], self._unread(release)
+        older = [r for r in same_minor if r < release and self.cuda_drivers[r][1] is not None] or \
+            [r for r in same_minor if r < release]
         if not older:
             return release, self.cuda_drivers[same_minor[0]][1], ""
         note = ""
@@ -724,6 +729,13 @@ class Matrix:
             note = "CUDA {0} is newer than the newest {1} release in the matrix ({2}); its driver floor may be higher".format(
                 version_text(release), version_text(parts[:2]), version_text(same_minor[-1]))
         return release, self.cuda_drivers[older[-1]][1], note
+
+    def _unread(self, release: tuple[int, ...]) -> str:
+        """The note for a known release whose minimum driver was not read ("" otherwise)."""
+        if self.cuda_drivers[release][1] is not None:
+            return ""
+        return "the minimum driver of CUDA {0} ({1}) is not verified yet".format(
+            version_text(release), self.cuda_drivers[release][0])
 
     def min_driver(self, cuda: str, compat: str = "full") -> str | None:
         """Minimum driver for a CUDA version: full support, or `minor` (MVC floor)."""
@@ -743,7 +755,8 @@ class Matrix:
     def max_cuda(self, driver: str) -> str | None:
         """The newest CUDA major.minor whose release driver the given driver satisfies."""
         version = parse_version(driver)
-        satisfied = [release for release, (_label, minimum) in self.cuda_drivers.items() if version >= minimum]
+        satisfied = [release for release, (_label, minimum) in self.cuda_drivers.items()
+                     if minimum is not None and version >= minimum]
         return version_text(max(satisfied)[:2]) if satisfied else None
 
     def branch_status(self, branch: str) -> dict[str, t.Any]:
@@ -1042,7 +1055,9 @@ class Matrix:
             need = version_text(full) if full else None
             full_ok = driver.at_least(need) if need else False
             floor_ok = driver.at_least(floor) if floor else False
-            if full_ok:
+            if full_ok or (need is None and floor_ok and self.cuda_release(cuda)[0] in self.cuda_drivers):
+                # Without a verified floor of its own, meeting the major's
+                # compatibility floor is all that can be said (the note warns).
                 continue
             if full_ok is None:
                 found.append(finding(
@@ -1375,40 +1390,50 @@ class Matrix:
         if not rows or view.engine_version >= parse_version(rows[0]["first"]):
             return []
         row = rows[0]
-        first_toolkit = [r["first"] for r in _toolkit.CTK_CDI_SPEC_VERSIONS if r["spec"] == spec][0]
+        writer = [r for r in _toolkit.CTK_CDI_SPEC_VERSIONS if r["spec"] == spec][0]
         floor = max((r["fixed"] for r in CTK_CVE_FLOORS), key=parse_version)
+        # An older toolkit is a fix only while it is not below a security floor.
+        older = ", or set container_toolkit_version below {0} (and at least {1}, the security floor)".format(
+            writer["first"], floor) if parse_version(floor) < parse_version(writer["first"]) else ""
         return [finding(
             "cdi_spec_version", "error", "{0} {1}".format(view.engine, version_text(view.engine_version)),
             "Container Toolkit {0} writes CDI specification {1}, which {2} {3} cannot read (from {4}); GPU "
             "containers would fail to start".format(
                 version_text(view.toolkit), spec, view.engine, version_text(view.engine_version), row["first"]),
-            "upgrade {0} to {1} or newer, or set container_toolkit_version below {2} (and at least {3}, the "
-            "security floor)".format(view.engine, row["first"], first_toolkit, floor),
+            "upgrade {0} to {1} or newer{2}, or have the spec written in the older version ({3})".format(
+                view.engine, row["first"], older, writer["workaround"]),
             "container_runtime", row["source"])]
 
     def _engine_lifecycle(self, view: NodeView) -> list[dict[str, str]]:
         if not view.engine or view.engine_version is None:
             return []
         minor = version_text(view.engine_version[:2])
-        rows = [row for row in _engines.ENGINE_EOL if row["engine"] == view.engine and row["minor"] == minor]
+        lines = [row for row in _engines.ENGINE_EOL if row["engine"] == view.engine]
+        rows = [row for row in lines if row["minor"] == minor]
         if not rows:
             return []
         row = rows[0]
         end = datetime.datetime.strptime(row["eol"], "%Y-%m-%d").date()
-        days_left = (end - self.today).days
-        if days_left > self.eol_warning_days:
+        extended = _month_end(row["extended"]) if row.get("extended") else None
+        if (end - self.today).days > self.eol_warning_days:
             return []
-        newer = [r["minor"] for r in _engines.ENGINE_EOL if r["engine"] == view.engine]
-        newest_ended = max(newer, key=parse_version)
+        supported = [r["minor"] for r in lines
+                     if datetime.datetime.strptime(r["eol"], "%Y-%m-%d").date() > self.today]
         subject = "{0} {1}".format(view.engine, version_text(view.engine_version))
-        fix = "upgrade {0} to a supported release line (newer than {1})".format(view.engine, newest_ended)
-        if days_left < 0:
-            message = "{0} {1} reached end of life on {2}: no more bug or security fixes".format(
-                view.engine, minor, row["eol"])
-        else:
-            message = "{0} {1} reaches end of life on {2} ({3} days left)".format(view.engine, minor, row["eol"],
-                                                                                 days_left)
+        fix = "upgrade {0} to a supported release line{1}".format(
+            view.engine, " ({0})".format(", ".join(supported)) if supported else "")
+        if end >= self.today:
+            message = "{0} {1} reaches end of life on {2} ({3} days left)".format(
+                view.engine, minor, row["eol"], (end - self.today).days)
             fix = "plan the upgrade: " + fix
+        elif extended and extended >= self.today:
+            message = "{0} {1} reached the end of its regular support on {2}; only a narrow extended support ({3}) " \
+                      "runs until {4}".format(view.engine, minor, row["eol"], row.get("note") or "upstream",
+                                              _month_name(row["extended"]))
+        else:
+            message = "{0} {1} reached end of life on {2}{3}: no more bug or security fixes".format(
+                view.engine, minor, row["eol"],
+                " (extended support ended in {0})".format(_month_name(row["extended"])) if extended else "")
         return [finding("engine_lifecycle", "warning", subject, message, fix, "container_runtime", row["source"])]
 
     def _engine_cdi(self, view: NodeView) -> list[dict[str, str]]:

@@ -16,6 +16,9 @@ from __future__ import annotations
 _LIFECYCLE = "https://docs.nvidia.com/datacenter/tesla/drivers/"
 _V580 = "https://docs.nvidia.com/datacenter/tesla/drivers/supported-drivers-and-cuda-toolkit-versions.html"
 _V615 = "https://docs.nvidia.com/datacenter/tesla/drivers/615/supported-drivers-and-cuda-toolkit-versions.html"
+_V620 = "https://docs.nvidia.com/datacenter/tesla/drivers/620/supported-drivers-and-cuda-toolkit-versions.html"
+_BULLETIN_5861 = "NVIDIA/product-security@08d1a287:2026/5861/5861.md"
+_FORUM = "secondary: https://forums.developer.nvidia.com/t/current-graphics-driver-releases/28500/12"
 _PDF_2021 = "https://docs.nvidia.com/datacenter/tesla/pdf/NVIDIA_CUDA_Drivers_Support.pdf"
 _AKS = "secondary: https://github.com/Azure/aks-gpu/pull/113"
 _KERNEL_MODULES = "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/kernel-modules.html"
@@ -26,7 +29,8 @@ _OPEN_BLOG = ("secondary: NVIDIA Technical Blog, 'NVIDIA transitions fully towar
 # What each branch type means (support spans: NFB about a quarter, PB up to a
 # year, LTSB about three years).
 BRANCH_TYPES = (
-    {"type": "NFB", "name": "New Feature Branch", "source": _LIFECYCLE, "checked": "2026-11-22"},
+    {"type": "NFB", "name": "New Feature Branch", "source": _LIFECYCLE + " ; " + _V620 + " (no end-of-life date)",
+     "checked": "2026-11-25"},
     {"type": "PB", "name": "Production Branch", "source": _LIFECYCLE, "checked": "2026-11-22"},
     {"type": "LTSB", "name": "Long Term Support Branch",
      "source": _LIFECYCLE + " ; https://docs.nvidia.com/ai-enterprise/lifecycle/latest/infrastructure-software.html",
@@ -35,7 +39,8 @@ BRANCH_TYPES = (
 )
 
 # `eol`: "YYYY-MM" (support ends in that month), "ended" (listed as ended, no
-# date), or None (not known: warns). Where two NVIDIA pages disagree the newer
+# date), or None (not known: warns). New Feature Branches have no end-of-life
+# date (v620 matrix); an NFB that NVIDIA no longer patches is "ended". Where two NVIDIA pages disagree the newer
 # page wins (R580: v580 matrix Aug 2028, v615 matrix Jun 2028).
 DRIVER_BRANCHES = (
     {"branch": "418", "type": "LTSB", "eol": "2022-03", "status": "V", "source": _PDF_2021, "checked": "2026-11-22"},
@@ -47,9 +52,8 @@ DRIVER_BRANCHES = (
     {"branch": "465", "type": "NFB", "eol": "ended", "status": "V", "source": _V580 + " ; type " + _AKS,
      "checked": "2026-11-22"},
     {"branch": "470", "type": "LTSB", "eol": "ended", "status": "S",
-     "note": "the last branch for Kepler; NVIDIA lists it as no longer maintained",
-     "source": "https://forums.developer.nvidia.com/t/current-graphics-driver-releases/28500/12 ; type " + _AKS,
-     "checked": "2026-11-22"},
+     "note": "the last branch for Kepler; NVIDIA lists it as no longer maintained (its end-of-life date is not published)",
+     "source": _FORUM + " ; type " + _AKS, "checked": "2026-11-25"},
     {"branch": "495", "type": "NFB", "eol": "ended", "status": "V", "source": _V580 + " ; type " + _AKS,
      "checked": "2026-11-22"},
     {"branch": "510", "type": "PB", "eol": "ended", "status": "V", "source": _V580 + " ; type " + _AKS,
@@ -59,29 +63,29 @@ DRIVER_BRANCHES = (
     {"branch": "520", "type": "NFB", "eol": "ended", "status": "S", "source": _AKS, "checked": "2026-11-22"},
     {"branch": "525", "type": "PB", "eol": "ended", "status": "V", "source": _V580 + " ; type " + _AKS,
      "checked": "2026-11-22"},
-    {"branch": "535", "type": "LTSB", "eol": "2026-06", "status": "V", "source": _V580 + " ; " + _V615,
-     "checked": "2026-11-22"},
+    {"branch": "535", "type": "LTSB", "eol": "2026-06", "status": "V", "source": _V615 + " ; " + _V580,
+     "checked": "2026-11-25"},
     {"branch": "550", "type": "PB", "eol": "ended", "status": "V", "source": _V580 + " ; type " + _AKS,
      "checked": "2026-11-22"},
     {"branch": "560", "type": "NFB", "eol": "ended", "status": "V", "source": _V580 + " ; type " + _AKS,
      "checked": "2026-11-22"},
     {"branch": "565", "type": "NFB", "eol": "ended", "status": "V", "source": _V580 + " ; type " + _AKS,
      "checked": "2026-11-22"},
-    {"branch": "570", "type": "PB", "eol": "2026-02", "status": "V", "source": _V580, "checked": "2026-11-22"},
+    {"branch": "570", "type": "PB", "eol": "2026-02", "status": "V", "source": _V580, "checked": "2026-11-25"},
     {"branch": "575", "type": "NFB", "eol": "ended", "status": "V", "source": _V580, "checked": "2026-11-22"},
-    {"branch": "580", "type": "LTSB", "eol": "2028-06", "status": "V", "source": _V615 + " ; " + _V580,
-     "checked": "2026-11-22"},
-    {"branch": "590", "type": "NFB", "eol": None, "status": "U",
-     "note": "the v615 support matrix no longer lists it, so it is presumably past end of life",
-     "source": "secondary: https://forums.developer.nvidia.com/t/current-graphics-driver-releases/28500/12",
-     "checked": "2026-11-22"},
-    {"branch": "595", "type": "PB", "eol": "2027-03", "status": "V", "source": _V615, "checked": "2026-11-22"},
-    {"branch": "610", "type": "NFB", "eol": "2026-08", "status": "V", "source": _V615, "checked": "2026-11-22"},
-    {"branch": "615", "type": "NFB", "eol": None, "status": "U",
-     "note": "its type and end of life were not read",
-     "source": "secondary: the issue's review of the driver lifecycle (issue 22)", "checked": "2026-11-25"},
-    {"branch": "620", "type": "LTSB", "eol": "2029-09", "status": "S",
-     "source": "secondary: the issue's review of the driver lifecycle (issue 22)", "checked": "2026-11-25"},
+    {"branch": "580", "type": "LTSB", "eol": "2028-06", "status": "V", "source": _V620 + " ; " + _V615,
+     "checked": "2026-11-25"},
+    {"branch": "590", "type": "NFB", "eol": "ended", "status": "S",
+     "note": "a New Feature Branch: no end-of-life date; the security bulletins after January 2026 no longer list it",
+     "source": _FORUM + " ; NVIDIA/product-security:2026/5747/5747.md vs 2026/5821/5821.md", "checked": "2026-11-25"},
+    {"branch": "595", "type": "PB", "eol": "2027-03", "status": "V", "source": _V620 + " ; " + _V615,
+     "checked": "2026-11-25"},
+    {"branch": "610", "type": "NFB", "eol": "2026-08", "status": "V", "source": _V615, "checked": "2026-11-25"},
+    {"branch": "615", "type": "NFB", "eol": None, "status": "S",
+     "note": "a New Feature Branch: NVIDIA publishes no end-of-life date for these short-lived branches",
+     "source": _BULLETIN_5861 + " (Tesla Linux R615 615.71.09) ; type: absent from " + _V620
+               + ", which lists only LTSB and PB", "checked": "2026-11-25"},
+    {"branch": "620", "type": "LTSB", "eol": "2029-09", "status": "V", "source": _V620, "checked": "2026-11-25"},
 )
 
 # Kernel-module flavours each architecture runs, the preferred one first

@@ -18,6 +18,9 @@ _MIG_GPUS = "https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-g
 _MIG_DRIVERS = "https://docs.nvidia.com/datacenter/tesla/mig-user-guide/620/deployment-considerations.html"
 _MIG = _MIG_GPUS + " ; " + _MIG_DRIVERS
 _CUDA_GPUS = "https://developer.nvidia.com/cuda-gpus"
+_CC_10_3 = "https://docs.nvidia.com/cuda/archive/12.9.1/cuda-features-archive/index.html"
+_PLATFORM = "NVIDIA/cloud-native-docs@52dcb7b8:gpu-operator/platform-support.rst"
+_NAME_TABLE = "NVIDIA/open-gpu-kernel-modules:src/nvidia/generated/g_nv_name_released.h"
 
 # Ordered oldest -> newest (rules compare positions). `first_cuda`: the first
 # toolkit for the architecture; its CUDA_DRIVERS row is the architecture's
@@ -28,23 +31,23 @@ _CUDA_GPUS = "https://developer.nvidia.com/cuda-gpus"
 # carries no driver rule.
 ARCHITECTURES = (
     {"name": "kepler", "nvml": 2, "first_cuda": "6.0", "last_branch": "470", "source": _ARCH_MATRIX,
-     "checked": "2026-11-22"},
+     "checked": "2026-11-25"},
     {"name": "maxwell", "nvml": 3, "first_cuda": "6.5", "last_branch": "580", "source": _ARCH_MATRIX,
-     "checked": "2026-11-22"},
+     "checked": "2026-11-25"},
     {"name": "pascal", "nvml": 4, "first_cuda": "8.0", "last_branch": "580", "source": _ARCH_MATRIX,
-     "checked": "2026-11-22"},
+     "checked": "2026-11-25"},
     {"name": "volta", "nvml": 5, "first_cuda": "9.0", "last_branch": "580", "source": _ARCH_MATRIX,
-     "checked": "2026-11-22"},
+     "checked": "2026-11-25"},
     {"name": "turing", "nvml": 6, "first_cuda": "10.0", "last_branch": None, "source": _ARCH_MATRIX,
-     "checked": "2026-11-22"},
+     "checked": "2026-11-25"},
     {"name": "ampere", "nvml": 7, "first_cuda": "11.0", "last_branch": None, "source": _ARCH_MATRIX,
-     "checked": "2026-11-22"},
+     "checked": "2026-11-25"},
     {"name": "ada", "nvml": 8, "first_cuda": "11.8", "last_branch": None, "source": _ARCH_MATRIX,
-     "checked": "2026-11-22"},
+     "checked": "2026-11-25"},
     {"name": "hopper", "nvml": 9, "first_cuda": "11.8", "last_branch": None, "source": _ARCH_MATRIX,
-     "checked": "2026-11-22"},
+     "checked": "2026-11-25"},
     {"name": "blackwell", "nvml": 10, "first_cuda": "12.8", "last_branch": None, "source": _ARCH_MATRIX,
-     "checked": "2026-11-22"},
+     "checked": "2026-11-25"},
     {"name": "rubin", "nvml": 13, "first_cuda": None, "last_branch": None, "source": _NVML_H,
      "checked": "2026-11-22"},
 )
@@ -67,36 +70,51 @@ ARCHITECTURES = (
 # `mig_min_driver`: the MIG guide's minimum driver (None where it gives none).
 # `mig_units`: placement units of the memory-slice grid (mig-profiles.yaml).
 # `min_driver` / `first_cuda`: a product floor above its architecture's
-# (the product shipped later than the architecture's first driver).
+# (the product shipped later than the architecture's first driver; B300 and
+# GB300 are compute capability 10.3, first in CUDA 12.9). `floor_status` "U":
+# the floor rests on a proxy (the first driver tag whose name table lists the
+# product), so it only warns.
 GPU_MODELS = (
     {"model": "gb300", "match": r"\bgb300\b", "architecture": "blackwell", "grace": True, "data_center": True,
      "mig": True, "mig_min_driver": "595.58.03", "mig_units": None,
-     "first_cuda": "12.9", "min_driver": "580.65.06", "floor_status": "S",
-     "source": _MIG + " ; " + _ARCH_MATRIX, "checked": "2026-11-22"},
+     "first_cuda": "12.9", "min_driver": "580.82.07", "floor_status": "V",
+     "source": _NAME_TABLE + " (GB300 first in 580.82.07) ; " + _CC_10_3 + " ; " + _MIG, "checked": "2026-11-25"},
     {"model": "gb200", "match": r"\bgb200\b", "architecture": "blackwell", "grace": True, "data_center": True,
      "mig": True, "mig_min_driver": "570.133.20", "mig_units": 8,
-     "min_driver": "570.133.20", "floor_status": "V",
-     "source": _MIG, "checked": "2026-11-22"},
+     "min_driver": "570.123.10", "floor_status": "U",
+     "source": _NAME_TABLE + " (GB200 first in 570.123.10: a proxy, so a warning only) ; " + _MIG,
+     "checked": "2026-11-25"},
     {"model": "b300", "match": r"\bb300\b", "architecture": "blackwell", "grace": False, "data_center": True,
      "mig": True, "mig_min_driver": "580.82.07", "mig_units": None,
-     "first_cuda": "12.9", "min_driver": "580.65.06", "floor_status": "S",
-     "source": _MIG + " ; " + _ARCH_MATRIX, "checked": "2026-11-22"},
+     "first_cuda": "12.9", "min_driver": "580.82.07", "floor_status": "V",
+     "source": _NAME_TABLE + " (B300 first in 580.82.07) ; " + _CC_10_3 + " ; " + _MIG, "checked": "2026-11-25"},
     {"model": "b200", "match": r"\bb200\b", "architecture": "blackwell", "grace": False, "data_center": True,
      "mig": True, "mig_min_driver": "570.133.20", "mig_units": 8,
      "min_driver": "570.133.20", "floor_status": "V",
-     "source": _MIG, "checked": "2026-11-22"},
+     "source": _PLATFORM + " (\"HGX B200 requires ... 570.133.20 or later\") ; " + _MIG, "checked": "2026-11-25"},
     {"model": "b100", "match": r"\bb100\b", "architecture": "blackwell", "grace": False, "data_center": True,
-     "mig": None, "mig_min_driver": None, "mig_units": None, "source": _CUDA_GPUS, "checked": "2026-11-22"},
+     "mig": None, "mig_min_driver": None, "mig_units": None,
+     "source": "secondary: NVIDIA product naming; no NVIDIA source read names B100 (not in the driver's name table "
+               "up to 595.45.04)", "checked": "2026-11-25"},
+    {"model": "rtx-pro-6000-blackwell-server", "match": r"\brtx pro 6000\b.*\bserver\b", "architecture": "blackwell",
+     "grace": False, "data_center": True, "mig": True, "mig_min_driver": "575.51.03", "mig_units": 12,
+     "min_driver": "575.57.08", "floor_status": "V",
+     "source": _PLATFORM + " (\"Driver versions 575.57.08 or later is required\") ; " + _MIG, "checked": "2026-11-25"},
     {"model": "rtx-pro-6000-blackwell", "match": r"\brtx pro 6000\b", "architecture": "blackwell", "grace": False,
-     "data_center": True, "mig": True, "mig_min_driver": "575.51.03", "mig_units": 12,
-     "source": _MIG, "checked": "2026-11-22"},
+     "data_center": False, "mig": True, "mig_min_driver": "575.51.03", "mig_units": 12,
+     "min_driver": "570.123.07", "floor_status": "U",
+     "source": _NAME_TABLE + " (Workstation and Max-Q editions first in 570.123.07: a proxy) ; " + _MIG,
+     "checked": "2026-11-25"},
     {"model": "rtx-pro-5000-blackwell", "match": r"\brtx pro 5000\b", "architecture": "blackwell", "grace": False,
      "data_center": False, "mig": True, "mig_min_driver": "575.57.08", "mig_units": None,
-     "source": _MIG, "checked": "2026-11-22"},
+     "min_driver": "570.153.02", "floor_status": "U",
+     "source": _NAME_TABLE + " (first in 570.153.02: a proxy) ; " + _MIG, "checked": "2026-11-25"},
     {"model": "rtx-pro-4500-blackwell", "match": r"\brtx pro 4500\b", "architecture": "blackwell", "grace": False,
      "data_center": False, "mig": True, "mig_min_driver": "575.64", "mig_units": None,
-     "source": "https://docs.nvidia.com/datacenter/tesla/mig-user-guide/610/supported-gpus.html ; " + _MIG_DRIVERS,
-     "checked": "2026-11-22"},
+     "min_driver": "570.169", "floor_status": "U",
+     "source": _NAME_TABLE + " (first in 570.169: a proxy) ; "
+               "https://docs.nvidia.com/datacenter/tesla/mig-user-guide/610/supported-gpus.html ; " + _MIG_DRIVERS,
+     "checked": "2026-11-25"},
     {"model": "blackwell", "match": r"\bblackwell\b", "architecture": "blackwell", "grace": False,
      "data_center": None, "mig": None, "mig_min_driver": None, "mig_units": None,
      "source": _ARCH_MATRIX, "checked": "2026-11-22"},

@@ -8,7 +8,7 @@ minors."""
 
 from __future__ import annotations
 
-_CRI_TOOLS = "kubernetes-sigs/cri-tools@01eccd7e2b9f:README.md"
+_CRI_TOOLS = "kubernetes-sigs/cri-tools@ba03eabc:README.md"
 
 # cri-tools' compatibility matrix: a Kubernetes minor in [first, last] works
 # with any cri-tools minor in the same group ("last": None = open-ended);
