@@ -1066,11 +1066,13 @@ class Matrix:
                     "pin driver_version to {0} or newer to be sure".format(need), "driver"))
             elif floor_ok is not False:
                 maybe = "" if floor_ok else " (only {0} releases from {1} on)".format(driver, floor)
+                candidate = " (an unverified floor)" if CUDA_STATUS.get(
+                    version_text(self.cuda_release(cuda)[0])) == "U" else ""
                 found.append(finding(
                     "cuda_driver", "warning", subject,
                     "driver {0} runs {1} only through minor version compatibility{2}: a limited feature set{3}".format(
                         driver, subject, maybe,
-                        "; full support needs {0} or newer".format(need) if need else ""),
+                        "; full support needs {0} or newer{1}".format(need, candidate) if need else ""),
                     "use driver {0} or newer".format(need) if need else "use a newer driver", "driver"))
             else:
                 forward, why_not = self._forward_compat(view)
@@ -1085,7 +1087,9 @@ class Matrix:
                 floor_note = ""
                 if floor and need and parse_version(floor) < parse_version(need):
                     floor_note = " ({0} or newer runs it with a limited feature set)".format(floor)
-                unverified = CUDA_STATUS.get(version_text(self.cuda_release(cuda)[0])) == "U"
+                # An unverified release floor only warns; the major's
+                # compatibility floor (verified) still makes this an error.
+                unverified = CUDA_STATUS.get(version_text(self.cuda_release(cuda)[0])) == "U" and floor is None
                 found.append(finding(
                     "cuda_driver", "warning" if unverified else "error", subject,
                     "driver {0} cannot run {1}: it needs {2} or newer{3}{4}{5}".format(

@@ -105,7 +105,7 @@ def test_cuda_release_row(cuda: str, label: str, driver: str):
     if floor and m.parse_version(one_below(driver)) >= m.parse_version(floor):
         assert severities(below) == ["warning"], below
         assert "minor version compatibility" in below[0]["message"]
-    elif m.CUDA_STATUS[cuda] == "U":
+    elif m.CUDA_STATUS[cuda] == "U" and not floor:
         # An unverified floor only ever warns.
         assert severities(below) == ["warning"], below
     else:
@@ -141,9 +141,11 @@ def test_unverified_update_uses_its_candidate_floor_and_only_warns():
     # 13.2 Update 2's driver is a candidate (the cuda-compat package NVIDIA ships with 595.71.05): status U.
     assert m.CUDA_STATUS["13.2.2"] == "U"
     assert matrix().cuda_release("13.2.2")[1] == m.parse_version("595.71.05")
-    found = findings({"driver_version": "575.57.08"}, ["13.2.2"], "cuda_driver")
+    found = findings({"driver_version": "595.58.03"}, ["13.2.2"], "cuda_driver")
     assert severities(found) == ["warning"]
-    assert "unverified floor" in found[0]["message"]
+    assert "595.71.05 or newer (an unverified floor)" in found[0]["message"]
+    # Below the 13.x compatibility floor (verified) it is still an error.
+    assert severities(findings({"driver_version": "575.57.08"}, ["13.2.2"], "cuda_driver")) == ["error"]
 
 
 def test_unknown_minor_falls_back_to_the_major_floor():
