@@ -35,7 +35,8 @@ CUDA_DRIVERS = (
     {"cuda": "13.5.1", "label": "GA", "driver": "620.70.06", "status": "U",
      "source": "secondary: candidate only, driver 620.70.06 (R620) ships cuda_compat for CUDA 13.5 "
                "(nvidia-driver redistrib_620.70.06.json); release: "
-               "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/", "checked": "2026-11-25"},
+               "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/ (numbered 13.5.1 after the 13.4 scheme; its "
+               "archive number was not found)", "checked": "2026-11-25"},
     {"cuda": "13.4.2", "label": "Update 1", "driver": None, "status": "U",
      "source": _ARCHIVE_13_4 + " (the driver table was not readable)", "checked": "2026-11-25"},
     {"cuda": "13.4.1", "label": "GA", "driver": None, "status": "U",
