@@ -922,7 +922,7 @@ class Matrix:
         if target == "desired":
             self._desired_driver(view, desired, bad)
             view.toolkit = version_of("container_toolkit_version", desired.get("container_toolkit_version"),
-                                      "set container_toolkit_version to a release such as \"1.17.8\"",
+                                      "set container_toolkit_version to a release such as \"1.20.1\"",
                                       "container_toolkit")
             view.crictl = version_of("crictl_version", desired.get("crictl_version"),
                                      "set crictl_version like \"v1.33.0\", or \"\" to derive it from "

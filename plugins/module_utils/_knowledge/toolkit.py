@@ -49,38 +49,38 @@ CTK_FEATURES = (
 # NVIDIA published as the CNA.
 CTK_CVE_FLOORS = (
     {"cve": "CVE-2024-0132", "fixed": "1.16.2", "rule": "ctk_cve_2024_0132",
-     "what": "a crafted container image can escape to the host (time-of-check time-of-use; CVSS 9.0)",
+     "what": "a crafted container image can escape to the host through a time-of-check time-of-use race; CVSS 9.0",
      "source": _PSIRT + "2024/5582/5582.json (a_id 5582)", "checked": "2026-11-25"},
     {"cve": "CVE-2024-0133", "fixed": "1.16.2", "rule": "ctk_cve_2024_0133",
-     "what": "a crafted container image can tamper with host data (CVSS 4.1)",
+     "what": "a crafted container image can tamper with host data; CVSS 4.1",
      "source": _PSIRT + "2024/5582/5582.json (a_id 5582)", "checked": "2026-11-25"},
     {"cve": "CVE-2024-0134", "fixed": "1.17.0", "rule": "ctk_cve_2024_0134",
-     "what": "a crafted container image can create unauthorized files on the host (CVSS 4.1)",
+     "what": "a crafted container image can create unauthorized files on the host; CVSS 4.1",
      "source": _PSIRT + "2024/5585/5585.json (a_id 5585)", "checked": "2026-11-25"},
     # The bulletin fixes 0135-0137 in 1.17.1; the release notes list them under 1.17.3.
     {"cve": "CVE-2024-0135", "fixed": "1.17.1", "rule": "ctk_cve_2024_0135",
-     "what": "a crafted container image can modify a host binary (CVSS 7.6)",
+     "what": "a crafted container image can modify a host binary; CVSS 7.6",
      "source": _PSIRT + "2025/5599/5599.md (a_id 5599)", "checked": "2026-11-25"},
     {"cve": "CVE-2024-0136", "fixed": "1.17.1", "rule": "ctk_cve_2024_0136",
-     "what": "improper isolation in a non-default configuration (CVSS 7.6)",
+     "what": "improper isolation in a non-default configuration; CVSS 7.6",
      "source": _PSIRT + "2025/5599/5599.md (a_id 5599)", "checked": "2026-11-25"},
     {"cve": "CVE-2024-0137", "fixed": "1.17.1", "rule": "ctk_cve_2024_0137",
-     "what": "improper isolation in a non-default configuration (CVSS 5.5)",
+     "what": "improper isolation in a non-default configuration; CVSS 5.5",
      "source": _PSIRT + "2025/5599/5599.md (a_id 5599)", "checked": "2026-11-25"},
     {"cve": "CVE-2025-23359", "fixed": "1.17.4", "rule": "ctk_cve_2025_23359",
      "what": "a crafted container image can escape to the host through its CUDA compat libraries "
-             "(time-of-check time-of-use; CVSS 8.3)",
+             "by a time-of-check time-of-use race; CVSS 8.3",
      "source": _PSIRT + "2025/5616/5616.json (a_id 5616)", "checked": "2026-11-25"},
     {"cve": "CVE-2025-23266", "fixed": "1.17.8", "rule": "ctk_cve_2025_23266",
-     "what": "a crafted container image can run code with elevated privileges through the container hooks "
-             "(CVSS 9.0)",
+     "what": "a crafted container image can run code with elevated privileges through the container hooks; "
+             "CVSS 9.0",
      "source": _PSIRT + "2025/5659/5659.md (a_id 5659)", "checked": "2026-11-25"},
     {"cve": "CVE-2025-23267", "fixed": "1.17.8", "rule": "ctk_cve_2025_23267",
-     "what": "the update-ldcache hook follows links out of the container (CVSS 8.5)",
+     "what": "the update-ldcache hook follows links out of the container; CVSS 8.5",
      "source": _PSIRT + "2025/5659/5659.md (a_id 5659)", "checked": "2026-11-25"},
     {"cve": "CVE-2026-24260", "fixed": "1.19.1", "rule": "ctk_cve_2026_24260",
-     "what": "a race (time-of-check time-of-use) can lead to code execution, privilege escalation and data "
-             "tampering (CVSS 8.5)",
+     "what": "a time-of-check time-of-use race can lead to code execution, privilege escalation and data "
+             "tampering; CVSS 8.5",
      "source": _PSIRT + "2026/5850/5850.json (a_id 5850)", "checked": "2026-11-25"},
 )
 
