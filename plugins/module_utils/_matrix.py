@@ -92,6 +92,7 @@ SOURCES: dict[str, str] = {
     "cdi_spec_version": "_knowledge.toolkit CTK_CDI_SPEC_VERSIONS, _knowledge.engines CDI_SPEC_MIN_ENGINE",
     "engine_cdi": "_knowledge.engines ENGINE_CDI: " + _engines.ENGINE_CDI[0]["source"],
     "engine_lifecycle": "_knowledge.engines ENGINE_EOL",
+    "device_plugin_runtime": "_knowledge.kubernetes DEVICE_PLUGIN_STRATEGIES",
     "crictl_skew": "_knowledge.kubernetes CRICTL_GROUPS: " + _kubernetes.CRICTL_GROUPS[0]["source"],
     "fabricmanager": "secondary: NVIDIA/gpu-operator#544, #2781",
     "declaration": "gpufleet.nvidia team interfaces (role variables)",
@@ -116,6 +117,7 @@ RULES: dict[str, str] = {
     "cdi_spec_version": "the container engine reads the CDI specification version the toolkit writes",
     "engine_cdi": "the container engine supports CDI the way it is declared",
     "engine_lifecycle": "the container engine's release is still supported",
+    "device_plugin_runtime": "the device plugin's device-list strategy works with the engine's runtime setup",
     "crictl_skew": "crictl matches the cluster's Kubernetes minor",
     "fabricmanager": "Fabric Manager runs at exactly the driver's version",
 }
@@ -187,6 +189,14 @@ def version_text(version: t.Sequence[int]) -> str:
 def driver_branch(version: t.Any) -> str:
     """The branch of a driver version: "550.127.05" -> "550"."""
     return str(parse_version(version)[0])
+
+
+def _words(value: t.Any) -> list[str]:
+    """A list option that may also be given as "a,b" text: ["a", "b"]."""
+    if value in (None, ""):
+        return []
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    return [str(item).strip() for item in items if str(item).strip()]
 
 
 def cuda_label(release: tuple[int, ...]) -> str:
@@ -380,6 +390,9 @@ class NodeView:
         self.engine_version: tuple[int, ...] | None = None
         self.cdi_wanted = False
         self.cdi_managed = False
+        self.device_name_strategies: list[str] = []
+        self.device_list_strategies: list[str] = []
+        self.nvidia_default_runtime: bool | None = None
         self.crictl: tuple[int, ...] | None = None
         self.kubernetes: tuple[int, ...] | None = None
         self.fabricmanager: tuple[int, ...] | None = None
@@ -404,6 +417,7 @@ class NodeView:
             "engine": self.engine,
             "engine_version": text(self.engine_version),
             "cdi": self.cdi_wanted,
+            "device_list_strategies": list(self.device_list_strategies),
             "crictl": text(self.crictl),
             "kubernetes": text(self.kubernetes),
             "fabricmanager": text(self.fabricmanager),
@@ -953,6 +967,10 @@ class Matrix:
                     "", "container_runtime")
         view.cdi_wanted = bool(desired.get("container_runtime_cdi"))
         view.cdi_managed = bool(desired.get("cdi_spec_dir"))
+        view.device_name_strategies = _words(desired.get("cdi_device_name_strategy"))
+        view.device_list_strategies = _words(desired.get("device_plugin_device_list_strategy"))
+        if desired.get("container_runtime_set_default") is not None:
+            view.nvidia_default_runtime = bool(desired["container_runtime_set_default"])
 
         kubernetes = desired.get("crictl_kubernetes_version")
         if kubernetes not in (None, ""):
@@ -1016,7 +1034,8 @@ class Matrix:
         view, found = self.view(desired, installed, cuda_versions, target, cuda_compat)
         for rule in (self._cuda_driver, self._branch_lifecycle, self._architecture_branch, self._kernel_module,
                      self._mig, self._container_toolkit, self._toolkit_cves, self._cdi_spec_version,
-                     self._engine_cdi, self._engine_lifecycle, self._crictl_skew, self._fabricmanager):
+                     self._engine_cdi, self._engine_lifecycle, self._device_plugin_runtime, self._crictl_skew,
+                     self._fabricmanager):
             found.extend(rule(view))
         for custom in self.custom_rules:
             found.extend(custom.evaluate(view))
@@ -1344,6 +1363,15 @@ class Matrix:
                 "containerd {0} uses config version 3, which Container Toolkit {1} does not support "
                 "(from 1.17.4)".format(version_text(view.engine_version), toolkit),
                 "set container_toolkit_version to 1.17.4 or newer", "container_toolkit"))
+        if len(view.device_name_strategies) > 1 and (view.cdi_wanted or view.cdi_managed) \
+                and not features["device_name_strategies"]:
+            first = [row[1] for row in CTK_FEATURES if row[0] == "device_name_strategies"][0]
+            found.append(finding(
+                "container_toolkit", "error", "cdi_device_name_strategy",
+                "Container Toolkit {0} takes one --device-name-strategy; cdi_device_name_strategy lists {1} "
+                "(several at once from {2})".format(toolkit, ", ".join(view.device_name_strategies), first),
+                "set container_toolkit_version to {0} or newer, or give cdi_device_name_strategy one value".format(
+                    first), "cdi"))
         if view.cdi_managed and not features["cdi_refresh_units"]:
             found.append(finding(
                 "container_toolkit", "info", "cdi_refresh_units",
@@ -1439,6 +1467,22 @@ class Matrix:
                 view.engine, minor, row["eol"],
                 " (extended support ended in {0})".format(_month_name(row["extended"])) if extended else "")
         return [finding("engine_lifecycle", "warning", subject, message, fix, "container_runtime", row["source"])]
+
+    def _device_plugin_runtime(self, view: NodeView) -> list[dict[str, str]]:
+        if view.nvidia_default_runtime is not False:
+            return []
+        found = []
+        for row in _kubernetes.DEVICE_PLUGIN_STRATEGIES:
+            if row["needs"] == "nvidia_runtime" and row["strategy"] in view.device_list_strategies:
+                found.append(finding(
+                    "device_plugin_runtime", "warning", "device_plugin_device_list_strategy",
+                    "device_plugin_device_list_strategy {0} hands GPUs over through NVIDIA_VISIBLE_DEVICES, which "
+                    "only the nvidia runtime acts on, and container_runtime_set_default is false: GPU pods get no "
+                    "GPU unless they select an nvidia RuntimeClass".format(row["strategy"]),
+                    "set container_runtime_set_default: true, give the GPU pods runtimeClassName: nvidia, or use "
+                    "device_plugin_device_list_strategy: cdi-cri with container_runtime_cdi: true",
+                    "container_runtime", row["source"]))
+        return found
 
     def _engine_cdi(self, view: NodeView) -> list[dict[str, str]]:
         if not view.engine or view.engine_version is None or not view.cdi_wanted:

@@ -74,6 +74,22 @@ options:
       cdi_spec_dir:
         description: Where the CDI spec is generated; set when the cdi layer is managed.
         type: str
+      cdi_device_name_strategy:
+        description: The C(--device-name-strategy) values the CDI spec is generated with; several need Container
+          Toolkit 1.15.0 or newer.
+        type: list
+        elements: str
+        version_added: 0.2.0
+      container_runtime_set_default:
+        description: Whether the nvidia runtime is the engine's default runtime.
+        type: bool
+        version_added: 0.2.0
+      device_plugin_device_list_strategy:
+        description: The NVIDIA device plugin's device-list strategy (C(envvar), C(volume-mounts), C(cdi-annotations),
+          C(cdi-cri), or several comma-separated); C(envvar) needs the nvidia runtime as the default runtime or an
+          nvidia RuntimeClass on the GPU pods.
+        type: str
+        version_added: 0.2.0
       crictl_version:
         description: The crictl release, for example V(v1.33.0); empty to derive it from the Kubernetes minor.
         type: str
@@ -353,6 +369,9 @@ DESIRED_OPTIONS = dict(
     container_runtime_engine=dict(type="str", choices=["containerd", "docker", "crio"]),
     container_runtime_cdi=dict(type="bool"),
     cdi_spec_dir=dict(type="str"),
+    cdi_device_name_strategy=dict(type="list", elements="str"),
+    container_runtime_set_default=dict(type="bool"),
+    device_plugin_device_list_strategy=dict(type="str"),
     crictl_version=dict(type="str"),
     crictl_kubernetes_version=dict(type="str"),
     mig_label=dict(type="str"),

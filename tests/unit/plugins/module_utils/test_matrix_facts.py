@@ -285,3 +285,26 @@ def test_end_of_life_is_announced_ahead():
     found = findings({"container_runtime_engine": "containerd"}, rule="engine_lifecycle",
                      installed={"versions": {"containerd": "2.3.1"}}, today=datetime.date(2028, 2, 1))
     assert "reaches end of life on 2028-04-30" in found[0]["message"]
+
+
+# -- device names and the device plugin -------------------------------------------------------
+
+
+def test_several_device_name_strategies_need_toolkit_1_15():
+    desired = {"container_toolkit_version": "1.14.6", "container_runtime_cdi": True,
+               "cdi_device_name_strategy": ["index", "uuid"]}
+    found = [f for f in findings(desired, rule="container_toolkit") if f["subject"] == "cdi_device_name_strategy"]
+    assert severities(found) == ["error"] and "from 1.15.0" in found[0]["message"]
+    desired["cdi_device_name_strategy"] = ["uuid"]
+    assert not [f for f in findings(desired, rule="container_toolkit") if f["subject"] == "cdi_device_name_strategy"]
+    desired.update(container_toolkit_version="1.15.0", cdi_device_name_strategy=["index", "uuid"])
+    assert not [f for f in findings(desired, rule="container_toolkit") if f["subject"] == "cdi_device_name_strategy"]
+
+
+def test_envvar_device_lists_need_the_nvidia_runtime():
+    declared = {"device_plugin_device_list_strategy": "envvar", "container_runtime_set_default": False}
+    found = findings(declared, rule="device_plugin_runtime")
+    assert severities(found) == ["warning"] and "runtimeClassName: nvidia" in found[0]["fix"]
+    assert findings(dict(declared, container_runtime_set_default=True), rule="device_plugin_runtime") == []
+    assert findings(dict(declared, device_plugin_device_list_strategy="cdi-annotations,cdi-cri"),
+                    rule="device_plugin_runtime") == []
