@@ -20,7 +20,7 @@ _V620 = "https://docs.nvidia.com/datacenter/tesla/drivers/620/supported-drivers-
 _BULLETIN_5861 = "NVIDIA/product-security@08d1a287:2026/5861/5861.md"
 _FORUM = "secondary: https://forums.developer.nvidia.com/t/current-graphics-driver-releases/28500/12"
 _PDF_2021 = "https://docs.nvidia.com/datacenter/tesla/pdf/NVIDIA_CUDA_Drivers_Support.pdf"
-_AKS = "secondary: https://github.com/Azure/aks-gpu/pull/113"
+_AKS = "secondary: Azure/aks-gpu#113"
 _KERNEL_MODULES = "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/kernel-modules.html"
 _OPEN_BLOG = ("secondary: NVIDIA Technical Blog, 'NVIDIA transitions fully towards open-source GPU kernel modules' "
               "(R560, July 2024), as quoted by "
@@ -52,7 +52,7 @@ DRIVER_BRANCHES = (
     {"branch": "465", "type": "NFB", "eol": "ended", "status": "V", "source": _V580 + " ; type " + _AKS,
      "checked": "2026-11-22"},
     {"branch": "470", "type": "LTSB", "eol": "ended", "status": "S",
-     "note": "the last branch for Kepler; NVIDIA lists it as no longer maintained (its end-of-life date is not published)",
+     "note": "the last branch for Kepler; NVIDIA lists it as no longer maintained (no end-of-life date is published)",
      "source": _FORUM + " ; type " + _AKS, "checked": "2026-11-25"},
     {"branch": "495", "type": "NFB", "eol": "ended", "status": "V", "source": _V580 + " ; type " + _AKS,
      "checked": "2026-11-22"},

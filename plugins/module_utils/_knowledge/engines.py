@@ -8,7 +8,7 @@ they read, and their end of life."""
 
 from __future__ import annotations
 
-_CDI = "https://github.com/cncf-tags/container-device-interface"
+_CDI = "cncf-tags/container-device-interface@05ae4b5b:README.md"
 _CTK_NOTES = "NVIDIA/cloud-native-docs@52dcb7b8:container-toolkit/release-notes.md (1.19.1 known issue)"
 _CONTAINERD_RELEASES = "containerd/containerd@301026e5:RELEASES.md"
 
@@ -19,20 +19,20 @@ _CONTAINERD_RELEASES = "containerd/containerd@301026e5:RELEASES.md"
 ENGINE_CDI = (
     {"engine": "containerd", "first": "0", "support": "none", "source": _CDI, "checked": "2026-11-25"},
     {"engine": "containerd", "first": "1.7.0", "support": "opt_in",
-     "source": _CDI + " ; https://github.com/containerd/containerd/pull/9666", "checked": "2026-11-25"},
+     "source": _CDI + " ; containerd/containerd#9666", "checked": "2026-11-25"},
     {"engine": "containerd", "first": "2.0.0", "support": "default",
-     "source": "https://github.com/containerd/containerd/pull/9621 ; https://github.com/containerd/containerd/pull/10926",
+     "source": "containerd/containerd#9621 ; containerd/containerd#10926",
      "checked": "2026-11-25"},
     {"engine": "docker", "first": "0", "support": "none", "source": _CDI, "checked": "2026-11-25"},
     {"engine": "docker", "first": "25.0.0", "support": "opt_in",
-     "source": "https://github.com/cncf-tags/container-device-interface/issues/84", "checked": "2026-11-25"},
+     "source": "cncf-tags/container-device-interface#84", "checked": "2026-11-25"},
     {"engine": "docker", "first": "28.2.0", "support": "default",
-     "source": "https://github.com/cncf-tags/container-device-interface/pull/277 ; moby/moby#49963",
+     "source": "cncf-tags/container-device-interface#277 ; moby/moby#49963",
      "checked": "2026-11-25"},
-    {"engine": "crio", "first": "0", "support": "unverified", "source": _CDI + " ; https://github.com/cri-o/cri-o/pull/5571",
+    {"engine": "crio", "first": "0", "support": "unverified", "source": _CDI + " ; cri-o/cri-o#5571",
      "checked": "2026-11-25"},
     {"engine": "crio", "first": "1.24.0", "support": "default",
-     "source": _CDI + " ; https://github.com/cri-o/cri-o/pull/5571", "checked": "2026-11-25"},
+     "source": _CDI + " ; cri-o/cri-o#5571", "checked": "2026-11-25"},
 )
 
 # The first engine release that reads a CDI specification of `spec` (the

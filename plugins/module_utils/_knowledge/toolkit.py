@@ -94,6 +94,6 @@ CTK_CVE_FLOORS = (
 CTK_CDI_SPEC_VERSIONS = (
     {"first": "1.19.1", "spec": "0.7.0",
      "workaround": "nvidia-ctk cdi generate --feature-flag no-additional-gids-for-device-nodes",
-     "source": _RELEASE_NOTES + " (1.19.1 known issue) ; https://github.com/NVIDIA/nvidia-container-toolkit/issues/1860",
+     "source": _RELEASE_NOTES + " (1.19.1 known issue) ; NVIDIA/nvidia-container-toolkit#1860",
      "checked": "2026-11-25"},
 )

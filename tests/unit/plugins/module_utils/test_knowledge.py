@@ -70,9 +70,10 @@ def test_every_table_is_rows_or_a_sourced_constant(name: str, value: t.Any):
 def test_every_row_has_a_source_and_a_check_date(name: str, row: dict[str, t.Any]):
     source = row.get("source")
     assert isinstance(source, str) and source.strip(), "{0} has no source".format(name)
-    # A URL, a repository path (owner/repo@commit:path or owner/repo:path), or a
-    # source marked secondary.
-    assert re.search(r"https?://|^[\w.-]+/[\w.-]+[@:]|^secondary: ", source), "{0}: {1!r}".format(name, source)
+    # A URL, a repository path (owner/repo@commit:path, owner/repo:path), an
+    # issue or pull request (owner/repo#123), or a source marked secondary.
+    assert re.search(r"https?://|^[\w.-]+/[\w.-]+([@:]|#\d)|^secondary: ", source), "{0}: {1!r}".format(
+        name, source)
     checked = row.get("checked")
     assert isinstance(checked, str) and re.match(r"^\d{4}-\d{2}-\d{2}$", checked), name
     day = datetime.datetime.strptime(checked, "%Y-%m-%d").date()
