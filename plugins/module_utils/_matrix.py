@@ -846,8 +846,8 @@ class Matrix:
             if "open" not in flavours and flavours:
                 need_proprietary.append("{0} ({1}) needs the proprietary modules".format(gpu.label, gpu.architecture))
             elif "proprietary" not in flavours and flavours:
-                need_open.append("{0} ({1}) needs the open modules".format(gpu.label, gpu_kind(gpu.architecture,
-                                                                                              gpu.grace, "text")))
+                kind = gpu_kind(gpu.architecture, gpu.grace, "text")
+                need_open.append("{0} ({1}) needs the open modules".format(gpu.label, kind))
         if need_open and need_proprietary:
             return None, need_open + need_proprietary
         if requested == "open":

@@ -17,6 +17,7 @@ _NVML_H = "NVIDIA/go-nvml@2f9e261fe40a:gen/nvml/nvml.h"
 _MIG_GPUS = "https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-gpus.html"
 _MIG_DRIVERS = "https://docs.nvidia.com/datacenter/tesla/mig-user-guide/620/deployment-considerations.html"
 _MIG = _MIG_GPUS + " ; " + _MIG_DRIVERS
+_MIG_GPUS_610 = "https://docs.nvidia.com/datacenter/tesla/mig-user-guide/610/supported-gpus.html"
 _CUDA_GPUS = "https://developer.nvidia.com/cuda-gpus"
 _CC_10_3 = "https://docs.nvidia.com/cuda/archive/12.9.1/cuda-features-archive/index.html"
 _PLATFORM = "NVIDIA/cloud-native-docs@52dcb7b8:gpu-operator/platform-support.rst"
@@ -112,8 +113,7 @@ GPU_MODELS = (
     {"model": "rtx-pro-4500-blackwell", "match": r"\brtx pro 4500\b", "architecture": "blackwell", "grace": False,
      "data_center": False, "mig": True, "mig_min_driver": "575.64", "mig_units": None,
      "min_driver": "570.169", "floor_status": "U",
-     "source": _NAME_TABLE + " (first in 570.169: a proxy) ; "
-               "https://docs.nvidia.com/datacenter/tesla/mig-user-guide/610/supported-gpus.html ; " + _MIG_DRIVERS,
+     "source": _NAME_TABLE + " (first in 570.169: a proxy) ; " + _MIG_GPUS_610 + " ; " + _MIG_DRIVERS,
      "checked": "2026-11-25"},
     {"model": "blackwell", "match": r"\bblackwell\b", "architecture": "blackwell", "grace": False,
      "data_center": None, "mig": None, "mig_min_driver": None, "mig_units": None,
