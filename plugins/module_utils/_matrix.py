@@ -1417,6 +1417,9 @@ class Matrix:
             return []
         if not (view.cdi_wanted or view.cdi_managed):
             return []
+        if self.engine_cdi(view.engine, view.engine_version) == "none":
+            # No CDI at all: engine_cdi says so, and the nvidia runtime still injects GPUs.
+            return []
         spec = self.cdi_spec_version(view.toolkit)
         rows = [row for row in _engines.CDI_SPEC_MIN_ENGINE if row["spec"] == spec and row["engine"] == view.engine]
         if not rows or view.engine_version >= parse_version(rows[0]["first"]):

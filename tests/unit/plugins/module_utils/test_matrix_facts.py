@@ -120,6 +120,14 @@ def test_cdi_spec_rule_needs_cdi_and_a_toolkit_that_writes_0_7_0():
                     rule="cdi_spec_version", installed=installed) == []
 
 
+def test_an_engine_without_cdi_is_left_to_the_engine_cdi_warning():
+    desired = {"container_toolkit_version": "1.20.1", "container_runtime_engine": "containerd",
+               "container_runtime_cdi": True}
+    installed = {"versions": {"containerd": "1.6.20"}}
+    assert findings(desired, rule="cdi_spec_version", installed=installed) == []
+    assert severities(findings(desired, rule="engine_cdi", installed=installed)) == ["warning"]
+
+
 def test_podman_minimum_is_tabulated():
     rows = {row["engine"]: row["first"] for row in engines.CDI_SPEC_MIN_ENGINE if row["spec"] == "0.7.0"}
     assert rows == {"containerd": "1.7.16", "docker": "26.1.0", "crio": "1.30.0", "podman": "5.1.0"}
