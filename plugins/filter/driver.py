@@ -2,8 +2,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Pure decisions of the driver role: kernel-module flavour and package versions.
 
-The data (architectures by model, flavours by architecture) lives in the
-role's vars/main.yml and is passed in; these functions only apply it. Both
+The data (GPU models and architectures, the flavours each runs) is the
+knowledge base's (plugins/module_utils/_knowledge), the tables the version
+matrix reads too; these functions only apply it. Both
 deciding filters return {"error": ...} instead of raising, so the role can
 fail with a message that names the variable and the fix, before it changes
 anything.
@@ -15,6 +16,13 @@ import re
 import typing as t
 
 from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import (
+    OPEN_MODULES_FIRST_BRANCH,
+    Matrix,
+    flavours_for,
+    gpu_kind,
+)
 
 # "3:580.95.05-1.el9" / "535.216.03-2~bpo12+1" / "535.183.01-0ubuntu0.22.04.1" -> the NVIDIA version.
 _UPSTREAM = re.compile(r"^(?:\d+:)?(?P<upstream>[0-9][0-9.]*[0-9])")
@@ -28,13 +36,6 @@ def driver_upstream_version(version: t.Any) -> str | None:
     return match.group("upstream") if match else None
 
 
-def _architecture(name: str, nvml_architecture: str | None, table: list[dict]) -> str:
-    for entry in table:
-        if re.search(entry["pattern"], name, re.IGNORECASE):
-            return entry["architecture"]
-    return nvml_architecture or "unknown"
-
-
 def _gpu_labels(gpus: list[dict]) -> str:
     """'8 x Tesla V100-SXM2-16GB (volta), B200 (blackwell)': each model once, with its count."""
     counts: dict[str, int] = {}
@@ -44,12 +45,24 @@ def _gpu_labels(gpus: list[dict]) -> str:
     return ", ".join(label if n == 1 else "{0} x {1}".format(n, label) for label, n in counts.items())
 
 
-def driver_kernel_module(gpus: list, requested: str, branch: t.Any, source: str, table: list[dict],
-                         flavours: dict[str, list[str]], open_first_branch: int) -> dict[str, t.Any]:
+def _gpu(matrix: Matrix, gpu: t.Any) -> dict[str, t.Any]:
+    """One GPU as the flavour rules see it: the knowledge base's model table, else NVML's architecture."""
+    if isinstance(gpu, dict):
+        found = matrix.gpus_from_nvml({"gpus": [gpu]})[0]
+    else:
+        found = matrix.gpu_from_name(str(gpu), str(gpu))
+    kind = gpu_kind(found.architecture, found.grace)
+    return {"name": found.name, "architecture": kind,
+            "flavours": list(flavours_for(found.architecture, found.grace))}
+
+
+def driver_kernel_module(gpus: list, requested: str, branch: t.Any, source: str) -> dict[str, t.Any]:
     """Decide (auto) or check the kernel-module flavour for a node's GPUs.
 
     gpus: NVML GPUs (dicts with name and architecture) or declared model names;
     source: where they came from ("nvml" or "driver_gpu_models"), for messages.
+    The GPU models and the flavour rules are the knowledge base's
+    (_knowledge.gpus, _knowledge.drivers), the same the version matrix reads.
     """
     if requested not in ("auto", "open", "proprietary"):
         raise AnsibleFilterError("driver_kernel_module: unknown flavour {0!r}".format(requested))
@@ -57,13 +70,10 @@ def driver_kernel_module(gpus: list, requested: str, branch: t.Any, source: str,
         branch_number = int(str(branch))
     except ValueError:
         raise AnsibleFilterError("driver_kernel_module: branch {0!r} is not a number".format(branch)) from None
+    open_first_branch = int(OPEN_MODULES_FIRST_BRANCH)
 
-    seen = []
-    for gpu in gpus or []:
-        name = gpu.get("name") if isinstance(gpu, dict) else str(gpu)
-        nvml_arch = gpu.get("architecture") if isinstance(gpu, dict) else None
-        arch = _architecture(name or "", None if nvml_arch == "unknown" else nvml_arch, table)
-        seen.append({"name": name, "architecture": arch, "flavours": list(flavours.get(arch, []))})
+    matrix = Matrix()
+    seen = [_gpu(matrix, gpu) for gpu in gpus or []]
     result: dict[str, t.Any] = {"flavour": None, "gpus": seen, "error": None}
 
     unknown = [g for g in seen if not g["flavours"]]

@@ -4,17 +4,18 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """The version matrix: which driver, CUDA, GPU, toolkit, engine and crictl
-versions fit together, as data plus the comparison logic.
+versions fit together. The facts are the knowledge base's
+(plugins/module_utils/_knowledge: one row per fact, each with its source and
+the date it was checked); this module holds the comparison logic and the
+views of those tables that the rules read.
 
 Shared by the ``version_matrix`` module (runs on the target: Python 3.8+,
 standard library only) and the controller-side filters.
 
-Every table below names its source. The reference collected for this
-collection (``version-matrix.md``) tags each fact [V] verified (an NVIDIA
-document or repository), [S] secondary (a third party repeats it) or [U]
-unverified. [V] and [S] facts are encoded as rules that can fail a run; [U]
-facts only ever produce warnings (and say so), or are left out. Where a
-table leaves one out, a comment says which and why.
+Each row carries a `status` where it matters: "V" verified (an NVIDIA
+document or repository), "S" secondary (a third party repeats it) or "U"
+unverified. V and S facts are encoded as rules that can fail a run; U facts
+only ever produce warnings (and say so).
 
 Users extend the tables without editing the collection: ``Matrix(tables=...)``
 merges extra rows (CUDA releases, driver branches, GPU models), and
@@ -28,337 +29,101 @@ import datetime
 import re
 import typing as t
 
-# =============================================================================
-# Tables
-# =============================================================================
-
-# -- 1b. CUDA toolkit release -> minimum Linux x86_64 driver ------------------
-# Source: CUDA Toolkit Release Notes, "CUDA Toolkit and Corresponding Driver
-# Versions" (Table 3), 13.1 edition [V]
-# https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html
-# Rows after 13.1 GA: 13.1 Update 1 [V] (conda cuda-compat 13.1.1 ->
-# cuda-compat-impl 590.48.01); 13.2 GA / Update 1 [S] (secondary notes);
-# 13.3 [S] (secondary notes, matching cuda_compat 610.43.02 in NVIDIA's
-# redistrib_13.3.0.json [V]). Left out as [U]: 13.2 Update 2 and 13.3
-# Update 1 (their drivers were not found); a request for them gets a warning
-# and the newest known floor of that minor release.
-# Versions are the CUDA release numbers: "Update N" of 12.4 is 12.4.N; 11.0,
-# 11.2 and 11.3 number their GA and updates explicitly.
-CUDA_TOOLKIT_DRIVERS: tuple[tuple[str, str, str], ...] = (
-    # (CUDA release, label, minimum driver)
-    ("13.3.0", "GA", "610.43.02"),
-    ("13.2.1", "Update 1", "595.58.03"),
-    ("13.2.0", "GA", "595.45.04"),
-    ("13.1.1", "Update 1", "590.48.01"),
-    ("13.1.0", "GA", "590.44.01"),
-    ("13.0.2", "Update 2", "580.95.05"),
-    ("13.0.1", "Update 1", "580.82.07"),
-    ("13.0.0", "GA", "580.65.06"),
-    ("12.9.1", "Update 1", "575.57.08"),
-    ("12.9.0", "GA", "575.51.03"),
-    ("12.8.1", "Update 1", "570.124.06"),
-    ("12.8.0", "GA", "570.26"),
-    ("12.6.3", "Update 3", "560.35.05"),
-    ("12.6.2", "Update 2", "560.35.03"),
-    ("12.6.1", "Update 1", "560.35.03"),
-    ("12.6.0", "GA", "560.28.03"),
-    ("12.5.1", "Update 1", "555.42.06"),
-    ("12.5.0", "GA", "555.42.02"),
-    ("12.4.1", "Update 1", "550.54.15"),
-    ("12.4.0", "GA", "550.54.14"),
-    ("12.3.1", "Update 1", "545.23.08"),
-    ("12.3.0", "GA", "545.23.06"),
-    ("12.2.2", "Update 2", "535.104.05"),
-    ("12.2.1", "Update 1", "535.86.09"),
-    ("12.2.0", "GA", "535.54.03"),
-    ("12.1.1", "Update 1", "530.30.02"),
-    ("12.1.0", "GA", "530.30.02"),
-    ("12.0.1", "Update 1", "525.85.12"),
-    ("12.0.0", "GA", "525.60.13"),
-    ("11.8.0", "GA", "520.61.05"),
-    ("11.7.1", "Update 1", "515.48.07"),
-    ("11.7.0", "GA", "515.43.04"),
-    ("11.6.2", "Update 2", "510.47.03"),
-    ("11.6.1", "Update 1", "510.47.03"),
-    ("11.6.0", "GA", "510.39.01"),
-    ("11.5.2", "Update 2", "495.29.05"),
-    ("11.5.1", "Update 1", "495.29.05"),
-    ("11.5.0", "GA", "495.29.05"),
-    ("11.4.4", "Update 4", "470.82.01"),
-    ("11.4.3", "Update 3", "470.82.01"),
-    ("11.4.2", "Update 2", "470.57.02"),
-    ("11.4.1", "Update 1", "470.57.02"),
-    ("11.4.0", "GA", "470.42.01"),
-    ("11.3.1", "Update 1", "465.19.01"),
-    ("11.3.0", "GA", "465.19.01"),
-    ("11.2.2", "Update 2", "460.32.03"),
-    ("11.2.1", "Update 1", "460.32.03"),
-    ("11.2.0", "GA", "460.27.03"),
-    ("11.1.1", "Update 1", "455.32"),
-    ("11.1.0", "GA", "455.23"),
-    ("11.0.3", "Update 1", "450.51.06"),
-    ("11.0.2", "GA", "450.51.05"),
-    ("11.0.1", "RC", "450.36.06"),
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import (
+    cuda as _cuda,
+    drivers as _drivers,
+    engines as _engines,
+    gpus as _gpus,
+    kubernetes as _kubernetes,
+    toolkit as _toolkit,
 )
 
-# -- 1a. Minor-version-compatibility floor per CUDA major -----------------------
-# Source: CUDA Compatibility, "Minor Version Compatibility" [V]
-# https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html
-# 13.x >= 580 and 11.1-11.8 >= 450.80.02 are [V]. For 12.x the page says
-# >= 525; the exact 525.60.13 is [S] (12.8U1 notes as quoted) and is also the
-# 12.0 GA driver of table 1b, so the stricter value costs nothing. 11.0 had no
-# minor version compatibility: it needs its table 1b row.
-# Between the floor and the release's own driver a toolkit runs "with limited
-# feature-set" (same page): a warning, not an error.
-CUDA_MVC_FLOORS: dict[int, str] = {
-    13: "580",
-    12: "525.60.13",
-    11: "450.80.02",
-}
-CUDA_MVC_FIRST_MINOR: dict[int, int] = {11: 1}  # 11.0 predates minor version compatibility
+# =============================================================================
+# Views of the knowledge base (the rules' shapes; the rows live in _knowledge)
+# =============================================================================
 
-# -- 2b. Driver branches: type and end of life ---------------------------------
-# Sources: NVIDIA Data Center Driver lifecycle and the support matrices [V]
-# (https://docs.nvidia.com/datacenter/tesla/drivers/ ,
-# .../supported-drivers-and-cuda-toolkit-versions.html (v580 edition) and
-# .../drivers/615/... (v615 edition)); NVIDIA_CUDA_Drivers_Support.pdf (2021) [V]
-# for R418-R460; branch types of R465-R575 from Azure/aks-gpu#113 [S].
-# `eol`: "YYYY-MM" (support ends in that month), "ended" (listed as EOL by the
-# v580 matrix, no date), or None (not known: [U], warns).
-# R580: the v580 matrix says Aug 2028, the newer v615 matrix Jun 2028; the
-# newer value is used. R470 [U] and R590 [U]: their end of life was not read,
-# so they get a warning that says so, never an error.
-# R530, R545 and R555 appear in table 1b but in no lifecycle table: unknown
-# branches warn that the branch is not in the table.
+# (CUDA release, label, minimum driver or None where not verified), newest first.
+CUDA_TOOLKIT_DRIVERS: tuple[tuple[str, str, str | None], ...] = tuple(
+    (row["cuda"], row["label"], row["driver"]) for row in _cuda.CUDA_DRIVERS)
+CUDA_STATUS: dict[str, str] = {row["cuda"]: row.get("status", "V") for row in _cuda.CUDA_DRIVERS}
+CUDA_BUILD_NUMBERED_FROM: tuple[int, ...] = tuple(int(p) for p in _cuda.BUILD_NUMBERED_FROM["value"].split("."))
+CUDA_MVC_FLOORS: dict[int, str] = {row["major"]: row["driver"] for row in _cuda.MVC_FLOORS}
+CUDA_MVC_FIRST_MINOR: dict[int, int] = {row["major"]: row["first_minor"] for row in _cuda.MVC_FLOORS
+                                        if row["first_minor"]}
 DRIVER_BRANCHES: dict[str, dict[str, t.Any]] = {
-    "418": {"type": "LTSB", "eol": "2022-03"},
-    "440": {"type": "NFB", "eol": "2020-11"},
-    "450": {"type": "LTSB", "eol": "2023-07"},
-    "455": {"type": "Evaluation", "eol": "ended"},
-    "460": {"type": "PB", "eol": "2022-01"},
-    "465": {"type": "NFB", "eol": "ended"},
-    "470": {"type": "LTSB", "eol": None,
-            "note": "the last branch for Kepler, which NVIDIA no longer maintains; its end-of-life date was not read"},
-    "495": {"type": "NFB", "eol": "ended"},
-    "510": {"type": "PB", "eol": "ended"},
-    "515": {"type": "PB", "eol": "ended"},
-    "520": {"type": "NFB", "eol": "ended"},
-    "525": {"type": "PB", "eol": "ended"},
-    "535": {"type": "LTSB", "eol": "2026-06"},
-    "550": {"type": "PB", "eol": "ended"},
-    "560": {"type": "NFB", "eol": "ended"},
-    "565": {"type": "NFB", "eol": "ended"},
-    "570": {"type": "PB", "eol": "2026-02"},
-    "575": {"type": "NFB", "eol": "ended"},
-    "580": {"type": "LTSB", "eol": "2028-06"},
-    "590": {"type": "NFB", "eol": None,
-            "note": "the v615 support matrix no longer lists it, so it is presumably past end of life"},
-    "595": {"type": "PB", "eol": "2027-03"},
-    "610": {"type": "NFB", "eol": "2026-08"},
-}
-# Support spans: NFB about a quarter, PB up to a year, LTSB about three years
-# (NVIDIA driver lifecycle [V]; three years for LTSB per NVIDIA AI Enterprise's
-# lifecycle page).
-BRANCH_TYPES = {
-    "NFB": "New Feature Branch",
-    "PB": "Production Branch",
-    "LTSB": "Long Term Support Branch",
-    "Evaluation": "evaluation branch",
-}
-
-# -- 2c. GPU architecture <-> CUDA and driver support ----------------------------
-# Source: CUDA Toolkit, Driver and Architecture Matrix [V]
-# https://docs.nvidia.com/datacenter/tesla/drivers/cuda-toolkit-driver-and-architecture-matrix.html
-# Ordered oldest -> newest (rules compare positions). `first_cuda`: the first
-# toolkit for the architecture; its table 1b driver is the architecture's
-# first driver (Blackwell 12.8 -> 570.26, Hopper/Ada 11.8 -> 520.61.05,
-# Ampere 11.0 GA -> 450.51.05); Turing and older predate table 1b.
-# `last_branch`: the last driver branch that supports it.
-# Rubin is NVML architecture 13 (nvml.h [V]); the matrix page does not list
-# it yet, so it carries no driver rule.
-ARCHITECTURES: tuple[tuple[str, str | None, str | None], ...] = (
-    # (name, first CUDA, last driver branch)
-    ("kepler", "6.0", "470"),
-    ("maxwell", "6.5", "580"),
-    ("pascal", "8.0", "580"),
-    ("volta", "9.0", "580"),
-    ("turing", "10.0", None),
-    ("ampere", "11.0", None),
-    ("ada", "11.8", None),
-    ("hopper", "11.8", None),
-    ("blackwell", "12.8", None),
-    ("rubin", None, None),
-)
+    row["branch"]: {key: row.get(key) for key in ("type", "eol", "note", "status", "source")}
+    for row in _drivers.DRIVER_BRANCHES}
+BRANCH_TYPES: dict[str, str] = {row["type"]: row["name"] for row in _drivers.BRANCH_TYPES}
+# (name, first CUDA, last driver branch), oldest -> newest.
+ARCHITECTURES: tuple[tuple[str, str | None, str | None], ...] = tuple(
+    (row["name"], row["first_cuda"], row["last_branch"]) for row in _gpus.ARCHITECTURES)
 ARCHITECTURE_NAMES = tuple(row[0] for row in ARCHITECTURES)
-
-# -- 2d. Kernel module flavours -----------------------------------------------------
-# Source: NVIDIA Driver Installation Guide, "Kernel Modules" [V]
-# https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/kernel-modules.html
-# Open modules ship since the 515 series and run on Turing and newer only;
-# Maxwell, Pascal and Volta need the proprietary modules (Kepler ended with
-# R470, before open modules existed). From R560 open is the default.
-# Open modules are mandatory on Grace Hopper and Blackwell: NVIDIA Technical
-# Blog, "NVIDIA transitions fully towards open-source GPU kernel modules" [S].
-OPEN_MODULES_FIRST_BRANCH = "515"
-OPEN_MODULES_DEFAULT_BRANCH = "560"
-OPEN_MODULES_FIRST_ARCHITECTURE = "turing"
-OPEN_MODULES_REQUIRED_FROM_ARCHITECTURE = "blackwell"
-
-# -- GPU models: product name -> architecture, Grace, MIG ----------------------------
-# A GPU read through NVML reports its architecture itself; this table is for
-# GPUs declared by model (driver_gpu_models: an image bake or a node whose
-# driver is not loaded yet) and for the per-model MIG facts.
-# Sources: architectures and MIG data of the MIG-capable models from
-# mig-profiles.yaml / the MIG user guide "Supported GPUs" page [V]; MIG
-# minimum drivers from the MIG user guide (620) "Deployment Considerations" [V];
-# the architectures of the other products are NVIDIA's product naming (each
-# generation's letter) and match the simulator fixtures' NVML values.
-# `mig`: True = MIG-capable per the Supported GPUs page [V]; False = not on
-# that page; None = not known (variants such as A800/H800 that the page does
-# not list: no MIG rule fires for them). `mig_min_driver`: None where the
-# guide gives none (GH200). `mig_units`: placement units of the memory-slice
-# grid (mig-profiles.yaml); None where not verified.
-# Patterns match the lower-cased product name with punctuation turned into
-# spaces ("NVIDIA A100-SXM4-40GB" -> "nvidia a100 sxm4 40gb"); first match wins.
-GPU_MODELS: tuple[dict[str, t.Any], ...] = (
-    {"model": "gb300", "match": r"\bgb300\b", "architecture": "blackwell", "grace": True,
-     "mig": True, "mig_min_driver": "595.58.03", "mig_units": None},
-    {"model": "gb200", "match": r"\bgb200\b", "architecture": "blackwell", "grace": True,
-     "mig": True, "mig_min_driver": "570.133.20", "mig_units": 8},
-    {"model": "b300", "match": r"\bb300\b", "architecture": "blackwell", "grace": False,
-     "mig": True, "mig_min_driver": "580.82.07", "mig_units": None},
-    {"model": "b200", "match": r"\bb200\b", "architecture": "blackwell", "grace": False,
-     "mig": True, "mig_min_driver": "570.133.20", "mig_units": 8},
-    {"model": "b100", "match": r"\bb100\b", "architecture": "blackwell", "grace": False,
-     "mig": None, "mig_min_driver": None, "mig_units": None},
-    {"model": "rtx-pro-6000-blackwell", "match": r"\brtx pro 6000\b", "architecture": "blackwell", "grace": False,
-     "mig": True, "mig_min_driver": "575.51.03", "mig_units": 12},
-    {"model": "rtx-pro-5000-blackwell", "match": r"\brtx pro 5000\b", "architecture": "blackwell", "grace": False,
-     "mig": True, "mig_min_driver": "575.57.08", "mig_units": None},
-    {"model": "rtx-pro-4500-blackwell", "match": r"\brtx pro 4500\b", "architecture": "blackwell", "grace": False,
-     "mig": True, "mig_min_driver": "575.64", "mig_units": None},
-    {"model": "gh200", "match": r"\bgh200\b", "architecture": "hopper", "grace": True,
-     "mig": True, "mig_min_driver": None, "mig_units": 8},
-    {"model": "h200", "match": r"\bh200\b", "architecture": "hopper", "grace": False,
-     "mig": True, "mig_min_driver": "550.90.07", "mig_units": 8},
-    {"model": "h100", "match": r"\bh100\b", "architecture": "hopper", "grace": False,
-     "mig": True, "mig_min_driver": "525.85.12", "mig_units": 8},
-    {"model": "h800", "match": r"\bh800\b", "architecture": "hopper", "grace": False,
-     "mig": None, "mig_min_driver": None, "mig_units": None},
-    {"model": "h20", "match": r"\bh20\b", "architecture": "hopper", "grace": False,
-     "mig": True, "mig_min_driver": "535.161.07", "mig_units": 8},
-    {"model": "a100", "match": r"\ba100\b", "architecture": "ampere", "grace": False,
-     "mig": True, "mig_min_driver": "450.80.02", "mig_units": 8},
-    {"model": "a800", "match": r"\ba800\b", "architecture": "ampere", "grace": False,
-     "mig": None, "mig_min_driver": None, "mig_units": None},
-    {"model": "a30", "match": r"\ba30\b", "architecture": "ampere", "grace": False,
-     "mig": True, "mig_min_driver": "460.73.01", "mig_units": 4},
-    {"model": "a40", "match": r"\ba40\b", "architecture": "ampere", "grace": False, "mig": False},
-    {"model": "a10", "match": r"\ba10g?\b", "architecture": "ampere", "grace": False, "mig": False},
-    {"model": "a16", "match": r"\ba16\b", "architecture": "ampere", "grace": False, "mig": False},
-    {"model": "a2", "match": r"\ba2\b", "architecture": "ampere", "grace": False, "mig": False},
-    {"model": "rtx-a", "match": r"\brtx a\d+\b", "architecture": "ampere", "grace": False, "mig": False},
-    {"model": "rtx-ada", "match": r"\brtx \d+ ada\b", "architecture": "ada", "grace": False, "mig": False},
-    {"model": "l40s", "match": r"\bl40s\b", "architecture": "ada", "grace": False, "mig": False},
-    {"model": "l40", "match": r"\bl40\b", "architecture": "ada", "grace": False, "mig": False},
-    {"model": "l20", "match": r"\bl20\b", "architecture": "ada", "grace": False, "mig": False},
-    {"model": "l4", "match": r"\bl4\b", "architecture": "ada", "grace": False, "mig": False},
-    {"model": "t4", "match": r"\bt4\b", "architecture": "turing", "grace": False, "mig": False},
-    {"model": "quadro-rtx", "match": r"\bquadro rtx \d+\b", "architecture": "turing", "grace": False, "mig": False},
-    {"model": "v100", "match": r"\bv100\b", "architecture": "volta", "grace": False, "mig": False},
-    {"model": "titan-v", "match": r"\btitan v\b", "architecture": "volta", "grace": False, "mig": False},
-    {"model": "p100", "match": r"\bp100\b", "architecture": "pascal", "grace": False, "mig": False},
-    {"model": "p40", "match": r"\bp40\b", "architecture": "pascal", "grace": False, "mig": False},
-    {"model": "p6", "match": r"\bp6\b", "architecture": "pascal", "grace": False, "mig": False},
-    {"model": "p4", "match": r"\bp4\b", "architecture": "pascal", "grace": False, "mig": False},
-    {"model": "m60", "match": r"\bm60\b", "architecture": "maxwell", "grace": False, "mig": False},
-    {"model": "m40", "match": r"\bm40\b", "architecture": "maxwell", "grace": False, "mig": False},
-    {"model": "m10", "match": r"\bm10\b", "architecture": "maxwell", "grace": False, "mig": False},
-    {"model": "m6", "match": r"\bm6\b", "architecture": "maxwell", "grace": False, "mig": False},
-    {"model": "m4", "match": r"\bm4\b", "architecture": "maxwell", "grace": False, "mig": False},
-    {"model": "k80", "match": r"\bk80\b", "architecture": "kepler", "grace": False, "mig": False},
-    {"model": "k40", "match": r"\bk40\b", "architecture": "kepler", "grace": False, "mig": False},
-    {"model": "k20", "match": r"\bk20[xm]?\b", "architecture": "kepler", "grace": False, "mig": False},
-    {"model": "k10", "match": r"\bk10\b", "architecture": "kepler", "grace": False, "mig": False},
-)
-
-# -- 3a. NVIDIA Container Toolkit features by version -----------------------------
-# Source: NVIDIA/nvidia-container-toolkit CHANGELOG.md of each tag [V] (the
-# tags named); deployments/systemd for the refresh units [V].
-CTK_FEATURES: tuple[tuple[str, str, str], ...] = (
-    # (feature, first version, what it is)
-    ("cdi_generate", "1.12.0", "`nvidia-ctk cdi generate` writes CDI specifications"),
-    ("cdi_mig_devices", "1.13.0", "MIG devices are included in generated CDI specifications"),
-    ("runtime_configure_containerd", "1.14.0", "`nvidia-ctk runtime configure` edits containerd's config"),
-    ("docker_cdi", "1.15.0", "`nvidia-ctk runtime configure --enable-cdi` for Docker (needs Docker >= 25)"),
-    ("containerd_config_v3", "1.17.4", "containerd config version 3 (containerd 2.x)"),
-    ("drop_in_configs", "1.18.0", "drop-in config files for containerd and CRI-O"),
-    ("cdi_refresh_units", "1.18.0", "the nvidia-cdi-refresh.service/.path units"),
-    ("jit_cdi_default", "1.18.0", "the nvidia runtime defaults to jit-cdi mode"),
-    ("cdi_device_id", "1.19.0", "`nvidia-ctk cdi generate --device-id`"),
-)
-
-# -- 3c. Container engines: CDI support by version ----------------------------------
-# Sources: cncf-tags/container-device-interface README [V]; containerd
-# PR #9621 / #10926 (CDI on by default in 2.0) [V] and #9666 (no default on
-# 1.7) [V]; moby/moby#49963 via cncf-tags/container-device-interface#277 and
-# docker/docs#22660 (Docker 28.2 on by default) [V]; cncf-tags/container-
-# device-interface#84 (Docker 25 opt-in) [V]. containerd 1.6 silently drops
-# `enable_cdi` (seen in `containerd config dump` of Debian 12's 1.6.20).
-# CRI-O enables CDI by default (README [V]); its first release with CDI
-# (probably 1.24) is [U]: older versions only warn.
-ENGINE_CDI: dict[str, tuple[tuple[str, str], ...]] = {
-    # engine: ((first version, CDI support from that version on), ...), ascending
-    "containerd": (("0", "none"), ("1.7.0", "opt_in"), ("2.0.0", "default")),
-    "docker": (("0", "none"), ("25.0.0", "opt_in"), ("28.2.0", "default")),
-    "crio": (("0", "unverified"), ("1.24.0", "default")),
-}
+KERNEL_MODULE_FLAVOURS: tuple[dict[str, t.Any], ...] = _drivers.KERNEL_MODULE_FLAVOURS
+OPEN_MODULES_FIRST_BRANCH: str = _drivers.OPEN_MODULES_FIRST_BRANCH["value"]
+OPEN_MODULES_DEFAULT_BRANCH: str = _drivers.OPEN_MODULES_DEFAULT_BRANCH["value"]
+GPU_MODELS: tuple[dict[str, t.Any], ...] = _gpus.GPU_MODELS
+# (feature, first version, what it is)
+CTK_FEATURES: tuple[tuple[str, str, str], ...] = tuple(
+    (row["feature"], row["first"], row["what"]) for row in _toolkit.CTK_FEATURES)
+CTK_CVE_FLOORS: tuple[dict[str, t.Any], ...] = _toolkit.CTK_CVE_FLOORS
+# engine: ((first version, CDI support from that version on), ...), ascending
+ENGINE_CDI: dict[str, tuple[tuple[str, str], ...]] = {}
+for _row in _engines.ENGINE_CDI:
+    ENGINE_CDI[_row["engine"]] = ENGINE_CDI.get(_row["engine"], ()) + ((_row["first"], _row["support"]),)
 ENGINES = tuple(ENGINE_CDI)
+CRICTL_GROUPS: tuple[tuple[tuple[int, ...], tuple[int, ...] | None], ...] = tuple(
+    (tuple(int(p) for p in row["first"].split(".")),
+     tuple(int(p) for p in row["last"].split(".")) if row["last"] else None)
+    for row in _kubernetes.CRICTL_GROUPS)
 
-# -- 4. crictl <-> Kubernetes ----------------------------------------------------------
-# Source: kubernetes-sigs/cri-tools README.md and RELEASE.md [V]: cri-tools
-# minors follow Kubernetes minors ("use the same cri-tools and Kubernetes
-# minor version"); Kubernetes >= 1.27 works with cri-tools >= 1.27, older
-# Kubernetes minors only with their own cri-tools minor.
-CRICTL_SHARED_FROM = (1, 27)
-
-# -- Fabric Manager ---------------------------------------------------------------------
-# Fabric Manager (and NVLSM on Blackwell NVSwitch systems) must run at exactly
-# the driver's version; a mismatch fails Fabric Manager: NVIDIA/gpu-operator
-# issues #544 and #2781 (B200) [S].
-
+# Where each rule's facts come from: the knowledge tables it reads (each of
+# their rows names its own source; findings made from one row carry that
+# row's source).
 SOURCES: dict[str, str] = {
-    "cuda_driver": "CUDA Toolkit Release Notes, Table 3; CUDA Minor Version Compatibility",
-    "branch_lifecycle": "NVIDIA Data Center Driver lifecycle and support matrices (v580, v615)",
-    "architecture_branch": "CUDA Toolkit, Driver and Architecture Matrix",
-    "kernel_module": "NVIDIA Driver Installation Guide, Kernel Modules; NVIDIA blog on open GPU kernel modules (R560)",
-    "mig_driver": "MIG User Guide (620), Deployment Considerations",
-    "mig_supported": "MIG User Guide, Supported GPUs",
-    "container_toolkit": "NVIDIA Container Toolkit CHANGELOG.md",
-    "engine_cdi": "Container Device Interface README; containerd #9621/#9666; moby #49963",
-    "crictl_skew": "kubernetes-sigs/cri-tools README.md, RELEASE.md",
-    "fabricmanager": "NVIDIA/gpu-operator#544, #2781",
+    "cuda_driver": "_knowledge.cuda CUDA_DRIVERS, MVC_FLOORS: " + _cuda.CUDA_DRIVERS[-1]["source"] + " ; "
+                   + _cuda.MVC_FLOORS[0]["source"],
+    "cuda_forward_compat": _cuda.FORWARD_COMPAT["source"],
+    "branch_lifecycle": "_knowledge.drivers DRIVER_BRANCHES: " + _drivers.BRANCH_TYPES[0]["source"],
+    "architecture_branch": "_knowledge.gpus ARCHITECTURES, GPU_MODELS: " + _gpus.ARCHITECTURES[0]["source"],
+    "kernel_module": "_knowledge.drivers KERNEL_MODULE_FLAVOURS: " + _drivers.KERNEL_MODULE_FLAVOURS[0]["source"],
+    "mig_driver": "_knowledge.gpus GPU_MODELS (mig_min_driver)",
+    "mig_supported": "_knowledge.gpus GPU_MODELS (mig)",
+    "container_toolkit": "_knowledge.toolkit CTK_FEATURES (each row: the CHANGELOG.md of its tag)",
+    "cdi_spec_version": "_knowledge.toolkit CTK_CDI_SPEC_VERSIONS, _knowledge.engines CDI_SPEC_MIN_ENGINE",
+    "engine_cdi": "_knowledge.engines ENGINE_CDI: " + _engines.ENGINE_CDI[0]["source"],
+    "engine_lifecycle": "_knowledge.engines ENGINE_EOL",
+    "device_plugin_runtime": "_knowledge.kubernetes DEVICE_PLUGIN_STRATEGIES",
+    "crictl_skew": "_knowledge.kubernetes CRICTL_GROUPS: " + _kubernetes.CRICTL_GROUPS[0]["source"],
+    "fabricmanager": "secondary: NVIDIA/gpu-operator#544, #2781",
     "declaration": "gpufleet.nvidia team interfaces (role variables)",
-    "gpu_model": "gpufleet.nvidia GPU model table",
+    "gpu_model": "_knowledge.gpus GPU_MODELS",
 }
 
 SEVERITIES = ("info", "warning", "error")
 
-# Every built-in rule, for `ignore_rules` and the docs.
+# Every built-in rule, for `ignore_rules` and the docs. Each toolkit CVE floor
+# is a rule of its own, so ignoring `container_toolkit` never silences one.
 RULES: dict[str, str] = {
     "declaration": "declared versions are well-formed and agree with each other",
     "gpu_model": "declared GPU models are known to the matrix",
     "cuda_driver": "the driver runs every CUDA version the fleet's images use",
+    "cuda_forward_compat": "a CUDA newer than the driver runs through the cuda-compat package (forward compatibility)",
     "branch_lifecycle": "the driver branch is supported (type and end of life)",
-    "architecture_branch": "the driver branch supports every GPU architecture on the host",
+    "architecture_branch": "the driver supports every GPU on the host (its architecture and its product's floor)",
     "kernel_module": "the kernel module flavour suits every GPU on the host",
     "mig_supported": "MIG is only declared for MIG-capable GPUs",
     "mig_driver": "the driver is new enough for MIG on each GPU model",
     "container_toolkit": "the Container Toolkit version has the features the node needs",
+    "cdi_spec_version": "the container engine reads the CDI specification version the toolkit writes",
     "engine_cdi": "the container engine supports CDI the way it is declared",
+    "engine_lifecycle": "the container engine's release is still supported",
+    "device_plugin_runtime": "the device plugin's device-list strategy works with the engine's runtime setup",
     "crictl_skew": "crictl matches the cluster's Kubernetes minor",
     "fabricmanager": "Fabric Manager runs at exactly the driver's version",
 }
+for _row in CTK_CVE_FLOORS:
+    RULES[_row["rule"]] = "Container Toolkit is not below the fix of {0} ({1})".format(_row["cve"], _row["fixed"])
+    SOURCES[_row["rule"]] = _row["source"]
 
 
 class MatrixError(ValueError):
@@ -424,6 +189,45 @@ def version_text(version: t.Sequence[int]) -> str:
 def driver_branch(version: t.Any) -> str:
     """The branch of a driver version: "550.127.05" -> "550"."""
     return str(parse_version(version)[0])
+
+
+def _words(value: t.Any) -> list[str]:
+    """A list option that may also be given as "a,b" text: ["a", "b"]."""
+    if value in (None, ""):
+        return []
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    return [str(item).strip() for item in items if str(item).strip()]
+
+
+def cuda_label(release: tuple[int, ...]) -> str:
+    """How NVIDIA names a CUDA release: (12, 4, 1) -> "Update 1"; (13, 4, 1) -> "GA".
+
+    Up to 13.3 the third number counts updates (x.y.0 is GA); from
+    CUDA_BUILD_NUMBERED_FROM on GA is x.y.1 and the third number is a build.
+    """
+    if tuple(release[:2]) >= CUDA_BUILD_NUMBERED_FROM:
+        return "GA" if release[2] <= 1 else "build {0}".format(release[2])
+    return "GA" if release[2] == 0 else "Update {0}".format(release[2])
+
+
+def flavours_for(architecture: str, grace: bool = False) -> tuple[str, ...]:
+    """The kernel-module flavours a GPU runs, preferred first; () for an unknown architecture.
+
+    A Grace row of KERNEL_MODULE_FLAVOURS wins over its architecture's plain
+    row for a GPU on a Grace superchip.
+    """
+    for row in KERNEL_MODULE_FLAVOURS:
+        if row["architecture"] == architecture and (grace or not row.get("grace")):
+            return tuple(row["flavours"])
+    return ()
+
+
+def gpu_kind(architecture: str, grace: bool, style: str = "key") -> str:
+    """"grace_hopper" / "Grace Hopper" where a Grace rule applies, else the architecture."""
+    special = grace and any(row["architecture"] == architecture and row.get("grace") for row in KERNEL_MODULE_FLAVOURS)
+    if not special:
+        return architecture
+    return "grace_" + architecture if style == "key" else "Grace " + architecture.capitalize()
 
 
 def _month_end(year_month: str) -> datetime.date:
@@ -580,11 +384,15 @@ class NodeView:
         self.gpus: list[Gpu] = []
         self.gpu_source = "none"
         self.cuda_versions: list[str] = []
+        self.cuda_compat = False
         self.toolkit: tuple[int, ...] | None = None
         self.engine: str | None = None
         self.engine_version: tuple[int, ...] | None = None
         self.cdi_wanted = False
         self.cdi_managed = False
+        self.device_name_strategies: list[str] = []
+        self.device_list_strategies: list[str] = []
+        self.nvidia_default_runtime: bool | None = None
         self.crictl: tuple[int, ...] | None = None
         self.kubernetes: tuple[int, ...] | None = None
         self.fabricmanager: tuple[int, ...] | None = None
@@ -604,10 +412,12 @@ class NodeView:
             "gpus": [gpu.as_dict() for gpu in self.gpus],
             "gpu_source": self.gpu_source,
             "cuda_versions": list(self.cuda_versions),
+            "cuda_compat": self.cuda_compat,
             "container_toolkit": text(self.toolkit),
             "engine": self.engine,
             "engine_version": text(self.engine_version),
             "cdi": self.cdi_wanted,
+            "device_list_strategies": list(self.device_list_strategies),
             "crictl": text(self.crictl),
             "kubernetes": text(self.kubernetes),
             "fabricmanager": text(self.fabricmanager),
@@ -624,6 +434,7 @@ PACKAGE_NAMES: dict[str, tuple[str, ...]] = {
     "docker": ("docker-ce", "docker.io", "moby-engine", "docker"),
     "crio": ("cri-o",),
     "crictl": ("cri-tools",),
+    "cuda_compat": ("cuda-compat*",),
 }
 
 
@@ -831,8 +642,9 @@ class Matrix:
 
     # -- tables -------------------------------------------------------------------
     @staticmethod
-    def _cuda_rows(extra: list[t.Any]) -> dict[tuple[int, ...], tuple[str, tuple[int, ...]]]:
-        rows = {parse_version(cuda): (label, parse_version(driver)) for cuda, label, driver in CUDA_TOOLKIT_DRIVERS}
+    def _cuda_rows(extra: list[t.Any]) -> dict[tuple[int, ...], tuple[str, tuple[int, ...] | None]]:
+        rows = {parse_version(cuda): (label, parse_version(driver) if driver else None)
+                for cuda, label, driver in CUDA_TOOLKIT_DRIVERS}
         for row in extra:
             if not isinstance(row, dict) or not row.get("cuda") or not row.get("driver"):
                 raise MatrixError("tables.cuda_drivers: each row needs `cuda` and `driver`, got {0!r}".format(row))
@@ -840,9 +652,11 @@ class Matrix:
             if len(cuda) < 2:
                 raise MatrixError("tables.cuda_drivers: `cuda` must be major.minor[.patch], got {0!r}".format(
                     row["cuda"]))
-            cuda = (cuda + (0,))[:3]
-            rows[cuda] = (str(row.get("label") or ("GA" if cuda[2] == 0 else "Update {0}".format(cuda[2]))),
-                          parse_version(row["driver"]))
+            if len(cuda) == 2:
+                # "13.4" names the GA release: 13.4.1 from the build-numbered releases on.
+                cuda = cuda + ((1,) if cuda >= CUDA_BUILD_NUMBERED_FROM else (0,))
+            cuda = cuda[:3]
+            rows[cuda] = (str(row.get("label") or cuda_label(cuda)), parse_version(row["driver"]))
         return rows
 
     @staticmethod
@@ -858,7 +672,8 @@ class Matrix:
             if row.get("type", "PB") not in BRANCH_TYPES:
                 raise MatrixError("tables.branches: `type` of R{0} must be one of {1}".format(
                     row["branch"], ", ".join(BRANCH_TYPES)))
-            rows[driver_branch(row["branch"])] = {"type": row.get("type", "PB"), "eol": eol, "note": row.get("note")}
+            rows[driver_branch(row["branch"])] = {"type": row.get("type", "PB"), "eol": eol, "note": row.get("note"),
+                                                  "status": "V", "source": "tables.branches"}
         return rows
 
     @staticmethod
@@ -877,7 +692,8 @@ class Matrix:
             except re.error as exc:
                 raise MatrixError("tables.gpu_models: `match` of {0} is not a regular expression: {1}".format(
                     row["model"], exc)) from None
-            merged = {"grace": False, "mig": None, "mig_min_driver": None, "mig_units": None}
+            merged = {"grace": False, "data_center": None, "mig": None, "mig_min_driver": None, "mig_units": None,
+                      "source": "tables.gpu_models"}
             merged.update(row)
             merged["match"] = pattern
             rows.append(merged)
@@ -907,18 +723,33 @@ class Matrix:
             return parts, None, "CUDA {0} is not in the matrix".format(version_text(parts[:2]))
         if len(parts) == 2:
             ga = [r for r in same_minor if self.cuda_drivers[r][0] == "GA"] or same_minor
-            return ga[0], self.cuda_drivers[ga[0]][1], ""
+            return ga[0], self.cuda_drivers[ga[0]][1], self._unread(ga[0])
         release = (parts + (0,))[:3]
         if release in self.cuda_drivers:
-            return release, self.cuda_drivers[release][1], ""
-        older = [r for r in same_minor if r < release]
+            return release, self.cuda_drivers[release][1], self._unread(release)
+        older = [r for r in same_minor if r < release and self.cuda_drivers[r][1] is not None] or \
+            [r for r in same_minor if r < release]
         if not older:
             return release, self.cuda_drivers[same_minor[0]][1], ""
         note = ""
-        if release > same_minor[-1]:
+        if release[:2] >= CUDA_BUILD_NUMBERED_FROM:
+            # A build of a known release, not an update: the floor of the
+            # newest known release at or below it holds.
+            note = ("CUDA {0} is not in the matrix: from CUDA {1} the third number is a build number, not an "
+                    "update; the floor of CUDA {2} ({3}) is used".format(
+                        version_text(release), version_text(CUDA_BUILD_NUMBERED_FROM), version_text(older[-1]),
+                        self.cuda_drivers[older[-1]][0]))
+        elif release > same_minor[-1]:
             note = "CUDA {0} is newer than the newest {1} release in the matrix ({2}); its driver floor may be higher".format(
                 version_text(release), version_text(parts[:2]), version_text(same_minor[-1]))
         return release, self.cuda_drivers[older[-1]][1], note
+
+    def _unread(self, release: tuple[int, ...]) -> str:
+        """The note for a known release whose minimum driver was not read ("" otherwise)."""
+        if self.cuda_drivers[release][1] is not None:
+            return ""
+        return "the minimum driver of CUDA {0} ({1}) is not verified yet".format(
+            version_text(release), self.cuda_drivers[release][0])
 
     def min_driver(self, cuda: str, compat: str = "full") -> str | None:
         """Minimum driver for a CUDA version: full support, or `minor` (MVC floor)."""
@@ -938,7 +769,8 @@ class Matrix:
     def max_cuda(self, driver: str) -> str | None:
         """The newest CUDA major.minor whose release driver the given driver satisfies."""
         version = parse_version(driver)
-        satisfied = [release for release, (_label, minimum) in self.cuda_drivers.items() if version >= minimum]
+        satisfied = [release for release, (_label, minimum) in self.cuda_drivers.items()
+                     if minimum is not None and version >= minimum]
         return version_text(max(satisfied)[:2]) if satisfied else None
 
     def branch_status(self, branch: str) -> dict[str, t.Any]:
@@ -1002,23 +834,20 @@ class Matrix:
                 support = level
         return support
 
-    def kernel_module_for(self, gpus: t.Iterable[Gpu], requested: str = "auto") -> tuple[str | None, list[str]]:
+    @staticmethod
+    def kernel_module_for(gpus: t.Iterable[Gpu], requested: str = "auto") -> tuple[str | None, list[str]]:
         """(flavour, reasons): what `auto` resolves to, or why `requested` cannot work.
 
         Returns (None, reasons) when no flavour suits every GPU.
         """
         need_open, need_proprietary = [], []
-        open_from = self.architecture_index(OPEN_MODULES_FIRST_ARCHITECTURE)
-        required_from = self.architecture_index(OPEN_MODULES_REQUIRED_FROM_ARCHITECTURE)
         for gpu in gpus:
-            if gpu.architecture not in ARCHITECTURE_NAMES:
-                continue
-            position = self.architecture_index(gpu.architecture)
-            if position < open_from:
+            flavours = flavours_for(gpu.architecture, gpu.grace)
+            if "open" not in flavours and flavours:
                 need_proprietary.append("{0} ({1}) needs the proprietary modules".format(gpu.label, gpu.architecture))
-            elif position >= required_from or gpu.grace:
-                what = "Grace Hopper" if gpu.grace and position < required_from else gpu.architecture
-                need_open.append("{0} ({1}) needs the open modules".format(gpu.label, what))
+            elif "proprietary" not in flavours and flavours:
+                kind = gpu_kind(gpu.architecture, gpu.grace, "text")
+                need_open.append("{0} ({1}) needs the open modules".format(gpu.label, kind))
         if need_open and need_proprietary:
             return None, need_open + need_proprietary
         if requested == "open":
@@ -1053,7 +882,8 @@ class Matrix:
         return gpus
 
     def view(self, desired: dict[str, t.Any] | None = None, installed: dict[str, t.Any] | None = None,
-             cuda_versions: t.Iterable[str] = (), target: str = "desired") -> tuple[NodeView, list[dict[str, str]]]:
+             cuda_versions: t.Iterable[str] = (), target: str = "desired",
+             cuda_compat: bool = False) -> tuple[NodeView, list[dict[str, str]]]:
         """Normalise declarations and facts; return the view and declaration findings."""
         desired = desired or {}
         installed = installed or {}
@@ -1062,6 +892,9 @@ class Matrix:
         versions = installed.get("versions") or {}
         view = NodeView()
         view.target = target
+        # Declared, or (judging a node) a cuda-compat package is installed.
+        view.cuda_compat = bool(cuda_compat) or (target == "installed" and bool(
+            package_version(packages, PACKAGE_NAMES["cuda_compat"])))
         found: list[dict[str, str]] = []
 
         def bad(subject: str, message: str, fix: str, layer: str) -> None:
@@ -1103,7 +936,7 @@ class Matrix:
         if target == "desired":
             self._desired_driver(view, desired, bad)
             view.toolkit = version_of("container_toolkit_version", desired.get("container_toolkit_version"),
-                                      "set container_toolkit_version to a release such as \"1.17.8\"",
+                                      "set container_toolkit_version to a release such as \"1.20.1\"",
                                       "container_toolkit")
             view.crictl = version_of("crictl_version", desired.get("crictl_version"),
                                      "set crictl_version like \"v1.33.0\", or \"\" to derive it from "
@@ -1134,6 +967,10 @@ class Matrix:
                     "", "container_runtime")
         view.cdi_wanted = bool(desired.get("container_runtime_cdi"))
         view.cdi_managed = bool(desired.get("cdi_spec_dir"))
+        view.device_name_strategies = _words(desired.get("cdi_device_name_strategy"))
+        view.device_list_strategies = _words(desired.get("device_plugin_device_list_strategy"))
+        if desired.get("container_runtime_set_default") is not None:
+            view.nvidia_default_runtime = bool(desired["container_runtime_set_default"])
 
         kubernetes = desired.get("crictl_kubernetes_version")
         if kubernetes not in (None, ""):
@@ -1186,11 +1023,19 @@ class Matrix:
 
     # -- evaluation ---------------------------------------------------------------
     def evaluate(self, desired: dict[str, t.Any] | None = None, installed: dict[str, t.Any] | None = None,
-                 cuda_versions: t.Iterable[str] = (), target: str = "desired") -> tuple[NodeView, list[dict[str, str]]]:
-        """All findings for one node, most severe first."""
-        view, found = self.view(desired, installed, cuda_versions, target)
+                 cuda_versions: t.Iterable[str] = (), target: str = "desired",
+                 cuda_compat: bool = False) -> tuple[NodeView, list[dict[str, str]]]:
+        """All findings for one node, most severe first.
+
+        cuda_compat: the images (or the node) carry NVIDIA's cuda-compat
+        package, so a CUDA newer than the driver may run by forward
+        compatibility.
+        """
+        view, found = self.view(desired, installed, cuda_versions, target, cuda_compat)
         for rule in (self._cuda_driver, self._branch_lifecycle, self._architecture_branch, self._kernel_module,
-                     self._mig, self._container_toolkit, self._engine_cdi, self._crictl_skew, self._fabricmanager):
+                     self._mig, self._container_toolkit, self._toolkit_cves, self._cdi_spec_version,
+                     self._engine_cdi, self._engine_lifecycle, self._device_plugin_runtime, self._crictl_skew,
+                     self._fabricmanager):
             found.extend(rule(view))
         for custom in self.custom_rules:
             found.extend(custom.evaluate(view))
@@ -1229,7 +1074,9 @@ class Matrix:
             need = version_text(full) if full else None
             full_ok = driver.at_least(need) if need else False
             floor_ok = driver.at_least(floor) if floor else False
-            if full_ok:
+            if full_ok or (need is None and floor_ok and self.cuda_release(cuda)[0] in self.cuda_drivers):
+                # Without a verified floor of its own, meeting the major's
+                # compatibility floor is all that can be said (the note warns).
                 continue
             if full_ok is None:
                 found.append(finding(
@@ -1238,23 +1085,53 @@ class Matrix:
                     "pin driver_version to {0} or newer to be sure".format(need), "driver"))
             elif floor_ok is not False:
                 maybe = "" if floor_ok else " (only {0} releases from {1} on)".format(driver, floor)
+                candidate = " (an unverified floor)" if CUDA_STATUS.get(
+                    version_text(self.cuda_release(cuda)[0])) == "U" else ""
                 found.append(finding(
                     "cuda_driver", "warning", subject,
                     "driver {0} runs {1} only through minor version compatibility{2}: a limited feature set{3}".format(
                         driver, subject, maybe,
-                        "; full support needs {0} or newer".format(need) if need else ""),
+                        "; full support needs {0} or newer{1}".format(need, candidate) if need else ""),
                     "use driver {0} or newer".format(need) if need else "use a newer driver", "driver"))
             else:
+                forward, why_not = self._forward_compat(view)
+                if forward:
+                    found.append(finding(
+                        "cuda_forward_compat", "info", subject,
+                        "driver {0} runs {1} through forward compatibility (the cuda-compat package of {1}; "
+                        "natively it needs {2} or newer)".format(driver, subject, need or floor),
+                        "nothing to do while the images or the node carry cuda-compat for {0}; a driver of branch "
+                        "{1} or newer runs it natively".format(subject, driver_branch(floor or need)), "driver"))
+                    continue
                 floor_note = ""
                 if floor and need and parse_version(floor) < parse_version(need):
                     floor_note = " ({0} or newer runs it with a limited feature set)".format(floor)
+                # An unverified release floor only warns; the major's
+                # compatibility floor (verified) still makes this an error.
+                unverified = CUDA_STATUS.get(version_text(self.cuda_release(cuda)[0])) == "U" and floor is None
                 found.append(finding(
-                    "cuda_driver", "error", subject,
-                    "driver {0} cannot run {1}: it needs {2} or newer{3}".format(
-                        driver, subject, need or floor, floor_note),
-                    "use a driver of branch {0} or newer, or build the images with an older CUDA".format(
-                        driver_branch(floor or need)), "driver"))
+                    "cuda_driver", "warning" if unverified else "error", subject,
+                    "driver {0} cannot run {1}: it needs {2} or newer{3}{4}{5}".format(
+                        driver, subject, need or floor, floor_note, why_not,
+                        " (unverified floor: a warning only)" if unverified else ""),
+                    "use a driver of branch {0} or newer, or build the images with an older CUDA{1}".format(
+                        driver_branch(floor or need),
+                        "" if view.cuda_compat else ", or on data-center GPUs ship NVIDIA's cuda-compat package "
+                        "(forward compatibility; declare it with cuda_compat)"), "driver"))
         return found
+
+    @staticmethod
+    def _forward_compat(view: NodeView) -> tuple[bool, str]:
+        """(usable, why not): forward compatibility needs the cuda-compat package and data-center GPUs."""
+        if not view.cuda_compat:
+            return False, ""
+        if not view.gpus:
+            return False, "; forward compatibility (cuda-compat) needs data-center GPUs, and no GPU is known"
+        other = [gpu.label for gpu in view.gpus if not (gpu.model and gpu.model.get("data_center"))]
+        if other:
+            return False, ("; forward compatibility (cuda-compat) is declared, but it runs on data-center GPUs only "
+                           "and {0} {1} not one".format(", ".join(other), "is" if len(other) == 1 else "are"))
+        return True, ""
 
     def _branch_lifecycle(self, view: NodeView) -> list[dict[str, str]]:
         if view.driver is None:
@@ -1337,6 +1214,46 @@ class Matrix:
                         "{0} GPUs need driver {1} or newer; only {2} releases from {1} on qualify".format(
                             architecture.capitalize(), first, driver),
                         "pin driver_version to {0} or newer to be sure".format(first), "driver"))
+        found.extend(self._product_floors(view))
+        return found
+
+    def product_floor(self, model: dict[str, t.Any]) -> str | None:
+        """A GPU product's own driver floor, above its architecture's (None where it has none)."""
+        floors = [model["min_driver"]] if model.get("min_driver") else []
+        if model.get("first_cuda"):
+            floor = self.min_driver(model["first_cuda"])
+            if floor:
+                floors.append(floor)
+        return max(floors, key=parse_version) if floors else None
+
+    def _product_floors(self, view: NodeView) -> list[dict[str, str]]:
+        driver = view.driver
+        found = []
+        seen = set()
+        for gpu in view.gpus:
+            if not gpu.model or gpu.model_key in seen:
+                continue
+            seen.add(gpu.model_key)
+            floor = self.product_floor(gpu.model)
+            if floor is None:
+                continue
+            labels = ", ".join(g.label for g in view.gpus if g.model_key == gpu.model_key)
+            ok = driver.at_least(floor)
+            unverified = gpu.model.get("floor_status") == "U"
+            if ok is False:
+                found.append(finding(
+                    "architecture_branch", "warning" if unverified else "error", gpu.model_key,
+                    "driver {0} predates {1} ({2}): it needs {3} or newer{4}".format(
+                        driver, gpu.model_key.upper(), labels, floor,
+                        " (unverified floor: a warning only)" if unverified else ""),
+                    "use driver {0} or newer (branch {1} or newer)".format(floor, driver_branch(floor)), "driver",
+                    gpu.model.get("source")))
+            elif ok is None:
+                found.append(finding(
+                    "architecture_branch", "info", gpu.model_key,
+                    "{0} needs driver {1} or newer; only {2} releases from {1} on qualify".format(
+                        gpu.model_key.upper(), floor, driver),
+                    "pin driver_version to {0} or newer to be sure".format(floor), "driver", gpu.model.get("source")))
         return found
 
     def _kernel_module(self, view: NodeView) -> list[dict[str, str]]:
@@ -1446,6 +1363,15 @@ class Matrix:
                 "containerd {0} uses config version 3, which Container Toolkit {1} does not support "
                 "(from 1.17.4)".format(version_text(view.engine_version), toolkit),
                 "set container_toolkit_version to 1.17.4 or newer", "container_toolkit"))
+        if len(view.device_name_strategies) > 1 and (view.cdi_wanted or view.cdi_managed) \
+                and not features["device_name_strategies"]:
+            first = [row[1] for row in CTK_FEATURES if row[0] == "device_name_strategies"][0]
+            found.append(finding(
+                "container_toolkit", "error", "cdi_device_name_strategy",
+                "Container Toolkit {0} takes one --device-name-strategy; cdi_device_name_strategy lists {1} "
+                "(several at once from {2})".format(toolkit, ", ".join(view.device_name_strategies), first),
+                "set container_toolkit_version to {0} or newer, or give cdi_device_name_strategy one value".format(
+                    first), "cdi"))
         if view.cdi_managed and not features["cdi_refresh_units"]:
             found.append(finding(
                 "container_toolkit", "info", "cdi_refresh_units",
@@ -1457,6 +1383,108 @@ class Matrix:
                 "container_toolkit", "info", "drop_in_configs",
                 "Container Toolkit {0} writes no {1} drop-in configs (from 1.18.0)".format(toolkit, view.engine),
                 "nothing to do: gpufleet writes its own drop-in", "container_runtime"))
+        return found
+
+    def _toolkit_cves(self, view: NodeView) -> list[dict[str, str]]:
+        """One error per CVE the toolkit is below the fix of; each its own rule id."""
+        if view.toolkit is None:
+            return []
+        toolkit = version_text(view.toolkit)
+        open_cves = [row for row in CTK_CVE_FLOORS if view.toolkit < parse_version(row["fixed"])]
+        if not open_cves:
+            return []
+        # One upgrade that closes every open CVE.
+        target = max((row["fixed"] for row in open_cves), key=parse_version)
+        subject = "container_toolkit_version" if view.target == "desired" else "Container Toolkit {0}".format(toolkit)
+        return [finding(
+            row["rule"], "error", subject,
+            "Container Toolkit {0} is vulnerable to {1} ({2}); it is fixed in {3}".format(
+                toolkit, row["cve"], row["what"], row["fixed"]),
+            "set container_toolkit_version to {0} or newer; to accept this risk knowingly, add {1} to "
+            "preflight_ignore_rules".format(target, row["rule"]),
+            "container_toolkit", row["source"]) for row in open_cves]
+
+    def cdi_spec_version(self, toolkit: tuple[int, ...]) -> str | None:
+        """The CDI specification version a toolkit writes by default (None: older than the table)."""
+        spec = None
+        for row in _toolkit.CTK_CDI_SPEC_VERSIONS:
+            if toolkit >= parse_version(row["first"]):
+                spec = row["spec"]
+        return spec
+
+    def _cdi_spec_version(self, view: NodeView) -> list[dict[str, str]]:
+        if view.toolkit is None or not view.engine or view.engine_version is None:
+            return []
+        if not (view.cdi_wanted or view.cdi_managed):
+            return []
+        if self.engine_cdi(view.engine, view.engine_version) == "none":
+            # No CDI at all: engine_cdi says so, and the nvidia runtime still injects GPUs.
+            return []
+        spec = self.cdi_spec_version(view.toolkit)
+        rows = [row for row in _engines.CDI_SPEC_MIN_ENGINE if row["spec"] == spec and row["engine"] == view.engine]
+        if not rows or view.engine_version >= parse_version(rows[0]["first"]):
+            return []
+        row = rows[0]
+        writer = [r for r in _toolkit.CTK_CDI_SPEC_VERSIONS if r["spec"] == spec][0]
+        floor = max((r["fixed"] for r in CTK_CVE_FLOORS), key=parse_version)
+        # An older toolkit is a fix only while it is not below a security floor.
+        older = ", or set container_toolkit_version below {0} (and at least {1}, the security floor)".format(
+            writer["first"], floor) if parse_version(floor) < parse_version(writer["first"]) else ""
+        return [finding(
+            "cdi_spec_version", "error", "{0} {1}".format(view.engine, version_text(view.engine_version)),
+            "Container Toolkit {0} writes CDI specification {1}, which {2} {3} cannot read (from {4}); GPU "
+            "containers would fail to start".format(
+                version_text(view.toolkit), spec, view.engine, version_text(view.engine_version), row["first"]),
+            "upgrade {0} to {1} or newer{2}, or have the spec written in the older version ({3})".format(
+                view.engine, row["first"], older, writer["workaround"]),
+            "container_runtime", row["source"])]
+
+    def _engine_lifecycle(self, view: NodeView) -> list[dict[str, str]]:
+        if not view.engine or view.engine_version is None:
+            return []
+        minor = version_text(view.engine_version[:2])
+        lines = [row for row in _engines.ENGINE_EOL if row["engine"] == view.engine]
+        rows = [row for row in lines if row["minor"] == minor]
+        if not rows:
+            return []
+        row = rows[0]
+        end = datetime.datetime.strptime(row["eol"], "%Y-%m-%d").date()
+        extended = _month_end(row["extended"]) if row.get("extended") else None
+        if (end - self.today).days > self.eol_warning_days:
+            return []
+        supported = [r["minor"] for r in lines
+                     if datetime.datetime.strptime(r["eol"], "%Y-%m-%d").date() > self.today]
+        subject = "{0} {1}".format(view.engine, version_text(view.engine_version))
+        fix = "upgrade {0} to a supported release line{1}".format(
+            view.engine, " ({0})".format(", ".join(supported)) if supported else "")
+        if end >= self.today:
+            message = "{0} {1} reaches end of life on {2} ({3} days left)".format(
+                view.engine, minor, row["eol"], (end - self.today).days)
+            fix = "plan the upgrade: " + fix
+        elif extended and extended >= self.today:
+            message = "{0} {1} reached the end of its regular support on {2}; only a narrow extended support ({3}) " \
+                      "runs until {4}".format(view.engine, minor, row["eol"], row.get("note") or "upstream",
+                                              _month_name(row["extended"]))
+        else:
+            message = "{0} {1} reached end of life on {2}{3}: no more bug or security fixes".format(
+                view.engine, minor, row["eol"],
+                " (extended support ended in {0})".format(_month_name(row["extended"])) if extended else "")
+        return [finding("engine_lifecycle", "warning", subject, message, fix, "container_runtime", row["source"])]
+
+    def _device_plugin_runtime(self, view: NodeView) -> list[dict[str, str]]:
+        if view.nvidia_default_runtime is not False:
+            return []
+        found = []
+        for row in _kubernetes.DEVICE_PLUGIN_STRATEGIES:
+            if row["needs"] == "nvidia_runtime" and row["strategy"] in view.device_list_strategies:
+                found.append(finding(
+                    "device_plugin_runtime", "warning", "device_plugin_device_list_strategy",
+                    "device_plugin_device_list_strategy {0} hands GPUs over through NVIDIA_VISIBLE_DEVICES, which "
+                    "only the nvidia runtime acts on, and container_runtime_set_default is false: GPU pods get no "
+                    "GPU unless they select an nvidia RuntimeClass".format(row["strategy"]),
+                    "set container_runtime_set_default: true, give the GPU pods runtimeClassName: nvidia, or use "
+                    "device_plugin_device_list_strategy: cdi-cri with container_runtime_cdi: true",
+                    "container_runtime", row["source"]))
         return found
 
     def _engine_cdi(self, view: NodeView) -> list[dict[str, str]]:
@@ -1484,6 +1512,14 @@ class Matrix:
                     subject), "nothing to do: container_runtime_cdi enables it", "container_runtime")]
         return []
 
+    @staticmethod
+    def crictl_group(minor: tuple[int, ...]) -> int | None:
+        """The index of the CRICTL_GROUPS row a 1.x minor falls in; None below every group."""
+        for index, (first, last) in enumerate(CRICTL_GROUPS):
+            if minor >= first and (last is None or minor <= last):
+                return index
+        return None
+
     def _crictl_skew(self, view: NodeView) -> list[dict[str, str]]:
         if view.crictl is None or view.kubernetes is None:
             return []
@@ -1492,18 +1528,26 @@ class Matrix:
             return []
         subject = "crictl {0}".format(version_text(view.crictl))
         wanted = "v{0}.x".format(version_text(kubernetes))
-        if kubernetes >= CRICTL_SHARED_FROM and crictl >= CRICTL_SHARED_FROM:
+        fix = "use crictl {0} (or set crictl_version: \"\" to derive it)".format(wanted)
+        group = self.crictl_group(kubernetes)
+        if group is not None and group == self.crictl_group(crictl):
             return [finding(
                 "crictl_skew", "warning", subject,
-                "crictl {0} does not match Kubernetes {1}: cri-tools follows Kubernetes minors".format(
-                    version_text(view.crictl), version_text(kubernetes)),
-                "use crictl {0} (or set crictl_version: \"\" to derive it)".format(wanted), "crictl")]
+                "crictl {0} works with Kubernetes {1}, but cri-tools recommends the same minor: CRI features of "
+                "the newer one may not be supported".format(version_text(view.crictl), version_text(kubernetes)),
+                fix, "crictl", _kubernetes.CRICTL_GROUPS[group]["source"])]
+        if group is None:
+            why = "Kubernetes {0} works only with its own cri-tools minor".format(version_text(kubernetes))
+        else:
+            first, last = CRICTL_GROUPS[group]
+            why = "Kubernetes {0} works with cri-tools {1}".format(
+                version_text(kubernetes), "{0} or newer".format(version_text(first)) if last is None else
+                "{0} to {1}".format(version_text(first), version_text(last)))
         return [finding(
             "crictl_skew", "error", subject,
-            "crictl {0} is not compatible with Kubernetes {1}: before 1.27 each Kubernetes minor needs its own "
-            "cri-tools minor, and from 1.27 both must be 1.27 or newer".format(
-                version_text(view.crictl), version_text(kubernetes)),
-            "use crictl {0} (or set crictl_version: \"\" to derive it)".format(wanted), "crictl")]
+            "crictl {0} is not compatible with Kubernetes {1}: {2}".format(
+                version_text(view.crictl), version_text(kubernetes), why),
+            fix, "crictl")]
 
     def _fabricmanager(self, view: NodeView) -> list[dict[str, str]]:
         if view.fabricmanager is None or view.driver is None or not view.driver.pinned:

@@ -12,9 +12,11 @@ short_description: Check that driver, CUDA, GPU, toolkit, container engine and c
 version_added: 0.1.0
 description:
   - Judges one node's versions against the version matrix of this collection (CUDA release notes, NVIDIA's driver
-    lifecycle and architecture matrices, the MIG user guide, the Container Toolkit changelog, the container engines'
-    CDI support and cri-tools' versioning policy) and returns a list of findings, each with a severity, the rule, a
-    message and the fix.
+    lifecycle and architecture matrices, the MIG user guide, the Container Toolkit changelog and security bulletins,
+    the container engines' CDI support and end of life, and cri-tools' versioning policy) and returns a list of
+    findings, each with a severity, the rule, a message and the fix.
+  - The facts are the collection's knowledge base (C(plugins/module_utils/_knowledge)); every row names its source and
+    the date it was checked.
   - With O(target=desired) it judges the declaration (the roles' variables) before anything is installed; with
     O(target=installed) it judges what the node runs now (the loaded driver from NVML, installed packages).
   - GPUs come from O(installed.nvml) (the result of M(gpufleet.nvidia.nvml_info)) when a driver is loaded, otherwise
@@ -72,6 +74,22 @@ options:
       cdi_spec_dir:
         description: Where the CDI spec is generated; set when the cdi layer is managed.
         type: str
+      cdi_device_name_strategy:
+        description: The C(--device-name-strategy) values the CDI spec is generated with; several need Container
+          Toolkit 1.15.0 or newer.
+        type: list
+        elements: str
+        version_added: 0.2.0
+      container_runtime_set_default:
+        description: Whether the nvidia runtime is the engine's default runtime.
+        type: bool
+        version_added: 0.2.0
+      device_plugin_device_list_strategy:
+        description: The NVIDIA device plugin's device-list strategy (C(envvar), C(volume-mounts), C(cdi-annotations),
+          C(cdi-cri), or several comma-separated); C(envvar) needs the nvidia runtime as the default runtime or an
+          nvidia RuntimeClass on the GPU pods.
+        type: str
+        version_added: 0.2.0
       crictl_version:
         description: The crictl release, for example V(v1.33.0); empty to derive it from the Kubernetes minor.
         type: str
@@ -106,6 +124,16 @@ options:
     type: list
     elements: str
     default: []
+  cuda_compat:
+    description:
+      - Whether the images (or the node) carry NVIDIA's C(cuda-compat-<major>-<minor>) package, so that a CUDA release
+        newer than the driver runs through forward compatibility.
+      - Forward compatibility works on data-center GPUs only; there the matrix reports such a CUDA release as
+        C(cuda_forward_compat) (info) instead of a C(cuda_driver) error.
+      - With O(target=installed) an installed C(cuda-compat*) package counts as well.
+    type: bool
+    default: false
+    version_added: 0.2.0
   target:
     description:
       - V(desired) judges the declared versions; V(installed) judges the versions the node runs now.
@@ -137,7 +165,10 @@ options:
     elements: dict
     default: []
   ignore_rules:
-    description: Rule ids (see RV(rules)) or custom rule ids whose findings are dropped.
+    description:
+      - Rule ids (see RV(rules)) or custom rule ids whose findings are dropped.
+      - Each Container Toolkit security floor is a rule of its own (C(ctk_cve_2025_23266) and so on); only its own id
+        drops it, never C(container_toolkit).
     type: list
     elements: str
     default: []
@@ -170,7 +201,7 @@ EXAMPLES = r"""
     desired:
       driver_branch: "580"
       driver_kernel_module: auto
-      container_toolkit_version: "1.17.8"
+      container_toolkit_version: "1.19.1"
       container_runtime_engine: containerd
       container_runtime_cdi: true
       crictl_kubernetes_version: "1.33"
@@ -338,6 +369,9 @@ DESIRED_OPTIONS = dict(
     container_runtime_engine=dict(type="str", choices=["containerd", "docker", "crio"]),
     container_runtime_cdi=dict(type="bool"),
     cdi_spec_dir=dict(type="str"),
+    cdi_device_name_strategy=dict(type="list", elements="str"),
+    container_runtime_set_default=dict(type="bool"),
+    device_plugin_device_list_strategy=dict(type="str"),
     crictl_version=dict(type="str"),
     crictl_kubernetes_version=dict(type="str"),
     mig_label=dict(type="str"),
@@ -376,7 +410,8 @@ class VersionMatrixManager:
         )
         desired = {k: v for k, v in (self.params["desired"] or {}).items() if v is not None}
         installed = {k: v for k, v in (self.params["installed"] or {}).items() if v is not None}
-        view, findings = matrix.evaluate(desired, installed, self.params["cuda_versions"], self.params["target"])
+        view, findings = matrix.evaluate(desired, installed, self.params["cuda_versions"], self.params["target"],
+                                         self.params["cuda_compat"])
         failing = fails(findings, self.params["fail_on"])
         summary: dict[str, t.Any] = {level: sum(1 for f in findings if f["severity"] == level) for level in SEVERITIES}
         summary.update(worst=worst(findings), failed=bool(failing))
@@ -403,6 +438,7 @@ def main() -> None:
             desired=dict(type="dict", default={}, options=DESIRED_OPTIONS),
             installed=dict(type="dict", default={}, options=INSTALLED_OPTIONS),
             cuda_versions=dict(type="list", elements="str", default=[]),
+            cuda_compat=dict(type="bool", default=False),
             target=dict(type="str", choices=["desired", "installed"], default="desired"),
             fail_on=dict(type="str", choices=["error", "warning", "never"], default="error"),
             tables=dict(type="dict", default={}),

@@ -1,10 +1,7 @@
-"""The driver role's decision filters, with the role's own data (vars/main.yml)."""
+"""The driver role's decision filters, over the knowledge base's GPU and flavour tables."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-import yaml
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.nvidia.plugins.filter.driver import (
@@ -13,13 +10,11 @@ from ansible_collections.gpufleet.nvidia.plugins.filter.driver import (
     driver_select_versions,
     driver_upstream_version,
 )
-
-DATA = yaml.safe_load((Path(__file__).resolve().parents[4] / "roles" / "driver" / "vars" / "main.yml").read_text())
+from ansible_collections.gpufleet.nvidia.plugins.filter.matrix import gpu_architecture
 
 
 def decide(gpus, requested="auto", branch="580", source="driver_gpu_models"):
-    return driver_kernel_module(gpus, requested, branch, source, DATA["__driver_architecture_by_model"],
-                                DATA["__driver_flavours_by_architecture"], DATA["__driver_open_first_branch"])
+    return driver_kernel_module(gpus, requested, branch, source)
 
 
 @pytest.mark.parametrize("version,upstream", [
@@ -65,6 +60,35 @@ def test_nvml_gpus_fall_back_on_nvmls_architecture():
     assert decide(gpus, source="nvml")["flavour"] == "open"
     unknown = decide([{"name": "Mystery", "architecture": "unknown"}], source="nvml")
     assert unknown["flavour"] is None and "cannot tell" in unknown["error"]
+
+
+@pytest.mark.parametrize("model,architecture", [
+    # Models only the driver role's own table knew before the knowledge base merged the two.
+    ("NVIDIA GeForce RTX 5090", "blackwell"),
+    ("NVIDIA R100", "rubin"),
+    ("NVIDIA GeForce GTX 1080 Ti", "pascal"),
+    ("NVIDIA TITAN RTX", "turing"),
+    ("NVIDIA GeForce GTX 1660 SUPER", "turing"),
+    ("Quadro GV100", "volta"),
+    ("NVIDIA GeForce GTX 750 Ti", "maxwell"),
+    ("GeForce GTX 780", "kepler"),
+    ("NVIDIA GeForce RTX 3090", "ampere"),
+    # The first-match order keeps these apart from the GeForce patterns.
+    ("NVIDIA RTX 5000 Ada Generation", "ada"),
+    ("Quadro RTX 5000", "turing"),
+    ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "blackwell"),
+    ("NVIDIA GB200", "blackwell"),
+])
+def test_one_model_table_for_role_and_matrix(model, architecture):
+    assert decide([model])["gpus"][0]["architecture"] == architecture
+    assert gpu_architecture(model) == architecture
+
+
+def test_grace_hopper_through_nvml_is_grace_hopper():
+    gpus = [{"name": "NVIDIA GH200 480GB", "architecture": "hopper"}]
+    assert decide(gpus, "proprietary", source="nvml")["error"].startswith(
+        "driver_kernel_module: proprietary cannot drive NVIDIA GH200 480GB (grace_hopper)")
+    assert decide(gpus, source="nvml")["flavour"] == "open"
 
 
 def test_grace_hopper_is_not_a_plain_hopper():

@@ -90,7 +90,10 @@ def test_r535_after_june_2026_warns_end_of_life():
 # -- 1b: every CUDA release row --------------------------------------------------
 
 
-@pytest.mark.parametrize("cuda,label,driver", m.CUDA_TOOLKIT_DRIVERS, ids=[r[0] for r in m.CUDA_TOOLKIT_DRIVERS])
+PINNED_CUDA = [row for row in m.CUDA_TOOLKIT_DRIVERS if row[2]]
+
+
+@pytest.mark.parametrize("cuda,label,driver", PINNED_CUDA, ids=[r[0] for r in PINNED_CUDA])
 def test_cuda_release_row(cuda: str, label: str, driver: str):
     assert matrix().min_driver(cuda) == driver
     if label == "GA":
@@ -102,6 +105,9 @@ def test_cuda_release_row(cuda: str, label: str, driver: str):
     if floor and m.parse_version(one_below(driver)) >= m.parse_version(floor):
         assert severities(below) == ["warning"], below
         assert "minor version compatibility" in below[0]["message"]
+    elif m.CUDA_STATUS[cuda] == "U" and not floor:
+        # An unverified floor only ever warns.
+        assert severities(below) == ["warning"], below
     else:
         assert severities(below) == ["error"], below
 
@@ -131,19 +137,22 @@ def test_bare_branch_in_the_release_branch_is_only_informational():
     assert "pin driver_version to 550.54.14" in found[0]["fix"]
 
 
-def test_unverified_update_warns_and_uses_the_newest_known_floor():
-    # 13.2 Update 2's driver is [U]: warn, and judge against 13.2.1's driver.
+def test_unverified_update_uses_its_candidate_floor_and_only_warns():
+    # 13.2 Update 2's driver is a candidate (the cuda-compat package NVIDIA ships with 595.71.05): status U.
+    assert m.CUDA_STATUS["13.2.2"] == "U"
+    assert matrix().cuda_release("13.2.2")[1] == m.parse_version("595.71.05")
     found = findings({"driver_version": "595.58.03"}, ["13.2.2"], "cuda_driver")
     assert severities(found) == ["warning"]
-    assert "newer than the newest 13.2 release" in found[0]["message"]
-    assert matrix().cuda_release("13.2.2")[1] == m.parse_version("595.58.03")
+    assert "595.71.05 or newer (an unverified floor)" in found[0]["message"]
+    # Below the 13.x compatibility floor (verified) it is still an error.
+    assert severities(findings({"driver_version": "575.57.08"}, ["13.2.2"], "cuda_driver")) == ["error"]
 
 
 def test_unknown_minor_falls_back_to_the_major_floor():
-    found = findings({"driver_version": "580.95.05"}, ["13.4"], "cuda_driver")
+    found = findings({"driver_version": "580.95.05"}, ["13.9"], "cuda_driver")
     assert severities(found) == ["warning", "warning"]
     assert any("not in the matrix" in f["message"] for f in found)
-    assert severities(findings({"driver_version": "575.57.08"}, ["13.4"], "cuda_driver")) == ["error", "warning"]
+    assert severities(findings({"driver_version": "575.57.08"}, ["13.9"], "cuda_driver")) == ["error", "warning"]
 
 
 def test_user_rows_extend_the_cuda_table():
@@ -394,8 +403,14 @@ def test_no_engine_cdi_finding_when_cdi_is_not_wanted():
     ("v1.32.0", "1.33", ["warning"]),
     ("v1.34.0", "1.33", ["warning"]),
     ("v1.26.0", "1.27", ["error"]),
-    ("v1.25.0", "1.26", ["error"]),
+    # cri-tools README: Kubernetes 1.16-1.26 work with any cri-tools 1.16-1.26.
+    ("v1.25.0", "1.26", ["warning"]),
+    ("v1.16.0", "1.26", ["warning"]),
     ("v1.27.0", "1.26", ["error"]),
+    ("v1.15.0", "1.16", ["error"]),
+    # Before 1.16 each Kubernetes minor has its own cri-tools minor.
+    ("v1.14.0", "1.15", ["error"]),
+    ("v1.15.0", "1.15", []),
 ])
 def test_crictl_follows_kubernetes_minors(crictl: str, kubernetes: str, expected: list[str]):
     found = findings({"crictl_version": crictl, "crictl_kubernetes_version": kubernetes}, rule="crictl_skew")

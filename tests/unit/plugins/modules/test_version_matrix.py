@@ -108,3 +108,22 @@ def test_installed_target_judges_the_loaded_driver(sim_node):
     by_subject = {f["subject"]: f["severity"] for f in result["findings"] if f["rule"] == "cuda_driver"}
     # 550.127.05 fully supports 12.4 and runs 12.8 through minor version compatibility.
     assert by_subject == {"CUDA 12.8": "warning"}
+
+
+def test_cuda_compat_turns_a_too_new_cuda_into_forward_compatibility():
+    declared = {"driver_version": "535.288.01", "driver_gpu_models": ["H100"]}
+    refused = run(desired=declared, cuda_versions=["13.0"])
+    assert refused["kind"] == "fail" and "cuda_driver" in refused["result"]["msg"]
+    accepted = run(desired=declared, cuda_versions=["13.0"], cuda_compat=True)
+    assert accepted["kind"] == "exit", accepted
+    rules = {f["rule"]: f["severity"] for f in accepted["result"]["findings"]}
+    assert rules.get("cuda_forward_compat") == "info" and "cuda_driver" not in rules
+    assert accepted["result"]["matrix"]["cuda_compat"] is True
+
+
+def test_a_toolkit_cve_is_dropped_only_by_its_own_rule_id():
+    declared = {"container_toolkit_version": "1.17.7"}
+    general = run(desired=declared, ignore_rules=["container_toolkit"])
+    assert general["kind"] == "fail" and "CVE-2025-23266" in general["result"]["msg"]
+    own = run(desired={"container_toolkit_version": "1.19.0"}, ignore_rules=["ctk_cve_2026_24260"])
+    assert own["kind"] == "exit", own
