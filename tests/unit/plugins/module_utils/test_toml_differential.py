@@ -254,7 +254,7 @@ def document(draw: t.Any) -> str:
     newline = draw(st.sampled_from(["\n", "\n", "\r\n"]))
     text = newline.join(lines) + draw(st.sampled_from(["", newline]))
     # Some documents get a random edit, which makes most of them invalid in interesting places.
-    for _ in range(draw(st.sampled_from([0, 0, 0, 1, 2]))):
+    for _edit in range(draw(st.sampled_from([0, 0, 0, 1, 2]))):
         if not text:
             break
         at = draw(st.integers(0, len(text)))
