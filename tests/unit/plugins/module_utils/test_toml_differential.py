@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _toml
 
-# Fixed budgets: about 9 s of CPU for this file on the 2-core test machine. 700 documents are
+# Fixed budgets: about 9 s for this file (7.5 s of CPU) on the 2-core test machine. 700 documents are
 # enough to find the CRLF bug fixed in _toml (test_toml.py keeps its regression test); an
 # exploratory run with far more examples found nothing further.
 READ_EXAMPLES = 700
