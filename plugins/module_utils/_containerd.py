@@ -15,7 +15,6 @@ strings.
 from __future__ import annotations
 
 import copy
-import glob
 import os
 import re
 import typing as t
@@ -41,17 +40,40 @@ class LoadedFile(t.NamedTuple):
     data: dict[str, t.Any]
 
 
-def load_chain(main_path: str, skip: str) -> list[LoadedFile]:
-    """The files containerd loads from `main_path`, in its order, without `skip`.
+# How containerd finds the files it loads. The code is the same in every version we support;
+# read in containerd 1.7.29 services/server/config/config.go (LoadConfig, resolveImports),
+# 2.0.0 and 2.4.2 cmd/containerd/server/config/config.go (LoadConfig[WithPlugins], resolveImports),
+# and cmd/containerd/command/main.go of both lines for the main file:
+#
+# 1. Order: a queue, breadth-first. The main file first; after a file is merged, its own
+#    imports are appended to the end of the queue, so files merge in the order they leave it.
+# 2. Relative entries: each entry is filepath.Clean'ed; one that is not absolute is joined to
+#    filepath.Dir of the file that imports it (not the main file's directory, not the cwd).
+# 3. Globs: only an entry containing '*' (after rule 2) is expanded, with Go's filepath.Glob;
+#    an entry without '*' is taken literally even if it has '?' or '['. Glob (Go's
+#    path/filepath/match.go, ported below) matches dot-files (there is no hidden-file rule);
+#    '*' and '?' never match '/'; classes are [a-z] / [^a-z] ('!' is no negation); '\' escapes;
+#    each directory's matches come sorted by their bytes, and wildcards in directory parts
+#    expand directory by directory. A glob matching nothing adds nothing; a malformed
+#    pattern (ErrBadPattern) is an error. Whatever matches is loaded, a directory too, and
+#    reading a directory as TOML fails.
+# 4. Duplicates: a path already loaded is skipped when it leaves the queue again, which ends
+#    import cycles. The check compares path strings (the main path as given, imports as
+#    rules 2-3 make them), so one file reached under two spellings (a symlink) loads twice.
+# 5. Missing files: an imported file that does not exist is an error (the daemon does not
+#    start; 2.x's `config dump` alone ignores it and prints what was merged up to it). A
+#    missing main file is the built-in defaults when it is the default path and --config
+#    was not given.
+# 6. Config version plays no part in finding files: 1.7 follows imports of version-1 files
+#    too, and 2.x migrates each older file before merging it (see `merge`), not before
+#    resolving its imports. `imports` is a []string in both (Config.Imports).
 
-    containerd reads the main file, then each `imports` entry breadth-first
-    (relative paths are relative to the importing file, `*` globs expand in
-    name order) and loads every path once. A missing main file means built-in
-    defaults; a missing import is an error in containerd, and here too.
-    """
+def load_chain(main_path: str, skip: str) -> list[LoadedFile]:
+    """The files containerd loads from `main_path`, in its order, without `skip` (see the rules above)."""
     chain: list[LoadedFile] = []
     pending = [main_path]
     seen: set[str] = set()
+    skip = _go_clean(skip) if skip else skip
     while pending:
         path = pending.pop(0)
         if path in seen:
@@ -66,23 +88,51 @@ def load_chain(main_path: str, skip: str) -> list[LoadedFile]:
             if path == main_path:
                 return []
             raise ContainerdConfigError("{0} is imported but does not exist; containerd would not start".format(path))
+        except IsADirectoryError:
+            what = "is a directory, not a config file" if path == main_path else (
+                "is a directory that an 'imports' entry matches; containerd would read it as TOML and not start. "
+                "Narrow the pattern (e.g. '*.toml')")
+            raise ContainerdConfigError("{0} {1}".format(path, what)) from None
+        except OSError as err:
+            raise ContainerdConfigError("{0} cannot be read: {1}".format(path, err)) from None
         try:
             data = loads(text)
         except TomlError as err:
             raise ContainerdConfigError("{0} is not valid TOML: {1}".format(path, err)) from None
         chain.append(LoadedFile(path, data))
-        pending.extend(resolve_imports(path, data.get("imports") or []))
+        pending.extend(resolve_imports(path, _imports_of(path, data)))
     return chain
 
 
+def _imports_of(path: str, data: t.Mapping[str, t.Any]) -> list[str]:
+    imports = data.get("imports")
+    if imports is None:
+        return []
+    if not isinstance(imports, list) or not all(isinstance(entry, str) for entry in imports):
+        raise ContainerdConfigError("{0}: 'imports' must be an array of file paths (strings), got {1!r}; containerd "
+                                    "would not start".format(path, imports))
+    return imports
+
+
+def _resolve(parent: str, entry: str) -> str:
+    """Rule 2: Clean, then relative to the importing file's directory."""
+    path = _go_clean(entry)
+    if not path.startswith("/"):
+        path = _go_clean(_go_dir(parent) + "/" + path)
+    return path
+
+
 def resolve_imports(parent: str, imports: t.Sequence[str]) -> list[str]:
-    out = []
+    """The paths one file's `imports` stand for, in containerd's order (rules 2 and 3)."""
+    out: list[str] = []
     for entry in imports:
-        path = os.path.normpath(entry)
-        if not os.path.isabs(path):
-            path = os.path.join(os.path.dirname(parent), path)
+        path = _resolve(parent, entry)
         if "*" in path:
-            out.extend(sorted(glob.glob(path)))
+            try:
+                out.extend(_go_glob(path))
+            except _BadPattern:
+                raise ContainerdConfigError("{0}: imports entry '{1}' is not a valid pattern (syntax error in "
+                                            "pattern); containerd would not start".format(parent, entry)) from None
         else:
             out.append(path)
     return out
@@ -90,36 +140,172 @@ def resolve_imports(parent: str, imports: t.Sequence[str]) -> list[str]:
 
 def import_covers(parent: str, imports: t.Sequence[str], target: str) -> bool:
     """Whether one of `imports` (as containerd resolves them) names `target`, existing or not."""
+    target = _go_clean(target)
     for entry in imports:
-        path = os.path.normpath(entry)
-        if not os.path.isabs(path):
-            path = os.path.join(os.path.dirname(parent), path)
-        if path == target or ("*" in path and _glob_regex(path).fullmatch(target)):
+        path = _resolve(parent, entry)
+        if path == target:
             return True
+        if "*" in path:
+            # Glob expands directory by directory, so a match is a match of every path element.
+            parts, names = path.split("/"), target.split("/")
+            try:
+                if len(parts) == len(names) and all(_go_match(p, n) for p, n in zip(parts, names)):
+                    return True
+            except _BadPattern:
+                raise ContainerdConfigError("{0}: imports entry '{1}' is not a valid pattern (syntax error in "
+                                            "pattern); containerd would not start".format(parent, entry)) from None
     return False
 
 
-def _glob_regex(pattern: str) -> t.Pattern[str]:
-    """Go's filepath.Match syntax: `*` and `?` never match a `/`."""
-    out, i = [], 0
+# --- Go's path handling, for the rules above ----------------------------------------------------
+# Ported from Go's path/filepath (match.go: Match, Glob; path.go: Clean, Dir) for '/' systems.
+
+class _BadPattern(Exception):
+    """Go's filepath.ErrBadPattern."""
+
+
+def _go_clean(path: str) -> str:
+    """filepath.Clean; unlike os.path.normpath it also turns a leading '//' into '/'."""
+    cleaned = os.path.normpath(path) if path else "."
+    return "/" + cleaned.lstrip("/") if cleaned.startswith("/") else cleaned
+
+
+def _go_dir(path: str) -> str:
+    return _go_clean(os.path.dirname(path) or ".")
+
+
+def _has_meta(path: str) -> bool:
+    return any(ch in path for ch in "*?[\\")
+
+
+def _go_glob(pattern: str) -> list[str]:
+    _go_match(pattern, "")  # Glob first checks the pattern (as far as Match("") looks)
+    if not _has_meta(pattern):
+        return [pattern] if os.path.lexists(pattern) else []
+    cut = pattern.rfind("/") + 1
+    directory, name = pattern[:cut], pattern[cut:]
+    directory = "." if directory == "" else directory if directory == "/" else directory[:-1]
+    if not _has_meta(directory):
+        return _glob_in(directory, name, [])
+    if directory == pattern:
+        raise _BadPattern()
+    matches: list[str] = []
+    for found in _go_glob(directory):
+        matches = _glob_in(found, name, matches)
+    return matches
+
+
+def _glob_in(directory: str, pattern: str, matches: list[str]) -> list[str]:
+    if not os.path.isdir(directory):
+        return matches  # Glob ignores I/O errors
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return matches
+    for name in sorted(names, key=os.fsencode):  # Go sorts the names as bytes
+        if _go_match(pattern, name):
+            matches.append(_go_clean(directory + "/" + name))
+    return matches
+
+
+def _go_match(pattern: str, name: str) -> bool:
+    """filepath.Match: '*' and '?' stop at '/', [...] classes with '^', '\\' escapes; raises _BadPattern."""
+    while pattern:
+        star, chunk, pattern = _scan_chunk(pattern)
+        if star and chunk == "":
+            return "/" not in name  # a trailing * matches the rest unless it has a /
+        rest, ok = _match_chunk(chunk, name)
+        if ok and (rest == "" or pattern):
+            name = rest
+            continue
+        if star:
+            matched = False
+            i = 0
+            while i < len(name) and name[i] != "/":
+                rest, ok = _match_chunk(chunk, name[i + 1:])
+                if ok and not (pattern == "" and rest):
+                    name, matched = rest, True
+                    break
+                i += 1
+            if matched:
+                continue
+        return False
+    return name == ""
+
+
+def _scan_chunk(pattern: str) -> tuple[bool, str, str]:
+    star = False
+    while pattern.startswith("*"):
+        pattern, star = pattern[1:], True
+    in_range, i = False, 0
     while i < len(pattern):
         ch = pattern[i]
-        if ch == "*":
-            out.append("[^/]*")
-        elif ch == "?":
-            out.append("[^/]")
+        if ch == "\\":
+            if i + 1 < len(pattern):
+                i += 1
         elif ch == "[":
-            end = pattern.find("]", i + 1)
-            if end < 0:
-                out.append(re.escape(ch))
-            else:
-                body = pattern[i + 1:end]
-                out.append("[" + ("^" + body[1:] if body.startswith("^") else body) + "]")
-                i = end
-        else:
-            out.append(re.escape(ch))
+            in_range = True
+        elif ch == "]":
+            in_range = False
+        elif ch == "*" and not in_range:
+            return star, pattern[:i], pattern[i:]
         i += 1
-    return re.compile("".join(out))
+    return star, pattern, ""
+
+
+def _match_chunk(chunk: str, s: str) -> tuple[str, bool]:
+    failed = False
+    while chunk:
+        failed = failed or s == ""
+        ch = chunk[0]
+        if ch == "[":
+            r = ""
+            if not failed:
+                r, s = s[0], s[1:]
+            chunk = chunk[1:]
+            negated = chunk.startswith("^")
+            if negated:
+                chunk = chunk[1:]
+            match, nrange = False, 0
+            while True:
+                if chunk.startswith("]") and nrange > 0:
+                    chunk = chunk[1:]
+                    break
+                lo, chunk = _get_esc(chunk)
+                hi = lo
+                if chunk[0] == "-":
+                    hi, chunk = _get_esc(chunk[1:])
+                match = match or (not failed and lo <= r <= hi)
+                nrange += 1
+            failed = failed or match == negated
+        elif ch == "?":
+            if not failed:
+                failed = s[0] == "/"
+                s = s[1:]
+            chunk = chunk[1:]
+        else:
+            if ch == "\\":
+                chunk = chunk[1:]
+                if not chunk:
+                    raise _BadPattern()
+            if not failed:
+                failed = chunk[0] != s[0]
+                s = s[1:]
+            chunk = chunk[1:]
+    return ("", False) if failed else (s, True)
+
+
+def _get_esc(chunk: str) -> tuple[str, str]:
+    if not chunk or chunk[0] in "-]":
+        raise _BadPattern()
+    if chunk[0] == "\\":
+        chunk = chunk[1:]
+        if not chunk:
+            raise _BadPattern()
+    r, chunk = chunk[0], chunk[1:]
+    if not chunk:
+        raise _BadPattern()
+    return r, chunk
 
 
 # --- merging, as containerd does it -----------------------------------------------------------

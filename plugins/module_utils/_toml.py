@@ -29,7 +29,8 @@ try:  # Python >= 3.11
 except ImportError:  # pragma: no cover - depends on the target's Python
     _tomllib = None
 
-__all__ = ["TomlError", "loads", "parse", "dumps", "dump_value", "top_level_keys", "add_to_top_level_array"]
+__all__ = ["TomlError", "TomlNullError", "loads", "parse", "dumps", "dump_value", "top_level_keys",
+           "add_to_top_level_array"]
 
 
 class TomlError(ValueError):
@@ -374,7 +375,8 @@ class _Parser:
                 out.append(self.escape())
                 continue
             if ch == "\r" and self.peek(2) == "\r\n":
-                out.append("\r\n")
+                # TOML lets readers normalize newlines; tomllib gives "\n", and so do we.
+                out.append("\n")
                 self.pos += 2
                 continue
             if ch != "\n":
@@ -413,7 +415,7 @@ class _Parser:
             if ch not in "\r\n":
                 self.check_char(ch)
         self.pos = end + 3 + extra
-        return value
+        return value.replace("\r\n", "\n")  # newlines normalized as in ml_basic_string
 
     def check_char(self, ch: str) -> None:
         if (ord(ch) < 0x20 and ch != "\t") or ord(ch) == 0x7F:
@@ -582,11 +584,39 @@ def _last_token_end(text: str, start: int, stop: int) -> int | None:
 
 # --- writer ----------------------------------------------------------------------------------
 
+class TomlNullError(TomlError):
+    """A None in data to write: TOML has no null. `key` is the dotted TOML path to it."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__("{0} is null, and TOML has no null: give it a value, or remove the key to keep the value "
+                         "the other config files or the program's default give it".format(key))
+        self.key = key
+
+
 def dumps(data: t.Mapping[str, t.Any]) -> str:
-    """TOML text for plain data: scalars first, then sub-tables, then arrays of tables."""
+    """TOML text for plain data: scalars first, then sub-tables, then arrays of tables.
+
+    A None anywhere is refused with TomlNullError rather than left out: the
+    files we write are merged over others (containerd's imports), where a
+    missing key keeps the value set elsewhere, so dropping it would quietly
+    keep a setting the caller meant to clear.
+    """
+    _check_no_null(data, "")
     lines: list[str] = []
     _dump_table(lines, (), data)
     return "\n".join(lines).strip("\n") + "\n"
+
+
+def _check_no_null(value: t.Any, where: str) -> None:
+    """Raise TomlNullError naming `where` (the rendered dotted key, [i] for array elements)."""
+    if value is None:
+        raise TomlNullError(where or "the document")
+    if isinstance(value, t.Mapping):
+        for key, item in value.items():
+            _check_no_null(item, (where + "." if where else "") + _dump_key(str(key)))
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _check_no_null(item, "{0}[{1}]".format(where, index))
 
 
 def _dump_table(lines: list[str], path: tuple[str, ...], table: t.Mapping[str, t.Any], header: str = "") -> None:
@@ -657,4 +687,6 @@ def dump_value(value: t.Any) -> str:
         return "{" + ", ".join("{0} = {1}".format(_dump_key(k), dump_value(v)) for k, v in value.items()) + "}"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(dump_value(v) for v in value) + "]"
+    if value is None:
+        raise TomlNullError("the value")
     raise TypeError("cannot write {0!r} as TOML".format(value))

@@ -221,7 +221,13 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._containerd import
     preamble,
     redact,
 )
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._toml import TomlError, add_to_top_level_array, dumps, loads
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._toml import (
+    TomlError,
+    TomlNullError,
+    add_to_top_level_array,
+    dumps,
+    loads,
+)
 
 
 class ContainerdDropIn:
@@ -299,7 +305,12 @@ class ContainerdDropIn:
         data = drop_in_data(merge(chain, self.spec.plugin_merge), self.spec, self.defaults())
         header = "".join("# {0}\n".format(line).replace("# \n", "#\n")
                          for line in self.module.params["comment"].splitlines())
-        return data, header + ("\n" if header else "") + dumps(data)
+        try:
+            text = dumps(data)
+        except TomlNullError as err:
+            # Only plugin_settings can hold a None (the other files are TOML, which has none).
+            raise ContainerdConfigError("plugin_settings: {0}".format(err)) from None
+        return data, header + ("\n" if header else "") + text
 
     # -- writing ------------------------------------------------------------------------------
     def _write(self, path: str, text: str, mode: t.Any = None) -> None:

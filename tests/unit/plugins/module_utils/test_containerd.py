@@ -59,6 +59,111 @@ def test_invalid_toml_is_reported_with_the_file(tmp_path: Path) -> None:
         c.load_chain(main, skip="")
 
 
+# The rules of containerd's LoadConfig/resolveImports, one test each (see the comment in _containerd.py).
+
+def _names(chain: list, root: Path) -> list:
+    return [str(Path(f.path).relative_to(root)) for f in chain]
+
+
+def test_rule1_breadth_first_each_files_imports_go_to_the_end_of_the_queue(tmp_path: Path) -> None:
+    main = write(tmp_path / "config.toml", 'version = 2\nimports = ["a.toml", "b.toml"]\n')
+    write(tmp_path / "a.toml", 'imports = ["c.toml"]\n')
+    write(tmp_path / "b.toml", 'imports = ["d.toml"]\n')
+    write(tmp_path / "c.toml", "")
+    write(tmp_path / "d.toml", "")
+    assert _names(c.load_chain(main, skip=""), tmp_path) == ["config.toml", "a.toml", "b.toml", "c.toml", "d.toml"]
+
+
+def test_rule2_relative_entries_are_relative_to_the_importing_file(tmp_path: Path) -> None:
+    main = write(tmp_path / "config.toml", 'imports = ["conf.d/./a.toml"]\n')
+    # a.toml's relative entries start in conf.d/, not next to the main file.
+    write(tmp_path / "conf.d" / "a.toml", 'imports = ["sub/b.toml", "../top.toml"]\n')
+    write(tmp_path / "conf.d" / "sub" / "b.toml", "")
+    write(tmp_path / "sub" / "b.toml", "x = 'the wrong one'\n")
+    write(tmp_path / "top.toml", "")
+    chain = c.load_chain(main, skip="")
+    assert [f.path for f in chain] == [main, str(tmp_path / "conf.d" / "a.toml"),
+                                       str(tmp_path / "conf.d" / "sub" / "b.toml"), str(tmp_path / "top.toml")]
+
+
+def test_rule3_globs_match_dot_files_in_byte_order(tmp_path: Path) -> None:
+    main = write(tmp_path / "config.toml", 'imports = ["conf.d/*.toml"]\n')
+    for name in ["b.toml", ".hidden.toml", "B.toml", "10-x.toml", "9-x.toml", "é.toml", "a.toml~"]:
+        write(tmp_path / "conf.d" / name, "")
+    assert _names(c.load_chain(main, skip=""), tmp_path) == [
+        "config.toml", "conf.d/.hidden.toml", "conf.d/10-x.toml", "conf.d/9-x.toml", "conf.d/B.toml",
+        "conf.d/b.toml", "conf.d/é.toml"]
+
+
+def test_rule3_wildcard_directories_expand_directory_by_directory(tmp_path: Path) -> None:
+    # Sorting whole paths would put x-y/ before x/ ('-' < '/'); Glob lists x's matches first.
+    main = write(tmp_path / "config.toml", 'imports = ["*/conf.d/*.toml"]\n')
+    for directory in ["x-y", "x", ".d"]:
+        write(tmp_path / directory / "conf.d" / "a.toml", "")
+    assert _names(c.load_chain(main, skip=""), tmp_path) == [
+        "config.toml", ".d/conf.d/a.toml", "x/conf.d/a.toml", "x-y/conf.d/a.toml"]
+
+
+def test_rule3_only_entries_with_a_star_are_patterns(tmp_path: Path) -> None:
+    main = write(tmp_path / "config.toml", 'imports = ["[ab].toml", "?.toml", "c[.]*", "none/*.toml"]\n')
+    write(tmp_path / "[ab].toml", "")  # a literal name: no '*' in its entry
+    write(tmp_path / "?.toml", "")
+    write(tmp_path / "a.toml", "")  # would match [ab].toml as a pattern, but is not loaded
+    write(tmp_path / "c.toml", "")  # c[.]* is a pattern: Go's classes and ranges apply
+    assert _names(c.load_chain(main, skip=""), tmp_path) == ["config.toml", "[ab].toml", "?.toml", "c.toml"]
+
+
+@pytest.mark.parametrize("entry", ["conf.d/[*.toml", "conf.d/*[", "conf.d/[]*.toml", "conf.d/*\\\\"])
+def test_rule3_a_malformed_pattern_is_an_error(tmp_path: Path, entry: str) -> None:
+    write(tmp_path / "conf.d" / "a.toml", "")
+    main = write(tmp_path / "config.toml", 'imports = ["{0}"]\n'.format(entry))
+    with pytest.raises(c.ContainerdConfigError, match="not a valid pattern"):
+        c.load_chain(main, skip="")
+
+
+def test_rule3_a_matched_directory_is_an_error(tmp_path: Path) -> None:
+    main = write(tmp_path / "config.toml", 'imports = ["conf.d/*"]\n')
+    write(tmp_path / "conf.d" / "a.toml", "")
+    (tmp_path / "conf.d" / "old").mkdir()
+    with pytest.raises(c.ContainerdConfigError, match="conf.d/old is a directory"):
+        c.load_chain(main, skip="")
+
+
+def test_rule4_each_path_loads_once_at_its_first_place(tmp_path: Path) -> None:
+    main = write(tmp_path / "config.toml", 'imports = ["a.toml", "b.toml", "conf.d/../a.toml"]\n')
+    write(tmp_path / "a.toml", 'imports = ["config.toml", "b.toml"]\n')  # a cycle back to main
+    write(tmp_path / "b.toml", 'imports = ["a.toml"]\n')
+    assert _names(c.load_chain(main, skip=""), tmp_path) == ["config.toml", "a.toml", "b.toml"]
+
+
+def test_rule4_a_glob_that_matches_the_skipped_drop_in_skips_it(tmp_path: Path) -> None:
+    main = write(tmp_path / "config.toml", 'imports = ["conf.d/*.toml"]\n')
+    ours = write(tmp_path / "conf.d" / "99-nvidia.toml", "")
+    write(tmp_path / "conf.d" / "10-other.toml", "")
+    chain = c.load_chain(main, skip=ours.replace("/conf.d/", "//conf.d/"))  # compared as Go cleans it
+    assert _names(chain, tmp_path) == ["config.toml", "conf.d/10-other.toml"]
+
+
+def test_rule5_a_missing_file_reached_by_a_nested_import_is_an_error(tmp_path: Path) -> None:
+    main = write(tmp_path / "config.toml", 'imports = ["a.toml"]\n')
+    write(tmp_path / "a.toml", 'imports = ["gone.toml"]\n')
+    with pytest.raises(c.ContainerdConfigError, match="gone.toml is imported but does not exist"):
+        c.load_chain(main, skip="")
+
+
+def test_rule6_version_1_files_have_their_imports_followed(tmp_path: Path) -> None:
+    main = write(tmp_path / "config.toml", 'imports = ["a.toml"]\n[plugins.cri]\n')  # no version: 1
+    write(tmp_path / "a.toml", "version = 2\n")
+    assert _names(c.load_chain(main, skip=""), tmp_path) == ["config.toml", "a.toml"]
+
+
+@pytest.mark.parametrize("imports", ['"conf.d/a.toml"', "[1]", "{a = 1}"])
+def test_imports_that_is_not_an_array_of_strings_is_an_error(tmp_path: Path, imports: str) -> None:
+    main = write(tmp_path / "config.toml", "imports = {0}\n".format(imports))
+    with pytest.raises(c.ContainerdConfigError, match="'imports' must be an array of file paths"):
+        c.load_chain(main, skip="")
+
+
 @pytest.mark.parametrize("imports, covered", [
     (["/etc/containerd/conf.d/99-nvidia.toml"], True),
     (["/etc/containerd/conf.d/*.toml"], True),
@@ -68,6 +173,13 @@ def test_invalid_toml_is_reported_with_the_file(tmp_path: Path) -> None:
     (["/etc/containerd/conf.d/?9-*.toml"], True),
     (["/etc/containerd/*.toml"], False),  # * never crosses a /
     (["/etc/containerd/conf.d/[0-8]*.toml"], False),
+    (["/etc/containerd/conf.d/[^0-8]*.toml"], True),  # Go negates with ^ ...
+    (["/etc/containerd/conf.d/[!0-8]*.toml"], False),  # ... and ! is just a character
+    (["/etc/containerd/conf.d/9\\9-*.toml"], True),  # \ escapes
+    (["/etc/containerd//conf.d/../conf.d/*.toml"], True),  # cleaned first
+    (["/etc/*/conf.d/*"], True),
+    (["/*/conf.d/*"], False),  # a * matches one path element
+    (["/etc/*/*/*"], True),
     ([], False),
 ])
 def test_import_covers_uses_gos_glob_rules(imports: list, covered: bool) -> None:

@@ -193,3 +193,48 @@ def test_a_file_that_is_not_toml_is_never_edited() -> None:
 def test_top_level_keys_stop_at_the_first_table() -> None:
     keys = _toml.top_level_keys('version = 2\na.b = [\n 1,\n]\n[t]\nc = 1\n')
     assert [k.key for k in keys] == [("version",), ("a", "b")]
+
+
+# --- None: TOML has no null --------------------------------------------------------------------
+
+@pytest.mark.parametrize("data, key", [
+    ({"a": None}, "a"),
+    ({"plugins": {"io.containerd.grpc.v1.cri": {"sandbox_image": None}}},
+     'plugins."io.containerd.grpc.v1.cri".sandbox_image'),
+    ({"t": {"list": [1, None]}}, "t.list[1]"),
+    ({"t": [{"ok": 1}, {"inner": {"x": None}}]}, "t[1].inner.x"),
+    ({"nested": [[1], [2, None]]}, "nested[1][1]"),
+    ({"quoted key": {"": None}}, '"quoted key".""'),
+])
+def test_writer_refuses_none_naming_the_dotted_key(data: dict, key: str) -> None:
+    # Leaving the key out would keep whatever a merged-over file sets, so it is an error.
+    with pytest.raises(_toml.TomlNullError) as caught:
+        _toml.dumps(data)
+    assert caught.value.key == key
+    assert str(caught.value).startswith(key + " is null, and TOML has no null")
+    assert "give it a value, or remove the key" in str(caught.value)
+    assert isinstance(caught.value, _toml.TomlError) and isinstance(caught.value, ValueError)
+
+
+def test_dump_value_refuses_none_as_a_toml_error() -> None:
+    with pytest.raises(_toml.TomlNullError):
+        _toml.dump_value(None)
+
+
+# --- regressions found by the differential test (test_toml_differential.py) ------------------
+
+@pytest.mark.parametrize("text", [
+    'a = """\r\none\r\ntwo\r\n"""\r\n',  # CRLF file, multi-line basic string
+    "a = '''\r\none\r\ntwo'''\r\n",  # ... and multi-line literal string
+    '"b"=""\n"a"={"b"="", "a"="""\n\r\n"""}',  # the document hypothesis found: CRLF inside an LF file
+])
+def test_multi_line_strings_normalize_crlf_like_tomllib(text: str) -> None:
+    # TOML lets a reader normalize newlines in multi-line strings; tomllib gives "\n", so we must too.
+    assert _toml.parse(text) == tomllib.loads(text)
+    assert not any("\r" in v for v in _strings(_toml.parse(text)))
+
+
+def _strings(value: object) -> list:
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    return [value] if isinstance(value, str) else []
