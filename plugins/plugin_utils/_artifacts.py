@@ -158,14 +158,20 @@ def plan_crictl(values: dict[str, t.Any], facts: dict[str, t.Any], crictl_vars: 
 
 def check_mig_label(label: str, config: t.Any, config_src: str) -> str | None:
     """mig_label against its config, with the MIG layer's own message (module_utils._mig.select_label)."""
-    where = "mig_config_src {0}".format(config_src) if config_src else "mig_config"
+    variable = "mig_config_src" if config_src else "mig_config"
     if not config:
         return ("mig_label is {0!r}, so set exactly one of mig_config (an inline mig-parted v1 config) and "
                 "mig_config_src (a mig-parted config file on the controller); neither is set".format(label))
     try:
-        select_label(parse_config(config), label)
+        configs = parse_config(config)
     except MigConfigError as exc:
-        return "mig_label: {0} ({1}); set mig_label to one of the config's labels, or fix {1}".format(exc, where)
+        return "mig_label {0!r}: {1} is not a valid mig-parted config: {2}; fix {1}".format(
+            label, "mig_config_src {0}".format(config_src) if config_src else "mig_config", exc)
+    try:
+        select_label(configs, label)
+    except MigConfigError as exc:
+        return "mig_label: {0} ({1}{2}); set mig_label to one of them, or add the label to {1}".format(
+            exc, variable, " " + config_src if config_src else "")
     return None
 
 

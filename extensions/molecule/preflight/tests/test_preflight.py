@@ -56,7 +56,7 @@ ARTIFACTS = {
          "(container_toolkit_apt_repo_url): nvidia-container-toolkit-base has 1.20.1, 1.17.8; "
          "set container_toolkit_version to one of them",
          "mig_label: label 'nonexistent' is not in the config; its labels are: all-1g.5gb, all-disabled "
-         "(mig_config); set mig_label to one of the config's labels"]),
+         "(mig_config); set mig_label to one of them"]),
     "preflight-debian13": (
         {"crictl_version": "v9.9.9", "container_toolkit_apt_repo_url": DEAD + "/libnvidia-container/stable/deb"},
         ["crictl_version v9.9.9 is not published under crictl_download_url for amd64: its .sha256 file ",

@@ -228,13 +228,14 @@ def test_mig_label_is_checked_against_its_config_with_the_mig_layers_message() -
     assert mig("all-disabled", config=MIG_CONFIG, src="files/mig.yaml") == []
     assert mig("nonexistent", inline=MIG_CONFIG) == [
         "mig_label: label 'nonexistent' is not in the config; its labels are: all-1g.5gb, all-disabled "
-        "(mig_config); set mig_label to one of the config's labels, or fix mig_config"]
+        "(mig_config); set mig_label to one of them, or add the label to mig_config"]
     assert mig("all-disabeld", config=MIG_CONFIG, src="files/mig.yaml") == [
         "mig_label: label 'all-disabeld' is not in the config (did you mean 'all-disabled'?); its labels are: "
-        "all-1g.5gb, all-disabled (mig_config_src files/mig.yaml); set mig_label to one of the config's labels, or "
-        "fix mig_config_src files/mig.yaml"]
-    assert mig("x", config={"version": "v2"}, src="m.yaml")[0].startswith(
-        "mig_label: config.version: 'v2' is not supported")
+        "all-1g.5gb, all-disabled (mig_config_src files/mig.yaml); set mig_label to one of them, or add the label "
+        "to mig_config_src"]
+    assert mig("x", config={"version": "v2"}, src="m.yaml") == [
+        "mig_label 'x': mig_config_src m.yaml is not a valid mig-parted config: config.version: 'v2' is not "
+        "supported; mig-parted's format is 'v1'; fix mig_config_src m.yaml"]
     assert mig("x")[0].startswith("mig_label is 'x', so set exactly one of mig_config")
 
 
