@@ -268,7 +268,7 @@ class Fetcher:
 
 def read_flat_packages(fetcher: Fetcher, base: str) -> dict[str, list[str]]:
     """A flat repository's Packages index (gzip first, as apt prefers): {package: versions}."""
-    last: SourceError | None = None
+    last = SourceError("no Packages index there", base)
     for name in ("Packages.gz", "Packages"):
         url = "{0}/{1}".format(base, name)
         try:
@@ -288,7 +288,6 @@ def read_flat_packages(fetcher: Fetcher, base: str) -> dict[str, list[str]]:
             if stanza.package and stanza.version:
                 versions.setdefault(stanza.package, []).append(stanza.version)
         return {name: newest_first(found) for name, found in versions.items()}
-    assert last is not None
     raise SourceError("no Packages index there ({0})".format(last.reason), last.url, last.status)
 
 

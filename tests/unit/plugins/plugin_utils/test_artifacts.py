@@ -92,8 +92,9 @@ def settings(url: str, **over: t.Any) -> dict[str, t.Any]:
     return values
 
 
-def resolve(values: dict[str, t.Any], layers: dict[str, t.Any] = LAYERS_ALL, **kwargs: t.Any) -> dict[str, t.Any]:
-    return art.ArtifactResolver().resolve({"node": art.plan_host(values, layers, FACTS, **kwargs)})["node"]
+def resolve(values: dict[str, t.Any], layers: dict[str, t.Any] | None = None, **kwargs: t.Any) -> dict[str, t.Any]:
+    plan = art.plan_host(values, LAYERS_ALL if layers is None else layers, FACTS, **kwargs)
+    return art.ArtifactResolver().resolve({"node": plan})["node"]
 
 
 def full_set(url: str) -> dict[str, t.Any]:
