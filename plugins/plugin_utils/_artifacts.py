@@ -36,7 +36,7 @@ import yaml
 from ansible.module_utils.urls import open_url
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._apt_repo import (
-    IndexError_, compare_versions, parse_deb822, split_version)
+    compare_versions, parse_deb822, split_version)
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import MigConfigError, parse_config, select_label
 
 ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
@@ -278,16 +278,16 @@ def read_flat_packages(fetcher: Fetcher, base: str) -> dict[str, list[str]]:
                 last = exc
                 continue
             raise
+        # A version dpkg refuses (compare_versions raises IndexError_) makes the index unusable, as for apt.
         try:
             text = gzip.decompress(data).decode("utf-8") if name.endswith(".gz") else data.decode("utf-8")
-            stanzas = parse_deb822(text)
-        except (OSError, UnicodeDecodeError, IndexError_) as exc:
+            versions: dict[str, list[str]] = {}
+            for stanza in parse_deb822(text):
+                if stanza.package and stanza.version:
+                    versions.setdefault(stanza.package, []).append(stanza.version)
+            return {package: newest_first(found) for package, found in versions.items()}
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
             raise SourceError("{0} is not an apt Packages index ({1})".format(name, exc), url, reached=True) from None
-        versions: dict[str, list[str]] = {}
-        for stanza in stanzas:
-            if stanza.package and stanza.version:
-                versions.setdefault(stanza.package, []).append(stanza.version)
-        return {name: newest_first(found) for name, found in versions.items()}
     raise SourceError("no Packages index there ({0})".format(last.reason), last.url, last.status)
 
 

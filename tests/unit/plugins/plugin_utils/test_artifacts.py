@@ -60,6 +60,9 @@ def mirror(tmp_path_factory) -> t.Iterator[str]:
     plain = root / "plain" / "amd64"
     plain.mkdir(parents=True)
     (plain / "Packages").write_text(packages_index([("nvidia-container-toolkit-base", "1.20.1-1")]))
+    garbled = root / "garbled" / "amd64"
+    garbled.mkdir(parents=True)
+    (garbled / "Packages.gz").write_bytes(b"<html>a login page</html>")
     release = root / "files" / "cri-tools" / "v1.36.0"
     release.mkdir(parents=True)
     (release / "crictl-v1.36.0-linux-amd64.tar.gz").write_bytes(b"not a real tarball")
@@ -256,3 +259,11 @@ def test_the_settings_read_are_the_layer_roles_own() -> None:
         art.role_data("container_toolkit", "vars"))
     assert {"__crictl_release_for_kubernetes", "__crictl_sha256", "__crictl_arches"} <= set(
         art.role_data("crictl", "vars"))
+
+
+def test_an_index_that_is_not_one_is_named_not_called_unreachable(mirror: str) -> None:
+    errors = resolve(settings(mirror, container_toolkit_apt_repo_url=mirror + "/garbled"),
+                     {"container_toolkit": {"managed": True}})["errors"]
+    assert len(errors) == 1
+    assert errors[0].startswith("container_toolkit_apt_repo_url: {0}/garbled/amd64/Packages.gz is not a source this "
+                                "run can use: Packages.gz is not an apt Packages index (".format(mirror))
