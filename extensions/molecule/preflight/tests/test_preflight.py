@@ -3,11 +3,14 @@
 Each bad declaration is run through playbooks/site.yml against the converged
 node, exactly as a user would run it; the node's package list and every file
 under /etc must be unchanged, and no later layer (verify included) may run.
+Bad declarations are versions that do not fit together (the version matrix)
+and pinned artifacts their sources do not have (pinned_artifacts).
 """
 from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 from pathlib import Path
 
@@ -26,6 +29,41 @@ BAD = {
         {"driver_branch": "590", "driver_kernel_module": "open"},
         ["driver R590 does not support Volta GPUs",
          "driver_kernel_module is open, but GPU 0 (Tesla V100-SXM2-16GB) (volta) needs the proprietary modules"]),
+}
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on: a mirror that is down, without stopping the shared one."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+# Pinned artifacts their sources do not have, as a new user declares them.
+# Preflight reports every artifact it cannot resolve at once, so each node
+# takes two of the four cases in one site.yml run (one run per node keeps
+# the scenario's time down); each message must name its variable, what the
+# source offers and the fix. The mirror that is down is the toolkit's URL on
+# a closed loopback port (the shared mirror keeps running for the others).
+DEAD = "http://127.0.0.1:{0}".format(closed_port())
+MIG_CONFIG = {"version": "v1", "mig-configs": {
+    "all-disabled": [{"devices": "all", "mig-enabled": False}],
+    "all-1g.5gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}]}}
+ARTIFACTS = {
+    "preflight-debian12": (
+        {"container_toolkit_version": "1.99.0", "mig_label": "nonexistent", "mig_config": MIG_CONFIG},
+        ["container_toolkit_version 1.99.0 is not offered by the toolkit repository ",
+         "(container_toolkit_apt_repo_url): nvidia-container-toolkit-base has 1.20.1, 1.17.8; "
+         "set container_toolkit_version to one of them",
+         "mig_label: label 'nonexistent' is not in the config; its labels are: all-1g.5gb, all-disabled "
+         "(mig_config); set mig_label to one of them"]),
+    "preflight-debian13": (
+        {"crictl_version": "v9.9.9", "container_toolkit_apt_repo_url": DEAD + "/libnvidia-container/stable/deb"},
+        ["crictl_version v9.9.9 is not published under crictl_download_url for amd64: its .sha256 file ",
+         "answered HTTP 404", "releases this collection knows: v1.36.0, v1.35.0",
+         "set crictl_version to a published release",
+         "container_toolkit_apt_repo_url: {0}/libnvidia-container/stable/deb/amd64/Packages.gz is unreachable "
+         "(connection refused); check the mirror, or set container_toolkit_apt_repo_url".format(DEAD)]),
 }
 
 
@@ -67,6 +105,21 @@ def test_bad_declaration_stops_before_any_change(host):
         assert message in run.stdout, run.stdout
     # It stopped in preflight: no later play ran on the host.
     assert "TASK [gpufleet.nvidia.preflight : Stop before anything changes when the declaration does not fit]" in run.stdout
+    assert "TASK [Read the GPUs through NVML]" not in run.stdout
+    assert snapshot(host) == before
+    assert not (REPORTS / "{0}.json".format(host_name(host))).exists()
+
+
+def test_unresolvable_artifacts_stop_before_any_change(host):
+    """Stops in preflight, after the version matrix passed and before any layer ran; the node is as it was."""
+    extra, messages = ARTIFACTS[host_name(host)]
+    before = snapshot(host)
+    run = site(host_name(host), extra)
+    assert run.returncode != 0, run.stdout
+    for message in messages:
+        assert message in run.stdout, run.stdout
+    assert "TASK [gpufleet.nvidia.preflight : Stop before anything changes when a pinned artifact cannot be had]" \
+        in run.stdout
     assert "TASK [Read the GPUs through NVML]" not in run.stdout
     assert snapshot(host) == before
     assert not (REPORTS / "{0}.json".format(host_name(host))).exists()

@@ -1,0 +1,269 @@
+"""pinned_artifacts: each pinned artifact resolved against a real HTTP source on loopback.
+
+The sources are served by http.server from a temporary directory laid out
+like the toolkit's flat apt repository and cri-tools' release downloads; a
+mirror that is down is a loopback port nothing listens on.
+"""
+from __future__ import annotations
+
+import functools
+import gzip
+import http.server
+import socket
+import threading
+import typing as t
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _artifacts as art
+
+DIGEST = "83855e114566a8a8c44c548d515670f51de3a5e1da8b2effb59870e2f10c25a3"
+LAYERS_ALL = {"container_toolkit": {"managed": True}, "crictl": {"managed": True}, "mig": {"managed": False}}
+FACTS = {"architecture": "x86_64", "os_family": "Debian"}
+MIG_CONFIG = {"version": "v1", "mig-configs": {
+    "all-disabled": [{"devices": "all", "mig-enabled": False}],
+    "all-1g.5gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}]}}
+
+
+def packages_index(rows: t.Iterable[tuple[str, str]]) -> str:
+    return "".join("Package: {0}\nVersion: {1}\nArchitecture: amd64\nFilename: ./{0}_{1}_amd64.deb\n\n".format(*row)
+                   for row in rows)
+
+
+class Recorder(http.server.SimpleHTTPRequestHandler):
+    """Serves the directory and counts requests, so a test can tell each source was fetched once."""
+
+    requests: t.List[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        Recorder.requests.append("GET " + self.path)
+        super().do_GET()
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        Recorder.requests.append("HEAD " + self.path)
+        super().do_HEAD()
+
+    def log_message(self, *args: t.Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory) -> t.Iterator[str]:
+    root: Path = tmp_path_factory.mktemp("mirror")
+    flat = root / "libnvidia-container" / "stable" / "deb" / "amd64"
+    flat.mkdir(parents=True)
+    rows = [(p, v) for v in ("1.17.8-1", "1.20.1-1", "1.9.0-1", "1.18.0~rc.1-1")
+            for p in ("nvidia-container-toolkit-base", "nvidia-container-toolkit")]
+    (flat / "Packages.gz").write_bytes(gzip.compress(packages_index(rows).encode()))
+    # A repository with only the uncompressed index (the fallback).
+    plain = root / "plain" / "amd64"
+    plain.mkdir(parents=True)
+    (plain / "Packages").write_text(packages_index([("nvidia-container-toolkit-base", "1.20.1-1")]))
+    garbled = root / "garbled" / "amd64"
+    garbled.mkdir(parents=True)
+    (garbled / "Packages.gz").write_bytes(b"<html>a login page</html>")
+    release = root / "files" / "cri-tools" / "v1.36.0"
+    release.mkdir(parents=True)
+    (release / "crictl-v1.36.0-linux-amd64.tar.gz").write_bytes(b"not a real tarball")
+    (release / "crictl-v1.36.0-linux-amd64.tar.gz.sha256").write_text(DIGEST + "\n")
+    broken = root / "files" / "cri-tools" / "v1.35.0"
+    broken.mkdir(parents=True)
+    (broken / "crictl-v1.35.0-linux-amd64.tar.gz.sha256").write_text("<html>not found</html>\n")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                             functools.partial(Recorder, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield "http://127.0.0.1:{0}".format(server.server_address[1])
+    server.shutdown()
+
+
+@pytest.fixture()
+def dead() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return "http://127.0.0.1:{0}".format(probe.getsockname()[1])
+
+
+def settings(url: str, **over: t.Any) -> dict[str, t.Any]:
+    values = {"container_toolkit_version": "1.20.1", "container_toolkit_package_set": "full",
+              "container_toolkit_operator_extensions": False, "container_toolkit_repo_manage": True,
+              "container_toolkit_apt_repo_url": url + "/libnvidia-container/stable/deb",
+              "crictl_version": "", "crictl_kubernetes_version": "1.36", "crictl_download_url": url + "/files/cri-tools",
+              "crictl_checksum_source": "release", "crictl_checksums": {}}
+    values.update(over)
+    return values
+
+
+def resolve(values: dict[str, t.Any], layers: dict[str, t.Any] | None = None, **kwargs: t.Any) -> dict[str, t.Any]:
+    plan = art.plan_host(values, LAYERS_ALL if layers is None else layers, FACTS, **kwargs)
+    return art.ArtifactResolver().resolve({"node": plan})["node"]
+
+
+def full_set(url: str) -> dict[str, t.Any]:
+    # The fixture's repository has two packages of the full set; the rest come from the role's data.
+    return settings(url, container_toolkit_package_set="base")
+
+
+def test_versions_offered_are_resolved(mirror: str) -> None:
+    result = resolve(full_set(mirror))
+    assert result["errors"] == []
+    assert result["resolved"] == [
+        "1.20.1-1 from {0}/libnvidia-container/stable/deb/amd64".format(mirror),
+        "v1.36.0 from {0}/files/cri-tools/v1.36.0/crictl-v1.36.0-linux-amd64.tar.gz.sha256".format(mirror)]
+
+
+def test_a_missing_toolkit_version_lists_the_offered_ones_newest_first(mirror: str) -> None:
+    result = resolve(settings(mirror, container_toolkit_version="1.99.0", container_toolkit_package_set="base"))
+    assert result["errors"] == [
+        "container_toolkit_version 1.99.0 is not offered by the toolkit repository {0}/libnvidia-container/stable/deb/"
+        "amd64 (container_toolkit_apt_repo_url): nvidia-container-toolkit-base has 1.20.1, 1.18.0~rc.1, 1.17.8, "
+        "1.9.0; set container_toolkit_version to one of them".format(mirror)]
+
+
+def test_a_package_set_the_repository_does_not_carry_whole_is_named(mirror: str) -> None:
+    result = resolve(settings(mirror))
+    assert len(result["errors"]) == 1
+    assert result["errors"][0].startswith(
+        "container_toolkit_package_set full needs libnvidia-container1, libnvidia-container-tools at 1.20.1-1")
+    assert "libnvidia-container1 has no versions at all" in result["errors"][0]
+    assert result["errors"][0].endswith("set container_toolkit_package_set: base, or mirror the whole package set")
+
+
+def test_the_uncompressed_index_is_read_when_there_is_no_gzip_one(mirror: str) -> None:
+    values = settings(mirror, container_toolkit_package_set="base", container_toolkit_apt_repo_url=mirror + "/plain",
+                      container_toolkit_version="1.17.8")
+    assert resolve(values, {"container_toolkit": {"managed": True}})["errors"] == [
+        "container_toolkit_version 1.17.8 is not offered by the toolkit repository {0}/plain/amd64 "
+        "(container_toolkit_apt_repo_url): nvidia-container-toolkit-base has 1.20.1; set container_toolkit_version "
+        "to one of them".format(mirror)]
+
+
+def test_a_crictl_release_without_its_checksum_file_is_named(mirror: str) -> None:
+    result = resolve(full_set(mirror) | {"crictl_version": "v9.9.9"})
+    assert result["errors"] == [
+        "crictl_version v9.9.9 is not published under crictl_download_url for amd64: its .sha256 file "
+        "{0}/files/cri-tools/v9.9.9/crictl-v9.9.9-linux-amd64.tar.gz.sha256 answered HTTP 404 File not found; "
+        "releases this collection knows: v1.36.0, v1.35.0, v1.34.0, v1.33.0, v1.32.0, v1.31.1, v1.30.1; set "
+        "crictl_version to a published release, or to '' to take the release of crictl_kubernetes_version".format(
+            mirror)]
+
+
+def test_a_checksum_file_without_a_checksum_is_refused(mirror: str) -> None:
+    result = resolve(full_set(mirror) | {"crictl_version": "v1.35.0"})
+    assert len(result["errors"]) == 1
+    assert "crictl_download_url: {0}/files/cri-tools/v1.35.0/crictl-v1.35.0-linux-amd64.tar.gz.sha256 is not a " \
+        "source this run can use: it holds no sha256 checksum".format(mirror) in result["errors"][0]
+
+
+def test_table_checksums_need_the_digest_and_the_tarball(mirror: str) -> None:
+    table = full_set(mirror) | {"crictl_checksum_source": "table"}
+    assert resolve(table)["errors"] == []
+    missing = resolve(table | {"crictl_version": "v9.9.9"})["errors"]
+    assert missing == [
+        "crictl v9.9.9 on amd64 has no sha256 in the crictl role's table (crictl_checksum_source: table); add it as "
+        "crictl_checksums: {\"v9.9.9\": {\"amd64\": \"<sha256 from the release's .sha256 file>\"}}, or set "
+        "crictl_checksum_source: release"]
+    # A digest given for a release the source lacks: the tarball itself is asked for.
+    given = resolve(table | {"crictl_version": "v9.9.9", "crictl_checksums": {"v9.9.9": {"amd64": DIGEST}}})["errors"]
+    assert len(given) == 1 and "its tarball {0}/files/cri-tools/v9.9.9/".format(mirror) in given[0]
+    assert "answered HTTP 404" in given[0]
+
+
+def test_an_unknown_kubernetes_minor_asks_for_an_explicit_release(mirror: str) -> None:
+    errors = resolve(full_set(mirror) | {"crictl_kubernetes_version": "1.99"})["errors"]
+    assert errors == ["crictl_kubernetes_version 1.99 has no cri-tools release this collection knows (it knows "
+                      "Kubernetes 1.30, 1.31, 1.32, 1.33, 1.34, 1.35, 1.36); set crictl_version to the release to "
+                      "install, such as v1.36.0"]
+
+
+def test_a_mirror_that_is_down_is_named_by_variable_and_url(mirror: str, dead: str) -> None:
+    errors = resolve(settings(dead, container_toolkit_package_set="base"))["errors"]
+    assert errors == [
+        "container_toolkit_apt_repo_url: {0}/libnvidia-container/stable/deb/amd64/Packages.gz is unreachable "
+        "(connection refused); check the mirror, or set container_toolkit_apt_repo_url to a source that "
+        "answers".format(dead),
+        "crictl_download_url: {0}/files/cri-tools/v1.36.0/crictl-v1.36.0-linux-amd64.tar.gz.sha256 is unreachable "
+        "(connection refused); check the mirror, or set crictl_download_url to a source that answers".format(dead)]
+
+
+def test_a_url_without_a_repository_is_not_called_unreachable(mirror: str) -> None:
+    errors = resolve(settings(mirror, container_toolkit_apt_repo_url=mirror + "/nothing"),
+                     {"container_toolkit": {"managed": True}})["errors"]
+    assert errors == [
+        "container_toolkit_apt_repo_url: {0}/nothing/amd64/Packages is not a source this run can use: no Packages "
+        "index there (HTTP 404 File not found); check that container_toolkit_apt_repo_url points at the mirror's "
+        "root, or set it to one that has the artifact".format(mirror)]
+
+
+def test_each_source_is_fetched_once_for_a_whole_fleet(mirror: str) -> None:
+    values = full_set(mirror)
+    plans = {"gpu-{0:03d}".format(n): art.plan_host(values, LAYERS_ALL, FACTS) for n in range(300)}
+    plans["odd-one"] = art.plan_host(values | {"container_toolkit_version": "1.99.0"}, LAYERS_ALL, FACTS)
+    Recorder.requests.clear()
+    result = art.ArtifactResolver().resolve(plans)
+    assert sorted(Recorder.requests) == [
+        "GET /files/cri-tools/v1.36.0/crictl-v1.36.0-linux-amd64.tar.gz.sha256",
+        "GET /libnvidia-container/stable/deb/amd64/Packages.gz"]
+    assert sum(1 for r in result.values() if r["errors"]) == 1
+    assert result["odd-one"]["errors"][0].startswith("container_toolkit_version 1.99.0 is not offered")
+
+
+def test_only_the_layers_the_run_applies_are_resolved(dead: str) -> None:
+    # Nothing is fetched for layers that are not managed, so a dead URL there is no error.
+    plan = art.plan_host(settings(dead), {"container_toolkit": {"managed": False}, "crictl": {"managed": False},
+                                          "mig": {"managed": False}}, FACTS)
+    assert plan == {"checks": [], "errors": [], "skipped": []}
+    plan = art.plan_host(settings(dead, container_toolkit_repo_manage=False), LAYERS_ALL, FACTS)
+    assert [c["source"]["variable"] for c in plan["checks"]] == ["crictl_download_url"]
+    assert plan["skipped"][0].startswith("container_toolkit: container_toolkit_repo_manage is false")
+    rpm = art.plan_host(settings(dead), LAYERS_ALL, {"architecture": "x86_64", "os_family": "RedHat"})
+    assert rpm["skipped"] == ["container_toolkit: resolved against apt repositories only; RedHat nodes are checked "
+                              "by the toolkit layer"]
+
+
+def test_mig_label_is_checked_against_its_config_with_the_mig_layers_message() -> None:
+    def mig(label: str, config: t.Any = None, src: str = "", inline: t.Any = None) -> list[str]:
+        layers = {"mig": {"managed": True, "vars": {"mig_label": label, "mig_config": inline or {},
+                                                    "mig_config_src": src}}}
+        return art.plan_host({}, layers, FACTS, mig_config=config)["errors"]
+
+    assert mig("all-disabled", inline=MIG_CONFIG) == []
+    assert mig("all-disabled", config=MIG_CONFIG, src="files/mig.yaml") == []
+    assert mig("nonexistent", inline=MIG_CONFIG) == [
+        "mig_label: label 'nonexistent' is not in the config; its labels are: all-1g.5gb, all-disabled "
+        "(mig_config); set mig_label to one of them, or add the label to mig_config"]
+    assert mig("all-disabeld", config=MIG_CONFIG, src="files/mig.yaml") == [
+        "mig_label: label 'all-disabeld' is not in the config (did you mean 'all-disabled'?); its labels are: "
+        "all-1g.5gb, all-disabled (mig_config_src files/mig.yaml); set mig_label to one of them, or add the label "
+        "to mig_config_src"]
+    assert mig("x", config={"version": "v2"}, src="m.yaml") == [
+        "mig_label 'x': mig_config_src m.yaml is not a valid mig-parted config: config.version: 'v2' is not "
+        "supported; mig-parted's format is 'v1'; fix mig_config_src m.yaml"]
+    assert mig("x")[0].startswith("mig_label is 'x', so set exactly one of mig_config")
+
+
+def test_offered_lists_are_trimmed() -> None:
+    versions = ["1.{0}.0".format(n) for n in range(20, 0, -1)]
+    assert art.shown(versions) == "1.20.0, 1.19.0, 1.18.0, 1.17.0, 1.16.0, 1.15.0, 1.14.0, 1.13.0 and 12 older"
+    assert art.shown([]) == "no versions at all"
+
+
+def test_the_settings_read_are_the_layer_roles_own() -> None:
+    """A renamed role variable or internal table must fail here, not silently resolve nothing."""
+    from ansible_collections.gpufleet.nvidia.plugins.action.pinned_artifacts import SETTINGS
+
+    for role, names in SETTINGS.items():
+        assert set(names) <= set(art.role_data(role, "defaults")), role
+    assert {"__container_toolkit_packages", "__container_toolkit_extension_packages"} <= set(
+        art.role_data("container_toolkit", "vars"))
+    assert {"__crictl_release_for_kubernetes", "__crictl_sha256", "__crictl_arches"} <= set(
+        art.role_data("crictl", "vars"))
+
+
+def test_an_index_that_is_not_one_is_named_not_called_unreachable(mirror: str) -> None:
+    errors = resolve(settings(mirror, container_toolkit_apt_repo_url=mirror + "/garbled"),
+                     {"container_toolkit": {"managed": True}})["errors"]
+    assert len(errors) == 1
+    assert errors[0].startswith("container_toolkit_apt_repo_url: {0}/garbled/amd64/Packages.gz is not a source this "
+                                "run can use: Packages.gz is not an apt Packages index (".format(mirror))
