@@ -99,6 +99,8 @@ def bad_fleet(tmp_path_factory) -> Path:
     (host_vars / "gpu-trn-02.yml").write_text('---\ndriver_branch: "550"\ndriver_version: "550.127.05"\n')
     # A typo in one inference node's MIG label.
     (host_vars / "gpu-inf-03.yml").write_text("---\nmig_label: inferense\n")
+    # A node held back on a toolkit with a container escape (CVE-2024-0132, fixed in 1.16.2).
+    (host_vars / "gpu-trn-03.yml").write_text('---\ncontainer_toolkit_version: "1.16.1"\n')
     return root
 
 
@@ -147,7 +149,7 @@ def test_bad_declarations_fail_their_hosts_naming_host_variables_and_fix(runs):
     assert run.returncode == 2, run.stdout
     result = recap(run.stdout)
     failed = sorted(host for host, counts in result.items() if counts["failed"])
-    assert failed == ["gpu-dev-01", "gpu-dev-02", "gpu-inf-03", "gpu-trn-02"], run.stdout
+    assert failed == ["gpu-dev-01", "gpu-dev-02", "gpu-inf-03", "gpu-trn-02", "gpu-trn-03"], run.stdout
     assert all(counts["unreachable"] == 0 for counts in result.values())
 
     volta = fatal(run.stdout, "gpu-dev-01")
@@ -162,7 +164,12 @@ def test_bad_declarations_fail_their_hosts_naming_host_variables_and_fix(runs):
     assert 'driver_version="550.127.05"' in cuda and 'preflight_cuda_versions=["12.8", "13.0"]' in cuda
     assert "Fix: use a driver of branch 580 or newer, or build the images with an older CUDA" in cuda
 
+    escape = fatal(run.stdout, "gpu-trn-03")
+    assert "CVE-2024-0132" in escape and "1.16.2" in escape, escape
+    assert 'container_toolkit_version="1.16.1"' in escape, escape
+
     stats = custom_stats(run.stdout)["gpufleet_preflight"]
+    assert {f["rule"] for f in stats["gpu-trn-03"]["findings"] if f["severity"] == "error"} >= {"ctk_cve_2024_0132"}
     assert stats["gpu-dev-01"]["status"] == "fail" and stats["gpu-dev-01"]["summary"]["failed"] is True
     assert [f["rule"] for f in stats["gpu-trn-02"]["findings"] if f["severity"] == "error"] == ["cuda_driver"]
     assert stats["gpu-trn-01"]["status"] == "pass"
@@ -176,7 +183,8 @@ def test_bad_declarations_fail_their_hosts_naming_host_variables_and_fix(runs):
 def test_every_matrix_rule_names_the_variables_behind_it():
     """The gate looks each failing rule up in this table; a rule missing here would break the message."""
     table = yaml.safe_load((ROLES / "preflight" / "vars" / "main.yml").read_text())["__preflight_rule_variables"]
-    assert set(table) == set(RULES) | {"custom"}
+    # One rule id per toolkit CVE, one entry for them all (the gate reads ctk_cve_* as ctk_cve).
+    assert set(table) == {re.sub(r"^ctk_cve_.*$", "ctk_cve", rule) for rule in RULES} | {"custom"}
     options = {name for spec in ROLES.glob("*/meta/argument_specs.yml")
                for name in yaml.safe_load(spec.read_text())["argument_specs"]["main"]["options"]}
     for rule, names in table.items():
