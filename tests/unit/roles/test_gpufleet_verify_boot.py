@@ -157,7 +157,7 @@ def test_missing_spec_and_bad_config(installed: Path, sim_node: t.Any, tmp_path:
 
 
 def test_a_yaml_spec_without_pyyaml_is_a_finding_with_the_fix(installed: Path, sim_node: t.Any,
-                                                               tmp_path: Path) -> None:
+                                                              tmp_path: Path) -> None:
     node = sim_node("dgx-a100-8x40gb")
     config = declaration(tmp_path, spec_for(node, "yaml"), "yaml", mig=None)
     done, report = run(installed, node, "--config", str(config), block_yaml=True)
@@ -175,4 +175,3 @@ def test_a_broken_spec_is_a_finding_not_a_traceback(installed: Path, sim_node: t
     assert done.returncode == 1, done.stdout
     (problem,) = {c["layer"]: c for c in report["checks"]}["cdi"]["findings"]
     assert "is not readable YAML or JSON" in problem["message"]
-

@@ -198,7 +198,7 @@ def test_a_spec_that_breaks_the_schema_is_not_installed(tmp_path: Path, monkeypa
 
 
 def test_without_jsonschema_the_cdi_list_check_still_runs(tmp_path: Path, ctk,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cdi_spec, "jsonschema", None)
     broken_spec(tmp_path, major_as_string)  # nothing but the schema would catch this one
     result = run(tmp_path, str(tmp_path / "nvidia.json"))
@@ -232,7 +232,7 @@ def test_a_spec_cdi_list_does_not_load_is_not_installed(tmp_path: Path, ctk, mon
     (lambda s: s.update(kind="nvidia.com"), "invalid vendor"),
 ], ids=["as-generated", "bad-device-name", "kind-without-class"])
 def test_the_real_cdi_list_judges_the_spec(tmp_path: Path, ctk, monkeypatch: pytest.MonkeyPatch, real: str,
-                                            fault: t.Any, refusal: str | None) -> None:
+                                           fault: t.Any, refusal: str | None) -> None:
     """The real CDI library refuses what the lax schema lets through (device names, kind)."""
     monkeypatch.setenv("FAKE_CTK_LIST", "real")
     monkeypatch.setenv("FAKE_CTK_REAL", real)
