@@ -77,12 +77,18 @@ def declaration(tmp_path: Path, spec: str, fmt: str = "yaml", **overrides: t.Any
     return out
 
 
-def run(command: Path, node: nvml_sim.SimNode, *args: str) -> tuple[subprocess.CompletedProcess, dict[str, t.Any]]:
+def run(command: Path, node: nvml_sim.SimNode, *args: str,
+        block_yaml: bool = False) -> tuple[subprocess.CompletedProcess, dict[str, t.Any]]:
+    """Run the installed command; block_yaml makes `import yaml` fail, as on a node without python3-yaml."""
     environment = dict(os.environ)
     environment.update(node.env)
     environment["LD_LIBRARY_PATH"] = str(nvml_sim.build().parent)
     environment.pop("NVML_SIM_EUID", None)
-    done = subprocess.run([sys.executable, str(command), *args], env=environment, stdout=subprocess.PIPE,
+    argv = [sys.executable, str(command), *args]
+    if block_yaml:
+        argv[1:1] = ["-c", "import runpy, sys; sys.modules['yaml'] = None; sys.argv = sys.argv[1:]; "
+                           "runpy.run_path(sys.argv[0], run_name='__main__')"]
+    done = subprocess.run(argv, env=environment, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, universal_newlines=True, check=False, timeout=120)
     report_path = Path(args[args.index("--config") + 1]).parent / "report.json" if "--config" in args else None
     report = json.loads(report_path.read_text()) if report_path and report_path.exists() else {}
@@ -93,10 +99,13 @@ def statuses(report: dict[str, t.Any]) -> dict[str, str]:
     return {c["layer"]: c["status"] for c in report["checks"]}
 
 
-@pytest.mark.parametrize("fmt", ["yaml", "json"])
-def test_a_node_as_declared_passes(installed: Path, sim_node: t.Any, tmp_path: Path, fmt: str) -> None:
+@pytest.mark.parametrize("fmt, block_yaml", [("json", False), ("json", True), ("yaml", False)])
+def test_a_node_as_declared_passes(installed: Path, sim_node: t.Any, tmp_path: Path, fmt: str,
+                                   block_yaml: bool) -> None:
+    """JSON needs only the standard library; YAML is read with PyYAML."""
     node = sim_node("dgx-a100-8x40gb")
-    done, report = run(installed, node, "--config", str(declaration(tmp_path, spec_for(node, fmt), fmt)))
+    done, report = run(installed, node, "--config", str(declaration(tmp_path, spec_for(node, fmt), fmt)),
+                       block_yaml=block_yaml)
     assert done.returncode == 0, done.stdout
     assert report["status"] == "pass"
     assert statuses(report) == {"driver": "pass", "persistence": "pass", "cdi": "pass", "mig": "pass"}
@@ -145,3 +154,24 @@ def test_missing_spec_and_bad_config(installed: Path, sim_node: t.Any, tmp_path:
     bad.write_text("[1]")
     done = run(installed, node, "--config", str(bad))[0]
     assert done.returncode == 2 and "cannot read the declaration" in done.stdout
+
+
+def test_a_yaml_spec_without_pyyaml_is_a_finding_with_the_fix(installed: Path, sim_node: t.Any,
+                                                              tmp_path: Path) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    config = declaration(tmp_path, spec_for(node, "yaml"), "yaml", mig=None)
+    done, report = run(installed, node, "--config", str(config), block_yaml=True)
+    assert done.returncode == 1, done.stdout
+    assert statuses(report) == {"driver": "pass", "persistence": "pass", "cdi": "fail"}
+    (problem,) = {c["layer"]: c for c in report["checks"]}["cdi"]["findings"]
+    assert "is not JSON, and reading it as YAML needs PyYAML (python3-yaml)" in problem["message"]
+    assert problem["fix"].startswith("set cdi_format: json") and "install python3-yaml" in problem["fix"]
+
+
+def test_a_broken_spec_is_a_finding_not_a_traceback(installed: Path, sim_node: t.Any, tmp_path: Path) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    config = declaration(tmp_path, "devices: [unclosed\n", "yaml", mig=None)
+    done, report = run(installed, node, "--config", str(config))
+    assert done.returncode == 1, done.stdout
+    (problem,) = {c["layer"]: c for c in report["checks"]}["cdi"]["findings"]
+    assert "is not readable YAML or JSON" in problem["message"]

@@ -1,8 +1,10 @@
 """cdi with the real nvidia-ctk against the simulated NVML library.
 
 The expected devices come from the simulator's own state (nvml-simctl show),
-the spec is checked against the CDI schema the role ships, and the refresh
-units are read from systemd.
+the spec is checked against the CDI project's schema (the files the role
+ships) with the real jsonschema package - never with the collection's own
+code - and the refresh units are read from systemd. Specs are read with json,
+or PyYAML for YAML.
 """
 from __future__ import annotations
 
@@ -10,27 +12,27 @@ import json
 import os
 import sys
 
+import jsonschema
 import pytest
 import yaml
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT7
 
 HERE = os.path.dirname(__file__)
 ROOT = os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.path.join(HERE, "..", "..", "..", ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "_shared"))
-sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
 
 # pylint: disable=wrong-import-position
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._jsonschema import validate  # noqa: E402
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._yaml import parse as parse_yaml  # noqa: E402
 from stack import host_vars, node, run_role, sha256  # noqa: E402
 
-SCHEMA = os.path.join(ROOT, "roles", "cdi", "files", "cdi-spec.schema.json")
+SCHEMA_DIR = os.path.join(ROOT, "roles", "cdi", "files", "cdi-schema")
 ALL_SPECS = [d + "/nvidia." + f for d in ("/etc/cdi", "/var/run/cdi") for f in ("yaml", "json")]
 
 
 def settings(host) -> dict:
     hv = host_vars(host)
     directory = hv.get("cdi_spec_dir", "/etc/cdi")
-    fmt = hv.get("cdi_format", "yaml")
+    fmt = hv.get("cdi_format", "json")
     return {"path": "{0}/nvidia.{1}".format(directory, fmt), "format": fmt,
             "strategies": hv.get("cdi_device_name_strategy", ["index", "uuid"]),
             "bake": hv.get("cdi_bake", False)}
@@ -44,7 +46,7 @@ def gpu_node(host):
 def read_spec(host) -> dict:
     s = settings(host)
     text = node(host).file(s["path"]).content_string
-    return json.loads(text) if s["format"] == "json" else parse_yaml(text)
+    return json.loads(text) if s["format"] == "json" else yaml.safe_load(text)
 
 
 def simulated_gpus(host) -> list[dict]:
@@ -67,10 +69,24 @@ def test_spec_names_exactly_the_simulated_gpus(host):
     assert {d["name"] for d in spec["devices"]} == expected_names(host)
 
 
+def cdi_schema_validator() -> jsonschema.protocols.Validator:
+    """schema.json with its defs.json (which it names by that URI) in a referencing registry."""
+    with open(os.path.join(SCHEMA_DIR, "schema.json"), encoding="utf-8") as handle:
+        schema = json.load(handle)
+    with open(os.path.join(SCHEMA_DIR, "defs.json"), encoding="utf-8") as handle:
+        defs = Resource.from_contents(json.load(handle), default_specification=DRAFT7)
+    return jsonschema.Draft7Validator(schema, registry=Registry().with_resource("defs.json", defs))
+
+
 def test_spec_matches_the_cdi_schema(host):
     gpu_node(host)
-    with open(SCHEMA, encoding="utf-8") as handle:
-        validate(read_spec(host), json.load(handle))
+    check = cdi_schema_validator()
+    assert [e.message for e in check.iter_errors(read_spec(host))] == []
+    # The schema does bite: a device node's major as a string is refused (through defs.json).
+    broken = read_spec(host)
+    broken["devices"][0]["containerEdits"]["deviceNodes"][0]["major"] = "195"
+    assert [list(e.absolute_path) for e in check.iter_errors(broken)] == [
+        ["devices", 0, "containerEdits", "deviceNodes", 0, "major"]]
 
 
 def test_each_gpu_device_carries_its_device_node(host):
@@ -151,6 +167,41 @@ def test_a_stale_spec_is_replaced(host):
     run = run_role(host, "cdi")
     assert not run.failed, run
     assert {d["name"] for d in read_spec(host)["devices"]} == expected_names(host)
+
+
+def test_a_spec_of_the_old_default_format_is_removed(host):
+    """Runs before cdi_format's default became json left /etc/cdi/nvidia.yaml; two specs would clash."""
+    gpu_node(host)
+    s = settings(host)
+    old = "/etc/cdi/nvidia.yaml"
+    assert s["path"] != old
+    n = node(host)
+    n.run_expect([0], "mkdir -p /etc/cdi && printf %%s %s > %s", yaml.safe_dump(read_spec(host)), old)
+    before = sha256(host, s["path"])
+    run = run_role(host, "cdi")
+    assert not run.failed, run
+    assert not n.file(old).exists
+    assert sha256(host, s["path"]) == before  # ours was already right: left alone
+    for path in ALL_SPECS:
+        assert n.file(path).exists == (path == s["path"]), path
+
+
+def test_yaml_without_pyyaml_on_the_node_fails_first_with_the_fix(host):
+    """cdi_format: yaml needs PyYAML on the node; these images have none, so nothing may change."""
+    gpu_node(host)
+    s = settings(host)
+    n = node(host)
+    assert n.run("python3 -c 'import yaml'").rc != 0, "the image has PyYAML now; this test needs a node without"
+    watched = [s["path"], "/etc/nvidia-container-toolkit/nvidia-cdi-refresh.env",
+               "/etc/systemd/system/gpufleet-cdi-refresh.service"]
+    before = {path: sha256(host, path) for path in watched}
+    run = run_role(host, "cdi", extra_vars={"cdi_format": "yaml"})
+    assert run.failed, run
+    assert "cdi_format: yaml needs PyYAML" in run.output and "use cdi_format: json" in run.output, run
+    assert "install python3-yaml" in run.output, run
+    assert {path: sha256(host, path) for path in watched} == before
+    for path in ALL_SPECS:
+        assert n.file(path).exists == (path == s["path"]), path
 
 
 def test_without_a_running_driver_generation_waits_for_boot(host):
