@@ -100,7 +100,6 @@ container_toolkit_package_set: base
 container_runtime_engine: containerd
 container_runtime_install: true
 container_runtime_cdi: true
-cdi_format: yaml
 crictl_download_url: $GPUFLEET_MIRROR_URL/files/cri-tools
 crictl_checksum_source: release
 # MIG declared, and declared off: in a container nvidia-ctk cannot list MIG

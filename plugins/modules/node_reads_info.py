@@ -50,7 +50,7 @@ EXAMPLES = r"""
   gpufleet.nvidia.node_reads_info:
     files:
       proc_version: /proc/driver/nvidia/version
-      cdi_spec: /etc/cdi/nvidia.yaml
+      cdi_spec: /etc/cdi/nvidia.json
     commands:
       engine: [containerd, config, dump]
       crictl_version: [crictl, --version]

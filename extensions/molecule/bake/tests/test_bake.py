@@ -17,7 +17,7 @@ import testinfra
 BAKED = "bake-debian13"
 FIRSTBOOT = "bake-firstboot-debian13"
 DRIVER = "550.163.01"
-SPEC = "/etc/cdi/nvidia.yaml"
+SPEC = "/etc/cdi/nvidia.json"  # the cdi role's default format
 BOOT_REPORT = "/var/lib/gpufleet/verify-boot.json"
 UNITS = ("nvidia-persistenced.service", "gpufleet-mig.service", "gpufleet-cdi-refresh.service",
          "gpufleet-verify-boot.service")
@@ -106,12 +106,12 @@ def test_mig_layout_was_applied(instance):
 def test_cdi_spec_lists_the_simulated_gpus(instance):
     spec = instance.file(SPEC)
     assert spec.exists
-    text = spec.content_string
+    data = json.loads(spec.content_string)
+    names = {d["name"] for d in data["devices"]}
     for gpu in sim_state(instance)["gpus"]:
-        assert "name: \"{0}\"".format(gpu["index"]) in text or "name: '{0}'".format(gpu["index"]) in text \
-            or "- name: {0}\n".format(gpu["index"]) in text, gpu["index"]
-        assert gpu["uuid"] in text
-    assert "/dev/nvidia7" in text
+        assert {str(gpu["index"]), gpu["uuid"]} <= names, gpu["index"]
+    nodes = {n["path"] for d in data["devices"] for n in d["containerEdits"].get("deviceNodes", [])}
+    assert "/dev/nvidia7" in nodes
 
 
 def test_verify_boot_report_passes(instance):
