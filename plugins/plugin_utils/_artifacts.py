@@ -431,7 +431,8 @@ def read_key(fetcher: Fetcher, url: str) -> str:
 
 def read_release(fetcher: Fetcher, base: str) -> str:
     """Whether an apt repository answers: its InRelease, else its Release, as apt asks (the first bytes only)."""
-    last: SourceError | None = None
+    status: int | None = 404
+    reason = ""
     for name in ("InRelease", "Release"):
         url = "{0}/{1}".format(base, name)
         try:
@@ -440,9 +441,8 @@ def read_release(fetcher: Fetcher, base: str) -> str:
         except SourceError as exc:
             if exc.status != 404:
                 raise
-            last = exc
-    assert last is not None
-    raise SourceError(last.reason, "{0}/InRelease".format(base), last.status)
+            status, reason = exc.status, exc.reason
+    raise SourceError(reason, "{0}/InRelease".format(base), status)
 
 
 def fetch_source(fetcher: Fetcher, src: dict[str, str]) -> t.Any:
@@ -509,10 +509,9 @@ def judge_repository(req: dict[str, t.Any], src: dict[str, str], error: SourceEr
         return None
     variable = src["variable"]
     if "suite" in req:
+        backports = ", or set driver_distribution_backports: false" if req["backports"] else ""
         return ("{0}: {1} has no suite {2} (HTTP 404 for dists/{2}/InRelease and Release); set {0} to a mirror "
-                "that carries {2}{3}".format(variable, req["mirror"], req["suite"],
-                                              ", or set driver_distribution_backports: false" if req["backports"]
-                                              else ""))
+                "that carries {2}{3}".format(variable, req["mirror"], req["suite"], backports))
     return ("{0}: {1} has no CUDA repository {2} (HTTP 404 for its InRelease and Release); set {0} to the root of "
             "NVIDIA's CUDA repositories or of a mirror with their layout (the driver role appends "
             "<distribution><release>/<arch>)".format(variable, src["url"], req["layout"]))

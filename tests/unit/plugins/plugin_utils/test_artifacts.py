@@ -318,8 +318,10 @@ def driver_settings(url: str, **over: t.Any) -> dict[str, t.Any]:
     return values
 
 
-def resolve_driver(values: dict[str, t.Any], facts: dict[str, t.Any] = DEBIAN12,
-                   layers: dict[str, t.Any] = DRIVER) -> dict[str, t.Any]:
+def resolve_driver(values: dict[str, t.Any], facts: dict[str, t.Any] | None = None,
+                   layers: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
+    facts = facts or DEBIAN12
+    layers = layers or DRIVER
     os_data = driver_os(facts, driver_distribution_backports=values["driver_distribution_backports"])
     plan = art.plan_host(values, layers, facts, driver_os=os_data)
     return art.ArtifactResolver().resolve({"node": plan})["node"]
