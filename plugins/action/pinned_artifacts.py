@@ -12,26 +12,47 @@ from __future__ import annotations
 
 import typing as t
 
-from ansible.errors import AnsibleActionFail
+from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._artifacts import ArtifactResolver, plan_host, role_data
+try:
+    from ansible.template import trust_as_template
+except ImportError:  # ansible-core before 2.19 templates every string it is given
+    def trust_as_template(value: str) -> str:  # type: ignore[misc]
+        return value
 
-# The toolkit and crictl roles' settings that say what is fetched and from where.
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._artifacts import (
+    DRIVER_OS_VARS, ArtifactResolver, plan_host, role_data, role_os_vars)
+
+# The driver, toolkit and crictl roles' settings that say what is fetched and from where.
 SETTINGS = {
+    "driver": ("driver_state", "driver_source", "driver_cuda_repo_url", "driver_cuda_repo_key_url",
+               "driver_distribution_mirror_url", "driver_distribution_key_url", "driver_distribution_backports"),
     "container_toolkit": ("container_toolkit_version", "container_toolkit_package_set",
                           "container_toolkit_operator_extensions", "container_toolkit_repo_manage",
-                          "container_toolkit_apt_repo_url"),
+                          "container_toolkit_apt_repo_url", "container_toolkit_gpg_key_url"),
     "crictl": ("crictl_version", "crictl_kubernetes_version", "crictl_download_url", "crictl_checksum_source",
                "crictl_checksums"),
 }
-BOOLEANS = ("container_toolkit_operator_extensions", "container_toolkit_repo_manage")
+BOOLEANS = ("container_toolkit_operator_extensions", "container_toolkit_repo_manage", "driver_distribution_backports")
+
+
+def trusted(value: t.Any) -> t.Any:
+    """The role's own vars files, read as plain YAML: their templates are the role's, so they are templated
+    as the role would (ansible-core 2.19 templates only strings marked as trusted)."""
+    if isinstance(value, str):
+        return trust_as_template(value)
+    if isinstance(value, dict):
+        return {key: trusted(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [trusted(item) for item in value]
+    return value
 
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("layers", "mig_config", "plans"))
+    _VALID_ARGS = frozenset(("applied", "layers", "mig_config", "plans"))
     _supports_check_mode = True
 
     def effective(self, task_vars: dict[str, t.Any]) -> dict[str, t.Any]:
@@ -48,6 +69,24 @@ class ActionModule(ActionBase):
             if name in values:
                 values[name] = boolean(values[name], strict=False)
         return values
+
+    def driver_os(self, task_vars: dict[str, t.Any], values: dict[str, t.Any],
+                  facts: dict[str, t.Any]) -> dict[str, t.Any] | None:
+        """The driver role's OS data for this host (its own vars files, in its own order), templated with the
+        host's facts and settings as the role would; None when the node's OS has none or it cannot be templated."""
+        if not facts.get("os_family") or not facts.get("distribution"):
+            return None
+        data = role_os_vars("driver", facts)
+        templar = self._templar.copy_with_new_env()
+        templar.available_variables = dict(task_vars, **values)
+        out: dict[str, t.Any] = {}
+        try:
+            for name in DRIVER_OS_VARS:
+                if name in data:
+                    out[name] = templar.template(trusted(data[name]))
+        except AnsibleError:
+            return None
+        return out
 
     def run(self, tmp: t.Any = None, task_vars: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
         result = super().run(tmp, task_vars)
@@ -67,6 +106,16 @@ class ActionModule(ActionBase):
         if not isinstance(layers, dict):
             raise AnsibleActionFail("pinned_artifacts: layers must be the gpufleet.nvidia.declared_layers lookup's "
                                     "answer")
+        applied = args.get("applied")
+        if applied is not None:
+            if not isinstance(applied, list):
+                raise AnsibleActionFail("pinned_artifacts: applied must be a list of layer names (such as "
+                                        "upgrade_layers), got {0!r}".format(applied))
+            # A playbook that applies only some layers (upgrade.yml's upgrade_layers): the others fetch nothing.
+            layers = {name: dict(layer or {}, managed=bool((layer or {}).get("managed")) and name in applied)
+                      for name, layer in layers.items()}
         facts = task_vars.get("ansible_facts") or {}
-        result["plan"] = plan_host(self.effective(task_vars), layers, facts, args.get("mig_config") or None)
+        values = self.effective(task_vars)
+        driver_os = self.driver_os(task_vars, values, facts) if (layers.get("driver") or {}).get("managed") else None
+        result["plan"] = plan_host(values, layers, facts, args.get("mig_config") or None, driver_os=driver_os)
         return result

@@ -20,21 +20,33 @@ description:
   - With O(layers), plans one host (no network) - the Container Toolkit's packages at C(container_toolkit_version)
     from its apt repository as the container_toolkit role configures it (C(container_toolkit_apt_repo_url), the
     node's architecture), crictl's release under C(crictl_download_url) with its C(.sha256) (or the digest in the
-    crictl role's table), and C(mig_label) against its mig-parted config - only for the layers the run applies
-    (P(gpufleet.nvidia.declared_layers#lookup)). Settings come from the host's variables, else the layer role's
-    defaults.
+    crictl role's table), the signing keys the layers fetch (C(container_toolkit_gpg_key_url),
+    C(driver_cuda_repo_key_url) or the CUDA repository's own key, C(driver_distribution_key_url)), the driver's
+    repository as the driver role builds it from the node's facts (the CUDA repository's C(InRelease), or
+    C(dists/<suite>/InRelease) of each suite under C(driver_distribution_mirror_url)), and C(mig_label) against its
+    mig-parted config - only for the layers the run applies (P(gpufleet.nvidia.declared_layers#lookup), narrowed by
+    O(applied)). Settings come from the host's variables, else the layer role's defaults; the driver role's
+    OS-specific data is read from its own C(vars/) files.
   - With O(plans), resolves the plans of many hosts at once (run it with C(run_once)), fetching each distinct source
     once - one request per source for the whole play, whatever the fleet's size. Toolkit versions are read from the
     repository's C(Packages) index over HTTP rather than with C(apt-cache) on the node, because the node does not
     have the repository configured before the toolkit layer adds it, and preflight must not add it.
   - Each error names the variable, what the source offers (newest first), and the fix; a source that does not
-    answer is named by its variable and URL.
+    answer is named by its variable and URL, a key URL that answers with something else than an OpenPGP key, and a
+    suite the mirror does not have (HTTP 404), as such. Repositories and keys are read only as far as their first
+    bytes; a distribution's C(Packages) index is never downloaded.
 author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.info_module
 options:
+  applied:
+    description:
+      - The layers the playbook applies, when it applies only some (C(upgrade.yml)'s C(upgrade_layers)); the sources
+        of the other layers are not planned. Left out, every managed layer is (plan step).
+    type: list
+    elements: str
   layers:
     description: The P(gpufleet.nvidia.declared_layers#lookup) lookup's answer for the host (plan step).
     type: dict
@@ -48,7 +60,7 @@ notes:
   - Runs on the controller; sources are fetched from it with certificate validation and the controller's proxy
     settings. Toolkit versions are resolved for Debian-family nodes (apt); other families are left to the toolkit
     layer. The driver's packages are resolved by the driver layer, the first layer that changes a node, before it
-    changes anything.
+    changes anything; here only its repository and key are checked.
 requirements:
   - The controller reaches the sources the nodes install from (the same mirror URLs).
 """

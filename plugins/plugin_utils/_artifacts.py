@@ -11,9 +11,11 @@ Two steps, so that a fleet fetches each source once, not once per node:
 1. plan (per host, no network): from the host's effective variables, which
    artifacts the run will install and where each comes from - the toolkit's
    packages at container_toolkit_version from the toolkit's apt repository,
-   crictl's release (and its .sha256) under crictl_download_url - and the
-   declared names that can be judged without a source (mig_label against
-   its mig-parted config).
+   crictl's release (and its .sha256) under crictl_download_url, the signing
+   keys the layers fetch (container_toolkit_gpg_key_url, the driver's key),
+   the driver's repository (the CUDA repository's Release, or each suite of
+   the distribution mirror) - and the declared names that can be judged
+   without a source (mig_label against its mig-parted config).
 2. resolve (once per play): every distinct source of all hosts' plans is
    fetched once; each host's requirements are judged against the answer.
 
@@ -54,14 +56,32 @@ _SHA256 = re.compile(r"^([0-9a-fA-F]{64})(\s|$)")
 
 
 @functools.lru_cache(maxsize=None)
-def role_data(role: str, kind: str, roles_dir: Path = ROLES_DIR) -> dict[str, t.Any]:
+def role_data(role: str, kind: str, roles_dir: Path = ROLES_DIR, name: str = "main") -> dict[str, t.Any]:
     """A role's defaults/main.yml or vars/main.yml, as plain data (the layer roles' own, read, not copied).
     Cached: the files do not change during a run; callers copy before they change anything."""
-    path = roles_dir / role / kind / "main.yml"
+    path = roles_dir / role / kind / (name + ".yml")
     if not path.is_file():
         return {}
     with path.open(encoding="utf-8") as handle:
         return yaml.safe_load(handle) or {}
+
+
+def role_os_vars(role: str, facts: dict[str, t.Any], roles_dir: Path = ROLES_DIR) -> dict[str, t.Any]:
+    """A role's vars/main.yml with its OS files over it, in the order roles/driver/tasks/os.yml loads them
+    (family, family release, distribution, distribution release); still untemplated."""
+    family = facts.get("os_family")
+    distribution = facts.get("distribution")
+    major = facts.get("distribution_major_version")
+    merged = dict(role_data(role, "vars", roles_dir))
+    for name in ("family-{0}".format(family), "family-{0}-{1}".format(family, major), str(distribution),
+                 "{0}-{1}".format(distribution, major)):
+        merged.update(role_data(role, "vars", roles_dir, name))
+    return merged
+
+
+# The driver role's OS data the plan needs: where its repository and key are.
+DRIVER_OS_VARS = ("__driver_backend", "__driver_cuda_repo_arch", "__driver_cuda_repo_name", "__driver_cuda_repo_key",
+                  "__driver_distribution_repo")
 
 
 def newest_first(versions: t.Iterable[str]) -> list[str]:
@@ -82,7 +102,9 @@ def shown(versions: t.Sequence[str], limit: int = OFFERED_SHOWN) -> str:
 
 def source(kind: str, url: str, variable: str) -> dict[str, str]:
     """Where an artifact comes from: kind apt_flat (a flat apt repository's Packages index), checksum (a
-    .sha256 file) or exists (a file asked for with HEAD); `variable` is the setting that names it."""
+    .sha256 file), exists (a file asked for with HEAD), key (an OpenPGP key), apt_flat_release / apt_suite
+    (a flat repository's or a suite's InRelease), dnf_repo (repodata/repomd.xml); `variable` is the setting
+    that names it."""
     return {"kind": kind, "url": url, "variable": variable}
 
 
@@ -156,6 +178,80 @@ def plan_crictl(values: dict[str, t.Any], facts: dict[str, t.Any], crictl_vars: 
     return {"source": source("exists", tarball, "crictl_download_url"), "requirement": requirement}
 
 
+def plan_toolkit_key(values: dict[str, t.Any]) -> dict[str, t.Any] | None:
+    """The key the toolkit layer downloads (get_url on apt, the yum repository's gpgkey on dnf)."""
+    url = str(values.get("container_toolkit_gpg_key_url") or "")
+    if not values.get("container_toolkit_repo_manage", True) or not url:
+        return None
+    return {"source": source("key", url, "container_toolkit_gpg_key_url"),
+            "requirement": {"type": "key", "what": "signing key"}}
+
+
+def _is_url(value: str) -> bool:
+    return bool(re.match(r"^https?://", value))
+
+
+def plan_driver(values: dict[str, t.Any], facts: dict[str, t.Any],
+                os_vars: dict[str, t.Any]) -> list[dict[str, t.Any]]:
+    """The repository and key the driver layer adds, as roles/driver/tasks/plan.yml builds __driver_repo.
+
+    os_vars: DRIVER_OS_VARS templated for the host (role_os_vars, then the host's facts and settings).
+    The driver's packages themselves are left to the driver layer: it asks the repository for the exact
+    versions (naming driver_version / driver_branch and the versions on offer) before it changes the node,
+    and it is the first layer that changes anything; the CUDA repository's Packages index is several MB."""
+    if str(values.get("driver_state") or "present") != "present":
+        return [{"skip": "driver: driver_state is {0}, so no repository is added".format(values.get("driver_state"))}]
+    backend = os_vars.get("__driver_backend")
+    if backend not in ("apt", "dnf"):
+        return [{"skip": "driver: no repository layout for {0} nodes".format(facts.get("os_family") or "unknown")}]
+    driver_source = str(values.get("driver_source") or "cuda")
+    parts: list[dict[str, t.Any]] = []
+    if driver_source == "cuda":
+        name = str(os_vars.get("__driver_cuda_repo_name") or "")
+        arch = (os_vars.get("__driver_cuda_repo_arch") or {}).get(str(facts.get("architecture")),
+                                                                  facts.get("architecture"))
+        root = str(values.get("driver_cuda_repo_url") or "").rstrip("/")
+        if not name or not arch or not _is_url(root):
+            return [{"skip": "driver: no CUDA repository path for this node ({0} {1}, {2})".format(
+                facts.get("distribution"), facts.get("distribution_version"), facts.get("architecture"))}]
+        base = "{0}/{1}/{2}".format(root, name, arch)
+        # apt reads a flat repository's InRelease (Release as a fallback); dnf its repomd.xml.
+        kind = "apt_flat_release" if backend == "apt" else "dnf_repo"
+        parts.append({"source": source(kind, base, "driver_cuda_repo_url"),
+                      "requirement": {"type": "repository", "what": "CUDA repository {0}/{1}".format(name, arch),
+                                      "layout": "{0}/{1}".format(name, arch)}})
+        key_url = str(values.get("driver_cuda_repo_key_url") or "")
+        key_file = str(os_vars.get("__driver_cuda_repo_key") or "")
+        if key_url:
+            parts.append({"source": source("key", key_url, "driver_cuda_repo_key_url"),
+                          "requirement": {"type": "key", "what": "signing key"}})
+        elif key_file:
+            # The key NVIDIA publishes in the repository: named by the URL it was derived from.
+            parts.append({"source": source("key", "{0}/{1}".format(base, key_file), "driver_cuda_repo_url"),
+                          "requirement": {"type": "key", "what": "signing key",
+                                          "alternative": "driver_cuda_repo_key_url"}})
+        return parts
+    if driver_source == "distribution":
+        repo = os_vars.get("__driver_distribution_repo") or {}
+        mirror = str(values.get("driver_distribution_mirror_url") or repo.get("url") or "").rstrip("/")
+        suites = [str(suite) for suite in (repo.get("suites") or [])]
+        if backend != "apt" or not suites or not _is_url(mirror):
+            return [{"skip": "driver: no distribution repository for {0} nodes".format(
+                facts.get("distribution") or "unknown")}]
+        for suite in suites:
+            parts.append({"source": source("apt_suite", "{0}/dists/{1}".format(mirror, suite),
+                                           "driver_distribution_mirror_url"),
+                          "requirement": {"type": "repository", "what": "suite {0}".format(suite), "suite": suite,
+                                          "mirror": mirror,
+                                          "backports": suite.endswith("-backports")}})
+        key_url = str(values.get("driver_distribution_key_url") or "")
+        if key_url:
+            parts.append({"source": source("key", key_url, "driver_distribution_key_url"),
+                          "requirement": {"type": "key", "what": "signing key"}})
+        return parts
+    return [{"skip": "driver: driver_source {0!r} is judged by the driver layer's validation".format(driver_source)}]
+
+
 def check_mig_label(label: str, config: t.Any, config_src: str) -> str | None:
     """mig_label against its config, with the MIG layer's own message (module_utils._mig.select_label)."""
     variable = "mig_config_src" if config_src else "mig_config"
@@ -176,11 +272,14 @@ def check_mig_label(label: str, config: t.Any, config_src: str) -> str | None:
 
 
 def plan_host(values: dict[str, t.Any], layers: dict[str, t.Any], facts: dict[str, t.Any],
-              mig_config: t.Any = None, roles_dir: Path = ROLES_DIR) -> dict[str, t.Any]:
+              mig_config: t.Any = None, roles_dir: Path = ROLES_DIR,
+              driver_os: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
     """One host's plan: {checks: [{source, requirement}], errors: [...], skipped: [...]}.
 
-    values: the effective settings of the toolkit and crictl roles (host value, else role default).
+    values: the effective settings of the driver, toolkit and crictl roles (host value, else role default).
     layers: the declared_layers lookup's answer (which layers the run applies).
+    driver_os: the driver role's OS data for the host, templated (DRIVER_OS_VARS); without it the driver's
+    repository is not planned.
     """
     plan: dict[str, t.Any] = {"checks": [], "errors": [], "skipped": []}
 
@@ -195,8 +294,17 @@ def plan_host(values: dict[str, t.Any], layers: dict[str, t.Any], facts: dict[st
     def managed(layer: str) -> bool:
         return bool((layers.get(layer) or {}).get("managed"))
 
+    if managed("driver"):
+        if driver_os is None:
+            plan["skipped"].append("driver: the driver role's OS data for this node could not be read")
+        else:
+            for part in plan_driver(values, facts, driver_os):
+                add(part)
     if managed("container_toolkit"):
         add(plan_toolkit(values, facts, role_data("container_toolkit", "vars", roles_dir)))
+        key = plan_toolkit_key(values)
+        if key:
+            add(key)
     if managed("crictl"):
         add(plan_crictl(values, facts, role_data("crictl", "vars", roles_dir)))
     if managed("mig"):
@@ -256,11 +364,14 @@ class Fetcher:
         self.opener = opener
         self.timeout = timeout
 
-    def get(self, url: str, method: str = "GET") -> bytes:
+    def get(self, url: str, method: str = "GET", limit: int | None = None) -> bytes:
+        """The body (its first `limit` bytes when given: enough to tell what a file is without its size)."""
         try:
             response = self.opener(url, method=method, timeout=self.timeout, validate_certs=True,
                                    http_agent="gpufleet-preflight")
-            return response.read() if method == "GET" else b""
+            if method != "GET":
+                return b""
+            return response.read() if limit is None else response.read(limit)
         except Exception as exc:  # noqa: BLE001 - every way a fetch fails is reported the same way
             reason, status = describe(exc)
             raise SourceError(reason, url, status) from None
@@ -299,6 +410,41 @@ def read_checksum(fetcher: Fetcher, url: str) -> str:
     return match.group(1).lower()
 
 
+# An OpenPGP public key as apt and dnf take it: ASCII armour, or a binary packet stream that starts with a
+# public-key packet (tag 6, old or new packet format; RFC 4880 section 4.2).
+_ARMOUR = b"-----BEGIN PGP PUBLIC KEY BLOCK-----"
+KEY_BYTES = 512
+
+
+def read_key(fetcher: Fetcher, url: str) -> str:
+    head = fetcher.get(url, limit=KEY_BYTES)
+    if head.lstrip().startswith(_ARMOUR):
+        return "armoured"
+    first = head[0] if head else 0
+    tag = (first & 0x3F) if first & 0x40 else (first >> 2) & 0x0F
+    if first & 0x80 and tag == 6:
+        return "binary"
+    shown_head = head.lstrip()[:40].decode("utf-8", "replace")
+    raise SourceError("not an OpenPGP key ({0})".format(
+        "an empty file" if not head.strip() else "it starts {0!r}".format(shown_head)), url, reached=True)
+
+
+def read_release(fetcher: Fetcher, base: str) -> str:
+    """Whether an apt repository answers: its InRelease, else its Release, as apt asks (the first bytes only)."""
+    status: int | None = 404
+    reason = ""
+    for name in ("InRelease", "Release"):
+        url = "{0}/{1}".format(base, name)
+        try:
+            fetcher.get(url, limit=64)
+            return name
+        except SourceError as exc:
+            if exc.status != 404:
+                raise
+            status, reason = exc.status, exc.reason
+    raise SourceError(reason, "{0}/InRelease".format(base), status)
+
+
 def fetch_source(fetcher: Fetcher, src: dict[str, str]) -> t.Any:
     if src["kind"] == "apt_flat":
         return read_flat_packages(fetcher, src["url"])
@@ -306,6 +452,13 @@ def fetch_source(fetcher: Fetcher, src: dict[str, str]) -> t.Any:
         return read_checksum(fetcher, src["url"])
     if src["kind"] == "exists":
         return fetcher.get(src["url"], method="HEAD")
+    if src["kind"] == "key":
+        return read_key(fetcher, src["url"])
+    if src["kind"] in ("apt_flat_release", "apt_suite"):
+        return read_release(fetcher, src["url"])
+    if src["kind"] == "dnf_repo":
+        fetcher.get(src["url"] + "/repodata/repomd.xml", limit=64)
+        return "repomd.xml"
     raise ValueError("unknown source kind {0}".format(src["kind"]))
 
 
@@ -350,6 +503,29 @@ def judge_crictl(req: dict[str, t.Any], src: dict[str, str], error: SourceError 
     return None
 
 
+def judge_repository(req: dict[str, t.Any], src: dict[str, str], error: SourceError) -> str | None:
+    """A repository that answered 404: the suite or the CUDA repository layout is not there."""
+    if error.status != 404:
+        return None
+    variable = src["variable"]
+    if "suite" in req:
+        backports = ", or set driver_distribution_backports: false" if req["backports"] else ""
+        return ("{0}: {1} has no suite {2} (HTTP 404 for dists/{2}/InRelease and Release); set {0} to a mirror "
+                "that carries {2}{3}".format(variable, req["mirror"], req["suite"], backports))
+    return ("{0}: {1} has no CUDA repository {2} (HTTP 404 for its InRelease and Release); set {0} to the root of "
+            "NVIDIA's CUDA repositories or of a mirror with their layout (the driver role appends "
+            "<distribution><release>/<arch>)".format(variable, src["url"], req["layout"]))
+
+
+def judge_key(req: dict[str, t.Any], src: dict[str, str], error: SourceError) -> str | None:
+    """A key URL that answered, but not with a key."""
+    if not error.reached:
+        return None
+    alternative = req.get("alternative")
+    return ("{0}: {1} is not a signing key this run can use: {2}; set {3} to the URL of the repository's OpenPGP "
+            "key".format(src["variable"], error.url, error.reason, alternative or src["variable"]))
+
+
 def unreachable(src: dict[str, str], error: SourceError) -> str:
     if not error.reached:
         return ("{0}: {1} is unreachable ({2}); check the mirror, or set {0} to a source that answers".format(
@@ -381,8 +557,14 @@ class ArtifactResolver:
             message = judge_crictl(req, src, error)
             if message or error is None:
                 return message
+        if req["type"] == "repository" and error is not None:
+            return judge_repository(req, src, error) or unreachable(src, error)
+        if req["type"] == "key" and error is not None:
+            return judge_key(req, src, error) or unreachable(src, error)
         if error is not None:
             return unreachable(src, error)
+        if req["type"] in ("repository", "key"):
+            return None
         if req["type"] == "toolkit":
             return judge_toolkit(req, src, data)
         raise ValueError("unknown requirement type {0}".format(req["type"]))
@@ -399,8 +581,9 @@ class ArtifactResolver:
                 if message:
                     errors.append(message)
                 else:
+                    req = check["requirement"]
                     resolved.append("{0} from {1}".format(
-                        check["requirement"].get("package_version") or check["requirement"].get("release"),
+                        req.get("package_version") or req.get("release") or req.get("what"),
                         check["source"]["url"]))
             result[host] = {"errors": errors, "resolved": resolved, "skipped": list(plan.get("skipped") or [])}
         return result

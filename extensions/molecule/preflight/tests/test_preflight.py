@@ -40,30 +40,50 @@ def closed_port() -> int:
 
 
 # Pinned artifacts their sources do not have, as a new user declares them.
-# Preflight reports every artifact it cannot resolve at once, so each node
-# takes two of the four cases in one site.yml run (one run per node keeps
-# the scenario's time down); each message must name its variable, what the
-# source offers and the fix. The mirror that is down is the toolkit's URL on
-# a closed loopback port (the shared mirror keeps running for the others).
+# Preflight reports every artifact it cannot resolve at once, so one site.yml
+# run per node covers its cases (one run per node keeps the scenario's time
+# down); each message must name its variable, what the source offers and the
+# fix. On Debian 13 the mirror is down for every source the run would use: each
+# URL on a closed loopback port (the shared mirror keeps running for the
+# others), and each variable must be named with its URL.
 DEAD = "http://127.0.0.1:{0}".format(closed_port())
 MIG_CONFIG = {"version": "v1", "mig-configs": {
     "all-disabled": [{"devices": "all", "mig-enabled": False}],
     "all-1g.5gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}]}}
+DEAD_SOURCES = {
+    "container_toolkit_apt_repo_url": DEAD + "/libnvidia-container/stable/deb",
+    "container_toolkit_gpg_key_url": DEAD + "/keys/gpufleet-mirror.asc",
+    "crictl_download_url": DEAD + "/files/cri-tools",
+    "driver_distribution_mirror_url": DEAD + "/debian",
+    "driver_distribution_key_url": DEAD + "/keys/gpufleet-mirror.asc",
+}
+
+
+def down(variable: str, url: str) -> str:
+    return ("{0}: {1} is unreachable (connection refused); check the mirror, or set {0} to a source that "
+            "answers".format(variable, url))
+
+
 ARTIFACTS = {
     "preflight-debian12": (
-        {"container_toolkit_version": "1.99.0", "mig_label": "nonexistent", "mig_config": MIG_CONFIG},
+        {"container_toolkit_version": "1.99.0", "crictl_version": "v9.9.9", "mig_label": "nonexistent",
+         "mig_config": MIG_CONFIG},
         ["container_toolkit_version 1.99.0 is not offered by the toolkit repository ",
          "(container_toolkit_apt_repo_url): nvidia-container-toolkit-base has 1.20.1, 1.17.8; "
          "set container_toolkit_version to one of them",
+         "crictl_version v9.9.9 is not published under crictl_download_url for amd64: its .sha256 file ",
+         "answered HTTP 404", "releases this collection knows: v1.36.0, v1.35.0",
+         "set crictl_version to a published release",
          "mig_label: label 'nonexistent' is not in the config; its labels are: all-1g.5gb, all-disabled "
          "(mig_config); set mig_label to one of them"]),
     "preflight-debian13": (
-        {"crictl_version": "v9.9.9", "container_toolkit_apt_repo_url": DEAD + "/libnvidia-container/stable/deb"},
-        ["crictl_version v9.9.9 is not published under crictl_download_url for amd64: its .sha256 file ",
-         "answered HTTP 404", "releases this collection knows: v1.36.0, v1.35.0",
-         "set crictl_version to a published release",
-         "container_toolkit_apt_repo_url: {0}/libnvidia-container/stable/deb/amd64/Packages.gz is unreachable "
-         "(connection refused); check the mirror, or set container_toolkit_apt_repo_url".format(DEAD)]),
+        DEAD_SOURCES,
+        [down("container_toolkit_apt_repo_url", DEAD + "/libnvidia-container/stable/deb/amd64/Packages.gz"),
+         down("container_toolkit_gpg_key_url", DEAD + "/keys/gpufleet-mirror.asc"),
+         down("driver_distribution_mirror_url", DEAD + "/debian/dists/trixie/InRelease"),
+         down("driver_distribution_key_url", DEAD + "/keys/gpufleet-mirror.asc"),
+         "crictl_download_url: {0}/files/cri-tools/v".format(DEAD),
+         ".sha256 is unreachable (connection refused); check the mirror, or set crictl_download_url"]),
 }
 
 

@@ -1,8 +1,9 @@
 """pinned_artifacts: each pinned artifact resolved against a real HTTP source on loopback.
 
 The sources are served by http.server from a temporary directory laid out
-like the toolkit's flat apt repository and cri-tools' release downloads; a
-mirror that is down is a loopback port nothing listens on.
+like the toolkit's flat apt repository, cri-tools' release downloads, the
+CUDA repository, a Debian mirror and its signing keys; a mirror that is
+down is a loopback port nothing listens on.
 """
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _artifacts 
 DIGEST = "83855e114566a8a8c44c548d515670f51de3a5e1da8b2effb59870e2f10c25a3"
 LAYERS_ALL = {"container_toolkit": {"managed": True}, "crictl": {"managed": True}, "mig": {"managed": False}}
 FACTS = {"architecture": "x86_64", "os_family": "Debian"}
+ARMOURED = "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmQINBGJ...\n-----END PGP PUBLIC KEY BLOCK-----\n"
+DEBIAN12 = {"architecture": "x86_64", "os_family": "Debian", "distribution": "Debian",
+            "distribution_major_version": "12", "distribution_release": "bookworm", "distribution_version": "12.8"}
 MIG_CONFIG = {"version": "v1", "mig-configs": {
     "all-disabled": [{"devices": "all", "mig-enabled": False}],
     "all-1g.5gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}]}}
@@ -70,6 +74,25 @@ def mirror(tmp_path_factory) -> t.Iterator[str]:
     broken = root / "files" / "cri-tools" / "v1.35.0"
     broken.mkdir(parents=True)
     (broken / "crictl-v1.35.0-linux-amd64.tar.gz.sha256").write_text("<html>not found</html>\n")
+    keys = root / "keys"
+    keys.mkdir()
+    (keys / "mirror.asc").write_text(ARMOURED)
+    # Old-format packet header of a public-key packet (tag 6, two length bytes), then a v4 key's start.
+    (keys / "mirror.gpg").write_bytes(bytes([0x99, 0x01, 0x0D, 0x04]) + b"\x00" * 64)
+    (keys / "login.html").write_text("<html>sign in</html>")
+    (keys / "empty.asc").write_text("")
+    cuda = root / "cuda" / "debian12" / "x86_64"
+    cuda.mkdir(parents=True)
+    (cuda / "InRelease").write_text("-----BEGIN PGP SIGNED MESSAGE-----\n")
+    (cuda / "3bf863cc.pub").write_text(ARMOURED)
+    # A mirror of the CUDA repository that has only Release (apt's fallback).
+    released = root / "cuda-release" / "debian12" / "x86_64"
+    released.mkdir(parents=True)
+    (released / "Release").write_text("Origin: mirror\n")
+    (released / "3bf863cc.pub").write_text(ARMOURED)
+    suite = root / "debian" / "dists" / "bookworm"
+    suite.mkdir(parents=True)
+    (suite / "InRelease").write_text("-----BEGIN PGP SIGNED MESSAGE-----\n")
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
                                              functools.partial(Recorder, directory=str(root)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -267,3 +290,168 @@ def test_an_index_that_is_not_one_is_named_not_called_unreachable(mirror: str) -
     assert len(errors) == 1
     assert errors[0].startswith("container_toolkit_apt_repo_url: {0}/garbled/amd64/Packages.gz is not a source this "
                                 "run can use: Packages.gz is not an apt Packages index (".format(mirror))
+
+
+# --- the driver's repository and the signing keys ----------------------------
+
+def driver_os(facts: dict[str, t.Any], **values: t.Any) -> dict[str, t.Any]:
+    """The driver role's own OS data for a node, templated as the action plugin does."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+
+    from ansible_collections.gpufleet.nvidia.plugins.action.pinned_artifacts import trusted
+
+    data = art.role_os_vars("driver", facts)
+    templar = Templar(loader=DataLoader(), variables=dict({"ansible_facts": facts,
+                                                           "driver_distribution_backports": False}, **values))
+    return {name: templar.template(trusted(data[name])) for name in art.DRIVER_OS_VARS if name in data}
+
+
+DRIVER = {"driver": {"managed": True}}
+
+
+def driver_settings(url: str, **over: t.Any) -> dict[str, t.Any]:
+    values = {"driver_state": "present", "driver_source": "cuda", "driver_cuda_repo_url": url + "/cuda",
+              "driver_cuda_repo_key_url": "", "driver_distribution_mirror_url": url + "/debian",
+              "driver_distribution_key_url": "", "driver_distribution_backports": False}
+    values.update(over)
+    return values
+
+
+def resolve_driver(values: dict[str, t.Any], facts: dict[str, t.Any] | None = None,
+                   layers: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
+    facts = facts or DEBIAN12
+    layers = layers or DRIVER
+    os_data = driver_os(facts, driver_distribution_backports=values["driver_distribution_backports"])
+    plan = art.plan_host(values, layers, facts, driver_os=os_data)
+    return art.ArtifactResolver().resolve({"node": plan})["node"]
+
+
+def test_the_driver_role_data_gives_the_repository_it_adds() -> None:
+    """Read from roles/driver/vars, not copied: the CUDA path and key of Debian 12, Debian's suites."""
+    debian = driver_os(DEBIAN12)
+    assert debian["__driver_backend"] == "apt"
+    assert debian["__driver_cuda_repo_name"] == "debian12"
+    assert debian["__driver_cuda_repo_key"] == "3bf863cc.pub"
+    assert debian["__driver_distribution_repo"]["suites"] == ["bookworm"]
+    assert driver_os(DEBIAN12, driver_distribution_backports=True)["__driver_distribution_repo"]["suites"] == [
+        "bookworm", "bookworm-backports"]
+    ubuntu = driver_os({"architecture": "aarch64", "os_family": "Debian", "distribution": "Ubuntu",
+                        "distribution_major_version": "24", "distribution_release": "noble",
+                        "distribution_version": "24.04"})
+    assert ubuntu["__driver_cuda_repo_name"] == "ubuntu2404"
+    assert ubuntu["__driver_cuda_repo_arch"]["aarch64"] == "sbsa"
+    assert ubuntu["__driver_distribution_repo"]["suites"] == ["noble", "noble-updates", "noble-security"]
+
+
+def test_the_cuda_repository_and_its_key_are_resolved(mirror: str) -> None:
+    result = resolve_driver(driver_settings(mirror))
+    assert result["errors"] == []
+    assert result["resolved"] == [
+        "CUDA repository debian12/x86_64 from {0}/cuda/debian12/x86_64".format(mirror),
+        "signing key from {0}/cuda/debian12/x86_64/3bf863cc.pub".format(mirror)]
+    # Release alone answers as well, as for apt.
+    assert resolve_driver(driver_settings(mirror, driver_cuda_repo_url=mirror + "/cuda-release"))["errors"] == []
+
+
+def test_a_cuda_repository_without_the_nodes_layout_is_named(mirror: str) -> None:
+    ubuntu = dict(DEBIAN12, distribution="Ubuntu", distribution_major_version="24", distribution_release="noble",
+                  distribution_version="24.04")
+    errors = resolve_driver(driver_settings(mirror), facts=ubuntu)["errors"]
+    assert errors == [
+        "driver_cuda_repo_url: {0}/cuda/ubuntu2404/x86_64 has no CUDA repository ubuntu2404/x86_64 (HTTP 404 for "
+        "its InRelease and Release); set driver_cuda_repo_url to the root of NVIDIA's CUDA repositories or of a "
+        "mirror with their layout (the driver role appends <distribution><release>/<arch>)".format(mirror),
+        "driver_cuda_repo_url: {0}/cuda/ubuntu2404/x86_64/3bf863cc.pub is not a signing key this run can use: "
+        "HTTP 404 File not found; set driver_cuda_repo_key_url to the URL of the repository's OpenPGP "
+        "key".format(mirror)]
+
+
+def test_a_driver_mirror_that_is_down_is_named_by_variable_and_url(dead: str) -> None:
+    assert resolve_driver(driver_settings(dead))["errors"] == [
+        "driver_cuda_repo_url: {0}/cuda/debian12/x86_64/InRelease is unreachable (connection refused); check the "
+        "mirror, or set driver_cuda_repo_url to a source that answers".format(dead),
+        "driver_cuda_repo_url: {0}/cuda/debian12/x86_64/3bf863cc.pub is unreachable (connection refused); check "
+        "the mirror, or set driver_cuda_repo_url to a source that answers".format(dead)]
+    errors = resolve_driver(driver_settings(dead, driver_source="distribution",
+                                            driver_distribution_key_url=dead + "/keys/mirror.asc"))["errors"]
+    assert errors == [
+        "driver_distribution_mirror_url: {0}/debian/dists/bookworm/InRelease is unreachable (connection refused); "
+        "check the mirror, or set driver_distribution_mirror_url to a source that answers".format(dead),
+        "driver_distribution_key_url: {0}/keys/mirror.asc is unreachable (connection refused); check the mirror, "
+        "or set driver_distribution_key_url to a source that answers".format(dead)]
+
+
+def test_a_suite_the_mirror_does_not_carry_is_named(mirror: str) -> None:
+    values = driver_settings(mirror, driver_source="distribution", driver_distribution_backports=True,
+                             driver_distribution_key_url=mirror + "/keys/mirror.gpg")
+    result = resolve_driver(values)
+    assert result["errors"] == [
+        "driver_distribution_mirror_url: {0}/debian has no suite bookworm-backports (HTTP 404 for "
+        "dists/bookworm-backports/InRelease and Release); set driver_distribution_mirror_url to a mirror that "
+        "carries bookworm-backports, or set driver_distribution_backports: false".format(mirror)]
+    assert result["resolved"] == ["suite bookworm from {0}/debian/dists/bookworm".format(mirror),
+                                  "signing key from {0}/keys/mirror.gpg".format(mirror)]
+    # Without a key URL the role uses the archive keyring on the node: nothing to fetch.
+    plan = art.plan_host(driver_settings(mirror, driver_source="distribution"), DRIVER, DEBIAN12,
+                         driver_os=driver_os(DEBIAN12))
+    assert [c["source"]["kind"] for c in plan["checks"]] == ["apt_suite"]
+
+
+def test_key_urls_that_do_not_give_a_key_are_named(mirror: str, dead: str) -> None:
+    def key_errors(url: str) -> list[str]:
+        values = settings(mirror, container_toolkit_package_set="base", container_toolkit_gpg_key_url=url)
+        return resolve(values, {"container_toolkit": {"managed": True}})["errors"]
+
+    assert key_errors(mirror + "/keys/mirror.asc") == []
+    assert key_errors(mirror + "/keys/mirror.gpg") == []
+    assert key_errors(mirror + "/keys/missing.asc") == [
+        "container_toolkit_gpg_key_url: {0}/keys/missing.asc is not a signing key this run can use: HTTP 404 File "
+        "not found; set container_toolkit_gpg_key_url to the URL of the repository's OpenPGP key".format(mirror)]
+    assert key_errors(mirror + "/keys/login.html") == [
+        "container_toolkit_gpg_key_url: {0}/keys/login.html is not a signing key this run can use: not an OpenPGP "
+        "key (it starts '<html>sign in</html>'); set container_toolkit_gpg_key_url to the URL of the repository's "
+        "OpenPGP key".format(mirror)]
+    assert key_errors(mirror + "/keys/empty.asc")[0].startswith(
+        "container_toolkit_gpg_key_url: {0}/keys/empty.asc is not a signing key this run can use: not an OpenPGP "
+        "key (an empty file)".format(mirror))
+    assert key_errors(dead + "/gpgkey") == [
+        "container_toolkit_gpg_key_url: {0}/gpgkey is unreachable (connection refused); check the mirror, or set "
+        "container_toolkit_gpg_key_url to a source that answers".format(dead)]
+
+
+def test_a_fleet_sharing_a_mirror_asks_each_url_once(mirror: str) -> None:
+    """300 nodes, toolkit and driver from one mirror with one key: one request per distinct URL."""
+    values = dict(full_set(mirror), container_toolkit_gpg_key_url=mirror + "/keys/mirror.asc",
+                  **driver_settings(mirror, driver_source="distribution",
+                                    driver_distribution_key_url=mirror + "/keys/mirror.asc"))
+    layers = dict(LAYERS_ALL, **DRIVER)
+    os_data = driver_os(DEBIAN12)
+    plans = {"gpu-{0:03d}".format(n): art.plan_host(values, layers, DEBIAN12, driver_os=os_data) for n in range(300)}
+    cuda = dict(values, driver_source="cuda")
+    plans.update({"cuda-{0}".format(n): art.plan_host(cuda, layers, DEBIAN12, driver_os=os_data) for n in range(50)})
+    Recorder.requests.clear()
+    result = art.ArtifactResolver().resolve(plans)
+    assert sorted(Recorder.requests) == [
+        "GET /cuda/debian12/x86_64/3bf863cc.pub",
+        "GET /cuda/debian12/x86_64/InRelease",
+        "GET /debian/dists/bookworm/InRelease",
+        "GET /files/cri-tools/v1.36.0/crictl-v1.36.0-linux-amd64.tar.gz.sha256",
+        "GET /keys/mirror.asc",
+        "GET /libnvidia-container/stable/deb/amd64/Packages.gz"]
+    assert all(not r["errors"] for r in result.values())
+
+
+def test_an_unmanaged_or_absent_driver_fetches_nothing(dead: str) -> None:
+    values = driver_settings(dead, driver_distribution_key_url=dead + "/k.asc")
+    assert art.plan_host(values, {"driver": {"managed": False}}, DEBIAN12, driver_os=driver_os(DEBIAN12)) == {
+        "checks": [], "errors": [], "skipped": []}
+    absent = art.plan_host(dict(values, driver_state="absent"), DRIVER, DEBIAN12, driver_os=driver_os(DEBIAN12))
+    assert absent == {"checks": [], "errors": [],
+                      "skipped": ["driver: driver_state is absent, so no repository is added"]}
+    # The toolkit's key is the toolkit layer's: not fetched when the layer is not applied or keeps its own sources.
+    toolkit = settings(dead, container_toolkit_gpg_key_url=dead + "/gpgkey")
+    assert art.plan_host(toolkit, {"container_toolkit": {"managed": False}}, FACTS)["checks"] == []
+    kept = art.plan_host(dict(toolkit, container_toolkit_repo_manage=False), {"container_toolkit": {"managed": True}},
+                         FACTS)
+    assert kept["checks"] == []
