@@ -55,7 +55,7 @@ def test_the_example_is_judged_and_planned_then_stops_at_the_first_upstream_fetc
     assert '"name": "nvidia-fabricmanager-580", "required": false' in out
     assert '"name": "nvidia-driver-pinning-580.95.05", "required": false' in out
     assert '"dest": "libnvidia-container/stable/deb/amd64"' in out
-    assert '{"name": "nvidia-container-toolkit", "version": "1.18.0-1"}' in out
+    assert '{"name": "nvidia-container-toolkit", "version": "1.20.1-1"}' in out
     assert not (tmp_path / "bundle").exists()
 
 
