@@ -78,8 +78,9 @@ ARCHITECTURES = (
 GPU_MODELS = (
     {"model": "gb300", "match": r"\bgb300\b", "architecture": "blackwell", "grace": True, "data_center": True,
      "mig": True, "mig_min_driver": "595.58.03", "mig_units": None,
-     "first_cuda": "12.9", "min_driver": "580.82.07", "floor_status": "V",
-     "source": _NAME_TABLE + " (GB300 first in 580.82.07) ; " + _CC_10_3 + " ; " + _MIG, "checked": "2026-11-25"},
+     "first_cuda": "12.9", "min_driver": "580.82.07", "floor_status": "U",
+     "source": _NAME_TABLE + " (GB300 first in 580.82.07: a proxy, so a warning only; the MIG guide names GB300"
+     " only with R595) ; " + _CC_10_3 + " ; " + _MIG, "checked": "2026-11-25"},
     {"model": "gb200", "match": r"\bgb200\b", "architecture": "blackwell", "grace": True, "data_center": True,
      "mig": True, "mig_min_driver": "570.133.20", "mig_units": 8,
      "min_driver": "570.123.10", "floor_status": "U",
