@@ -23,6 +23,8 @@ import re
 import struct
 import typing as t
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import packages as knowledge_packages
+
 # Runs a command and returns (rc, stdout, stderr); AnsibleModule.run_command fits.
 Runner = t.Callable[[t.List[str]], t.Tuple[int, str, str]]
 
@@ -36,9 +38,9 @@ PCI_CLASS_BRIDGE_OTHER = "0x0680"  # how NVSwitches enumerate
 # Configuration files are small; anything bigger is reported without content.
 MAX_FILE_CONTENT = 64 * 1024
 
-# dpkg's status abbreviation: selection (h = hold), state (i, F, U, H, W, t
-# mean the files are on disk), error flag.
-_DPKG_PRESENT = frozenset("iFUHWt")
+# dpkg states in which the package's files are on disk.
+_DPKG_PRESENT = frozenset(("installed", "half-configured", "unpacked", "half-installed", "triggers-awaited",
+                           "triggers-pending"))
 
 # dkms 3: "nvidia-current/535.261.03, 6.1.0-56-amd64, x86_64: installed"
 # dkms 2: "nvidia, 535.261.03, 6.1.0-56-amd64, x86_64: installed"
@@ -64,38 +66,26 @@ def parse_dkms_status(text: str) -> list[dict[str, str | None]]:
     return entries
 
 
-# What parse_dpkg_query reads.
-DPKG_QUERY_FORMAT = "${binary:Package}\t${Version}\t${db:Status-Abbrev}\n"
+# The knowledge base's query formats, which parse_dpkg_query and
+# parse_rpm_query read (apt_install imports the dpkg one from here).
+DPKG_QUERY_FORMAT = knowledge_packages.DPKG_QUERY_FORMAT["value"]
+RPM_QUERY_FORMAT = knowledge_packages.RPM_QUERY_FORMAT["value"]
 
 
 def parse_dpkg_query(text: str) -> list[dict[str, t.Any]]:
-    """Lines of `${binary:Package}\\t${Version}\\t${db:Status-Abbrev}`; installed ones only."""
-    packages = []
-    for line in text.splitlines():
-        fields = line.split("\t")
-        if len(fields) != 3 or len(fields[2]) < 2 or fields[2][1] not in _DPKG_PRESENT:
-            continue
-        name, version, status = fields
-        packages.append({
-            "name": name.split(":")[0],
-            "version": version,
-            "held": status[0] == "h",
-            "configured": status[1] == "i",
-        })
-    return packages
+    """The packages in dpkg-query's DPKG_QUERY_FORMAT output whose files are on disk."""
+    return [{
+        "name": row["name"],
+        "version": row["version"],
+        "held": row["selection"] == "hold",
+        "configured": row["status"] == "installed",
+    } for row in knowledge_packages.dpkg_query_rows(text) if row["status"] in _DPKG_PRESENT]
 
 
 def parse_rpm_query(text: str, locked: set[str]) -> list[dict[str, t.Any]]:
-    """Lines of `%{NAME}\\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}`; `locked` names are held."""
-    packages = []
-    for line in text.splitlines():
-        fields = line.split("\t")
-        if len(fields) != 2:
-            continue
-        name, evr = fields
-        version = evr[2:] if evr.startswith("0:") else evr
-        packages.append({"name": name, "version": version, "held": name in locked, "configured": True})
-    return packages
+    """The packages in rpm's RPM_QUERY_FORMAT output; `locked` names are held."""
+    return [{"name": row["name"], "version": row["version"], "held": row["name"] in locked, "configured": True}
+            for row in knowledge_packages.rpm_query_rows(text)]
 
 
 def versionlock_names(text: str) -> set[str]:
@@ -183,7 +173,7 @@ class DriverStateReader:
                 raise RuntimeError("dpkg-query failed: " + err.strip())
             found = parse_dpkg_query(out)
         elif manager == "dnf":
-            rc, out, err = self.run(["rpm", "-qa", "--qf", "%{NAME}\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\n"] + patterns)
+            rc, out, err = self.run(["rpm", "-qa", "--qf", RPM_QUERY_FORMAT] + patterns)
             if rc != 0:
                 raise RuntimeError("rpm -qa failed: " + err.strip())
             locks = self.read_text("etc/dnf/plugins/versionlock.list") or ""

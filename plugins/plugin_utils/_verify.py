@@ -26,6 +26,7 @@ import typing as t
 
 import yaml
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge.packages import toolkit_packages
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import (
     SEVERITIES,
     Matrix,
@@ -43,14 +44,6 @@ RUNTIME_NAME = "nvidia"
 CDI_KIND = "nvidia.com/gpu"
 # nvidia-ctk's default when no strategy is given (toolkit >= 1.15).
 CDI_DEFAULT_STRATEGIES = ("index", "uuid")
-
-# Packages of the Container Toolkit per package set (team interface:
-# container_toolkit_package_set full | base).
-TOOLKIT_PACKAGES = {
-    "full": ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",
-             "libnvidia-container1"),
-    "base": ("nvidia-container-toolkit-base",),
-}
 
 
 class VerifyError(ValueError):
@@ -184,7 +177,8 @@ def check_container_toolkit(declaration: dict[str, t.Any], packages: dict[str, t
     wanted = _vars(declaration)
     package_set = wanted.get("container_toolkit_package_set") or "full"
     version = str(wanted.get("container_toolkit_version") or "")
-    names = TOOLKIT_PACKAGES.get(package_set, TOOLKIT_PACKAGES["full"])
+    # The packages of the set (team interface: container_toolkit_package_set), in install order.
+    names = toolkit_packages(package_set) or toolkit_packages("full")
     observed = {name: _installed(packages, name) for name in names}
     found = []
     for name, installed in observed.items():

@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpufleet.nvidia.plugins.filter.verify import verify_check, verify_stats
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge.packages import toolkit_packages
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _verify
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -101,14 +102,15 @@ def test_kernel_module_flavour_from_proc(mixed_nvml: dict[str, t.Any]):
 
 
 def test_container_toolkit_packages():
-    packages = {name: [{"version": "1.17.8-1"}] for name in _verify.TOOLKIT_PACKAGES["full"]}
+    packages = {name: [{"version": "1.17.8-1"}] for name in toolkit_packages("full")}
     assert _verify.check_container_toolkit(declared(container_toolkit_version="1.17.8"), packages)["status"] == "pass"
     check = _verify.check_container_toolkit(declared(container_toolkit_version="1.18.0"), packages)
     assert check["status"] == "fail" and len(rules(check)) == 4
     base = {"nvidia-container-toolkit-base": [{"version": "1.17.8-1"}]}
     assert _verify.check_container_toolkit(declared(container_toolkit_package_set="base"), base)["status"] == "pass"
     check = _verify.check_container_toolkit(declared(), base)
-    assert rules(check) == ["nvidia-container-toolkit", "libnvidia-container-tools", "libnvidia-container1"]
+    # In install order, from the knowledge base's one package table.
+    assert rules(check) == ["libnvidia-container1", "libnvidia-container-tools", "nvidia-container-toolkit"]
 
 
 # -- container runtime ----------------------------------------------------------------
