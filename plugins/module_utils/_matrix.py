@@ -29,6 +29,7 @@ import datetime
 import re
 import typing as t
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge.packages import version_packages
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import (
     cuda as _cuda,
     drivers as _drivers,
@@ -426,16 +427,8 @@ class NodeView:
 
 
 # Package names whose versions the "installed" view reads (Debian/Ubuntu and
-# RHEL spellings); a name ending in "*" is a prefix.
-PACKAGE_NAMES: dict[str, tuple[str, ...]] = {
-    "container_toolkit": ("nvidia-container-toolkit-base", "nvidia-container-toolkit"),
-    "fabricmanager": ("nvidia-fabricmanager*", "nvidia-fabric-manager*", "cuda-drivers-fabricmanager*"),
-    "containerd": ("containerd", "containerd.io"),
-    "docker": ("docker-ce", "docker.io", "moby-engine", "docker"),
-    "crio": ("cri-o",),
-    "crictl": ("cri-tools",),
-    "cuda_compat": ("cuda-compat*",),
-}
+# RHEL spellings); a name ending in "*" is a prefix. Kept in the knowledge base.
+PACKAGE_NAMES: dict[str, tuple[str, ...]] = version_packages()
 
 
 def package_version(packages: dict[str, t.Any] | None, names: t.Iterable[str]) -> str | None:

@@ -66,9 +66,9 @@ TOOLKIT_PACKAGE_SETS: tuple[dict[str, t.Any], ...] = (
 # is true (the .cdi and .legacy runtimes).
 TOOLKIT_EXTENSION_PACKAGES: dict[str, t.Any] = {
     "value": ("nvidia-container-toolkit-operator-extensions",),
-    # Ships nvidia-container-runtime.cdi and .legacy; requires
-    # nvidia-container-toolkit-base of the same version-release.
-    "note": "%package operator-extensions: Requires: nvidia-container-toolkit-base == %{version}-%{release}",
+    # Ships nvidia-container-runtime.cdi and .legacy; the spec's
+    # "%package operator-extensions" requires nvidia-container-toolkit-base
+    # == %{version}-%{release}.
     "source": "NVIDIA/nvidia-container-toolkit@v1.13.0:packaging/rpm/SPECS/nvidia-container-toolkit.spec",
     "checked": "2026-11-25",
 }
@@ -108,6 +108,13 @@ COMPONENT_PACKAGES: tuple[dict[str, t.Any], ...] = (
         "component": "crictl",
         "packages": ("cri-tools",),
         "source": "https://kubernetes.io/docs/setup/production-environment/tools/kubeadm/install-kubeadm/",
+        "checked": "2026-11-25",
+    },
+    {
+        "component": "cuda_compat",
+        # cuda-compat-<major>-<minor>: the forward-compatibility libraries.
+        "packages": ("cuda-compat*",),
+        "source": "https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html",
         "checked": "2026-11-25",
     },
 )

@@ -46,6 +46,8 @@ def test_version_packages_are_the_matrix_installed_view() -> None:
         "docker": ("docker-ce", "docker.io", "moby-engine", "docker"),
         "crio": ("cri-o",),
         "crictl": ("cri-tools",),
+        # Added since: forward compatibility is judged from an installed cuda-compat package.
+        "cuda_compat": ("cuda-compat*",),
     }
 
 
