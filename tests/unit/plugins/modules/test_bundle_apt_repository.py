@@ -278,7 +278,6 @@ def test_each_set_resolves_against_its_own_suites(world):
     assert "sets: suites ['sid'] are not among" in run_module("bundle_apt_repository", bad)["result"]["msg"]
 
 
-
 def test_an_index_version_dpkg_refuses_is_named_not_a_traceback(world):
     """A version dpkg would refuse, met while ordering the offered versions, fails the set by name."""
     flat = world["flat"]
