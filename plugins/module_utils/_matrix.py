@@ -85,6 +85,7 @@ SOURCES: dict[str, str] = {
                    + _cuda.MVC_FLOORS[0]["source"],
     "cuda_forward_compat": _cuda.FORWARD_COMPAT["source"],
     "branch_lifecycle": "_knowledge.drivers DRIVER_BRANCHES: " + _drivers.BRANCH_TYPES[0]["source"],
+    "driver_security": "_knowledge.drivers DRIVER_SECURITY_BULLETINS (each row: its bulletin)",
     "architecture_branch": "_knowledge.gpus ARCHITECTURES, GPU_MODELS: " + _gpus.ARCHITECTURES[0]["source"],
     "kernel_module": "_knowledge.drivers KERNEL_MODULE_FLAVOURS: " + _drivers.KERNEL_MODULE_FLAVOURS[0]["source"],
     "mig_driver": "_knowledge.gpus GPU_MODELS (mig_min_driver)",
@@ -110,6 +111,7 @@ RULES: dict[str, str] = {
     "cuda_driver": "the driver runs every CUDA version the fleet's images use",
     "cuda_forward_compat": "a CUDA newer than the driver runs through the cuda-compat package (forward compatibility)",
     "branch_lifecycle": "the driver branch is supported (type and end of life)",
+    "driver_security": "the driver carries its branch's fixes of NVIDIA's driver security bulletins",
     "architecture_branch": "the driver supports every GPU on the host (its architecture and its product's floor)",
     "kernel_module": "the kernel module flavour suits every GPU on the host",
     "mig_supported": "MIG is only declared for MIG-capable GPUs",
@@ -1025,7 +1027,7 @@ class Matrix:
         compatibility.
         """
         view, found = self.view(desired, installed, cuda_versions, target, cuda_compat)
-        for rule in (self._cuda_driver, self._branch_lifecycle, self._architecture_branch, self._kernel_module,
+        for rule in (self._cuda_driver, self._branch_lifecycle, self._driver_security, self._architecture_branch, self._kernel_module,
                      self._mig, self._container_toolkit, self._toolkit_cves, self._cdi_spec_version,
                      self._engine_cdi, self._engine_lifecycle, self._device_plugin_runtime, self._crictl_skew,
                      self._fabricmanager):
@@ -1169,6 +1171,31 @@ class Matrix:
                 "Production or Long Term Support branch".format(branch, kind),
                 "use a Production or Long Term Support branch unless you need this branch's features", "driver"))
         return found
+
+    def _driver_security(self, view: NodeView) -> list[dict[str, str]]:
+        """A warning when the driver lacks a security fix its own branch has had since.
+
+        A warning, not an error: fleets pin drivers they have validated, and
+        the fix is a patch release of the same branch. Branch-only
+        declarations install the branch's newest release and pass.
+        """
+        if view.driver is None or view.driver.version is None:
+            return []
+        branch = str(view.driver.branch)
+        open_rows = [row for row in _drivers.DRIVER_SECURITY_BULLETINS
+                     if branch in row["fixed"] and view.driver.version < parse_version(row["fixed"][branch])]
+        if not open_rows:
+            return []
+        target = max((row["fixed"][branch] for row in open_rows), key=parse_version)
+        driver = version_text(view.driver.version)
+        subject = "driver_version" if view.target == "desired" else "driver {0}".format(driver)
+        bulletins = ", ".join("{0} ({1})".format(row["bulletin"], row["published"]) for row in open_rows)
+        return [finding(
+            "driver_security", "warning", subject,
+            "driver {0} lacks the fixes of NVIDIA security bulletin(s) {1} for R{2}; the newest fixed R{2} "
+            "release is {3}".format(driver, bulletins, branch, target),
+            "set driver_version to {0} or newer (or leave it empty to take the branch's newest)".format(target),
+            "driver", open_rows[-1]["source"])]
 
     def _supported_branches(self) -> list[str]:
         names = []

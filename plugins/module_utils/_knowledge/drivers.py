@@ -113,3 +113,23 @@ KERNEL_MODULE_FLAVOURS = (
 # default and suggested flavour.
 OPEN_MODULES_FIRST_BRANCH = {"value": "515", "source": _KERNEL_MODULES, "checked": "2026-11-22"}
 OPEN_MODULES_DEFAULT_BRANCH = {"value": "560", "source": _KERNEL_MODULES, "checked": "2026-11-22"}
+
+# NVIDIA's GPU display driver security bulletins: the data-center ("Tesla")
+# Linux release of each branch that carries the bulletin's fixes. A branch a
+# bulletin no longer lists is past its support (branch_lifecycle says so).
+# Bulletins after 2026-09-30 were not read.
+_PSIRT = "NVIDIA/product-security@"
+DRIVER_SECURITY_BULLETINS = (
+    {"bulletin": "5703", "published": "2025-10",
+     "fixed": {"535": "535.274.02", "570": "570.195.03", "580": "580.95.05"},
+     "source": _PSIRT + "dbb4ada0:2025/5703/5703.md", "checked": "2026-11-25"},
+    {"bulletin": "5747", "published": "2026-01-28",
+     "fixed": {"535": "535.288.01", "570": "570.211.01", "580": "580.126.09", "590": "590.48.01"},
+     "source": _PSIRT + "dbb4ada0:2026/5747/5747.md", "checked": "2026-11-25"},
+    {"bulletin": "5821", "published": "2026-05-19",
+     "fixed": {"535": "535.309.01", "580": "580.159.03", "595": "595.71.05"},
+     "source": _PSIRT + "dbb4ada0:2026/5821/5821.md", "checked": "2026-11-25"},
+    {"bulletin": "5861", "published": "2026-09-30",
+     "fixed": {"580": "580.178.04", "595": "595.91.07", "610": "610.57.04", "615": "615.71.09"},
+     "source": _PSIRT + "08d1a287:2026/5861/5861.md", "checked": "2026-11-25"},
+)

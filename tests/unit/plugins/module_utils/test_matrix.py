@@ -571,9 +571,10 @@ def test_installed_target_reads_the_loaded_driver():
     view, found = matrix().evaluate({"driver_branch": "590"}, {"nvml": nvml}, ["12.4"], "installed")
     assert str(view.driver) == "535.230.02"
     # R535 runs CUDA 12.4 only through minor version compatibility; the
-    # declared R590 plays no part in judging what is installed.
+    # declared R590 plays no part in judging what is installed. 535.230.02
+    # also predates R535's last security fixes.
     assert {(f["rule"], f["severity"]) for f in found if f["severity"] != "info"} == {
-        ("cuda_driver", "warning"), ("branch_lifecycle", "warning")}
+        ("cuda_driver", "warning"), ("branch_lifecycle", "warning"), ("driver_security", "warning")}
 
 
 def test_fails_threshold():

@@ -317,3 +317,31 @@ def test_envvar_device_lists_need_the_nvidia_runtime():
     assert findings(dict(declared, container_runtime_set_default=True), rule="device_plugin_runtime") == []
     assert findings(dict(declared, device_plugin_device_list_strategy="cdi-annotations,cdi-cri"),
                     rule="device_plugin_runtime") == []
+
+
+# -- driver security bulletins ------------------------------------------------------------
+
+
+def test_a_driver_without_its_branchs_security_fixes_warns_naming_the_bulletins():
+    found = findings({"driver_version": "580.95.05"}, rule="driver_security")
+    assert severities(found) == ["warning"]
+    assert "5747 (2026-01-28), 5821 (2026-05-19), 5861 (2026-09-30)" in found[0]["message"]
+    assert "set driver_version to 580.178.04 or newer" in found[0]["fix"]
+    assert found[0]["source"].endswith("2026/5861/5861.md")
+
+
+@pytest.mark.parametrize("desired", [
+    {"driver_version": "580.178.04"},     # the newest R580 fix
+    {"driver_version": "595.91.07"},
+    {"driver_branch": "580"},             # the branch's newest release is installed
+    {"driver_version": "620.70.06"},      # no bulletin read covers R620 yet
+])
+def test_a_driver_with_its_fixes_or_a_bare_branch_passes(desired: dict[str, str]):
+    assert findings(desired, rule="driver_security") == []
+
+
+def test_an_installed_driver_is_named_by_its_version():
+    found = findings(installed={"nvml": {"status": "ok", "driver_version": "535.288.01", "gpus": []}}, target="installed",
+                     rule="driver_security")
+    assert [f["subject"] for f in found] == ["driver 535.288.01"]
+    assert "535.309.01" in found[0]["message"]

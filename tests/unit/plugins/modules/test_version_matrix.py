@@ -70,8 +70,8 @@ def test_invalid_today():
 
 
 def test_tables_and_ignore_rules():
-    outcome = run(desired={"driver_version": "615.10.01", "driver_gpu_models": ["B200"]}, cuda_versions=["13.4"],
-                  tables={"cuda_drivers": [{"cuda": "13.4", "driver": "615.10.01"}],
+    outcome = run(desired={"driver_version": "615.90.01", "driver_gpu_models": ["B200"]}, cuda_versions=["13.4"],
+                  tables={"cuda_drivers": [{"cuda": "13.4", "driver": "615.90.01"}],
                           "branches": [{"branch": "615", "type": "PB", "eol": "2027-09"}]})
     assert outcome["kind"] == "exit", outcome
     assert outcome["result"]["findings"] == []
