@@ -39,6 +39,10 @@ from ansible.module_utils.urls import open_url
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._apt_repo import (
     compare_versions, parse_deb822, split_version)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge.packages import (
+    TOOLKIT_EXTENSION_PACKAGES,
+    toolkit_packages,
+)
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import MigConfigError, parse_config, select_label
 
 ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
@@ -112,7 +116,7 @@ def source_key(src: dict[str, str]) -> str:
     return "{0} {1}".format(src["kind"], src["url"])
 
 
-def plan_toolkit(values: dict[str, t.Any], facts: dict[str, t.Any], toolkit_vars: dict[str, t.Any]) -> dict[str, t.Any]:
+def plan_toolkit(values: dict[str, t.Any], facts: dict[str, t.Any]) -> dict[str, t.Any]:
     """The toolkit's packages at container_toolkit_version, from its apt repository as the role configures it."""
     if not values.get("container_toolkit_repo_manage", True):
         return {"skip": "container_toolkit: container_toolkit_repo_manage is false, so the packages come from the "
@@ -129,11 +133,11 @@ def plan_toolkit(values: dict[str, t.Any], facts: dict[str, t.Any], toolkit_vars
     if not arch:
         return {"skip": "container_toolkit: no toolkit repository path for architecture {0}".format(
             facts.get("architecture"))}
-    sets = toolkit_vars.get("__container_toolkit_packages") or {}
+    # The role installs the same tables (its vars read them through the knowledge lookup).
     package_set = str(values.get("container_toolkit_package_set") or "full")
-    packages = list(sets.get(package_set) or [])
+    packages = list(toolkit_packages(package_set))
     if values.get("container_toolkit_operator_extensions"):
-        packages += list(toolkit_vars.get("__container_toolkit_extension_packages") or [])
+        packages += list(TOOLKIT_EXTENSION_PACKAGES["value"])
     if not packages:
         return {"skip": "container_toolkit: unknown container_toolkit_package_set {0!r}".format(package_set)}
     url = "{0}/{1}".format(str(values["container_toolkit_apt_repo_url"]).rstrip("/"), arch)
@@ -301,7 +305,7 @@ def plan_host(values: dict[str, t.Any], layers: dict[str, t.Any], facts: dict[st
             for part in plan_driver(values, facts, driver_os):
                 add(part)
     if managed("container_toolkit"):
-        add(plan_toolkit(values, facts, role_data("container_toolkit", "vars", roles_dir)))
+        add(plan_toolkit(values, facts))
         key = plan_toolkit_key(values)
         if key:
             add(key)
