@@ -27,29 +27,30 @@ _NAME_TABLE = "NVIDIA/open-gpu-kernel-modules:src/nvidia/generated/g_nv_name_rel
 # toolkit for the architecture; its CUDA_DRIVERS row is the architecture's
 # first driver (Blackwell 12.8 -> 570.26, Hopper/Ada 11.8 -> 520.61.05,
 # Ampere 11.0 GA -> 450.51.05); Turing and older predate that table.
-# `last_branch`: the last driver branch that supports it. `nvml`: the value
-# nvmlDeviceGetArchitecture returns. Rubin is not on the matrix page yet, so it
-# carries no driver rule.
+# `last_branch`: the last driver branch that supports it. The number
+# nvmlDeviceGetArchitecture returns for each is ABI, kept once with the NVML
+# binding (_nvml.ARCHITECTURE_NAMES, from nvml.h). Rubin is not on the matrix
+# page yet, so it carries no driver rule.
 ARCHITECTURES = (
-    {"name": "kepler", "nvml": 2, "first_cuda": "6.0", "last_branch": "470", "source": _ARCH_MATRIX,
+    {"name": "kepler", "first_cuda": "6.0", "last_branch": "470", "source": _ARCH_MATRIX,
      "checked": "2026-11-25"},
-    {"name": "maxwell", "nvml": 3, "first_cuda": "6.5", "last_branch": "580", "source": _ARCH_MATRIX,
+    {"name": "maxwell", "first_cuda": "6.5", "last_branch": "580", "source": _ARCH_MATRIX,
      "checked": "2026-11-25"},
-    {"name": "pascal", "nvml": 4, "first_cuda": "8.0", "last_branch": "580", "source": _ARCH_MATRIX,
+    {"name": "pascal", "first_cuda": "8.0", "last_branch": "580", "source": _ARCH_MATRIX,
      "checked": "2026-11-25"},
-    {"name": "volta", "nvml": 5, "first_cuda": "9.0", "last_branch": "580", "source": _ARCH_MATRIX,
+    {"name": "volta", "first_cuda": "9.0", "last_branch": "580", "source": _ARCH_MATRIX,
      "checked": "2026-11-25"},
-    {"name": "turing", "nvml": 6, "first_cuda": "10.0", "last_branch": None, "source": _ARCH_MATRIX,
+    {"name": "turing", "first_cuda": "10.0", "last_branch": None, "source": _ARCH_MATRIX,
      "checked": "2026-11-25"},
-    {"name": "ampere", "nvml": 7, "first_cuda": "11.0", "last_branch": None, "source": _ARCH_MATRIX,
+    {"name": "ampere", "first_cuda": "11.0", "last_branch": None, "source": _ARCH_MATRIX,
      "checked": "2026-11-25"},
-    {"name": "ada", "nvml": 8, "first_cuda": "11.8", "last_branch": None, "source": _ARCH_MATRIX,
+    {"name": "ada", "first_cuda": "11.8", "last_branch": None, "source": _ARCH_MATRIX,
      "checked": "2026-11-25"},
-    {"name": "hopper", "nvml": 9, "first_cuda": "11.8", "last_branch": None, "source": _ARCH_MATRIX,
+    {"name": "hopper", "first_cuda": "11.8", "last_branch": None, "source": _ARCH_MATRIX,
      "checked": "2026-11-25"},
-    {"name": "blackwell", "nvml": 10, "first_cuda": "12.8", "last_branch": None, "source": _ARCH_MATRIX,
+    {"name": "blackwell", "first_cuda": "12.8", "last_branch": None, "source": _ARCH_MATRIX,
      "checked": "2026-11-25"},
-    {"name": "rubin", "nvml": 13, "first_cuda": None, "last_branch": None, "source": _NVML_H,
+    {"name": "rubin", "first_cuda": None, "last_branch": None, "source": _NVML_H,
      "checked": "2026-11-22"},
 )
 
