@@ -126,7 +126,7 @@ def plan_toolkit(values: dict[str, t.Any], facts: dict[str, t.Any]) -> dict[str,
         return {"skip": "container_toolkit: resolved against apt repositories only; {0} nodes are checked by the "
                         "toolkit layer".format(family or "unknown")}
     version = str(values.get("container_toolkit_version") or "")
-    if not re.match(r"^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.~+]+)?$", version):
+    if not re.match(role_data("container_toolkit", "vars")["__container_toolkit_version_pattern"], version):
         return {"skip": "container_toolkit: container_toolkit_version {0!r} is judged by the version matrix".format(
             version)}
     arch = DEB_ARCHES.get(str(facts.get("architecture")))
