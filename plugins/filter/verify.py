@@ -27,7 +27,7 @@ def verify_check(observed: t.Any, layer: str, declaration: t.Any = None) -> dict
     if not isinstance(observed, dict):
         raise AnsibleFilterError("verify_check: expected the observations as a mapping, got {0}".format(
             type(observed).__name__))
-    if layer != "matrix":
+    if layer not in ("matrix", "workload"):
         declaration = _declaration(declaration)
         if declaration.get("managed") and observed.get("deferred"):
             return _verify.deferred(layer, str(observed["deferred"]))
@@ -48,9 +48,26 @@ def verify_check(observed: t.Any, layer: str, declaration: t.Any = None) -> dict
                                      configured=observed.get("configured", True) is not False)
         if layer == "matrix":
             return _verify.check_matrix(observed)
+        if layer == "workload":
+            plan = _declaration(declaration)
+            if plan.get("managed") and observed.get("deferred"):
+                return _verify.deferred(layer, str(observed["deferred"]))
+            return _verify.check_workload(plan, observed.get("result"))
     except _verify.VerifyError as exc:
         raise AnsibleFilterError("verify_check: {0}: {1}".format(layer, exc)) from None
     raise AnsibleFilterError("verify_check: unknown layer '{0}'".format(layer))
+
+
+def workload_plan(nvml: t.Any, layers: t.Any, settings: t.Any, cuda_images: t.Any = None) -> dict[str, t.Any]:
+    """The workload check's containers for one host."""
+    if not isinstance(layers, dict) or not isinstance(settings, dict):
+        raise AnsibleFilterError("workload_plan: expected the declared layers and the verify_workload settings "
+                                 "as mappings")
+    try:
+        return _verify.workload_plan(nvml if isinstance(nvml, dict) else {}, layers, settings,
+                                     cuda_images if isinstance(cuda_images, list) else None)
+    except _verify.VerifyError as exc:
+        raise AnsibleFilterError(str(exc)) from None
 
 
 def verify_report(checks: t.Any, host: str, nvml: t.Any = None, versions: t.Any = None) -> dict[str, t.Any]:
@@ -83,4 +100,5 @@ class FilterModule:
             "verify_report": verify_report,
             "verify_stats": verify_stats,
             "verify_summary": verify_summary,
+            "workload_plan": workload_plan,
         }

@@ -23,6 +23,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._toml import TomlE
 
 CRI_V2 = "io.containerd.grpc.v1.cri"  # config version 2: one CRI plugin table
 CRI_RUNTIME_V3 = "io.containerd.cri.v1.runtime"  # config version 3: the CRI runtime half
+CRI_IMAGES_V3 = "io.containerd.cri.v1.images"  # config version 3: the CRI image half (sandbox image)
 RUNC_V2 = "io.containerd.runc.v2"
 
 # containerd < 2.0 replaces a plugin's whole table with an imported file's
@@ -373,6 +374,7 @@ class DropInSpec(t.NamedTuple):
     enable_cdi: bool | None  # None: leave containerd's own default
     cdi_spec_dirs: list[str]
     plugin_settings: dict[str, t.Any]
+    sandbox_image: str | None = None  # None: leave the other files' (or containerd's default) pause image
 
 
 def cri_plugin_id(config_version: int) -> str:
@@ -430,7 +432,15 @@ def drop_in_data(merged: t.Mapping[str, t.Any], spec: DropInSpec,
         if spec.enable_cdi and spec.cdi_spec_dirs:
             cri["cdi_spec_dirs"] = list(spec.cdi_spec_dirs)
     _override(cri, spec.plugin_settings)
-    return {"version": spec.config_version, "plugins": {plugin_id: cri}}
+    plugins = {plugin_id: cri}
+    if spec.sandbox_image:
+        # Version 2 keeps it in the one CRI table; versions 3 and 4 pin it in
+        # the image half (containerd 2.x: pinned_images.sandbox).
+        if spec.config_version < 3:
+            cri["sandbox_image"] = spec.sandbox_image
+        else:
+            plugins[CRI_IMAGES_V3] = {"pinned_images": {"sandbox": spec.sandbox_image}}
+    return {"version": spec.config_version, "plugins": plugins}
 
 
 def _minimal_runtime(entry: t.Mapping[str, t.Any]) -> dict[str, t.Any]:

@@ -90,6 +90,13 @@ options:
       - They win over the other files' values.
     type: dict
     default: {}
+  sandbox_image:
+    description:
+      - The pod sandbox (pause) image CRI starts every pod with, pinned by digest. Written to C(sandbox_image) of
+        the CRI table (version 2) or C(pinned_images.sandbox) of C(io.containerd.cri.v1.images) (versions 3 and 4).
+      - Empty leaves the other files' setting, or containerd's default, which is pulled from its public registry.
+    type: str
+    default: ""
   comment:
     description: Text written at the top of the drop-in, each line as a TOML comment.
     type: str
@@ -252,6 +259,7 @@ class ContainerdDropIn:
             enable_cdi=p["enable_cdi"],
             cdi_spec_dirs=p["cdi_spec_dirs"],
             plugin_settings=p["plugin_settings"],
+            sandbox_image=p["sandbox_image"] or None,
         )
 
     # -- reading ------------------------------------------------------------------------------
@@ -411,6 +419,7 @@ def main() -> None:
             enable_cdi=dict(type="bool"),
             cdi_spec_dirs=dict(type="list", elements="path", default=["/etc/cdi", "/var/run/cdi"]),
             plugin_settings=dict(type="dict", default={}),
+            sandbox_image=dict(type="str", default=""),
             comment=dict(type="str", default=""),
             mode=dict(type="raw", default="0600"),
             validate=dict(type="bool", default=True),

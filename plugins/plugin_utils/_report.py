@@ -26,6 +26,7 @@ LAYER_COLUMNS = (
     ("cdi", "CDI"),
     ("crictl", "crictl"),
     ("mig", "MIG"),
+    ("workload", "workload"),
     ("matrix", "matrix"),
 )
 VERSION_COLUMNS = (

@@ -513,6 +513,130 @@ def check_crictl(declaration: dict[str, t.Any], version_output: str | None,
 
 
 # =============================================================================
+# workload
+# =============================================================================
+
+# Why a workload container failed, from the engine's own words, and what to
+# do about it (first match wins).
+WORKLOAD_CAUSES = (
+    (re.compile(r"unresolvable CDI devices|CDI device injection failed|could not select device driver \"cdi\"|"
+                r"failed to inject CDI", re.I),
+     "the engine cannot resolve the CDI device", "regenerate the CDI spec (run the cdi layer) and enable CDI in the "
+     "engine (container_runtime_cdi: true)"),
+    (re.compile(r"no runtime for|unknown or invalid runtime name|runtime handler .* not (?:found|supported)", re.I),
+     "the engine does not know the runtime handler", "run the container_runtime layer (it configures the handler)"),
+    (re.compile(r"time limit|timed out|deadline", re.I),
+     "the container did not finish in time", "find what hangs in the container (the check command, a hook), or raise "
+     "verify_workload_timeout"),
+    (re.compile(r"does not see", re.I),
+     "the container does not see every device NVML reports", "regenerate the CDI spec (run the cdi layer); check the "
+     "/dev/char links (nvidia-ctk system create-dev-char-symlinks --create-all)"),
+    (re.compile(r"reports driver", re.I),
+     "the container runs another driver's libraries than the host", "regenerate the CDI spec after the driver "
+     "change (run the cdi layer)"),
+)
+
+
+def workload_plan(nvml: dict[str, t.Any], layers: dict[str, t.Any], settings: dict[str, t.Any],
+                  cuda_images: list[dict[str, t.Any]] | None = None) -> dict[str, t.Any]:
+    """The workload check's containers for one host: which engine and handler, and per container the CDI devices
+    it asks for and the GPU and MIG UUIDs it must see. `managed` false (with `reason`) when the check does not run."""
+    runtime = layers.get("container_runtime") or {}
+    plan: dict[str, t.Any] = {"managed": False, "reason": "", "run": False, "devices": []}
+    if not settings.get("enabled"):
+        plan["reason"] = "verify_workload is false"
+        return plan
+    if not runtime.get("managed"):
+        plan["reason"] = "no engine is configured (the container_runtime layer is not managed)"
+        return plan
+    wanted = _vars(runtime)
+    engine = str(wanted.get("container_runtime_engine") or "containerd")
+    plan.update(managed=True, engine=engine,
+                runtime_handler=str(wanted.get("container_runtime_nvidia_runtime_name") or RUNTIME_NAME),
+                image=str(settings.get("image") or ""))
+    archive_url = str(settings.get("archive_url") or "")
+    if archive_url and not str(settings.get("archive_checksum") or "").startswith("sha256:"):
+        raise VerifyError("verify_workload_image_archive_checksum: give the archive's sha256 as 'sha256:<hex>' "
+                          "(downloads are verified); got '{0}'".format(settings.get("archive_checksum") or ""))
+    if not plan["image"]:
+        plan["reason"] = "verify_workload_image is not set"
+        return plan
+    if nvml.get("status") != "ok":
+        plan["reason"] = "NVML is not usable ({0})".format(nvml.get("status"))
+        return plan
+    gpus = nvml.get("gpus") or []
+    migs = [(gpu, device) for gpu in gpus for device in ((gpu.get("mig") or {}).get("devices") or [])]
+    plan["devices"].append({"cdi": [CDI_KIND + "=all"], "gpus": [g["uuid"] for g in gpus if g.get("uuid")],
+                            "migs": [d["uuid"] for _g, d in migs if d.get("uuid")]})
+    mig_layer = layers.get("mig") or {}
+    strategies = _strategies(_vars(layers.get("cdi") or {}).get("cdi_device_name_strategy"))
+    if settings.get("mig_devices") and mig_layer.get("managed") and "uuid" in strategies:
+        for gpu, device in migs:
+            plan["devices"].append({"cdi": [CDI_KIND + "=" + device["uuid"]], "gpus": [gpu["uuid"]],
+                                    "migs": [device["uuid"]]})
+    for image in cuda_images or []:
+        if image.get("run"):
+            plan["devices"].append({"cdi": [CDI_KIND + "=all"], "gpus": plan["devices"][0]["gpus"],
+                                    "migs": plan["devices"][0]["migs"], "image": image["name"]})
+    plan["run"] = True
+    return plan
+
+
+def _workload_cause(error: str) -> tuple[str, str]:
+    for pattern, cause, fix in WORKLOAD_CAUSES:
+        if pattern.search(error):
+            return cause, fix
+    return "the container could not run the check", "read the engine's log (journalctl -u <engine>)"
+
+
+def check_workload(plan: dict[str, t.Any], result: dict[str, t.Any] | None) -> dict[str, t.Any]:
+    """Judge the gpu_workload module's result against the plan."""
+    if not plan.get("managed"):
+        return not_managed("workload", plan)
+    where = "{0} (runtime handler {1})".format(plan["engine"], plan["runtime_handler"] or "default")
+    expected = {"engine": plan["engine"], "runtime_handler": plan["runtime_handler"], "image": plan.get("image"),
+                "containers": [{"cdi": d["cdi"], "image": d.get("image", plan.get("image"))} for d in plan["devices"]]}
+    if not plan.get("run"):
+        fix = ("set verify_workload_image to an image pinned by digest (e.g. a CUDA base image from the site's "
+               "registry or the offline bundle), or verify_workload: false"
+               if plan["reason"] == "verify_workload_image is not set" else "fix the driver layer first")
+        return judged("workload", "", expected, {}, [_error(
+            "workload", where, "workload check not run: {0}".format(plan["reason"]), fix, "warning")])
+    result = result or {}
+    image = result.get("image") or {}
+    runs = result.get("runs") or []
+    observed = {"image": image, "leftovers_removed": result.get("leftovers_removed", 0),
+                "runs": [{key: run.get(key) for key in ("cdi", "image", "status", "seconds", "gpus", "migs",
+                                                        "driver_version", "missing", "unexpected", "error")}
+                         for run in runs]}
+    found = []
+    if result.get("skipped"):
+        return check("workload", "not_available", "workload check skipped: {0}".format(
+            result.get("skip_reason") or "check mode"), expected, observed)
+    for run in runs:
+        if run.get("status") == "pass":
+            continue
+        cdi = ", ".join(run.get("cdi") or [])
+        error = str(run.get("error") or "no result")
+        if run.get("status") == "skipped":
+            return check("workload", "not_available", "workload check skipped: {0}".format(error), expected,
+                         observed)
+        if error.startswith("image "):
+            cause, fix = "the image is missing", (
+                "load it from the offline bundle (verify_workload_image_archive_url) or make the site's registry "
+                "reachable (verify_workload_pull: true)")
+        else:
+            cause, fix = _workload_cause(error)
+        found.append(_error("workload", "{0} {1}".format(where, cdi),
+                            "{0}, CDI device {1}{2}: {3}: {4}".format(
+                                where, cdi, ", image " + run["image"] if run.get("image") else "", cause, error),
+                            fix))
+    seconds = sum(float(run.get("seconds") or 0) for run in runs)
+    summary = "{0}: {1} container(s) saw the host's GPUs and driver ({2:.1f} s)".format(where, len(runs), seconds)
+    return judged("workload", summary, expected, observed, found)
+
+
+# =============================================================================
 # MIG
 # =============================================================================
 
@@ -650,7 +774,7 @@ def report_gpus(nvml: dict[str, t.Any]) -> list[dict[str, t.Any]]:
 def build_report(host: str, checks: list[dict[str, t.Any]], nvml: dict[str, t.Any],
                  versions: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
     """One host's report: checks in site.yml order, versions, GPUs. Deterministic (no timestamps)."""
-    order = {layer: i for i, layer in enumerate(LAYERS + ("matrix",))}
+    order = {layer: i for i, layer in enumerate(LAYERS + ("workload", "matrix"))}
     checks = sorted(checks, key=lambda c: order.get(c["layer"], len(order)))
     findings = [f for c in checks for f in c["findings"]]
     counts = {level: sum(1 for f in findings if f["severity"] == level) for level in SEVERITIES}

@@ -1,0 +1,317 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Containers and images through the node's engine, the way workloads reach it.
+
+containerd and CRI-O are driven through crictl, as the kubelet drives them
+over CRI (ctr imports archives into containerd's k8s.io namespace, where CRI
+looks); Docker through its CLI. Every pod and container started here carries
+LABEL, so leftovers of an interrupted run can be found and removed.
+
+Target-side code: Python 3.8+ standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import tarfile
+import time
+import typing as t
+import uuid
+
+LABEL = "gpufleet.nvidia/workload-check"
+NAMESPACE = "gpufleet-verify"
+# Longest output kept per command in a result.
+KEEP = 2000
+
+
+class RunFailed(Exception):
+    """One container's check failed; the message says why."""
+
+
+class Timeout(RunFailed):
+    pass
+
+
+def engine_error(text: str) -> str:
+    """The engine's own reason from a client's stderr, without the client's log decoration.
+
+    crictl wraps the runtime's answer as `... rpc error: code = Unknown desc = <reason>"`,
+    repeated on a log line and a fatal line; the innermost reason is what a user needs.
+    """
+    reasons = re.findall(r'desc = (.*?)(?:"\s*(?:\w+=|$)|$)', text, flags=re.MULTILINE)
+    reason = reasons[-1] if reasons else text
+    lines = [line for line in reason.strip().splitlines()
+             if line.strip() and "cgroup_parent is not set" not in line]
+    return " ".join(line.strip() for line in lines).replace("\\\"", "\"")[-KEEP:] or "no output"
+
+
+def pinned_digest(ref: str) -> str | None:
+    """The manifest digest a reference pins (name@sha256:...), or None."""
+    match = re.search(r"@(sha256:[0-9a-f]{64})$", ref)
+    return match.group(1) if match else None
+
+
+def archive_images(path: str) -> list[dict[str, t.Any]]:
+    """The images an OCI archive holds: [{name, digest (manifest), config (image ID)}].
+
+    Read from index.json and the manifest blobs, as ctr and docker read them.
+    """
+    try:
+        with tarfile.open(path) as archive:
+            def blob(digest: str) -> dict[str, t.Any]:
+                member = archive.extractfile("blobs/" + digest.replace(":", "/"))
+                if member is None:
+                    raise KeyError(digest)
+                return json.load(member)
+            index_file = archive.extractfile("index.json")
+            if index_file is None:
+                raise KeyError("index.json")
+            index = json.load(index_file)
+            images = []
+            for entry in index.get("manifests") or []:
+                name = (entry.get("annotations") or {}).get("org.opencontainers.image.ref.name") or ""
+                manifest = blob(entry["digest"])
+                config = (manifest.get("config") or {}).get("digest")
+                images.append({"name": name, "digest": entry["digest"], "config": config})
+            return images
+    except (OSError, tarfile.TarError, KeyError, ValueError) as exc:
+        raise RunFailed("{0} is not an OCI image archive: {1}".format(path, exc)) from None
+
+
+def archive_image_for(path: str, ref: str) -> dict[str, t.Any]:
+    """The archive's image a reference means: by the digest it pins, else by name."""
+    images = archive_images(path)
+    digest = pinned_digest(ref)
+    for image in images:
+        if (digest and image["digest"] == digest) or (not digest and image["name"] == ref):
+            return image
+    raise RunFailed("the archive {0} does not hold {1}: it holds {2}".format(
+        path, ref, ", ".join("{0} ({1})".format(i["name"] or "unnamed", i["digest"]) for i in images) or "nothing"))
+
+
+class Engine:
+    """Start, exec in and remove one labelled container; subclasses speak to one engine."""
+
+    name = ""
+
+    def __init__(self, params: dict[str, t.Any], program: t.Callable[[str], str]) -> None:
+        # params: engine, image, runtime_handler, endpoint, hold_command, timeout
+        self.params = params
+        self.program = program
+        # The pod (CRI) or container (Docker) to remove, once one was created.
+        self.created: str | None = None
+
+    def run(self, argv: list[str], deadline: float, what: str) -> str:
+        """stdout of argv, or RunFailed naming what failed; Timeout past the deadline."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise Timeout("{0}: the time limit of {1} s ran out".format(what, self.params["timeout"]))
+        try:
+            done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  timeout=left, check=False)
+        except subprocess.TimeoutExpired:
+            raise Timeout("{0} did not finish within the time limit of {1} s".format(
+                what, self.params["timeout"])) from None
+        out = done.stdout.decode("utf-8", "replace")
+        if done.returncode != 0:
+            raise RunFailed("{0} failed: {1}".format(what, engine_error(done.stderr.decode("utf-8", "replace")
+                                                                         or out)))
+        return out
+
+    def quiet(self, argv: list[str]) -> subprocess.CompletedProcess:
+        """A cleanup command: never raises, bounded in time."""
+        try:
+            return subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  timeout=60, check=False)
+        except subprocess.TimeoutExpired:
+            return subprocess.CompletedProcess(argv, 124, b"", b"timed out")
+
+    # Subclasses
+    def has_image(self, ref: str) -> bool:
+        raise NotImplementedError
+
+    def local_ref(self, ref: str, archive: str | None) -> str:
+        """The reference the engine knows the image by once it is there."""
+        return ref
+
+    def import_archive(self, path: str, ref: str) -> None:
+        raise NotImplementedError
+
+    def pull(self, ref: str) -> None:
+        raise NotImplementedError
+
+    def remove_leftovers(self) -> int:
+        raise NotImplementedError
+
+    def start(self, image: str, cdi: list[str], deadline: float, workdir: str) -> str:
+        raise NotImplementedError
+
+    def exec(self, handle: str, argv: list[str], deadline: float, what: str) -> str:
+        raise NotImplementedError
+
+    def remove(self, handle: str) -> str | None:
+        raise NotImplementedError
+
+
+class CRIEngine(Engine):
+    """containerd and CRI-O, through crictl as the kubelet would drive them."""
+
+    def crictl(self, *args: str) -> list[str]:
+        argv = [self.program("crictl")]
+        if self.params["endpoint"]:
+            argv += ["--runtime-endpoint", self.params["endpoint"], "--image-endpoint", self.params["endpoint"]]
+        return argv + list(args)
+
+    def ctr(self, *args: str) -> list[str]:
+        # CRI's images live in containerd's k8s.io namespace.
+        return [self.program("ctr"), "-n", "k8s.io"] + list(args)
+
+    def has_image(self, ref: str) -> bool:
+        if self.params["engine"] == "containerd":
+            done = self.quiet(self.ctr("images", "ls", "-q", "name==" + ref))
+            return done.returncode == 0 and bool(done.stdout.strip())
+        return self.quiet(self.crictl("inspecti", "-q", ref)).returncode == 0
+
+    def import_archive(self, path: str, ref: str) -> None:
+        if self.params["engine"] != "containerd":
+            raise RunFailed("importing an archive into {0} is not supported: load the image with the engine's own "
+                            "tools or give a reachable registry (pull)".format(self.params["engine"]))
+        image = archive_image_for(path, ref)
+        done = self.quiet(self.ctr("images", "import", "--all-platforms", path))
+        if done.returncode != 0:
+            raise RunFailed("ctr -n k8s.io images import {0} failed: {1}".format(
+                path, done.stderr.decode("utf-8", "replace").strip()[-KEEP:]))
+        if image["name"] != ref:
+            # A pull by digest names the image name@digest; an import names it
+            # by the archive's tag only, so CRI could not resolve the pinned
+            # reference. Name it as the pull would.
+            done = self.quiet(self.ctr("images", "tag", "--force", image["name"], ref))
+            if done.returncode != 0:
+                raise RunFailed("ctr -n k8s.io images tag {0} {1} failed: {2}".format(
+                    image["name"], ref, done.stderr.decode("utf-8", "replace").strip()[-KEEP:]))
+
+    def pull(self, ref: str) -> None:
+        done = self.quiet(self.crictl("pull", ref))
+        if done.returncode != 0:
+            raise RunFailed(engine_error(done.stderr.decode("utf-8", "replace")))
+
+    def remove_leftovers(self) -> int:
+        done = self.quiet(self.crictl("pods", "-q", "--label", LABEL + "=true"))
+        pods = done.stdout.decode().split() if done.returncode == 0 else []
+        for pod in pods:
+            self.remove(pod)
+        return len(pods)
+
+    def start(self, image: str, cdi: list[str], deadline: float, workdir: str) -> str:
+        name = "gpufleet-workload-" + uuid.uuid4().hex[:10]
+        labels = {LABEL: "true"}
+        pod = {
+            "metadata": {"name": name, "namespace": NAMESPACE, "uid": name, "attempt": 0},
+            "labels": labels,
+            "log_directory": workdir,
+            # Host network: the check needs no network, and a pod network
+            # would add a CNI plugin to what it depends on.
+            "linux": {"security_context": {"namespace_options": {"network": 2}}},
+        }
+        container = {
+            "metadata": {"name": "probe"},
+            "image": {"image": image},
+            "command": self.params["hold_command"],
+            "labels": labels,
+            "log_path": "probe.log",
+            # The CRI field (Kubernetes >= 1.28) and the annotation older
+            # engines read; each engine de-duplicates the two.
+            "CDI_devices": [{"name": device} for device in cdi],
+            "annotations": {"cdi.k8s.io/gpufleet-verify": ",".join(cdi)},
+            "linux": {},
+        }
+        pod_file, container_file = os.path.join(workdir, "pod.json"), os.path.join(workdir, "container.json")
+        with open(pod_file, "w") as handle:
+            json.dump(pod, handle)
+        with open(container_file, "w") as handle:
+            json.dump(container, handle)
+        runp = ["runp"] + (["--runtime", self.params["runtime_handler"]] if self.params["runtime_handler"] else [])
+        pod_id = self.run(self.crictl(*runp, pod_file), deadline, "crictl runp (the pod sandbox)").strip()
+        self.created = pod_id
+        container_id = self.run(self.crictl("create", pod_id, container_file, pod_file), deadline,
+                                "crictl create (the GPU container)").strip()
+        self.run(self.crictl("start", container_id), deadline, "crictl start (the GPU container)")
+        return container_id
+
+    def exec(self, handle: str, argv: list[str], deadline: float, what: str) -> str:
+        left = max(1, int(deadline - time.monotonic()))
+        return self.run(self.crictl("exec", "--sync", "--timeout", str(left), handle, *argv), deadline, what)
+
+    def remove(self, handle: str) -> str | None:
+        """Removes the pod (handle: pod id) and with it its containers."""
+        self.quiet(self.crictl("stopp", handle))
+        done = self.quiet(self.crictl("rmp", "--force", handle))
+        if done.returncode != 0:
+            return done.stderr.decode("utf-8", "replace").strip()[-KEEP:]
+        return None
+
+
+class DockerEngine(Engine):
+
+    def docker(self, *args: str) -> list[str]:
+        return [self.program("docker")] + list(args)
+
+    def has_image(self, ref: str) -> bool:
+        return self.quiet(self.docker("image", "inspect", ref)).returncode == 0
+
+    def local_ref(self, ref: str, archive: str | None) -> str:
+        # A loaded image has no repository digest (only a pull records one),
+        # so a pinned reference is run by the image ID the archive pins.
+        if archive and pinned_digest(ref) and os.path.exists(archive):
+            return str(archive_image_for(archive, ref)["config"])
+        return ref
+
+    def import_archive(self, path: str, ref: str) -> None:
+        archive_image_for(path, ref)
+        done = self.quiet(self.docker("load", "--input", path))
+        if done.returncode != 0:
+            raise RunFailed("docker load --input {0} failed: {1}".format(
+                path, done.stderr.decode("utf-8", "replace").strip()[-KEEP:]))
+
+    def pull(self, ref: str) -> None:
+        done = self.quiet(self.docker("pull", "--quiet", ref))
+        if done.returncode != 0:
+            raise RunFailed(engine_error(done.stderr.decode("utf-8", "replace")))
+
+    def remove_leftovers(self) -> int:
+        done = self.quiet(self.docker("ps", "--all", "--quiet", "--filter", "label=" + LABEL + "=true"))
+        containers = done.stdout.decode().split() if done.returncode == 0 else []
+        for container in containers:
+            self.remove(container)
+        return len(containers)
+
+    def start(self, image: str, cdi: list[str], deadline: float, workdir: str) -> str:
+        name = "gpufleet-workload-" + uuid.uuid4().hex[:10]
+        argv = ["run", "--detach", "--name", name, "--label", LABEL + "=true", "--network", "none",
+                "--pull", "never"]
+        if self.params["runtime_handler"]:
+            argv += ["--runtime", self.params["runtime_handler"]]
+        for device in cdi:
+            argv += ["--device", device]
+        self.created = name
+        self.run(self.docker(*argv, image, *self.params["hold_command"]), deadline,
+                 "docker run (the GPU container)")
+        return name
+
+    def exec(self, handle: str, argv: list[str], deadline: float, what: str) -> str:
+        return self.run(self.docker("exec", handle, *argv), deadline, what)
+
+    def remove(self, handle: str) -> str | None:
+        done = self.quiet(self.docker("rm", "--force", "--volumes", handle))
+        if done.returncode != 0 and b"No such container" not in done.stderr:
+            return done.stderr.decode("utf-8", "replace").strip()[-KEEP:]
+        return None
+
+
+ENGINES = {"containerd": CRIEngine, "crio": CRIEngine, "docker": DockerEngine}
