@@ -35,7 +35,8 @@ def verify_check(observed: t.Any, layer: str, declaration: t.Any = None) -> dict
         if layer == "driver":
             return _verify.check_driver(declaration, observed.get("nvml") or {}, observed.get("proc_version"))
         if layer == "container_toolkit":
-            return _verify.check_container_toolkit(declaration, observed.get("packages") or {})
+            return _verify.check_container_toolkit(declaration, observed.get("packages") or {},
+                                                   observed.get("dev_char"))
         if layer == "container_runtime":
             return _verify.check_container_runtime(declaration, observed)
         if layer == "cdi":
@@ -70,6 +71,17 @@ def workload_plan(nvml: t.Any, layers: t.Any, settings: t.Any, cuda_images: t.An
         raise AnsibleFilterError(str(exc)) from None
 
 
+def verify_dev_char_missing(listing: t.Any) -> list[dict[str, str]]:
+    """The /dev/char links missing for the NVIDIA device nodes, from the roles' find listing.
+
+    The container_toolkit role creates links when this is not empty; verify
+    judges the same listing, so the two never disagree."""
+    if not isinstance(listing, str):
+        raise AnsibleFilterError("verify_dev_char_missing: expected the find listing as text, got {0}".format(
+            type(listing).__name__))
+    return _verify.dev_char_missing(listing)
+
+
 def verify_report(checks: t.Any, host: str, nvml: t.Any = None, versions: t.Any = None) -> dict[str, t.Any]:
     """One host's report from its checks, NVML facts and versions."""
     if not isinstance(checks, list) or not all(isinstance(c, dict) and "layer" in c for c in checks):
@@ -97,6 +109,7 @@ class FilterModule:
     def filters(self) -> dict[str, t.Callable[..., t.Any]]:
         return {
             "verify_check": verify_check,
+            "verify_dev_char_missing": verify_dev_char_missing,
             "verify_report": verify_report,
             "verify_stats": verify_stats,
             "verify_summary": verify_summary,

@@ -171,7 +171,62 @@ def _installed(packages: dict[str, t.Any], name: str) -> str | None:
     return str(entry.get("version")) if isinstance(entry, dict) and entry.get("version") else None
 
 
-def check_container_toolkit(declaration: dict[str, t.Any], packages: dict[str, t.Any]) -> dict[str, t.Any]:
+# /dev/char/<major>:<minor> links to the NVIDIA device nodes. runc resolves a
+# device it re-applies (systemd daemon-reload) through /dev/char; without the
+# link the container loses the GPU (NVIDIA/nvidia-container-toolkit#48). The
+# nodes nvidia-ctk itself leaves out (cmd/nvidia-ctk/system/
+# create-dev-char-symlinks/existing.go, nodeIsBlocked) are not judged.
+DEV_CHAR_FIX = ("run `nvidia-ctk system create-dev-char-symlinks --create-all`, or the container_toolkit layer "
+                "with container_toolkit_dev_char_links: true (its udev rule also creates them when the driver loads)")
+DEV_CHAR_IGNORED = ("nvidia-fs", "nvidia-nvswitch", "nvidia-nvlink")
+
+
+def dev_char_missing(listing: str) -> list[dict[str, str]]:
+    """The device nodes whose /dev/char link is missing or points elsewhere.
+
+    `listing` is what the roles' `find` prints (vars of the container_toolkit
+    role, __container_toolkit_dev_char_find): `node <hex major>:<hex minor>
+    <path>` per NVIDIA character device and `link <major>:<minor> <target>`
+    per /dev/char link. Relative targets are relative to /dev/char.
+    """
+    nodes: dict[str, str] = {}
+    links: dict[str, str] = {}
+    for line in listing.splitlines():
+        kind, _, rest = line.partition(" ")
+        number, _, path = rest.partition(" ")
+        if kind == "node" and ":" in number and path:
+            if path.rsplit("/", 1)[-1].startswith(DEV_CHAR_IGNORED):
+                continue
+            major, minor = (int(part, 16) for part in number.split(":"))
+            nodes[path] = "{0}:{1}".format(major, minor)
+        elif kind == "link" and path:
+            links[number] = path if path.startswith("/") else "/dev/" + path[3:] if path.startswith("../") \
+                else "/dev/char/" + path
+    return [{"link": "/dev/char/" + name, "target": path, "found": links.get(name) or ""}
+            for path, name in sorted(nodes.items()) if links.get(name) != path]
+
+
+def _dev_char_findings(observed: t.Any) -> list[dict[str, str]]:
+    """{} or None: not judged; {deferred: why}: an info; {listing: text}: one error per missing link."""
+    if not observed:
+        return []
+    if not isinstance(observed, dict) or not ("deferred" in observed or "listing" in observed):
+        raise VerifyError("dev_char: expected {listing: <find output>} or {deferred: <why>}, got " + repr(observed))
+    if observed.get("deferred"):
+        return [_error("container_toolkit", "/dev/char", "/dev/char links: {0}".format(observed["deferred"]),
+                       "verify the node after its first boot", "info")]
+    listing = observed["listing"]
+    if not isinstance(listing, str):
+        raise VerifyError("dev_char: expected the find listing as text, got {0}".format(type(listing).__name__))
+    return [_error("container_toolkit", item["link"], "{0}, the link to {1}, {2}: containers lose this device "
+                   "on systemctl daemon-reload".format(item["link"], item["target"], "points to " + item["found"]
+                                                      if item["found"] else "is missing"), DEV_CHAR_FIX)
+            for item in dev_char_missing(listing)]
+
+
+def check_container_toolkit(declaration: dict[str, t.Any], packages: dict[str, t.Any],
+                            dev_char: t.Any = None) -> dict[str, t.Any]:
+    """The packages; with `dev_char` ({listing: <find output>}, see dev_char_missing) also the /dev/char links."""
     if not declaration.get("managed"):
         return not_managed("container_toolkit", declaration)
     wanted = _vars(declaration)
@@ -188,6 +243,7 @@ def check_container_toolkit(declaration: dict[str, t.Any], packages: dict[str, t
         elif version and parse_version(installed) != parse_version(version):
             found.append(_error("container_toolkit", name, "package {0} is {1}, pinned {2}".format(
                 name, installed, version), "run the container_toolkit layer to install the pinned version"))
+    found.extend(_dev_char_findings(dev_char))
     summary = "Container Toolkit {0} ({1} set)".format(
         observed.get("nvidia-container-toolkit-base") or "?", package_set)
     return judged("container_toolkit", summary, {"version": version or None, "package_set": package_set},

@@ -97,3 +97,20 @@ CTK_CDI_SPEC_VERSIONS = (
      "source": _RELEASE_NOTES + " (1.19.1 known issue) ; NVIDIA/nvidia-container-toolkit#1860",
      "checked": "2026-11-25"},
 )
+
+
+# What decides which /dev/char/<major>:<minor> links the NVIDIA device nodes
+# need, read in one `find` (the container_toolkit role reads it to create
+# missing links, the verify role to judge them;
+# plugin_utils/_verify.dev_char_missing parses it). `nvidia-ctk system
+# create-dev-char-symlinks` links /dev/nvidia* and /dev/nvidia-caps/nvidia-*
+# character devices by their device numbers (find cannot print those; stat
+# can): "node <hex major>:<hex minor> <path>" and "link <major>:<minor> <target>".
+DEV_CHAR_LISTING = {
+    "value": ["find", "/dev", "-maxdepth", "2",
+              "(", "-path", "/dev/nvidia*", "-name", "nvidia*", "-type", "c",
+              "-exec", "stat", "--printf", "node %t:%T %n\\n", "{}", "+", ")",
+              "-o", "(", "-path", "/dev/char/*", "-type", "l", "-printf", "link %f %l\\n", ")"],
+    "source": _REPO + "v1.20.1:cmd/nvidia-ctk/system/create-dev-char-symlinks/existing.go",
+    "checked": "2026-11-26",
+}

@@ -15,13 +15,19 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import stat
+import subprocess
 import typing as t
 from pathlib import Path
 
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.nvidia.plugins.filter.verify import verify_check, verify_stats
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.nvidia.plugins.filter.verify import verify_check, verify_dev_char_missing, verify_stats
+from ansible_collections.gpufleet.nvidia.plugins.lookup.knowledge import table as knowledge
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge.packages import toolkit_packages
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _verify
 
@@ -111,6 +117,61 @@ def test_container_toolkit_packages():
     check = _verify.check_container_toolkit(declared(), base)
     # In install order, from the knowledge base's one package table.
     assert rules(check) == ["libnvidia-container1", "libnvidia-container-tools", "nvidia-container-toolkit"]
+
+
+def toolkit_pass() -> tuple[dict[str, t.Any], dict[str, t.Any]]:
+    return declared(container_toolkit_package_set="base"), {"nvidia-container-toolkit-base": [{"version": "1.20.1-1"}]}
+
+
+def test_dev_char_links_of_the_facade_node():
+    """A real listing: the links nvidia-ctk --create-all made, one deleted, one pointed at another GPU."""
+    listing = (FIXTURES / "dev_char" / "facade-listing.txt").read_text()
+    assert _verify.dev_char_missing(listing) == [
+        {"link": "/dev/char/195:3", "target": "/dev/nvidia3", "found": ""},
+        {"link": "/dev/char/195:4", "target": "/dev/nvidia4", "found": "/dev/nvidia5"}]
+    check = _verify.check_container_toolkit(*toolkit_pass(), {"listing": listing})
+    assert check["status"] == "fail"
+    assert rules(check) == ["/dev/char/195:3", "/dev/char/195:4"]
+    assert "/dev/char/195:3, the link to /dev/nvidia3, is missing" in check["summary"]
+    assert all("create-dev-char-symlinks --create-all" in f["fix"] and "container_toolkit_dev_char_links" in f["fix"]
+               for f in check["findings"])
+    # The dangling links --create-all makes for every possible MIG minor are no finding.
+    lines = [line for line in listing.splitlines() if not line.startswith("link 195:4 ")]
+    healed = "\n".join(lines + ["link 195:3 ../nvidia3", "link 195:4 /dev/nvidia4"]) + "\n"
+    assert _verify.dev_char_missing(healed) == []
+    assert _verify.check_container_toolkit(*toolkit_pass(), {"listing": healed})["status"] == "pass"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
+def test_dev_char_listing_reads_real_device_nodes(tmp_path: Path):
+    """The knowledge base's find, run on real character devices and links (its /dev moved to a temporary tree)."""
+    dev = tmp_path / "dev"
+    (dev / "nvidia-caps").mkdir(parents=True)
+    (dev / "char").mkdir()
+    for path, major, minor in (("nvidia0", 195, 0), ("nvidiactl", 195, 255), ("nvidia-uvm", 510, 0),
+                               ("nvidia-caps/nvidia-cap1", 511, 1), ("nvidia-nvswitch0", 509, 0)):
+        os.mknod(dev / path, 0o600 | stat.S_IFCHR, os.makedev(major, minor))
+    (dev / "nvidia-not-a-device").write_text("")
+    os.symlink(str(dev / "nvidia0"), dev / "char" / "195:0")
+    os.symlink("../nvidia-uvm", dev / "char" / "510:0")
+    argv = [str(dev) + arg[4:] if arg.startswith("/dev") else arg
+            for arg in knowledge("toolkit.DEV_CHAR_LISTING")["value"]]
+    listing = subprocess.run(argv, check=True, capture_output=True, text=True).stdout.replace(str(dev), "/dev")
+    missing = _verify.dev_char_missing(listing)
+    # nvidia-nvswitch is left out as nvidia-ctk leaves it out; the relative link counts.
+    assert [item["link"] for item in missing] == ["/dev/char/511:1", "/dev/char/195:255"]
+    assert verify_dev_char_missing(listing) == missing
+
+
+def test_dev_char_deferred_and_not_judged():
+    check = _verify.check_container_toolkit(*toolkit_pass(), {"deferred": "image bake: no driver"})
+    assert check["status"] == "pass" and rules(check, "info") == ["/dev/char"]
+    assert _verify.check_container_toolkit(*toolkit_pass(), {})["findings"] == []
+    with pytest.raises(AnsibleFilterError, match="dev_char"):
+        verify_check({"packages": toolkit_pass()[1], "dev_char": "node c3:0 /dev/nvidia0"}, "container_toolkit",
+                     toolkit_pass()[0])
+    with pytest.raises(AnsibleFilterError, match="verify_dev_char_missing"):
+        verify_dev_char_missing(None)
 
 
 # -- container runtime ----------------------------------------------------------------
