@@ -126,6 +126,24 @@ def kernel_module_flavour(gpus: t.Any, requested: str = "auto", tables: dict[str
     return flavour
 
 
+@_errors_named("cuda_image_judgement")
+def cuda_image_judgement(images: t.Any, driver_version: t.Any, gpus: t.Any, packages: t.Any = None,
+                         tables: dict[str, t.Any] | None = None,
+                         variable: str = "verify_cuda_images") -> list[dict[str, t.Any]]:
+    """Judge CUDA images ({name, cuda, run?}) against a node's loaded driver and GPUs.
+
+    Each comes back with verdict native | compat | unsupported | unknown,
+    min_driver, compat_package, compat_installed, reason and run.
+    """
+    matrix = _matrix(tables)
+    text = str(driver_version or "").strip()
+    driver = _driver(text) if text else None
+    if packages is not None and not isinstance(packages, dict):
+        raise MatrixError("packages must be the node's installed packages (package name -> versions), got {0}".format(
+            type(packages).__name__))
+    return matrix.judge_cuda_images(images, driver, _gpus(matrix, gpus), packages, variable)
+
+
 @_errors_named("ctk_features")
 def ctk_features(version: t.Any) -> dict[str, bool]:
     """Which NVIDIA Container Toolkit features a version has."""
@@ -145,4 +163,5 @@ class FilterModule:
             "driver_branch_info": driver_branch_info,
             "kernel_module_flavour": kernel_module_flavour,
             "ctk_features": ctk_features,
+            "cuda_image_judgement": cuda_image_judgement,
         }

@@ -6,8 +6,9 @@
 """The fleet report: one self-contained HTML page (and its Markdown twin)
 from the verify role's per-host reports.
 
-A hosts x versions table with each layer's status, the findings with their
-fixes, and a picture of every GPU's MIG layout: the memory-slice grid drawn
+A hosts x versions table with each layer's status, the CUDA image matrix
+(hosts with the same verdicts share a row; one column per image), the
+findings with their fixes, and a picture of every GPU's MIG layout: the memory-slice grid drawn
 to scale, one box per GPU instance at its placement (start, size), its
 compute instances as a strip under it. No scripts, no external resources:
 the page opens from a mail attachment or an AWX artifact as it is.
@@ -82,6 +83,19 @@ ul.findings { margin: 4px 0 8px; padding-left: 20px; } ul.findings li { margin: 
 """
 
 
+# CUDA image cells: (text, status class) by verdict. A host's report carries
+# `cuda_images` (the cuda_image_judgement filter); a run outcome, once the
+# workload layer ran an image, comes from the `workload` check's
+# observed.images (or the report's workload.images), keyed by image name:
+# {status: pass|fail}.
+CUDA_CELLS = {
+    "native": ("runs", "pass"),
+    "compat": ("needs compat", "warn"),
+    "unsupported": ("unsupported", "fail"),
+    "unknown": ("unknown", "not_managed"),
+}
+
+
 def _e(value: t.Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
@@ -119,6 +133,71 @@ def gpu_models(report: dict[str, t.Any]) -> str:
     for gpu in report.get("gpus") or []:
         counts[str(gpu.get("name"))] = counts.get(str(gpu.get("name")), 0) + 1
     return ", ".join("{0} x {1}".format(n, name) for name, n in counts.items()) or "none"
+
+
+def cuda_images(reports: list[dict[str, t.Any]]) -> list[tuple[str, str]]:
+    """(name, cuda) of every image any host judged, in first-seen order."""
+    seen: list[tuple[str, str]] = []
+    for report in reports:
+        for image in report.get("cuda_images") or []:
+            key = (str(image.get("name")), str(image.get("cuda")))
+            if key not in seen:
+                seen.append(key)
+    return seen
+
+
+def image_label(name: str) -> str:
+    """'nvcr.io/nvidia/cuda:12.4.1-base@sha256:0123456789ab...' -> 'cuda:12.4.1-base@0123456789ab'."""
+    ref, _sep, digest = name.partition("@")
+    short = ref.rsplit("/", 1)[-1]
+    return "{0}@{1}".format(short, digest.split(":", 1)[-1][:12]) if digest else short
+
+
+def run_outcome(report: dict[str, t.Any], name: str) -> str | None:
+    """pass | fail once the workload layer ran the image on the host; None before."""
+    sources = [(report.get("workload") or {}).get("images")]
+    sources += [(item.get("observed") or {}).get("images") for item in report.get("checks") or []
+                if item.get("layer") == "workload"]
+    for images in sources:
+        if isinstance(images, list):
+            images = {str(item.get("name")): item for item in images if isinstance(item, dict)}
+        if isinstance(images, dict) and isinstance(images.get(name), dict) and images[name].get("status"):
+            return str(images[name]["status"])
+    return None
+
+
+def cuda_cell(report: dict[str, t.Any], name: str, cuda: str) -> tuple[str, str, str]:
+    """(text, status class, reason) of one host x image cell."""
+    judged = [i for i in report.get("cuda_images") or [] if str(i.get("name")) == name and str(i.get("cuda")) == cuda]
+    if not judged:
+        return "-", "", "not judged on this host"
+    image = judged[0]
+    text, css = CUDA_CELLS.get(str(image.get("verdict")), (str(image.get("verdict")), ""))
+    if image.get("verdict") == "compat" and image.get("compat_installed"):
+        text, css = "runs (compat)", "pass"
+    elif image.get("verdict") == "unsupported" and image.get("needs_driver"):
+        text = "needs driver >= {0}".format(image["needs_driver"])
+    outcome = run_outcome(report, name)
+    if outcome:
+        text = "{0}; ran: {1}".format(text, outcome)
+        css = "pass" if outcome == "pass" else "fail"
+    return text, css, str(image.get("reason") or "")
+
+
+def cuda_rows(reports: list[dict[str, t.Any]], images: list[tuple[str, str]]
+              ) -> list[tuple[list[str], dict[str, t.Any], list[tuple[str, str, str]]]]:
+    """(hosts, first report, cells): hosts with the same driver, GPUs and cells share a row."""
+    rows: dict[t.Any, tuple[list[str], dict[str, t.Any], list[tuple[str, str, str]]]] = {}
+    for report in reports:
+        if not report.get("cuda_images"):
+            continue
+        cells = [cuda_cell(report, name, cuda) for name, cuda in images]
+        key = ((report.get("versions") or {}).get("driver"), gpu_models(report), tuple(c[:2] for c in cells))
+        if key in rows:
+            rows[key][0].append(str(report.get("host")))
+        else:
+            rows[key] = ([str(report.get("host"))], report, cells)
+    return list(rows.values())
 
 
 def _findings(report: dict[str, t.Any]) -> list[tuple[str, dict[str, t.Any]]]:
@@ -221,6 +300,26 @@ def mig_svg(gpu: dict[str, t.Any]) -> str:
     return "".join(parts)
 
 
+def _cuda_html(reports: list[dict[str, t.Any]]) -> list[str]:
+    images = cuda_images(reports)
+    if not images:
+        return []
+    out = ['<h2>CUDA images</h2><p>Each image against each host\'s loaded driver and GPUs: <b>runs</b> natively, '
+           '<b>needs compat</b> (NVIDIA\'s cuda-compat package), <b>needs driver &gt;= X</b>; hover for why.</p>',
+           "<table><thead><tr><th>Hosts</th><th>Driver</th><th>GPUs</th>"]
+    out.extend('<th title="{0}">{1}<br>CUDA {2}</th>'.format(_e(name), _e(image_label(name)), _e(cuda))
+               for name, cuda in images)
+    out.append("</tr></thead><tbody>")
+    for hosts, report, cells in cuda_rows(reports, images):
+        out.append('<tr><td class="models">{0}</td><td>{1}</td><td class="models">{2}</td>'.format(
+            _e(", ".join(hosts)), _e((report.get("versions") or {}).get("driver") or "-"), _e(gpu_models(report))))
+        out.extend('<td class="st {0}" title="{1}">{2}</td>'.format(_e(css), _e(reason), _e(text))
+                   for text, css, reason in cells)
+        out.append("</tr>")
+    out.append("</tbody></table>")
+    return out
+
+
 def render_html(reports: list[dict[str, t.Any]], title: str = "gpufleet fleet report") -> str:
     reports = sorted(reports, key=lambda r: str(r.get("host")))
     totals = _totals(reports)
@@ -255,6 +354,7 @@ def render_html(reports: list[dict[str, t.Any]], title: str = "gpufleet fleet re
                     _e(item["status"]), _e(item.get("summary")), _e(STATUS_TEXT.get(item["status"], item["status"]))))
         out.append("</tr>")
     out.append("</tbody></table>")
+    out.extend(_cuda_html(reports))
 
     out.append("<h2>Findings</h2>")
     any_findings = False
@@ -328,6 +428,20 @@ def _mig_note(gpu: dict[str, t.Any]) -> str:
     return ""
 
 
+def _cuda_markdown(reports: list[dict[str, t.Any]]) -> list[str]:
+    images = cuda_images(reports)
+    if not images:
+        return []
+    header = ["Hosts", "Driver", "GPUs"] + ["{0} (CUDA {1})".format(image_label(name), cuda) for name, cuda in images]
+    lines = ["", "## CUDA images", "", "| " + " | ".join(_md(h) for h in header) + " |", "|" + "---|" * len(header)]
+    for hosts, report, cells in cuda_rows(reports, images):
+        lines.append("| " + " | ".join(
+            [_md(", ".join(hosts)), _md((report.get("versions") or {}).get("driver") or "-"), _md(gpu_models(report))]
+            + [_md(text) for text, _css, _reason in cells]) + " |")
+    lines += [""] + ["- `{0}` (CUDA {1}): `{2}`".format(image_label(name), cuda, name) for name, cuda in images]
+    return lines
+
+
 def render_markdown(reports: list[dict[str, t.Any]], title: str = "gpufleet fleet report") -> str:
     reports = sorted(reports, key=lambda r: str(r.get("host")))
     totals = _totals(reports)
@@ -348,6 +462,7 @@ def render_markdown(reports: list[dict[str, t.Any]], title: str = "gpufleet flee
         cells += [STATUS_TEXT.get(checks[layer]["status"], checks[layer]["status"]) if layer in checks else "-"
                   for layer, _label in LAYER_COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += _cuda_markdown(reports)
     lines += ["", "## Findings", ""]
     any_findings = False
     for report in reports:
@@ -389,6 +504,14 @@ def render_text(reports: list[dict[str, t.Any]]) -> list[str]:
     lines = ["{0} host(s): {1}".format(len(reports), ", ".join(
         "{0} {1}".format(totals[s], STATUS_TEXT.get(s, s)) for s in ("fail", "warn", "pass", "missing")
         if totals.get(s)))]
+    for name, cuda in cuda_images(reports):
+        counts_by_cell: dict[str, int] = {}
+        for report in reports:
+            text = cuda_cell(report, name, cuda)[0]
+            if text != "-":
+                counts_by_cell[text] = counts_by_cell.get(text, 0) + 1
+        lines.append("CUDA image {0} (CUDA {1}): {2}".format(image_label(name), cuda, ", ".join(
+            "{0} {1}".format(n, text) for text, n in sorted(counts_by_cell.items()))))
     for report in reports:
         status = report.get("status", "missing")
         counts = report.get("summary") or {}

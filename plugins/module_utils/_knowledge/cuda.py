@@ -175,9 +175,18 @@ MVC_FLOORS = (
 # Forward compatibility: a newer CUDA on an older driver through NVIDIA's
 # cuda-compat package ("cuda-compat-<major>-<minor>"), "applicable only for
 # systems with NVIDIA Data Center GPUs" (and select NGC Server Ready RTX SKUs,
-# Jetson): gpus.GPU_MODELS "data_center". Which older branches run which CUDA
-# this way was not readable, so no branch limit is encoded.
+# Jetson): gpus.GPU_MODELS "data_center". The path exists from CUDA 10.0
+# (`first_cuda`). `branches`: the older driver is a data-center branch, one
+# of drivers.DRIVER_BRANCHES (NVIDIA's data-center support matrix names, per
+# branch, the newer CUDA it runs "through CUDA forward compatible upgrade").
+# Within one branch (a driver older than the release's own of that branch)
+# forward compatibility is supported only on Long Term Support branches
+# (`same_branch`, the FAQ). Which older branches run which CUDA this way was
+# not readable, so no further branch limit is encoded.
 FORWARD_COMPAT = {
-    "value": {"package": "cuda-compat-<major>-<minor>", "gpus": "data_center"},
-    "source": _FORWARD, "checked": "2026-11-25",
+    "value": {"package": "cuda-compat-<major>-<minor>", "gpus": "data_center", "first_cuda": "10.0",
+              "branches": "drivers.DRIVER_BRANCHES", "same_branch": "LTSB"},
+    "source": _FORWARD + " ; https://docs.nvidia.com/datacenter/tesla/pdf/NVIDIA_CUDA_Drivers_Support.pdf ; "
+              "https://docs.nvidia.com/deploy/cuda-compatibility/frequently-asked-questions.html",
+    "checked": "2026-11-26",
 }

@@ -27,30 +27,34 @@ _NAME_TABLE = "NVIDIA/open-gpu-kernel-modules:src/nvidia/generated/g_nv_name_rel
 # toolkit for the architecture; its CUDA_DRIVERS row is the architecture's
 # first driver (Blackwell 12.8 -> 570.26, Hopper/Ada 11.8 -> 520.61.05,
 # Ampere 11.0 GA -> 450.51.05); Turing and older predate that table.
-# `last_branch`: the last driver branch that supports it. The number
+# `last_branch`: the last driver branch that supports it. `last_cuda`: the
+# last CUDA major whose toolkit and libraries target it (the matrix page's
+# "Last CUDA Toolkit Support": Maxwell, Pascal and Volta end with CUDA 12.x,
+# Kepler 3.5/3.7 with 11.x; Kepler 3.0/3.2 already ended with 10.x, which
+# the major alone does not say); None: ongoing. The number
 # nvmlDeviceGetArchitecture returns for each is ABI, kept once with the NVML
 # binding (_nvml.ARCHITECTURE_NAMES, from nvml.h). Rubin is not on the matrix
 # page yet, so it carries no driver rule.
 ARCHITECTURES = (
-    {"name": "kepler", "first_cuda": "6.0", "last_branch": "470", "source": _ARCH_MATRIX,
+    {"name": "kepler", "first_cuda": "6.0", "last_branch": "470", "last_cuda": "11", "source": _ARCH_MATRIX,
+     "checked": "2026-11-26"},
+    {"name": "maxwell", "first_cuda": "6.5", "last_branch": "580", "last_cuda": "12", "source": _ARCH_MATRIX,
+     "checked": "2026-11-26"},
+    {"name": "pascal", "first_cuda": "8.0", "last_branch": "580", "last_cuda": "12", "source": _ARCH_MATRIX,
+     "checked": "2026-11-26"},
+    {"name": "volta", "first_cuda": "9.0", "last_branch": "580", "last_cuda": "12", "source": _ARCH_MATRIX,
+     "checked": "2026-11-26"},
+    {"name": "turing", "first_cuda": "10.0", "last_branch": None, "last_cuda": None, "source": _ARCH_MATRIX,
      "checked": "2026-11-25"},
-    {"name": "maxwell", "first_cuda": "6.5", "last_branch": "580", "source": _ARCH_MATRIX,
+    {"name": "ampere", "first_cuda": "11.0", "last_branch": None, "last_cuda": None, "source": _ARCH_MATRIX,
      "checked": "2026-11-25"},
-    {"name": "pascal", "first_cuda": "8.0", "last_branch": "580", "source": _ARCH_MATRIX,
+    {"name": "ada", "first_cuda": "11.8", "last_branch": None, "last_cuda": None, "source": _ARCH_MATRIX,
      "checked": "2026-11-25"},
-    {"name": "volta", "first_cuda": "9.0", "last_branch": "580", "source": _ARCH_MATRIX,
+    {"name": "hopper", "first_cuda": "11.8", "last_branch": None, "last_cuda": None, "source": _ARCH_MATRIX,
      "checked": "2026-11-25"},
-    {"name": "turing", "first_cuda": "10.0", "last_branch": None, "source": _ARCH_MATRIX,
+    {"name": "blackwell", "first_cuda": "12.8", "last_branch": None, "last_cuda": None, "source": _ARCH_MATRIX,
      "checked": "2026-11-25"},
-    {"name": "ampere", "first_cuda": "11.0", "last_branch": None, "source": _ARCH_MATRIX,
-     "checked": "2026-11-25"},
-    {"name": "ada", "first_cuda": "11.8", "last_branch": None, "source": _ARCH_MATRIX,
-     "checked": "2026-11-25"},
-    {"name": "hopper", "first_cuda": "11.8", "last_branch": None, "source": _ARCH_MATRIX,
-     "checked": "2026-11-25"},
-    {"name": "blackwell", "first_cuda": "12.8", "last_branch": None, "source": _ARCH_MATRIX,
-     "checked": "2026-11-25"},
-    {"name": "rubin", "first_cuda": None, "last_branch": None, "source": _NVML_H,
+    {"name": "rubin", "first_cuda": None, "last_branch": None, "last_cuda": None, "source": _NVML_H,
      "checked": "2026-11-22"},
 )
 

@@ -149,3 +149,79 @@ def test_report_renders_in_headless_chromium_and_shows_the_mig_picture(
 
 def _hex(colour: str) -> tuple[int, int, int]:
     return int(colour[1:3], 16), int(colour[3:5], 16), int(colour[5:7], 16)
+
+
+# The CUDA image matrix: real NVML facts of simulated nodes, judged by the
+# cuda_image_judgement filter as the verify role does (checks/matrix.yml).
+CUDA_IMAGES = [
+    {"name": "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04@sha256:" + "a1" * 32, "cuda": "12.4"},
+    {"name": "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04@sha256:" + "b2" * 32, "cuda": "12.8"},
+    {"name": "nvcr.io/nvidia/cuda:13.0.2-base-ubuntu24.04@sha256:" + "c3" * 32, "cuda": "13.0"},
+]
+
+
+def cuda_report(sim_node: t.Callable[..., t.Any], host: str, fixture: str,
+                packages: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
+    from ansible_collections.gpufleet.nvidia.plugins.filter.matrix import cuda_image_judgement
+    facts = sim_node(fixture).run("nvml_info")
+    assert facts["kind"] == "exit", facts
+    nvml = facts["result"]["nvml"]
+    report = verify_report([], host, nvml, {"driver": nvml["driver_version"], "cuda": nvml["cuda_driver_version"]})
+    report["cuda_images"] = cuda_image_judgement(CUDA_IMAGES, nvml["driver_version"], nvml, packages=packages)
+    return json.loads(json.dumps(report))
+
+
+@pytest.fixture
+def cuda_reports(sim_node: t.Callable[..., t.Any]) -> list[dict[str, t.Any]]:
+    return [
+        cuda_report(sim_node, "a100-01", "dgx-a100-mig-mixed"),                       # 550.127.05, A100
+        cuda_report(sim_node, "h100-01", "hgx-h100-8x80gb"),                          # 550.127.05, H100
+        cuda_report(sim_node, "h100-03", "hgx-h100-8x80gb"),                          # the same
+        cuda_report(sim_node, "h100-02", "hgx-h100-8x80gb",
+                    {"cuda-compat-12-8": [{"version": "570.195.03-1"}]}),            # ... with cuda-compat-12-8
+        cuda_report(sim_node, "v100-01", "v100-8x"),                                  # 535.230.02, V100
+        {"host": "gpu-node-13", "status": "missing", "reason": "no verify report"},
+    ]
+
+
+def test_cuda_images_are_judged_from_the_nodes_facts(cuda_reports: list[dict[str, t.Any]]):
+    verdicts = {r["host"]: [(i["cuda"], i["verdict"], i["run"]) for i in r["cuda_images"]]
+                for r in cuda_reports if "cuda_images" in r}
+    assert verdicts["a100-01"] == [("12.4", "native", True), ("12.8", "compat", False), ("13.0", "compat", False)]
+    assert verdicts["h100-02"] == [("12.4", "native", True), ("12.8", "compat", True), ("13.0", "compat", False)]
+    # V100 on R535: 12.4 needs 550.54.14; R535 is an LTSB of another branch, so compat runs 12.x;
+    # CUDA 13 no longer targets Volta at all.
+    assert verdicts["v100-01"] == [("12.4", "compat", False), ("12.8", "compat", False),
+                                   ("13.0", "unsupported", False)]
+
+
+def test_html_and_markdown_show_the_cuda_image_matrix(cuda_reports: list[dict[str, t.Any]]):
+    page = fleet_report(cuda_reports)
+    section = page[page.index("<h2>CUDA images</h2>"):page.index("<h2>Findings</h2>")]
+    assert section.count("<th title=") == 3 and "cuda:12.8.1-base-ubuntu24.04@b2b2b2b2b2b2<br>CUDA 12.8" in section
+    # The two hosts with the same driver, GPUs and verdicts share a row; the host with the package has its own.
+    assert section.count("<tr><td") == 4
+    assert ">a100-01</td>" in section and ">h100-01, h100-03</td>" in section and ">h100-02</td>" in section
+    assert '<td class="st pass" title="driver 550.127.05 meets CUDA 12.4' in section
+    assert ">needs compat</td>" in section and ">runs (compat)</td>" in section
+    assert ('<td class="st fail" title="CUDA 13.0 does not target Volta GPUs (Tesla V100-SXM2-16GB): the last CUDA '
+            'for Volta is 12.x">unsupported</td>') in section
+    text = fleet_report(cuda_reports, "markdown")
+    assert "## CUDA images" in text
+    assert "| v100-01 | 535.230.02 | 8 x Tesla V100-SXM2-16GB | needs compat | needs compat | unsupported |" in text
+    assert "- `cuda:13.0.2-base-ubuntu24.04@c3c3c3c3c3c3` (CUDA 13.0): `{0}`".format(CUDA_IMAGES[2]["name"]) in text
+    lines = fleet_report(cuda_reports, "text")
+    assert "CUDA image cuda:12.8.1-base-ubuntu24.04@b2b2b2b2b2b2 (CUDA 12.8): 4 needs compat, 1 runs (compat)" in lines
+
+
+def test_cuda_cells_take_the_workload_layers_run_outcome(cuda_reports: list[dict[str, t.Any]]):
+    report = cuda_reports[0]
+    report["checks"] = [{"layer": "workload", "status": "fail", "summary": "",
+                         "observed": {"images": {CUDA_IMAGES[0]["name"]: {"status": "pass"},
+                                                 CUDA_IMAGES[1]["name"]: {"status": "fail"}}}}]
+    assert _report.cuda_cell(report, CUDA_IMAGES[0]["name"], "12.4")[:2] == ("runs; ran: pass", "pass")
+    assert _report.cuda_cell(report, CUDA_IMAGES[1]["name"], "12.8")[:2] == ("needs compat; ran: fail", "fail")
+    assert _report.cuda_cell(report, CUDA_IMAGES[2]["name"], "13.0")[:2] == ("needs compat", "warn")
+    # Absent today: a report without cuda_images gets no row and no cell.
+    assert _report.cuda_cell(cuda_reports[-1], CUDA_IMAGES[0]["name"], "12.4")[0] == "-"
+    assert "CUDA images" not in fleet_report([cuda_reports[-1]])
