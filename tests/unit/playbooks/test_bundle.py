@@ -32,6 +32,9 @@ UPSTREAM = {
     "crictl_download_url": CLOSED + "/cri-tools",
 }
 
+IMAGE = {"name": "registry.example.internal/gpufleet/cuda-probe:1.0", "digest": "sha256:" + "5" * 64,
+         "archive_url": CLOSED + "/images/cuda-probe-1.0.oci.tar", "archive_checksum": "sha256:" + "a" * 64}
+
 
 def bundle(tmp_path: Path, *args: str, **extra) -> tuple[str, int]:
     extra_vars = {"bundle_dir": str(tmp_path / "bundle"), "bundle_signing_key": SITE_KEY, "bundle_upstream": UPSTREAM}
@@ -75,8 +78,20 @@ def test_the_example_is_judged_and_planned_then_stops_at_the_first_upstream_fetc
     ({"gpufleet_gpu_group": "gpu_fleet_typo"}, "gpufleet_gpu_group: the inventory has no host in group 'gpu_fleet_typo'"),
     ({"bundle_signing_key": "mine"}, "bundle_signing_key: give the 40-hex-digit fingerprint"),
     ({"bundle_dir": "relative/dir"}, "bundle_dir: give the absolute path"),
+    ({"bundle_images": {"name": "x"}}, "bundle_images: give a list of {name, digest, archive_url, archive_checksum}"),
+    ({"bundle_images": [dict(IMAGE, digest="sha256:abc")]},
+     'bundle_images[0].digest is "sha256:abc": pin the image manifest digest'),
+    ({"bundle_images": [dict(IMAGE, name=IMAGE["name"] + "@" + IMAGE["digest"])]},
+     'bundle_images[0].name is "registry.example.internal/gpufleet/cuda-probe:1.0@sha256:'),
+    ({"bundle_images": [dict(IMAGE, archive_url="images/cuda-probe-1.0.oci.tar")]},
+     'bundle_images[0].archive_url is "images/cuda-probe-1.0.oci.tar": give the http(s):// or file:// URL'),
+    ({"bundle_images": [dict(IMAGE, archive_checksum="md5:0123")]},
+     'bundle_images[0].archive_checksum is "md5:0123": pin the archive file\'s sha256'),
+    ({"bundle_images": [IMAGE, dict(IMAGE, archive_url="http://elsewhere.invalid/cuda-probe-1.0.oci.tar")]},
+     "bundle_images: two archives are named cuda-probe-1.0.oci.tar"),
 ], ids=["no version", "flavour", "url outside", "other fingerprint", "unknown minor", "no checksum", "platform",
-        "no mirror url", "unknown group", "signing key", "relative dir"])
+        "no mirror url", "unknown group", "signing key", "relative dir", "images not a list", "image digest",
+        "image name with digest", "image url", "image checksum", "image file twice"])
 def test_bad_input_is_named_before_anything_is_written(tmp_path, extra, message):
     out, rc = bundle(tmp_path, **extra)
     assert rc != 0

@@ -9,6 +9,7 @@ import os
 import posixpath
 import re
 import subprocess
+import tarfile
 import tempfile
 import urllib.request
 from pathlib import Path
@@ -116,6 +117,22 @@ def test_the_bundle_carries_the_closure_and_leaves_main_out():
     external = data["external"]["debian"]
     assert any(item.startswith("dkms") for item in external), external
     assert any(item.startswith("libc6") for item in external), external
+
+
+def test_the_image_archive_is_carried_with_its_pinned_digest():
+    name = "pause-3.10-gpufleet.oci.tar"
+    archive = BUNDLE / "images" / name
+    with urllib.request.urlopen(TEST_MIRROR + "/files/images/" + name + ".digest", timeout=10) as answer:
+        pinned = answer.read().decode().strip()
+    with tarfile.open(archive) as tar:
+        index = json.load(tar.extractfile("index.json"))
+    assert [m["digest"] for m in index["manifests"]] == [pinned]
+    assert (BUNDLE / "images" / (name + ".digest")).read_text() == pinned + "\n"
+    assert (BUNDLE / "images" / (name + ".sha256")).read_text() == hashlib.sha256(archive.read_bytes()).hexdigest() + "\n"
+    entry = next(a for a in manifest()["artifacts"] if a["artifact"] == "images/" + name)
+    prefix = os.environ.get("GPUFLEET_IMAGE_PREFIX", "localhost/gpufleet")
+    assert entry["image"] == prefix + "/pause:3.10-gpufleet@" + pinned
+    assert entry["source"] == TEST_MIRROR + "/files/images/" + name
 
 
 @pytest.mark.parametrize("repository", ["debian/dists/trixie", "libnvidia-container/stable/deb/amd64"])
