@@ -665,6 +665,10 @@ def check_workload(plan: dict[str, t.Any], result: dict[str, t.Any] | None) -> d
                 "runs": [{key: run.get(key) for key in ("cdi", "image", "status", "seconds", "gpus", "migs",
                                                         "driver_version", "missing", "unexpected", "error")}
                          for run in runs]}
+    # The CUDA images' outcomes, for the fleet report's image matrix.
+    cuda_images = {d["image"] for d in plan["devices"] if d.get("image")}
+    observed["images"] = {run["image"]: {"status": "pass" if run.get("status") == "pass" else "fail"}
+                          for run in runs if run.get("image") in cuda_images}
     found = []
     if result.get("skipped"):
         return check("workload", "not_available", "workload check skipped: {0}".format(

@@ -307,3 +307,26 @@ def test_redact_hides_registry_credentials() -> None:
 def test_preamble_is_the_top_level_part_only() -> None:
     text = 'version = 2 # two\nimports = [\n  "/a",\n]\n\n[plugins]\nsecret = 1\n'
     assert c.preamble(text) == 'version = 2 # two\nimports = [\n  "/a",\n]\n'
+
+
+# --- the sandbox image --------------------------------------------------------------------------
+
+PAUSE = "registry.test/pause:3.10@sha256:" + "a" * 64
+
+
+@pytest.mark.parametrize("version", [2, 3, 4])
+def test_the_sandbox_image_goes_where_each_config_version_reads_it(version: int) -> None:
+    data = c.drop_in_data({}, spec(config_version=version, sandbox_image=PAUSE,
+                                   plugin_merge=c.MERGE_REPLACE if version == 2 else c.MERGE_DEEP))
+    if version == 2:
+        assert data["plugins"][c.CRI_V2]["sandbox_image"] == PAUSE
+        assert c.CRI_IMAGES_V3 not in data["plugins"]
+    else:
+        assert data["plugins"][c.CRI_IMAGES_V3] == {"pinned_images": {"sandbox": PAUSE}}
+        assert "sandbox_image" not in data["plugins"][c.CRI_RUNTIME_V3]
+
+
+def test_no_sandbox_image_leaves_the_other_files_setting() -> None:
+    merged = {"plugins": {c.CRI_V2: {"sandbox_image": "site/pause:1"}}}
+    assert c.drop_in_data(merged, spec())["plugins"][c.CRI_V2]["sandbox_image"] == "site/pause:1"
+    assert c.CRI_IMAGES_V3 not in c.drop_in_data({}, spec(config_version=3, plugin_merge=c.MERGE_DEEP))["plugins"]
