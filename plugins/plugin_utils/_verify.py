@@ -446,13 +446,17 @@ def expected_cdi_devices(nvml: dict[str, t.Any], strategies: t.Iterable[str]) ->
     for gpu in nvml.get("gpus") or []:
         index, uuid = gpu.get("index"), gpu.get("uuid")
         devices = (gpu.get("mig") or {}).get("devices") or []
+        # A GPU in MIG mode is a device only through its MIG devices
+        # (nvidia-ctk 1.20 lists no full-GPU device for it).
+        whole = not (gpu.get("mig") or {}).get("enabled")
         for strategy in strategies:
-            if strategy == "index":
+            if strategy == "index" and whole:
                 names.add(str(index))
-            elif strategy == "type-index":
+            elif strategy == "type-index" and whole:
                 names.add("gpu{0}".format(index))
             elif strategy == "uuid" and uuid:
-                names.add(uuid)
+                if whole:
+                    names.add(uuid)
                 names.update(device["uuid"] for device in devices if device.get("uuid"))
         mig_counts[index] = len(devices)
     return names, mig_counts
@@ -622,7 +626,11 @@ def workload_plan(nvml: dict[str, t.Any], layers: dict[str, t.Any], settings: di
         return plan
     gpus = nvml.get("gpus") or []
     migs = [(gpu, device) for gpu in gpus for device in ((gpu.get("mig") or {}).get("devices") or [])]
-    plan["devices"].append({"cdi": [CDI_KIND + "=all"], "gpus": [g["uuid"] for g in gpus if g.get("uuid")],
+    # `all` brings a GPU's device node with the GPU itself or with its MIG
+    # devices: a GPU in MIG mode without any is not in the container.
+    seen = [g for g in gpus if g.get("uuid") and (not (g.get("mig") or {}).get("enabled")
+                                                  or (g.get("mig") or {}).get("devices"))]
+    plan["devices"].append({"cdi": [CDI_KIND + "=all"], "gpus": [g["uuid"] for g in seen],
                             "migs": [d["uuid"] for _g, d in migs if d.get("uuid")]})
     mig_layer = layers.get("mig") or {}
     strategies = _strategies(_vars(layers.get("cdi") or {}).get("cdi_device_name_strategy"))

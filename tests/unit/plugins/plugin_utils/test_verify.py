@@ -270,10 +270,15 @@ def test_engine_not_installed():
 
 
 def ctk_spec(nvml: dict[str, t.Any], strategies: t.Sequence[str] = ("index", "uuid")) -> dict[str, t.Any]:
-    """A spec named the way `nvidia-ctk cdi generate` names devices (pkg/nvcdi namer)."""
+    """A spec named the way `nvidia-ctk cdi generate` names devices (pkg/nvcdi namer).
+
+    A GPU in MIG mode gets no full-GPU device, only its MIG devices: what
+    nvidia-ctk 1.20.1 generated for dgx-a100-mig-mixed on the workload
+    scenario's driver facade (`nvidia-ctk cdi list`: 0:0..0:3, 1:0..1:6,
+    2:0..2:2, 4..7)."""
     devices = []
     for gpu in nvml["gpus"]:
-        for strategy in strategies:
+        for strategy in strategies if not gpu["mig"]["enabled"] else ():
             name = {"index": str(gpu["index"]), "type-index": "gpu{0}".format(gpu["index"]), "uuid": gpu["uuid"]}
             devices.append({"name": name[strategy],
                             "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia{0}".format(gpu["index"])}]}})
@@ -320,12 +325,12 @@ def test_stale_spec_after_a_mig_change(mixed_nvml: dict[str, t.Any]):
 
 def test_stale_spec_missing_a_gpu(mixed_nvml: dict[str, t.Any]):
     spec = ctk_spec(mixed_nvml)
-    uuid = mixed_nvml["gpus"][3]["uuid"]
-    spec["devices"] = [d for d in spec["devices"] if d["name"] not in ("3", uuid)]
+    uuid = mixed_nvml["gpus"][4]["uuid"]
+    spec["devices"] = [d for d in spec["devices"] if d["name"] not in ("4", uuid)]
     check = check_cdi(mixed_nvml, spec)
-    assert "CDI spec is stale: GPU 3 ({0}) is missing from /etc/cdi/nvidia.yaml".format(uuid) in [
+    assert "CDI spec is stale: GPU 4 ({0}) is missing from /etc/cdi/nvidia.yaml".format(uuid) in [
         f["message"] for f in check["findings"]]
-    assert sorted(rules(check)) == sorted(["3", uuid])
+    assert sorted(rules(check)) == sorted(["4", uuid])
 
 
 def test_cdi_spec_absent_or_broken(mixed_nvml: dict[str, t.Any]):
