@@ -57,6 +57,18 @@ def pinned_digest(ref: str) -> str | None:
     return match.group(1) if match else None
 
 
+def cri_name(ref: str) -> str:
+    """The name CRI looks a reference up by: a tag beside a pinned digest is dropped
+    (name:tag@sha256:... is name@sha256:..., as a pull by digest names the image)."""
+    digest = pinned_digest(ref)
+    if not digest:
+        return ref
+    name = ref[:-len(digest) - 1]
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    return (name[:colon] if colon > slash else name) + "@" + digest
+
+
 def archive_images(path: str) -> list[dict[str, t.Any]]:
     """The images an OCI archive holds: [{name, digest (manifest), config (image ID)}].
 
@@ -174,7 +186,7 @@ class CRIEngine(Engine):
 
     def has_image(self, ref: str) -> bool:
         if self.params["engine"] == "containerd":
-            done = self.quiet(self.ctr("images", "ls", "-q", "name==" + ref))
+            done = self.quiet(self.ctr("images", "ls", "-q", "name==" + cri_name(ref)))
             return done.returncode == 0 and bool(done.stdout.strip())
         return self.quiet(self.crictl("inspecti", "-q", ref)).returncode == 0
 
@@ -187,14 +199,14 @@ class CRIEngine(Engine):
         if done.returncode != 0:
             raise RunFailed("ctr -n k8s.io images import {0} failed: {1}".format(
                 path, done.stderr.decode("utf-8", "replace").strip()[-KEEP:]))
-        if image["name"] != ref:
+        if image["name"] != cri_name(ref):
             # A pull by digest names the image name@digest; an import names it
             # by the archive's tag only, so CRI could not resolve the pinned
             # reference. Name it as the pull would.
-            done = self.quiet(self.ctr("images", "tag", "--force", image["name"], ref))
+            done = self.quiet(self.ctr("images", "tag", "--force", image["name"], cri_name(ref)))
             if done.returncode != 0:
                 raise RunFailed("ctr -n k8s.io images tag {0} {1} failed: {2}".format(
-                    image["name"], ref, done.stderr.decode("utf-8", "replace").strip()[-KEEP:]))
+                    image["name"], cri_name(ref), done.stderr.decode("utf-8", "replace").strip()[-KEEP:]))
 
     def pull(self, ref: str) -> None:
         done = self.quiet(self.crictl("pull", ref))

@@ -632,9 +632,10 @@ def workload_plan(nvml: dict[str, t.Any], layers: dict[str, t.Any], settings: di
                                                   or (g.get("mig") or {}).get("devices"))]
     plan["devices"].append({"cdi": [CDI_KIND + "=all"], "gpus": [g["uuid"] for g in seen],
                             "migs": [d["uuid"] for _g, d in migs if d.get("uuid")]})
-    mig_layer = layers.get("mig") or {}
+    # Every MIG device NVML reports, whoever made it (the mig layer, or a MIG
+    # manager of its own): each is a device a pod can ask for.
     strategies = _strategies(_vars(layers.get("cdi") or {}).get("cdi_device_name_strategy"))
-    if settings.get("mig_devices") and mig_layer.get("managed") and "uuid" in strategies:
+    if settings.get("mig_devices") and "uuid" in strategies:
         for gpu, device in migs:
             plan["devices"].append({"cdi": [CDI_KIND + "=" + device["uuid"]], "gpus": [gpu["uuid"]],
                                     "migs": [device["uuid"]]})

@@ -45,6 +45,13 @@ def test_pinned_digest() -> None:
     assert e.pinned_digest("r/probe@sha256:abc") is None
 
 
+def test_cri_looks_a_pinned_reference_up_without_its_tag() -> None:
+    digest = "sha256:" + "0" * 64
+    assert e.cri_name("localhost:5000/site/pause:3.10@" + digest) == "localhost:5000/site/pause@" + digest
+    assert e.cri_name("localhost:5000/site/pause@" + digest) == "localhost:5000/site/pause@" + digest
+    assert e.cri_name("localhost:5000/site/pause:3.10") == "localhost:5000/site/pause:3.10"
+
+
 def _blob(archive: tarfile.TarFile, data: bytes) -> str:
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
     info = tarfile.TarInfo("blobs/sha256/" + digest.split(":")[1])

@@ -49,15 +49,15 @@ def test_one_container_for_every_gpu_and_one_per_mig_device() -> None:
     ]
 
 
-def test_mig_devices_need_the_mig_layer_and_uuid_names() -> None:
-    assert len(workload_plan(NVML, layers(mig=False), settings())["devices"]) == 1
+def test_mig_devices_are_checked_whoever_made_them_and_need_uuid_names() -> None:
+    assert len(workload_plan(NVML, layers(mig=False), settings())["devices"]) == 3
     assert len(workload_plan(NVML, layers(strategy="index"), settings())["devices"]) == 1
     assert len(workload_plan(NVML, layers(), settings(mig_devices=False))["devices"]) == 1
 
 
 def test_cuda_images_that_should_run_get_a_container_each() -> None:
     images = [{"name": "site/cuda:12.4@sha256:" + "2" * 64, "run": True}, {"name": "site/cuda:13.0", "run": False}]
-    plan = workload_plan(NVML, layers(mig=False), settings(), images)
+    plan = workload_plan(NVML, layers(mig=False), settings(mig_devices=False), images)
     assert [d.get("image") for d in plan["devices"]] == [None, images[0]["name"]]
 
 
@@ -90,7 +90,7 @@ def run(status: str = "pass", error: str | None = None, **kw: t.Any) -> dict[str
 
 
 def judge(*runs: dict[str, t.Any]) -> dict[str, t.Any]:
-    plan = workload_plan(NVML, layers(mig=False), settings())
+    plan = workload_plan(NVML, layers(mig=False), settings(mig_devices=False))
     return verify_check({"result": {"image": {"ref": IMAGE, "present": True}, "runs": list(runs)}}, "workload", plan)
 
 
