@@ -1,0 +1,209 @@
+"""The workload check on real engines, and six ways to break a node.
+
+Each node converged the layers a GPU container depends on; verify started
+containers through the node's engine (containerd 1.7 and 2.2 through CRI,
+Docker through docker run), each asking for GPUs through the CDI spec that
+nvidia-ctk generated. The probe image has no NVML library and no nvidia-smi:
+what a container lists, it saw through the injected ones.
+
+The faults run verify alone (verify-only.yml) and read the host's report;
+after each, the node is put back and nothing the check started is left.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.getcwd()))
+EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
+SCENARIO = Path(__file__).resolve().parents[1]
+LABEL = "gpufleet.nvidia/workload-check=true"
+SPEC = "/etc/cdi/nvidia.json"
+
+
+def name(host) -> str:
+    return host.backend.get_hostname()
+
+
+def engine(host) -> str:
+    return "docker" if name(host).endswith("docker") else "containerd"
+
+
+def verify(host, *extra: str) -> dict:
+    """verify-only.yml on this host; its report from the node."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(EPHEMERAL / "ansible.cfg"),
+               ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"))
+    inventory = os.environ.get("MOLECULE_INVENTORY_FILE", str(EPHEMERAL / "inventory" / "ansible_inventory.yml"))
+    run = subprocess.run(
+        ["ansible-playbook", str(SCENARIO / "verify-only.yml"), "-i", inventory, "--limit", name(host),
+         "-e", "verify_fail_on=never", *extra],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stdout[-3000:]
+    return json.loads(host.file("/var/lib/gpufleet/verify.json").content_string)
+
+
+def layer(report: dict, which: str) -> dict:
+    return next(c for c in report["checks"] if c["layer"] == which)
+
+
+def leftovers(host) -> list[str]:
+    """What the check started and did not remove, as the engine lists it."""
+    if engine(host) == "docker":
+        return host.check_output("docker ps --all --quiet --filter label=%s", LABEL).split()
+    pods = host.check_output("crictl pods --quiet --label %s", LABEL).split()
+    containers = host.check_output("crictl ps --all --quiet --label %s", LABEL).split()
+    return pods + containers
+
+
+@contextmanager
+def saved(host, path: str):
+    host.check_output("cp -p {0} {0}.workload-test".format(path))
+    try:
+        yield
+    finally:
+        host.check_output("mv {0}.workload-test {0}".format(path))
+
+
+def failure(report: dict) -> str:
+    check = layer(report, "workload")
+    assert check["status"] == "fail", check
+    return " ".join(f["message"] for f in check["findings"])
+
+
+# -- the converged node --------------------------------------------------------------
+
+
+def test_gpu_containers_see_the_hosts_gpus_and_driver(host):
+    report = json.loads(host.file("/var/lib/gpufleet/verify.json").content_string)
+    check = layer(report, "workload")
+    assert check["status"] == "pass", check
+    runs = check["observed"]["runs"]
+    nvml = {g["uuid"]: g for g in report["gpus"]}
+    everything = runs[0]
+    assert everything["cdi"] == ["nvidia.com/gpu=all"]
+    # Every GPU that is a device (not in MIG mode, or with MIG devices), as host NVML numbers them.
+    assert sorted(everything["gpus"]) == sorted(
+        u for u, g in nvml.items() if not g["mig"]["enabled"] or g["mig"]["devices"])
+    assert everything["driver_version"] == report["versions"]["driver"]
+    assert all(run["status"] == "pass" for run in runs)
+    assert leftovers(host) == []
+
+
+def test_each_mig_device_runs_alone(host):
+    if name(host) != "workload-containerd17":
+        pytest.skip("the MIG fixture runs on containerd 1.7")
+    report = json.loads(host.file("/var/lib/gpufleet/verify.json").content_string)
+    runs = layer(report, "workload")["observed"]["runs"]
+    migs = [d["uuid"] for g in report["gpus"] for d in g["mig"]["devices"]]
+    assert migs and [run["cdi"] for run in runs[1:]] == [["nvidia.com/gpu=" + uuid] for uuid in migs]
+    for run in runs[1:]:
+        assert run["migs"] == [run["cdi"][0].split("=", 1)[1]], run
+
+
+# -- the faults (containerd 2.2 and Docker) ------------------------------------------
+
+FAULT_HOSTS = ("workload-containerd2", "workload-docker")
+
+
+def only_on(host, *names: str) -> None:
+    if name(host) not in names:
+        pytest.skip("this fault runs on " + ", ".join(names))
+
+
+def test_a_cdi_spec_without_a_gpu_nvml_has(host):
+    only_on(host, *FAULT_HOSTS)
+    gone = host.check_output("nvml-simctl show | python3 -c 'import json,sys; print(json.load(sys.stdin)"
+                             "[\"gpus\"][1][\"uuid\"])'")
+    with saved(host, SPEC):
+        spec = json.loads(host.file(SPEC).content_string)
+        spec["devices"] = [d for d in spec["devices"] if d["name"] not in ("1", gone)]
+        for device in spec["devices"]:
+            edits = device["containerEdits"]
+            edits["deviceNodes"] = [n for n in edits.get("deviceNodes") or [] if n["path"] != "/dev/nvidia1"]
+        host.check_output("cat > %s <<'EOF'\n%s\nEOF", SPEC, json.dumps(spec))
+        message = failure(verify(host))
+    assert "does not see every device NVML reports" in message and gone in message
+    assert leftovers(host) == []
+
+
+def test_a_runtime_handler_containerd_does_not_load(host):
+    only_on(host, "workload-containerd2")
+    drop_in = "/etc/containerd/conf.d/99-nvidia.toml"
+    with saved(host, drop_in):
+        text = host.file(drop_in).content_string
+        host.check_output("cat > %s <<'EOF'\n%s\nEOF", drop_in,
+                          text.replace('containerd.runtimes.nvidia', 'containerd.runtimes.other'))
+        host.check_output("systemctl restart containerd")
+        message = failure(verify(host))
+    host.check_output("systemctl restart containerd")
+    assert "runtime handler nvidia" in message and "does not know the runtime handler" in message
+    assert leftovers(host) == []
+
+
+def test_a_mig_device_the_spec_does_not_have(host):
+    only_on(host, "workload-containerd17")
+    report = json.loads(host.file("/var/lib/gpufleet/verify.json").content_string)
+    gone = report["gpus"][0]["mig"]["devices"][0]["uuid"]
+    with saved(host, SPEC):
+        spec = json.loads(host.file(SPEC).content_string)
+        spec["devices"] = [d for d in spec["devices"] if d["name"] not in ("0:0", gone)]
+        host.check_output("cat > %s <<'EOF'\n%s\nEOF", SPEC, json.dumps(spec))
+        message = failure(verify(host))
+    assert "CDI device nvidia.com/gpu={0}".format(gone) in message
+    assert "cannot resolve the CDI device" in message
+    assert leftovers(host) == []
+
+
+def test_a_missing_image_and_no_registry(host):
+    only_on(host, *FAULT_HOSTS)
+    if engine(host) == "docker":
+        host.check_output("docker image rm --force $(docker image ls --quiet localhost/gpufleet/cuda-probe)")
+    else:
+        host.check_output("ctr -n k8s.io images ls -q | grep cuda-probe | xargs ctr -n k8s.io images rm")
+    message = failure(verify(host, "-e", "verify_workload_image_archive_url=''", "-e", "verify_workload_pull=true"))
+    assert "the image is missing" in message and "cuda-probe" in message
+    assert leftovers(host) == []
+    # Put back from the archive (the scenario's own settings).
+    assert layer(verify(host), "workload")["status"] == "pass"
+
+
+def test_a_check_command_that_hangs(host):
+    only_on(host, *FAULT_HOSTS)
+    message = failure(verify(host, "-e", '{"verify_workload_command": ["sleep", "60"], "verify_workload_timeout": 5}'))
+    assert "did not finish in time" in message and "5 s" in message
+    assert leftovers(host) == []
+
+
+def test_deleted_dev_char_links_are_found(host):
+    only_on(host, "workload-containerd2")
+    links = host.check_output("ls /dev/char | grep '^195:' | tr '\\n' ' '").split()
+    assert "195:0" in links
+    host.check_output("rm -f /dev/char/195:0")
+    try:
+        report = verify(host)
+    finally:
+        host.check_output("ln -s /dev/nvidia0 /dev/char/195:0")
+    toolkit = layer(report, "container_toolkit")
+    messages = " ".join(f["message"] for f in toolkit["findings"])
+    assert toolkit["status"] == "fail" and "/dev/char/195:0" in messages and "daemon-reload" in messages
+    assert leftovers(host) == []
+
+
+def test_a_container_keeps_its_gpus_over_a_daemon_reload(host):
+    """The toolkit's most reported problem (NVIDIA/nvidia-container-toolkit#48), with the links in place."""
+    only_on(host, "workload-docker")
+    image = host.check_output("docker image ls --quiet localhost/gpufleet/cuda-probe | head -1")
+    container = host.check_output("docker run --detach --label %s --network none --device nvidia.com/gpu=all %s "
+                                  "sleep 300", LABEL, image)
+    try:
+        before = host.check_output("docker exec %s nvidia-smi -L", container)
+        host.check_output("systemctl daemon-reload")
+        after = host.check_output("docker exec %s nvidia-smi -L", container)
+    finally:
+        host.check_output("docker rm --force %s", container)
+    assert "UUID: GPU-" in before and after == before
