@@ -981,6 +981,11 @@ static nvmlReturn_t parse_state_stream(FILE *f, const char *path, sim_state_t *s
         }
         nrecs++;
     }
+    if (ok && ferror(f)) {
+        /* a socket read that timed out: a truncated state must not pass */
+        warnx_("%s: read error after line %d: %s", path, lineno, strerror(errno));
+        ok = 0;
+    }
     if (ok && lineno == 0) {
         warnx_("%s: empty state file", path);
         ok = 0;
