@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The simulated NVML library (tests/nvml-sim), built once per source: the
-# build is kept under $GPUFLEET_CACHE/nvml-sim/<key> (a hash of the sources
-# and the Makefile) and copied into tests/nvml-sim/build, where the images
-# and the unit tests take it from.
+# The simulated NVML library and native nvidia-smi (tests/nvml-sim), built
+# once per source: the build is kept under $GPUFLEET_CACHE/nvml-sim/<key> (a
+# hash of the sources and the Makefile) and copied into tests/nvml-sim/build,
+# where the images and the unit tests take it from.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=env.sh
 . "$(dirname "$0")/env.sh"
@@ -16,7 +16,8 @@ if [ ! -f "$cached/libnvidia-ml.so.1" ]; then
   cp -a "$sim/build/." "$cached.tmp/"
   rm -rf "$cached"
   mv "$cached.tmp" "$cached"
-elif ! cmp -s "$cached/libnvidia-ml.so.1" "$sim/build/libnvidia-ml.so.1"; then
+elif ! cmp -s "$cached/libnvidia-ml.so.1" "$sim/build/libnvidia-ml.so.1" \
+    || ! cmp -s "$cached/nvidia-smi" "$sim/build/nvidia-smi"; then
   mkdir -p "$sim/build"
   # New timestamps: a fresh clone's sources are newer than the cached build,
   # and `make -C tests/nvml-sim` must see the copy as up to date.

@@ -10,7 +10,8 @@
  * Layout of this file:
  *   1. limits, internal types, globals
  *   2. small helpers (strings, numbers, percent coding, hashing)
- *   3. state file: locking, parsing, writing, boot handling
+ *   3. state file: locking, parsing, writing, boot handling; the read-only
+ *      snapshot served on the nvidia-persistenced socket (inside containers)
  *   4. fault injection
  *   5. handle tables and argument resolution
  *   6. MIG geometry (placements, ids, capacity)
@@ -31,8 +32,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define SIM_API __attribute__((visibility("default")))
@@ -43,6 +47,11 @@
 
 #define DEFAULT_STATE_PATH "/var/lib/nvml-sim/state"
 #define DEFAULT_RUN_DIR "/run/nvml-sim"
+/* Where nvidia-ctk's CDI spec bind-mounts the persistenced socket from; a
+ * container gets it, but not /var/lib/nvml-sim/state. */
+#define DEFAULT_SOCKET "/run/nvidia-persistenced/socket"
+#define LEGACY_SOCKET "/var/run/nvidia-persistenced/socket"
+#define SOCKET_TIMEOUT_S 5
 #define STATE_HEADER "nvml-sim 1"
 
 #define MAX_GPUS 32
@@ -144,6 +153,9 @@ typedef struct {
 
 typedef struct {
     char path[PATH_MAX];
+    /* Read from the persistenced socket: booted as served, never written
+     * back, and calls that would change it get NVML_ERROR_NO_PERMISSION. */
+    int snapshot;
     sim_system_t sys;
     unsigned ngpus;
     sim_gpu_t gpus[MAX_GPUS];
@@ -922,16 +934,11 @@ static int validate_gpus(sim_state_t *st, const char *path)
     return 1;
 }
 
-/* Read and parse the state file at path.  NVML_ERROR_DRIVER_NOT_LOADED when
- * it does not exist (a node whose driver was never installed), otherwise
- * NVML_ERROR_UNKNOWN on any syntax error, after printing the offending line. */
-static nvmlReturn_t parse_state_file(const char *path, sim_state_t *st)
+/* Parse the state text read from f (to EOF; f is closed).  path names the
+ * source in messages.  NVML_ERROR_UNKNOWN on any syntax error, after printing
+ * the offending line. */
+static nvmlReturn_t parse_state_stream(FILE *f, const char *path, sim_state_t *st)
 {
-    FILE *f = fopen(path, "re");
-    if (!f) {
-        warnx_("cannot open state file %s: %s (set NVML_SIM_STATE)", path, strerror(errno));
-        return errno == ENOENT ? NVML_ERROR_DRIVER_NOT_LOADED : NVML_ERROR_UNKNOWN;
-    }
     rec_t *recs = NULL;
     size_t nrecs = 0, cap = 0;
     char *line = NULL;
@@ -973,6 +980,11 @@ static nvmlReturn_t parse_state_file(const char *path, sim_state_t *st)
             break;
         }
         nrecs++;
+    }
+    if (ok && ferror(f)) {
+        /* a socket read that timed out: a truncated state must not pass */
+        warnx_("%s: read error after line %d: %s", path, lineno, strerror(errno));
+        ok = 0;
     }
     if (ok && lineno == 0) {
         warnx_("%s: empty state file", path);
@@ -1017,6 +1029,83 @@ static nvmlReturn_t parse_state_file(const char *path, sim_state_t *st)
         rec_free(&recs[i]);
     free(recs);
     return ok ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
+}
+
+/* Read and parse the state file at path.  NVML_ERROR_DRIVER_NOT_LOADED when
+ * it does not exist (a node whose driver was never installed). */
+static nvmlReturn_t parse_state_file(const char *path, sim_state_t *st)
+{
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        warnx_("cannot open state file %s: %s (set NVML_SIM_STATE)", path, strerror(errno));
+        return errno == ENOENT ? NVML_ERROR_DRIVER_NOT_LOADED : NVML_ERROR_UNKNOWN;
+    }
+    return parse_state_stream(f, path, st);
+}
+
+/* A connected stream to the first state socket that answers, or NULL.
+ * NVML_SIM_SOCKET replaces the default list (a test's own socket). */
+static FILE *connect_state_socket(char *used, size_t size)
+{
+    const char *env = getenv("NVML_SIM_SOCKET");
+    const char *paths[2] = {DEFAULT_SOCKET, LEGACY_SOCKET};
+    size_t n = 2;
+    if (env && *env) {
+        paths[0] = env;
+        n = 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct sockaddr_un addr;
+        memset(&addr, 0, sizeof addr);
+        addr.sun_family = AF_UNIX;
+        if (strlen(paths[i]) >= sizeof addr.sun_path)
+            continue;
+        scopy(addr.sun_path, sizeof addr.sun_path, paths[i]);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            return NULL;
+        /* a hung server must not hang nvmlInit */
+        struct timeval tv = {SOCKET_TIMEOUT_S, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        if (connect(fd, (const struct sockaddr *)&addr, sizeof addr) != 0) {
+            close(fd);
+            continue;
+        }
+        shutdown(fd, SHUT_WR);
+        FILE *f = fdopen(fd, "r");
+        if (!f) {
+            close(fd);
+            return NULL;
+        }
+        scopy(used, size, paths[i]);
+        return f;
+    }
+    return NULL;
+}
+
+/* No state file: inside a container, the host's state as its stand-in
+ * nvidia-persistenced serves it (the whole text, then EOF).  Nothing to
+ * connect to, or an empty answer (the host has no state either), is a node
+ * without a driver. */
+static nvmlReturn_t parse_state_socket(sim_state_t *st)
+{
+    char sock[PATH_MAX] = "";
+    FILE *f = connect_state_socket(sock, sizeof sock);
+    if (!f) {
+        const char *env = getenv("NVML_SIM_SOCKET");
+        warnx_("no state file %s and no state socket %s (set NVML_SIM_STATE or NVML_SIM_SOCKET)", st->path,
+               (env && *env) ? env : DEFAULT_SOCKET " or " LEGACY_SOCKET);
+        return NVML_ERROR_DRIVER_NOT_LOADED;
+    }
+    int c = getc(f);
+    if (c == EOF) {
+        warnx_("state socket %s sent no state%s", sock, ferror(f) ? " (read error or timeout)" : "");
+        fclose(f);
+        return NVML_ERROR_DRIVER_NOT_LOADED;
+    }
+    ungetc(c, f);
+    st->snapshot = 1;
+    return parse_state_stream(f, sock, st);
 }
 
 /* ---- writing ------------------------------------------------------------- */
@@ -1173,6 +1262,8 @@ static int write_state_locked(const sim_state_t *st)
 
 static void save_state(const sim_state_t *st)
 {
+    if (st->snapshot)
+        return; /* fired faults count for this session only */
     int fd = lock_state(st->path);
     write_state_locked(st);
     unlock_state(fd);
@@ -1233,11 +1324,17 @@ static nvmlReturn_t load_state(sim_state_t **out, int boot)
     if (!st)
         return NVML_ERROR_MEMORY;
     scopy(st->path, sizeof st->path, state_path());
-    int fd = lock_state(st->path);
-    nvmlReturn_t rc = parse_state_file(st->path, st);
-    if (rc == NVML_SUCCESS && boot)
-        boot_if_needed(st);
-    unlock_state(fd);
+    nvmlReturn_t rc;
+    /* access, not stat: stat is GLIBC_2.33, above the library's ceiling */
+    if (access(st->path, F_OK) != 0 && errno == ENOENT) {
+        rc = parse_state_socket(st); /* served booted: no boot, no run dir */
+    } else {
+        int fd = lock_state(st->path);
+        rc = parse_state_file(st->path, st);
+        if (rc == NVML_SUCCESS && boot)
+            boot_if_needed(st);
+        unlock_state(fd);
+    }
     if (rc != NVML_SUCCESS) {
         free(st);
         return rc;
@@ -1435,6 +1532,12 @@ static nvmlReturn_t enter_plain(const char *call, int gpu_index)
 static int privileged(void)
 {
     return g_euid == 0;
+}
+
+/* Calls that change the node: root, and a state this process may write. */
+static int may_change(void)
+{
+    return privileged() && !g_state->snapshot;
 }
 
 static nvmlDevice_t dev_handle(unsigned gpu)
@@ -2207,7 +2310,7 @@ static nvmlReturn_t set_mig_mode(nvmlDevice_t device, unsigned int mode, nvmlRet
     sim_gpu_t *g = d.gpu;
     if (!g->mig_capable)
         return NVML_ERROR_NOT_SUPPORTED;
-    if (!privileged())
+    if (!may_change())
         return NVML_ERROR_NO_PERMISSION;
     if (mode == NVML_DEVICE_MIG_DISABLE && g->mig_current && gpu_has_gis(g)) {
         *activation = NVML_ERROR_IN_USE;
@@ -2267,13 +2370,15 @@ static void fill_gi_profile_v2(const sim_profile_t *p, nvmlGpuInstanceProfileInf
 
 /* Shared checks of the device-level MIG calls, in the driver's order:
  * arguments, MIG capability, privilege, MIG mode enabled. */
-enum { NEED_MIG_ON = 1, NEED_ROOT = 2 };
+enum { NEED_MIG_ON = 1, NEED_ROOT = 2, NEED_WRITE = 4 };
 
 static nvmlReturn_t mig_gate(const devref_t *d, int need)
 {
     if (!d->gpu->mig_capable)
         return NVML_ERROR_NOT_SUPPORTED;
     if ((need & NEED_ROOT) && !privileged())
+        return NVML_ERROR_NO_PERMISSION;
+    if ((need & NEED_WRITE) && !may_change())
         return NVML_ERROR_NO_PERMISSION;
     if ((need & NEED_MIG_ON) && !d->gpu->mig_current)
         return NVML_ERROR_NOT_SUPPORTED;
@@ -2378,7 +2483,7 @@ static nvmlReturn_t gi_create(const char *call, nvmlDevice_t device, unsigned in
         return rc;
     if (!out || (with_placement && !placement))
         return NVML_ERROR_INVALID_ARGUMENT;
-    rc = mig_gate(&d, NEED_ROOT | NEED_MIG_ON);
+    rc = mig_gate(&d, NEED_ROOT | NEED_WRITE | NEED_MIG_ON);
     if (rc != NVML_SUCCESS)
         return rc;
     sim_gpu_t *g = d.gpu;
@@ -2415,7 +2520,7 @@ static nvmlReturn_t gi_destroy(nvmlGpuInstance_t h)
     nvmlReturn_t rc = enter_gi("nvmlGpuInstanceDestroy", h, &r);
     if (rc != NVML_SUCCESS)
         return rc;
-    if (!privileged())
+    if (!may_change())
         return NVML_ERROR_NO_PERMISSION;
     for (unsigned c = 0; c < MAX_CI_IDS; c++)
         if (r.gpu->cis[r.gi][c].present)
@@ -2560,14 +2665,16 @@ static nvmlReturn_t ci_profile_info_v(nvmlGpuInstance_t h, unsigned int profile,
 
 /* Prologue of the CI calls keyed by a CI profile id on a GI handle. */
 static nvmlReturn_t ci_enter_profile(const char *call, nvmlGpuInstance_t h, unsigned int profile_id, const void *arg,
-                                     int need_root, instref_t *r, ci_profile_t *cp)
+                                     int need, instref_t *r, ci_profile_t *cp)
 {
     nvmlReturn_t rc = enter_gi(call, h, r);
     if (rc != NVML_SUCCESS)
         return rc;
     if (!arg)
         return NVML_ERROR_INVALID_ARGUMENT;
-    if (need_root && !privileged())
+    if ((need & NEED_ROOT) && !privileged())
+        return NVML_ERROR_NO_PERMISSION;
+    if ((need & NEED_WRITE) && !may_change())
         return NVML_ERROR_NO_PERMISSION;
     const sim_profile_t *gp = gi_profile(r->gpu, r->gi);
     if (!gp || !ci_profile_get(gp, profile_id, cp))
@@ -2580,7 +2687,7 @@ static nvmlReturn_t ci_remaining(nvmlGpuInstance_t h, unsigned int profile_id, u
     instref_t r;
     ci_profile_t cp;
     nvmlReturn_t rc =
-        ci_enter_profile("nvmlGpuInstanceGetComputeInstanceRemainingCapacity", h, profile_id, count, 1, &r, &cp);
+        ci_enter_profile("nvmlGpuInstanceGetComputeInstanceRemainingCapacity", h, profile_id, count, NEED_ROOT, &r, &cp);
     if (rc != NVML_SUCCESS)
         return rc;
     /* simulate successive creations on a scratch copy of the GI's CIs */
@@ -2610,7 +2717,7 @@ static nvmlReturn_t ci_placements(nvmlGpuInstance_t h, unsigned int profile_id, 
     instref_t r;
     ci_profile_t cp;
     nvmlReturn_t rc =
-        ci_enter_profile("nvmlGpuInstanceGetComputeInstancePossiblePlacements", h, profile_id, count, 1, &r, &cp);
+        ci_enter_profile("nvmlGpuInstanceGetComputeInstancePossiblePlacements", h, profile_id, count, NEED_ROOT, &r, &cp);
     if (rc != NVML_SUCCESS)
         return rc;
     if (out)
@@ -2628,7 +2735,7 @@ static nvmlReturn_t ci_create(const char *call, nvmlGpuInstance_t h, unsigned in
 {
     instref_t r;
     ci_profile_t cp;
-    nvmlReturn_t rc = ci_enter_profile(call, h, profile_id, out, 1, &r, &cp);
+    nvmlReturn_t rc = ci_enter_profile(call, h, profile_id, out, NEED_ROOT | NEED_WRITE, &r, &cp);
     if (rc != NVML_SUCCESS)
         return rc;
     if (with_placement && !placement)
@@ -2665,7 +2772,7 @@ static nvmlReturn_t ci_destroy(nvmlComputeInstance_t h)
     nvmlReturn_t rc = enter_ci("nvmlComputeInstanceDestroy", h, &r);
     if (rc != NVML_SUCCESS)
         return rc;
-    if (!privileged())
+    if (!may_change())
         return NVML_ERROR_NO_PERMISSION;
     if (procs_on(g_state, r.index, (int)r.gi, (int)r.ci) > 0)
         return NVML_ERROR_IN_USE;

@@ -1,19 +1,24 @@
 """Fixtures for the nvml-sim tests: build the library, render nodes, load ctypes.
 
 The simulated libnvidia-ml.so.1 is loaded once per test session (a ctypes
-library cannot be unloaded).  It reads NVML_SIM_STATE / NVML_SIM_RUNDIR at
-the first nvmlInit of a session, so every test points those variables at its
-own temporary files and the `sim` fixture shuts the library down completely
-afterwards.
+library cannot be unloaded).  It reads NVML_SIM_STATE / NVML_SIM_RUNDIR /
+NVML_SIM_SOCKET at the first nvmlInit of a session, so every test points
+those variables at its own temporary files and the `sim` fixture shuts the
+library down completely afterwards.  The socket variable always names a
+test's own path, so a host that runs nvml-sim-persistenced on the default
+socket cannot answer for a test's missing state file.
 """
 from __future__ import annotations
 
 import ctypes
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
-from typing import Any, Dict, Iterator
+import tempfile
+import time
+from typing import Any, Dict, Iterator, Optional
 
 import pytest
 
@@ -22,6 +27,8 @@ SIM_DIR = os.path.join(ROOT, "tests", "nvml-sim")
 NODES_DIR = os.path.join(SIM_DIR, "nodes")
 MODELS_DIR = os.path.join(SIM_DIR, "models")
 LIB_PATH = os.path.join(SIM_DIR, "build", "libnvidia-ml.so.1")
+NATIVE_SMI = os.path.join(SIM_DIR, "build", "nvidia-smi")
+PERSISTENCED = os.path.join(SIM_DIR, "nvml-sim-persistenced")
 
 NVML_SUCCESS = 0
 NVML_ERROR_UNINITIALIZED = 1
@@ -71,9 +78,11 @@ class Sim:
         self.run_dir = os.path.join(self.tmp, "run")
         self.lib = lib
         self.ctl = ctl
+        self.socket_path = os.path.join(self.tmp, "no-persistenced", "socket")
         os.makedirs(os.path.dirname(self.state_path))
         monkeypatch.setenv("NVML_SIM_STATE", self.state_path)
         monkeypatch.setenv("NVML_SIM_RUNDIR", self.run_dir)
+        monkeypatch.setenv("NVML_SIM_SOCKET", self.socket_path)
         monkeypatch.delenv("NVML_SIM_EUID", raising=False)
 
     def render(self, node: str = "dgx-a100-8x40gb", booted: bool = True) -> None:
@@ -120,3 +129,51 @@ def sim(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, nvml: ctypes.CDLL, simct
     instance.shutdown_all()
     yield instance
     instance.shutdown_all()
+
+
+class Persistenced:
+    """A running nvml-sim-persistenced serving one state file on its own socket."""
+
+    def __init__(self, state: str, rundir: str) -> None:
+        # sun_path holds 108 bytes: pytest's tmp_path can be longer
+        self.dir = tempfile.mkdtemp(prefix="nvsim-")
+        self.socket = os.path.join(self.dir, "nvidia-persistenced", "socket")
+        self.log = os.path.join(self.dir, "log")
+        with open(self.log, "wb") as log:
+            self.proc: Optional[subprocess.Popen] = subprocess.Popen(
+                [sys.executable, PERSISTENCED, "--socket", self.socket, "--state", state, "--rundir", rundir],
+                stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 10
+        while not os.path.exists(self.socket):
+            assert self.proc.poll() is None, open(self.log, encoding="utf-8").read()
+            assert time.monotonic() < deadline, "nvml-sim-persistenced did not create its socket"
+            time.sleep(0.02)
+
+    def stop(self) -> int:
+        """SIGTERM; the exit status."""
+        assert self.proc is not None
+        self.proc.terminate()
+        code = self.proc.wait(10)
+        self.proc = None
+        return code
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def persistenced() -> Iterator[Any]:
+    """Factory: persistenced(state, rundir) starts a server; all are stopped afterwards."""
+    started = []
+
+    def start(state: str, rundir: str) -> Persistenced:
+        server = Persistenced(state, rundir)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.close()

@@ -470,6 +470,76 @@ def test_missing_state_file_is_driver_not_loaded(sim: Any, api: Api) -> None:
     assert api.nvmlInit_v2() == DRIVER_NOT_LOADED
 
 
+# ---- the state served on the persistenced socket (inside a container) -------------
+
+def _inside_container(sim_obj: Any, socket_path: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Point the library at a state file that is not there and at the server's socket; the missing dir."""
+    missing = os.path.join(sim_obj.tmp, "not-mounted")
+    monkeypatch.setenv("NVML_SIM_STATE", os.path.join(missing, "state"))
+    monkeypatch.setenv("NVML_SIM_RUNDIR", os.path.join(missing, "run"))
+    monkeypatch.setenv("NVML_SIM_SOCKET", socket_path)
+    return missing
+
+
+def test_socket_snapshot_is_read_only(sim: Any, api: Api, persistenced: Any,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calls that would change the served state are NO_PERMISSION, even as root; reads work."""
+    sim.render("dgx-a100-mig-mixed")
+    before = sim.text()
+    missing = _inside_container(sim, persistenced(sim.state_path, sim.run_dir).socket, monkeypatch)
+    monkeypatch.setenv("NVML_SIM_EUID", "0")
+    api.init()
+    gpu0, gpu3 = api.handle(0), api.handle(3)
+    assert api.set_mig(gpu3, 0) == (NO_PERMISSION, -1)
+    assert api.mig_mode(gpu3) == (SUCCESS, 1, 1)
+    assert api.create_gi(gpu3, 19) == (NO_PERMISSION, 0)
+    assert api.create_gi(gpu3, 19, start=0) == (NO_PERMISSION, 0)
+    count = U()
+    assert api.nvmlDeviceGetGpuInstanceRemainingCapacity(gpu3, 19, ref(count)) == SUCCESS and count.value == 7
+    gih, cih = P(), P()
+    assert api.nvmlDeviceGetGpuInstanceById(gpu0, 2, ref(gih)) == SUCCESS
+    assert api.nvmlGpuInstanceGetComputeInstanceById(gih, 0, ref(cih)) == SUCCESS
+    assert api.create_ci(gih.value, 0) == (NO_PERMISSION, 0)
+    assert api.nvmlComputeInstanceDestroy(cih) == NO_PERMISSION
+    assert api.nvmlGpuInstanceDestroy(gih) == NO_PERMISSION
+    assert api.nvmlGpuInstanceGetInfo(gih, ref(GiInfo())) == SUCCESS  # still there
+    assert sim.text() == before
+    assert not os.path.exists(missing)  # no state, lock or boot marker on the reader's side
+
+
+def test_socket_snapshot_faults_fire_per_session(sim: Any, api: Api, persistenced: Any,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A once fault fires once per reading session; the host's file keeps it."""
+    sim.render()
+    _fault(sim, "nvmlDeviceGetName", "GPU_IS_LOST", "--once")
+    _inside_container(sim, persistenced(sim.state_path, sim.run_dir).socket, monkeypatch)
+    for _session in range(2):
+        api.init()
+        handle = api.handle(0)
+        assert api.text("nvmlDeviceGetName", handle)[0] == GPU_IS_LOST
+        assert api.text("nvmlDeviceGetName", handle)[0] == SUCCESS
+        assert api.nvmlShutdown() == SUCCESS
+    assert len(sim.show()["faults"]) == 1
+
+
+def test_socket_snapshot_answers_before_init(sim: Any, api: Api, persistenced: Any,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    sim.render()
+    _inside_container(sim, persistenced(sim.state_path, sim.run_dir).socket, monkeypatch)
+    buf = ctypes.create_string_buffer(80)
+    assert api.nvmlSystemGetNVMLVersion(buf, 80) == SUCCESS and buf.value == b"12.550.127.05"
+
+
+def test_no_state_file_and_no_socket_is_driver_not_loaded(sim: Any, api: Api, tmp_path: Any,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A socket path nobody listens on (a stale socket file included) is no driver."""
+    stale = tmp_path / "stale.sock"
+    stale.write_text("")
+    for path in (sim.socket_path, str(stale)):
+        monkeypatch.setenv("NVML_SIM_SOCKET", path)
+        assert api.nvmlInit_v2() == DRIVER_NOT_LOADED
+
+
 def test_no_gpus_needs_the_no_gpus_flag(sim: Any, api: Api) -> None:
     """NVML_INIT_FLAG_NO_GPUS lets nvmlInit succeed on a node without GPUs."""
     sim.render("t4-1x")
