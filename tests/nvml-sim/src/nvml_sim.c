@@ -1083,6 +1083,80 @@ static FILE *connect_state_socket(char *used, size_t size)
     return NULL;
 }
 
+/* ---- what a container reaches ------------------------------------------ */
+
+/* The real driver's static capability table (/proc/driver/nvidia-caps/
+ * mig-minors): config 1, monitor 2, then per GPU device minor 15 GPU
+ * instance ids of 1 + 8 compute instance ids each. The driver facade of the
+ * test ground (extensions/molecule/_shared/sim-driver.py) numbers the
+ * /dev/nvidia-caps nodes the same way. */
+static unsigned gi_cap_minor(unsigned gpu_minor, unsigned gi) { return 3 + gpu_minor * 135 + gi * 9; }
+static unsigned ci_cap_minor(unsigned gpu_minor, unsigned gi, unsigned ci)
+{
+    return gi_cap_minor(gpu_minor, gi) + 1 + ci;
+}
+
+/* /dev/nvidia<n> (cap == 0) or /dev/nvidia-caps/nvidia-cap<n> (cap == 1) */
+static int dev_node_exists(int cap, unsigned n)
+{
+    const char *root = getenv("NVML_SIM_DEV_ROOT");
+    char path[PATH_MAX];
+    if (cap)
+        snprintf(path, sizeof path, "%s/dev/nvidia-caps/nvidia-cap%u", root ? root : "", n);
+    else
+        snprintf(path, sizeof path, "%s/dev/nvidia%u", root ? root : "", n);
+    return access(path, F_OK) == 0;
+}
+
+/* As the driver shows a container only what its device nodes open: a GPU
+ * whose /dev/nvidia<minor> the container lacks is not enumerated (the rest
+ * are numbered from 0 in order, as NVML numbers what it can see), and a MIG
+ * device without both of its /dev/nvidia-caps nodes is not either. CDI is
+ * what puts those nodes there, so this is how a spec that lacks a device
+ * shows inside the container. NVML_SIM_DEV_ROOT prefixes /dev (tests). */
+static void restrict_to_reachable(sim_state_t *st)
+{
+    int newindex[MAX_GPUS];
+    unsigned kept = 0;
+    for (unsigned i = 0; i < st->ngpus; i++) {
+        sim_gpu_t *g = &st->gpus[i];
+        if (!dev_node_exists(0, g->minor)) {
+            newindex[i] = -1;
+            continue;
+        }
+        for (unsigned gi = 0; gi < MAX_GI_IDS; gi++) {
+            if (!g->gis[gi].present)
+                continue;
+            int gi_seen = dev_node_exists(1, gi_cap_minor(g->minor, gi));
+            for (unsigned ci = 0; ci < MAX_CI_IDS; ci++) {
+                if (g->cis[gi][ci].present &&
+                    !(gi_seen && dev_node_exists(1, ci_cap_minor(g->minor, gi, ci))))
+                    g->cis[gi][ci].present = 0;
+            }
+            if (!gi_seen)
+                g->gis[gi].present = 0;
+        }
+        newindex[i] = (int)kept;
+        if (kept != i)
+            st->gpus[kept] = *g;
+        kept++;
+    }
+    st->ngpus = kept;
+    unsigned procs = 0;
+    for (unsigned p = 0; p < st->nprocs; p++) {
+        if (newindex[st->procs[p].gpu] < 0)
+            continue;
+        st->procs[procs] = st->procs[p];
+        st->procs[procs].gpu = (unsigned)newindex[st->procs[p].gpu];
+        procs++;
+    }
+    st->nprocs = procs;
+    for (unsigned f = 0; f < st->nfaults; f++) {
+        if (st->faults[f].gpu >= 0 && (unsigned)st->faults[f].gpu < MAX_GPUS)
+            st->faults[f].gpu = newindex[st->faults[f].gpu];
+    }
+}
+
 /* No state file: inside a container, the host's state as its stand-in
  * nvidia-persistenced serves it (the whole text, then EOF).  Nothing to
  * connect to, or an empty answer (the host has no state either), is a node
@@ -1105,7 +1179,10 @@ static nvmlReturn_t parse_state_socket(sim_state_t *st)
     }
     ungetc(c, f);
     st->snapshot = 1;
-    return parse_state_stream(f, sock, st);
+    nvmlReturn_t rc = parse_state_stream(f, sock, st);
+    if (rc == NVML_SUCCESS)
+        restrict_to_reachable(st);
+    return rc;
 }
 
 /* ---- writing ------------------------------------------------------------- */

@@ -219,19 +219,42 @@ def test_without_the_python_one(node: Any, tmp_path: Any) -> None:
 
 # ---- the state served on the persistenced socket (what a container sees) -------------------
 
-def _container_env(env: Dict[str, str], socket_path: str) -> Dict[str, str]:
-    """No state file, no run dir: only the socket, as inside a CDI container."""
+def gi_cap(minor: int, gi: int) -> int:
+    """The driver's static mig-minors numbering (config 1, monitor 2, 15 x (1 + 8) per GPU)."""
+    return 3 + minor * 135 + gi * 9
+
+
+def _dev_tree(root: str, state: Dict[str, Any], gpus: Any = None, migs: Any = None) -> str:
+    """The /dev a CDI container gets: each GPU's node and each MIG device's two caps nodes (plain files: the
+    library only looks for them). `gpus`/`migs`: only these indices / MIG UUIDs (default: everything)."""
+    os.makedirs(os.path.join(root, "dev", "nvidia-caps"), exist_ok=True)
+    for index, gpu in enumerate(state["gpus"]):
+        if gpus is not None and index not in gpus:
+            continue
+        open(os.path.join(root, "dev", "nvidia{0}".format(gpu["minor"])), "w").close()
+        for gi in gpu["gis"]:
+            for ci in gi["cis"]:
+                if migs is not None and ci["uuid"] not in migs:
+                    continue
+                for cap in (gi_cap(gpu["minor"], gi["id"]), gi_cap(gpu["minor"], gi["id"]) + 1 + ci["id"]):
+                    open(os.path.join(root, "dev", "nvidia-caps", "nvidia-cap{0}".format(cap)), "w").close()
+    return root
+
+
+def _container_env(env: Dict[str, str], socket_path: str, dev_root: str = "") -> Dict[str, str]:
+    """No state file, no run dir: only the socket (and the device nodes CDI gives), as inside a CDI container."""
     missing = os.path.join(os.path.dirname(env["NVML_SIM_STATE"]), "not-mounted")
     return dict(env, NVML_SIM_STATE=os.path.join(missing, "state"), NVML_SIM_RUNDIR=os.path.join(missing, "run"),
-                NVML_SIM_SOCKET=socket_path)
+                NVML_SIM_SOCKET=socket_path, NVML_SIM_DEV_ROOT=dev_root)
 
 
 @pytest.mark.parametrize("name", ["dgx-a100-mig-mixed", "hgx-h200-8x141gb"])
 def test_native_smi_through_the_socket_only(node: Any, simctl: Any, persistenced: Any, name: str) -> None:
     env = node(name)
     server = persistenced(env["NVML_SIM_STATE"], env["NVML_SIM_RUNDIR"])
-    inside = _container_env(env, server.socket)
     state = shown(simctl, env)
+    dev = _dev_tree(os.path.join(os.path.dirname(env["NVML_SIM_STATE"]), "ctr"), state)
+    inside = _container_env(env, server.socket, dev)
     out = run(inside, "-L")
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout == python_smi(env, "-L").stdout
@@ -250,7 +273,8 @@ def test_served_state_follows_the_host(node: Any, simctl: Any, persistenced: Any
     """Every connection reads the file anew: a change on the host is seen by the next container."""
     env = node("dgx-a100-8x40gb")
     server = persistenced(env["NVML_SIM_STATE"], env["NVML_SIM_RUNDIR"])
-    inside = _container_env(env, server.socket)
+    dev = _dev_tree(os.path.join(os.path.dirname(env["NVML_SIM_STATE"]), "ctr"), shown(simctl, env))
+    inside = _container_env(env, server.socket, dev)
     assert run(inside, "--query-gpu=driver_version", "--format=csv,noheader", "-i", "0").stdout == "550.127.05\n"
     assert simctl.main(["set", "driver_version=535.261.03", "--state", env["NVML_SIM_STATE"]]) == 0
     assert run(inside, "--query-gpu=driver_version", "--format=csv,noheader", "-i", "0").stdout == "535.261.03\n"
@@ -261,10 +285,27 @@ def test_server_applies_a_pending_boot(node: Any, simctl: Any, persistenced: Any
     env = node()
     os.unlink(os.path.join(env["NVML_SIM_RUNDIR"], "booted"))
     server = persistenced(env["NVML_SIM_STATE"], env["NVML_SIM_RUNDIR"])
-    out = run(_container_env(env, server.socket), "-L")
+    dev = _dev_tree(os.path.join(os.path.dirname(env["NVML_SIM_STATE"]), "ctr"), shown(simctl, env))
+    out = run(_container_env(env, server.socket, dev), "-L")
     assert out.returncode == 0 and "MIG-" not in out.stdout
     assert os.path.exists(os.path.join(env["NVML_SIM_RUNDIR"], "booted"))
     assert all(g["gis"] == [] for g in shown(simctl, env)["gpus"])
+
+
+def test_a_container_sees_only_the_devices_its_nodes_reach(node: Any, simctl: Any, persistenced: Any) -> None:
+    """As the driver does: GPUs without their /dev/nvidia<minor> and MIG devices without both caps nodes are not
+    enumerated, and what is left is numbered from 0 (a CDI spec that lacks a device shows this way)."""
+    env = node("dgx-a100-mig-mixed")
+    server = persistenced(env["NVML_SIM_STATE"], env["NVML_SIM_RUNDIR"])
+    state = shown(simctl, env)
+    one_mig = state["gpus"][1]["gis"][2]["cis"][0]["uuid"]
+    dev = _dev_tree(os.path.join(os.path.dirname(env["NVML_SIM_STATE"]), "ctr"), state, gpus={1, 6}, migs={one_mig})
+    out = run(_container_env(env, server.socket, dev), "-L")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert uuids(out.stdout) == [state["gpus"][1]["uuid"], one_mig, state["gpus"][6]["uuid"]]
+    assert out.stdout.startswith("GPU 0: ") and "\nGPU 1: " in out.stdout
+    nothing = _dev_tree(os.path.join(os.path.dirname(env["NVML_SIM_STATE"]), "none"), state, gpus=set())
+    assert run(_container_env(env, server.socket, nothing), "-L").returncode == 6
 
 
 def test_server_without_state_means_no_driver(node: Any, persistenced: Any) -> None:

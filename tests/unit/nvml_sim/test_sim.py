@@ -473,11 +473,21 @@ def test_missing_state_file_is_driver_not_loaded(sim: Any, api: Api) -> None:
 # ---- the state served on the persistenced socket (inside a container) -------------
 
 def _inside_container(sim_obj: Any, socket_path: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Point the library at a state file that is not there and at the server's socket; the missing dir."""
+    """Point the library at a state file that is not there, at the server's socket, and at a /dev with every
+    device's nodes (as CDI's `all` device gives them; the driver's mig-minors numbering); the missing dir."""
     missing = os.path.join(sim_obj.tmp, "not-mounted")
+    dev = os.path.join(sim_obj.tmp, "container")
+    os.makedirs(os.path.join(dev, "dev", "nvidia-caps"), exist_ok=True)
+    for gpu in sim_obj.show()["gpus"]:
+        open(os.path.join(dev, "dev", "nvidia{0}".format(gpu["minor"])), "w").close()
+        for gi in gpu["gis"]:
+            first = 3 + gpu["minor"] * 135 + gi["id"] * 9
+            for cap in [first] + [first + 1 + ci["id"] for ci in gi["cis"]]:
+                open(os.path.join(dev, "dev", "nvidia-caps", "nvidia-cap{0}".format(cap)), "w").close()
     monkeypatch.setenv("NVML_SIM_STATE", os.path.join(missing, "state"))
     monkeypatch.setenv("NVML_SIM_RUNDIR", os.path.join(missing, "run"))
     monkeypatch.setenv("NVML_SIM_SOCKET", socket_path)
+    monkeypatch.setenv("NVML_SIM_DEV_ROOT", dev)
     return missing
 
 
