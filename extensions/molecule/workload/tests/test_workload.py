@@ -69,6 +69,17 @@ def saved(host, path: str):
         host.check_output("mv {0}.workload-test {0}".format(path))
 
 
+def edit(host, path: str, code: str) -> None:
+    """Rewrite a file on the node: `code` turns the text `text` into `text` (python3 on the node)."""
+    script = "import sys\np = sys.argv[1]\ntext = open(p).read()\n" + code + "\nopen(p, 'w').write(text)\n"
+    host.check_output("python3 -c %s %s", script, path)
+
+
+def node_state(host) -> dict:
+    """The simulated GPUs as the host's NVML state holds them."""
+    return json.loads(host.check_output("nvml-simctl show"))
+
+
 def failure(report: dict) -> str:
     check = layer(report, "workload")
     assert check["status"] == "fail", check
@@ -83,12 +94,14 @@ def test_gpu_containers_see_the_hosts_gpus_and_driver(host):
     check = layer(report, "workload")
     assert check["status"] == "pass", check
     runs = check["observed"]["runs"]
-    nvml = {g["uuid"]: g for g in report["gpus"]}
     everything = runs[0]
     assert everything["cdi"] == ["nvidia.com/gpu=all"]
-    # Every GPU that is a device (not in MIG mode, or with MIG devices), as host NVML numbers them.
-    assert sorted(everything["gpus"]) == sorted(
-        u for u, g in nvml.items() if not g["mig"]["enabled"] or g["mig"]["devices"])
+    # Every GPU that is a device (not in MIG mode, or with MIG devices) and every MIG device, as the host's
+    # NVML state has them: what the container listed through the injected library and nvidia-smi.
+    gpus = node_state(host)["gpus"]
+    migs = [ci["uuid"] for g in gpus for gi in g["gis"] for ci in gi["cis"]]
+    assert sorted(everything["gpus"]) == sorted(g["uuid"] for g in gpus if not g["mig_current"] or g["gis"])
+    assert sorted(everything["migs"]) == sorted(migs)
     assert everything["driver_version"] == report["versions"]["driver"]
     assert all(run["status"] == "pass" for run in runs)
     assert leftovers(host) == []
@@ -99,10 +112,13 @@ def test_each_mig_device_runs_alone(host):
         pytest.skip("the MIG fixture runs on containerd 1.7")
     report = json.loads(host.file("/var/lib/gpufleet/verify.json").content_string)
     runs = layer(report, "workload")["observed"]["runs"]
-    migs = [d["uuid"] for g in report["gpus"] for d in g["mig"]["devices"]]
-    assert migs and [run["cdi"] for run in runs[1:]] == [["nvidia.com/gpu=" + uuid] for uuid in migs]
+    migs = {ci["uuid"]: g["uuid"] for g in node_state(host)["gpus"] for gi in g["gis"] for ci in gi["cis"]}
+    assert len(migs) == 14
+    assert sorted(run["cdi"][0] for run in runs[1:]) == sorted("nvidia.com/gpu=" + uuid for uuid in migs)
     for run in runs[1:]:
-        assert run["migs"] == [run["cdi"][0].split("=", 1)[1]], run
+        mig = run["cdi"][0].split("=", 1)[1]
+        # Alone: its own MIG device and the GPU it is on, nothing else.
+        assert (run["migs"], run["gpus"]) == ([mig], [migs[mig]]), run
 
 
 # -- the faults (containerd 2.2 and Docker) ------------------------------------------
@@ -117,42 +133,43 @@ def only_on(host, *names: str) -> None:
 
 def test_a_cdi_spec_without_a_gpu_nvml_has(host):
     only_on(host, *FAULT_HOSTS)
-    gone = host.check_output("nvml-simctl show | python3 -c 'import json,sys; print(json.load(sys.stdin)"
-                             "[\"gpus\"][1][\"uuid\"])'")
+    gpu = node_state(host)["gpus"][1]
     with saved(host, SPEC):
-        spec = json.loads(host.file(SPEC).content_string)
-        spec["devices"] = [d for d in spec["devices"] if d["name"] not in ("1", gone)]
-        for device in spec["devices"]:
-            edits = device["containerEdits"]
-            edits["deviceNodes"] = [n for n in edits.get("deviceNodes") or [] if n["path"] != "/dev/nvidia1"]
-        host.check_output("cat > %s <<'EOF'\n%s\nEOF", SPEC, json.dumps(spec))
+        # As a spec generated before GPU 1 came back from a reset would be.
+        edit(host, SPEC, "import json\nspec = json.loads(text)\n"
+                         "spec['devices'] = [d for d in spec['devices'] if d['name'] not in ('1', %r)]\n"
+                         "for d in spec['devices']:\n"
+                         "    e = d['containerEdits']\n"
+                         "    e['deviceNodes'] = [n for n in e.get('deviceNodes') or [] if n['path'] != '/dev/nvidia%d']\n"
+                         "text = json.dumps(spec)" % (gpu["uuid"], gpu["minor"]))
         message = failure(verify(host))
-    assert "does not see every device NVML reports" in message and gone in message
+    assert "does not see every device NVML reports" in message and gpu["uuid"] in message
     assert leftovers(host) == []
 
 
 def test_a_runtime_handler_containerd_does_not_load(host):
     only_on(host, "workload-containerd2")
     drop_in = "/etc/containerd/conf.d/99-nvidia.toml"
-    with saved(host, drop_in):
-        text = host.file(drop_in).content_string
-        host.check_output("cat > %s <<'EOF'\n%s\nEOF", drop_in,
-                          text.replace('containerd.runtimes.nvidia', 'containerd.runtimes.other'))
+    try:
+        with saved(host, drop_in):
+            # Another tool rewrote the drop-in: the handler is gone, containerd still starts.
+            edit(host, drop_in, "text = text.replace('containerd.runtimes.nvidia', 'containerd.runtimes.other')")
+            host.check_output("systemctl restart containerd")
+            message = failure(verify(host))
+    finally:
         host.check_output("systemctl restart containerd")
-        message = failure(verify(host))
-    host.check_output("systemctl restart containerd")
     assert "runtime handler nvidia" in message and "does not know the runtime handler" in message
     assert leftovers(host) == []
 
 
 def test_a_mig_device_the_spec_does_not_have(host):
     only_on(host, "workload-containerd17")
-    report = json.loads(host.file("/var/lib/gpufleet/verify.json").content_string)
-    gone = report["gpus"][0]["mig"]["devices"][0]["uuid"]
+    gone = node_state(host)["gpus"][0]["gis"][0]["cis"][0]["uuid"]
     with saved(host, SPEC):
-        spec = json.loads(host.file(SPEC).content_string)
-        spec["devices"] = [d for d in spec["devices"] if d["name"] not in ("0:0", gone)]
-        host.check_output("cat > %s <<'EOF'\n%s\nEOF", SPEC, json.dumps(spec))
+        # As a spec generated before the MIG layout changed would be.
+        edit(host, SPEC, "import json\nspec = json.loads(text)\n"
+                         "spec['devices'] = [d for d in spec['devices'] if d['name'] not in ('0:0', %r)]\n"
+                         "text = json.dumps(spec)" % gone)
         message = failure(verify(host))
     assert "CDI device nvidia.com/gpu={0}".format(gone) in message
     assert "cannot resolve the CDI device" in message
@@ -164,7 +181,9 @@ def test_a_missing_image_and_no_registry(host):
     if engine(host) == "docker":
         host.check_output("docker image rm --force $(docker image ls --quiet localhost/gpufleet/cuda-probe)")
     else:
-        host.check_output("ctr -n k8s.io images ls -q | grep cuda-probe | xargs ctr -n k8s.io images rm")
+        for ref in host.check_output("ctr -n k8s.io images ls -q").split():
+            if "cuda-probe" in ref:
+                host.check_output("ctr -n k8s.io images rm %s", ref)
     message = failure(verify(host, "-e", "verify_workload_image_archive_url=''", "-e", "verify_workload_pull=true"))
     assert "the image is missing" in message and "cuda-probe" in message
     assert leftovers(host) == []
