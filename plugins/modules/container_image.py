@@ -92,6 +92,9 @@ class ContainerImage:
     def run(self) -> dict[str, object]:
         ref, archive = self.params["image"], self.params["archive"]
         if archive and not os.path.exists(archive):
+            if self.module.check_mode:
+                # Check mode did not download it: it would be imported.
+                return {"changed": True, "local": ref, "imported": False, "pulled": False}
             raise RunFailed("archive: {0} is not on the node".format(archive))
         local = self.engine.local_ref(ref, archive)
         out = {"changed": False, "local": local, "imported": False, "pulled": False}

@@ -210,6 +210,9 @@ class WorkloadCheck:
                                    "error": None}
         try:
             if archive and not os.path.exists(archive):
+                if self.module.check_mode:
+                    image["error"] = "not on the node; check mode does not download, import or pull it"
+                    return image
                 raise RunFailed("the archive {0} is not on the node".format(archive))
             local = image["local"] = self.engine.local_ref(ref, archive)
             if self.engine.has_image(local):
