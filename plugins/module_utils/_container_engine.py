@@ -258,7 +258,14 @@ class CRIEngine(Engine):
 
     def exec(self, handle: str, argv: list[str], deadline: float, what: str) -> str:
         left = max(1, int(deadline - time.monotonic()))
-        return self.run(self.crictl("exec", "--sync", "--timeout", str(left), handle, *argv), deadline, what)
+        try:
+            return self.run(self.crictl("exec", "--sync", "--timeout", str(left), handle, *argv), deadline, what)
+        except RunFailed as exc:
+            # CRI stops a sync exec at its timeout ("timeout 4s exceeded").
+            if re.search(r"timeout \S+ exceeded", str(exc)):
+                raise Timeout("{0} did not finish within the time limit of {1} s".format(
+                    what, self.params["timeout"])) from None
+            raise
 
     def remove(self, handle: str) -> str | None:
         """Removes the pod (handle: pod id) and with it its containers."""
