@@ -20,9 +20,9 @@ export GPUFLEET_MIRROR_FINGERPRINT
 
 # Measured on the 2-core test machine with two lanes (tests/output/phases.tsv
 # of a warm run): driver 11 min (the one real NVIDIA build; 18 cold), upgrade
-# 9, verify 5, the rest 1-3. The lanes are CPU-bound, so a third lane gains
+# 9, workload 7, verify 5, the rest 1-3. The lanes are CPU-bound, so a third lane gains
 # little; the order decides how evenly they end.
-LONGEST_FIRST=(driver upgrade verify bake container_runtime cdi bundle mig container_toolkit)
+LONGEST_FIRST=(driver upgrade workload verify bake container_runtime cdi bundle mig container_toolkit)
 
 base_config=()
 if [ "${MOLECULE_DRIVER:-podman}" = docker ]; then

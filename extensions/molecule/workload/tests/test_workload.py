@@ -121,6 +121,18 @@ def test_each_mig_device_runs_alone(host):
         assert (run["migs"], run["gpus"]) == ([mig], [migs[mig]]), run
 
 
+def test_the_fleet_report_shows_the_cuda_image_matrix(host):
+    report = (EPHEMERAL / "reports" / "fleet-report.md").read_text()
+    table = report[report.index("## CUDA images"):]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and name(host) in line]
+    assert len(rows) == 1, table
+    # The probe (CUDA 12.4) ran on every node; CUDA 13.0 needs a driver none of them has.
+    assert "runs; ran: pass" in rows[0]
+    assert "needs driver >= 580" in rows[0]
+    runs = layer(json.loads(host.file("/var/lib/gpufleet/verify.json").content_string), "workload")["observed"]
+    assert list(runs["images"].values()) == [{"status": "pass"}]
+
+
 # -- the faults (containerd 2.2 and Docker) ------------------------------------------
 
 FAULT_HOSTS = ("workload-containerd2", "workload-docker")
