@@ -132,8 +132,8 @@ class Engine:
                 what, self.params["timeout"])) from None
         out = done.stdout.decode("utf-8", "replace")
         if done.returncode != 0:
-            raise RunFailed("{0} failed: {1}".format(what, engine_error(done.stderr.decode("utf-8", "replace")
-                                                                         or out)))
+            reason = engine_error(done.stderr.decode("utf-8", "replace") or out)
+            raise RunFailed("{0} failed: {1}".format(what, reason))
         return out
 
     def quiet(self, argv: list[str]) -> subprocess.CompletedProcess:

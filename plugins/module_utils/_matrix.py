@@ -1260,8 +1260,8 @@ class Matrix:
             if run is not None and not isinstance(run, bool):
                 raise MatrixError("{0}.run must be true or false, got {1!r}".format(where, run))
             verdict = self.judge_cuda_image(cuda, driver, gpus, compat)
-            decided = verdict["verdict"] == "native" or (verdict["verdict"] == "compat"
-                                                          and verdict["compat_installed"])
+            decided = verdict["verdict"] == "native" or (
+                verdict["verdict"] == "compat" and verdict["compat_installed"])
             judged.append(dict({"name": name, "cuda": cuda}, **verdict,
                                run=decided if run is None else run, run_forced=run is not None))
         return judged

@@ -11,10 +11,10 @@ module: gpu_workload
 short_description: Start short-lived GPU containers through the node's engine and report what they see
 version_added: 0.1.0
 description:
-  - Starts one container per requested CDI device through the engine the node runs, the way a workload would:
+  - "Starts one container per requested CDI device through the engine the node runs, the way a workload would -
     containerd and CRI-O through CRI (C(crictl runp), C(create), C(start), with the runtime handler given), Docker
     with C(docker run --device). Inside, it runs the image's check command (default C(nvidia-smi -L)) and the
-    driver-version command, and compares what the container sees with what the host's NVML reports.
+    driver-version command, and compares what the container sees with what the host's NVML reports."
   - Every pod and container it creates carries the label C(gpufleet.nvidia/workload-check) and is removed on
     success, failure and timeout; leftovers of an interrupted earlier run are removed first.
   - The image must be on the node, or be importable from O(image_archive) (C(ctr -n k8s.io images import),
@@ -91,7 +91,7 @@ options:
     description: The command that prints the driver version inside the container; V([]) skips it.
     type: list
     elements: str
-    default: [nvidia-smi, --query-gpu=driver_version, --format=csv,noheader]
+    default: [nvidia-smi, --query-gpu=driver_version, "--format=csv,noheader"]
   hold_command:
     description: What keeps the container running while the commands are executed in it.
     type: list

@@ -192,8 +192,8 @@ def dev_char_missing(listing: str) -> list[dict[str, str]]:
     nodes: dict[str, str] = {}
     links: dict[str, str] = {}
     for line in listing.splitlines():
-        kind, _, rest = line.partition(" ")
-        number, _, path = rest.partition(" ")
+        kind, _sep, rest = line.partition(" ")
+        number, _sep, path = rest.partition(" ")
         if kind == "node" and ":" in number and path:
             if path.rsplit("/", 1)[-1].startswith(DEV_CHAR_IGNORED):
                 continue
@@ -218,10 +218,13 @@ def _dev_char_findings(observed: t.Any) -> list[dict[str, str]]:
     listing = observed["listing"]
     if not isinstance(listing, str):
         raise VerifyError("dev_char: expected the find listing as text, got {0}".format(type(listing).__name__))
-    return [_error("container_toolkit", item["link"], "{0}, the link to {1}, {2}: containers lose this device "
-                   "on systemctl daemon-reload".format(item["link"], item["target"], "points to " + item["found"]
-                                                      if item["found"] else "is missing"), DEV_CHAR_FIX)
-            for item in dev_char_missing(listing)]
+    findings = []
+    for item in dev_char_missing(listing):
+        state = "points to " + item["found"] if item["found"] else "is missing"
+        findings.append(_error("container_toolkit", item["link"], "{0}, the link to {1}, {2}: containers lose this "
+                               "device on systemctl daemon-reload".format(item["link"], item["target"], state),
+                               DEV_CHAR_FIX))
+    return findings
 
 
 def check_container_toolkit(declaration: dict[str, t.Any], packages: dict[str, t.Any],

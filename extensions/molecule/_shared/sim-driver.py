@@ -87,7 +87,7 @@ def proc_devices(original: str, names: dict[int, str]) -> str:
         if line.startswith("Block devices:"):
             section = rest
         if section is chars and line.strip():
-            major, _, name = line.strip().partition(" ")
+            major, _sep, name = line.strip().partition(" ")
             if not name.startswith("nvidia"):
                 chars.append((int(major), name))
         elif section is rest:

@@ -186,7 +186,7 @@ MVC_FLOORS = (
 FORWARD_COMPAT = {
     "value": {"package": "cuda-compat-<major>-<minor>", "gpus": "data_center", "first_cuda": "10.0",
               "branches": "drivers.DRIVER_BRANCHES", "same_branch": "LTSB"},
-    "source": _FORWARD + " ; https://docs.nvidia.com/datacenter/tesla/pdf/NVIDIA_CUDA_Drivers_Support.pdf ; "
-              "https://docs.nvidia.com/deploy/cuda-compatibility/frequently-asked-questions.html",
+    "source": (_FORWARD + " ; https://docs.nvidia.com/datacenter/tesla/pdf/NVIDIA_CUDA_Drivers_Support.pdf ; "
+               "https://docs.nvidia.com/deploy/cuda-compatibility/frequently-asked-questions.html"),
     "checked": "2026-11-26",
 }
