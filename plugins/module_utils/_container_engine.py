@@ -51,6 +51,16 @@ def engine_error(text: str) -> str:
     return " ".join(line.strip() for line in lines).replace("\\\"", "\"")[-KEEP:] or "no output"
 
 
+def program_finder(get_bin_path: t.Callable[..., t.Any]) -> t.Callable[[str], str]:
+    """A program's path by AnsibleModule.get_bin_path (sbin and /usr/local too), or RunFailed naming it."""
+    def find(name: str) -> str:
+        path = get_bin_path(name, opt_dirs=["/usr/local/bin", "/usr/local/sbin"])
+        if path is None:
+            raise RunFailed("{0} is not installed on the node".format(name))
+        return str(path)
+    return find
+
+
 def pinned_digest(ref: str) -> str | None:
     """The manifest digest a reference pins (name@sha256:...), or None."""
     match = re.search(r"@(sha256:[0-9a-f]{64})$", ref)

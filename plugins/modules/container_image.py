@@ -70,7 +70,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._container_engine import ENGINES, RunFailed
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._container_engine import (
+    ENGINES, RunFailed, program_finder)
 
 
 class ContainerImage:
@@ -81,13 +82,7 @@ class ContainerImage:
         self.params = module.params
         self.engine = ENGINES[self.params["engine"]](
             {"engine": self.params["engine"], "endpoint": "", "runtime_handler": "", "hold_command": [],
-             "timeout": 60}, self.program)
-
-    def program(self, name: str) -> str:
-        path = self.module.get_bin_path(name, opt_dirs=["/usr/local/bin", "/usr/local/sbin"])
-        if path is None:
-            raise RunFailed("{0} is not installed on the node".format(name))
-        return path
+             "timeout": 60}, program_finder(module.get_bin_path))
 
     def run(self) -> dict[str, object]:
         ref, archive = self.params["image"], self.params["archive"]

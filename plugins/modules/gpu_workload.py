@@ -161,7 +161,7 @@ import typing as t
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._container_engine import (
-    ENGINES, KEEP, RunFailed, Timeout)
+    ENGINES, KEEP, RunFailed, Timeout, program_finder)
 
 # nvidia-smi -L: "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-...)" and, indented,
 # "  MIG 1g.5gb     Device  0: (UUID: MIG-...)".
@@ -189,7 +189,7 @@ class WorkloadCheck:
     def __init__(self, module: AnsibleModule) -> None:
         self.module = module
         self.params = module.params
-        self.engine = ENGINES[self.params["engine"]](self.params, self.program)
+        self.engine = ENGINES[self.params["engine"]](self.params, program_finder(module.get_bin_path))
         if self.params["timeout"] < 1:
             module.fail_json(msg="timeout: must be at least 1 second, got {0}".format(self.params["timeout"]))
         if not self.params["command"]:
@@ -198,12 +198,6 @@ class WorkloadCheck:
             if not item["cdi"]:
                 module.fail_json(msg="devices[{0}].cdi: name at least one CDI device (nvidia.com/gpu=all)".format(
                     number))
-
-    def program(self, name: str) -> str:
-        path = self.module.get_bin_path(name, opt_dirs=["/usr/local/bin", "/usr/local/sbin"])
-        if path is None:
-            raise RunFailed("{0} is not installed on the node".format(name))
-        return path
 
     def ensure_image(self, ref: str, archive: str | None) -> dict[str, t.Any]:
         image: dict[str, t.Any] = {"ref": ref, "local": ref, "present": False, "imported": False, "pulled": False,
