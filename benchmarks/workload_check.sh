@@ -22,9 +22,10 @@ config=(--base-config .config/molecule/config.yml --base-config "extensions/mole
 cd "$root"
 [ "${KEEP:-}" = 1 ] || trap 'molecule "${config[@]}" destroy -s "$scenario" >/dev/null 2>&1 || true' EXIT
 molecule "${config[@]}" converge -s "$scenario" >/dev/null 2>&1 || die "the $scenario scenario did not converge"
-ephemeral=$(molecule "${config[@]}" list -s "$scenario" >/dev/null 2>&1; \
-  python3 -c 'import os,sys; print(os.path.expanduser("~/.cache/molecule/" + sys.argv[1] + "/" + sys.argv[2]))' \
-  "$(basename "$root")" "$scenario")
+# Molecule keeps the scenario's inventory and ansible.cfg in its ephemeral
+# directory (the newest one of this scenario).
+ephemeral=$(ls -dt "${ANSIBLE_LOCAL_TEMP:-$HOME/.ansible/tmp}"/molecule.*."$scenario" 2>/dev/null | head -1)
+[ -f "$ephemeral/inventory/ansible_inventory.yml" ] || die "no inventory of the $scenario scenario found"
 export ANSIBLE_CONFIG=$ephemeral/ansible.cfg
 inventory=$ephemeral/inventory/ansible_inventory.yml
 
