@@ -118,7 +118,11 @@ def archive_image_for(path: str, ref: str) -> dict[str, t.Any]:
 
 
 class Engine:
-    """Start, exec in and remove one labelled container; subclasses speak to one engine."""
+    """Start, exec in and remove labelled containers; subclasses speak to one engine.
+
+    start() records what it created in the caller's list before anything
+    else can fail, so the caller removes it whatever happens; containers of
+    one check may run at once from several threads."""
 
     name = ""
 
@@ -126,8 +130,6 @@ class Engine:
         # params: engine, image, runtime_handler, endpoint, hold_command, timeout
         self.params = params
         self.program = program
-        # The pod (CRI) or container (Docker) to remove, once one was created.
-        self.created: str | None = None
 
     def run(self, argv: list[str], deadline: float, what: str) -> str:
         """stdout of argv, or RunFailed naming what failed; Timeout past the deadline."""
@@ -171,7 +173,7 @@ class Engine:
     def remove_leftovers(self) -> int:
         raise NotImplementedError
 
-    def start(self, image: str, cdi: list[str], deadline: float, workdir: str) -> str:
+    def start(self, image: str, cdi: list[str], deadline: float, workdir: str, created: list[str]) -> str:
         raise NotImplementedError
 
     def exec(self, handle: str, argv: list[str], deadline: float, what: str) -> str:
@@ -230,7 +232,7 @@ class CRIEngine(Engine):
             self.remove(pod)
         return len(pods)
 
-    def start(self, image: str, cdi: list[str], deadline: float, workdir: str) -> str:
+    def start(self, image: str, cdi: list[str], deadline: float, workdir: str, created: list[str]) -> str:
         name = "gpufleet-workload-" + uuid.uuid4().hex[:10]
         labels = {LABEL: "true"}
         pod = {
@@ -260,7 +262,7 @@ class CRIEngine(Engine):
             json.dump(container, handle)
         runp = ["runp"] + (["--runtime", self.params["runtime_handler"]] if self.params["runtime_handler"] else [])
         pod_id = self.run(self.crictl(*runp, pod_file), deadline, "crictl runp (the pod sandbox)").strip()
-        self.created = pod_id
+        created.append(pod_id)  # removed by the caller, whatever happens next
         container_id = self.run(self.crictl("create", pod_id, container_file, pod_file), deadline,
                                 "crictl create (the GPU container)").strip()
         self.run(self.crictl("start", container_id), deadline, "crictl start (the GPU container)")
@@ -320,7 +322,7 @@ class DockerEngine(Engine):
             self.remove(container)
         return len(containers)
 
-    def start(self, image: str, cdi: list[str], deadline: float, workdir: str) -> str:
+    def start(self, image: str, cdi: list[str], deadline: float, workdir: str, created: list[str]) -> str:
         name = "gpufleet-workload-" + uuid.uuid4().hex[:10]
         argv = ["run", "--detach", "--name", name, "--label", LABEL + "=true", "--network", "none",
                 "--pull", "never"]
@@ -328,7 +330,7 @@ class DockerEngine(Engine):
             argv += ["--runtime", self.params["runtime_handler"]]
         for device in cdi:
             argv += ["--device", device]
-        self.created = name
+        created.append(name)
         self.run(self.docker(*argv, image, *self.params["hold_command"]), deadline,
                  "docker run (the GPU container)")
         return name

@@ -101,6 +101,10 @@ options:
     description: Seconds one container may take from creation to removal; past it the run fails and is cleaned up.
     type: int
     default: 30
+  parallel:
+    description: How many containers run at once (a node with many MIG devices); V(1) runs them one after another.
+    type: int
+    default: 4
 requirements:
   - Python 3.8 or later on the target (standard library only).
   - crictl for containerd and CRI-O; ctr to import an archive into containerd; docker for Docker.
@@ -157,6 +161,7 @@ import shutil
 import tempfile
 import time
 import typing as t
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -192,6 +197,9 @@ class WorkloadCheck:
         self.engine = ENGINES[self.params["engine"]](self.params, program_finder(module.get_bin_path))
         if self.params["timeout"] < 1:
             module.fail_json(msg="timeout: must be at least 1 second, got {0}".format(self.params["timeout"]))
+        if self.params["parallel"] < 1:
+            module.fail_json(msg="parallel: run at least 1 container at a time, got {0}".format(
+                self.params["parallel"]))
         if not self.params["command"]:
             module.fail_json(msg="command: the check command cannot be empty (default: [nvidia-smi, -L])")
         for number, item in enumerate(self.params["devices"]):
@@ -232,14 +240,14 @@ class WorkloadCheck:
 
     def one(self, item: dict[str, t.Any], image: str) -> dict[str, t.Any]:
         result: dict[str, t.Any] = {"cdi": item["cdi"], "image": image, "status": "fail", "seconds": 0.0,
-                                    "gpus": [], "migs": [], "driver_version": None, "missing": [], "unexpected": [], "error": None,
-                                    "output": ""}
+                                    "gpus": [], "migs": [], "driver_version": None, "missing": [], "unexpected": [],
+                                    "error": None, "output": ""}
         started = time.monotonic()
         deadline = started + self.params["timeout"]
         workdir = tempfile.mkdtemp(prefix="gpufleet-workload-")
-        self.engine.created = None
+        created: list[str] = []
         try:
-            handle = self.engine.start(image, item["cdi"], deadline, workdir)
+            handle = self.engine.start(image, item["cdi"], deadline, workdir, created)
             listing = self.engine.exec(handle, self.params["command"], deadline,
                                        "the check command ({0})".format(" ".join(self.params["command"])))
             result["output"] = listing[-KEEP:]
@@ -255,8 +263,8 @@ class WorkloadCheck:
             result["error"] = str(exc)
             result["timed_out"] = isinstance(exc, Timeout)
         finally:
-            if self.engine.created:
-                leftover = self.engine.remove(self.engine.created)
+            for what in created:
+                leftover = self.engine.remove(what)
                 if leftover:
                     result["error"] = (result["error"] or "") + " (and it could not be removed: {0})".format(
                         leftover)
@@ -300,21 +308,28 @@ class WorkloadCheck:
                            for item in self.params["devices"]]
             return out
         images: dict[str, dict[str, t.Any]] = {}
+        work: list[tuple[dict[str, t.Any], str, dict[str, t.Any]]] = []
         for item in self.params["devices"]:
             ref = item["image"] or self.params["image"]
             if ref not in images:
                 images[ref] = self.ensure_image(ref, self.params["image_archive"] if ref == self.params["image"]
                                                 else None)
-            image = images[ref]
+            work.append((item, ref, images[ref]))
+
+        def check(job: tuple[dict[str, t.Any], str, dict[str, t.Any]]) -> dict[str, t.Any]:
+            item, ref, image = job
             if not image["present"]:
-                out["runs"].append({"cdi": item["cdi"], "image": ref,
-                                    "status": "skipped" if self.module.check_mode else "fail",
-                                    "error": "image {0}: {1}".format(ref, image["error"]),
-                                    "seconds": 0.0, "gpus": [], "migs": [], "missing": [], "unexpected": []})
-                continue
+                return {"cdi": item["cdi"], "image": ref, "status": "skipped" if self.module.check_mode else "fail",
+                        "error": "image {0}: {1}".format(ref, image["error"]), "seconds": 0.0, "gpus": [],
+                        "migs": [], "missing": [], "unexpected": []}
             result = self.one(item, image["local"])
             result["image"] = ref
-            out["runs"].append(result)
+            return result
+
+        # Containers are independent: a node with many MIG devices checks
+        # several at once (each still within its own time limit).
+        with ThreadPoolExecutor(max_workers=max(1, min(self.params["parallel"], len(work) or 1))) as pool:
+            out["runs"] = list(pool.map(check, work))
         out["image"] = images.get(self.params["image"]) or {"ref": self.params["image"], "present": None}
         out["images"] = list(images.values())
         out["changed"] = any(image["imported"] or image["pulled"] for image in images.values())
@@ -342,6 +357,7 @@ def main() -> None:
                                "default": ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]},
             "hold_command": {"type": "list", "elements": "str", "default": ["sleep", "3600"]},
             "timeout": {"type": "int", "default": 30},
+            "parallel": {"type": "int", "default": 4},
         },
         supports_check_mode=True,
     )
