@@ -24,7 +24,12 @@ cd "$root"
 molecule "${config[@]}" converge -s "$scenario" >/dev/null 2>&1 || die "the $scenario scenario did not converge"
 # Molecule keeps the scenario's inventory and ansible.cfg in its ephemeral
 # directory (the newest one of this scenario).
-ephemeral=$(ls -dt "${ANSIBLE_LOCAL_TEMP:-$HOME/.ansible/tmp}"/molecule.*."$scenario" 2>/dev/null | head -1)
+ephemeral=
+for candidate in "${ANSIBLE_LOCAL_TEMP:-$HOME/.ansible/tmp}"/molecule.*."$scenario"; do
+  if [ -d "$candidate" ] && { [ -z "$ephemeral" ] || [ "$candidate" -nt "$ephemeral" ]; }; then
+    ephemeral=$candidate
+  fi
+done
 [ -f "$ephemeral/inventory/ansible_inventory.yml" ] || die "no inventory of the $scenario scenario found"
 export ANSIBLE_CONFIG=$ephemeral/ansible.cfg
 inventory=$ephemeral/inventory/ansible_inventory.yml
