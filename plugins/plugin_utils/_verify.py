@@ -187,14 +187,20 @@ def dev_char_missing(listing: str) -> list[dict[str, str]]:
     `listing` is what the roles' `find` prints (vars of the container_toolkit
     role, __container_toolkit_dev_char_find): `node <hex major>:<hex minor>
     <path>` per NVIDIA character device and `link <major>:<minor> <target>`
-    per /dev/char link. Relative targets are relative to /dev/char.
+    per /dev/char link, after `major <number> <name>` per line of
+    /proc/devices. Relative targets are relative to /dev/char. Only nodes of
+    the majors the nvidia modules registered count: without the driver there
+    are none (nvidia-ctk then refuses to create links).
     """
     nodes: dict[str, str] = {}
     links: dict[str, str] = {}
+    majors = set()
     for line in listing.splitlines():
         kind, _sep, rest = line.partition(" ")
         number, _sep, path = rest.partition(" ")
-        if kind == "node" and ":" in number and path:
+        if kind == "major" and number.isdigit() and path.startswith("nvidia"):
+            majors.add(int(number))
+        elif kind == "node" and ":" in number and path:
             if path.rsplit("/", 1)[-1].startswith(DEV_CHAR_IGNORED):
                 continue
             major, minor = (int(part, 16) for part in number.split(":"))
@@ -203,7 +209,8 @@ def dev_char_missing(listing: str) -> list[dict[str, str]]:
             links[number] = path if path.startswith("/") else "/dev/" + path[3:] if path.startswith("../") \
                 else "/dev/char/" + path
     return [{"link": "/dev/char/" + name, "target": path, "found": links.get(name) or ""}
-            for path, name in sorted(nodes.items()) if links.get(name) != path]
+            for path, name in sorted(nodes.items())
+            if int(name.split(":")[0]) in majors and links.get(name) != path]
 
 
 def _dev_char_findings(observed: t.Any) -> list[dict[str, str]]:

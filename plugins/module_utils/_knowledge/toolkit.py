@@ -107,8 +107,11 @@ CTK_CDI_SPEC_VERSIONS = (
 # character devices by their device numbers (find cannot print those; stat
 # can): "node <hex major>:<hex minor> <path>" and "link <major>:<minor> <target>".
 DEV_CHAR_LISTING = {
-    "value": ["find", "/dev", "-maxdepth", "2",
-              "(", "-path", "/dev/nvidia*", "-name", "nvidia*", "-type", "c",
+    # /proc/devices too: only nodes of the majors the nvidia modules
+    # registered are the driver's (as nvidia-ctk reads them).
+    "value": ["find", "/dev", "/proc/devices", "-maxdepth", "2",
+              "(", "-path", "/proc/devices", "-exec", "sed", "s/^/major /", "{}", "+", ")",
+              "-o", "(", "-path", "/dev/nvidia*", "-name", "nvidia*", "-type", "c",
               "-exec", "stat", "--printf", "node %t:%T %n\\n", "{}", "+", ")",
               "-o", "(", "-path", "/dev/char/*", "-type", "l", "-printf", "link %f %l\\n", ")"],
     "source": _REPO + "v1.20.1:cmd/nvidia-ctk/system/create-dev-char-symlinks/existing.go",

@@ -154,10 +154,16 @@ def test_dev_char_listing_reads_real_device_nodes(tmp_path: Path):
     (dev / "nvidia-not-a-device").write_text("")
     os.symlink(str(dev / "nvidia0"), dev / "char" / "195:0")
     os.symlink("../nvidia-uvm", dev / "char" / "510:0")
-    argv = [str(dev) + arg[4:] if arg.startswith("/dev") else arg
+    devices = tmp_path / "devices"
+    devices.write_text("Character devices:\n  1 mem\n195 nvidia-frontend\n509 nvidia-nvswitch\n510 nvidia-uvm\n"
+                       "511 nvidia-caps\n\nBlock devices:\n  8 sd\n")
+    argv = [str(dev) + arg[4:] if arg.startswith("/dev") else str(devices) if arg == "/proc/devices" else arg
             for arg in knowledge("toolkit.DEV_CHAR_LISTING")["value"]]
     listing = subprocess.run(argv, check=True, capture_output=True, text=True).stdout.replace(str(dev), "/dev")
     missing = _verify.dev_char_missing(listing)
+    # A node of a major the nvidia modules did not register (a container's /dev/null standing in) is none.
+    assert _verify.dev_char_missing(listing.replace("major 195 nvidia-frontend", "major 195 other")) == [
+        item for item in missing if not item["link"].startswith("/dev/char/195:")]
     # nvidia-nvswitch is left out as nvidia-ctk leaves it out; the relative link counts.
     assert [item["link"] for item in missing] == ["/dev/char/511:1", "/dev/char/195:255"]
     assert verify_dev_char_missing(listing) == missing
