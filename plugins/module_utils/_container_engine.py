@@ -26,6 +26,8 @@ import uuid
 
 LABEL = "gpufleet.nvidia/workload-check"
 NAMESPACE = "gpufleet-verify"
+# Seconds an image or cleanup command may take (outside the containers' limits).
+QUIET_LIMIT = 60
 # Longest output kept per command in a result.
 KEEP = 2000
 
@@ -124,12 +126,13 @@ class Engine:
     else can fail, so the caller removes it whatever happens; containers of
     one check may run at once from several threads."""
 
-    name = ""
-
     def __init__(self, params: dict[str, t.Any], program: t.Callable[[str], str]) -> None:
         # params: engine, image, runtime_handler, endpoint, hold_command, timeout
         self.params = params
         self.program = program
+
+    def timed_out(self, what: str) -> Timeout:
+        return Timeout("{0} did not finish within the time limit of {1} s".format(what, self.params["timeout"]))
 
     def run(self, argv: list[str], deadline: float, what: str) -> str:
         """stdout of argv, or RunFailed naming what failed; Timeout past the deadline."""
@@ -140,8 +143,7 @@ class Engine:
             done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   timeout=left, check=False)
         except subprocess.TimeoutExpired:
-            raise Timeout("{0} did not finish within the time limit of {1} s".format(
-                what, self.params["timeout"])) from None
+            raise self.timed_out(what) from None
         out = done.stdout.decode("utf-8", "replace")
         if done.returncode != 0:
             reason = engine_error(done.stderr.decode("utf-8", "replace") or out)
@@ -152,9 +154,45 @@ class Engine:
         """A cleanup command: never raises, bounded in time."""
         try:
             return subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  timeout=60, check=False)
+                                  timeout=QUIET_LIMIT, check=False)
         except subprocess.TimeoutExpired:
             return subprocess.CompletedProcess(argv, 124, b"", b"timed out")
+
+    def must(self, argv: list[str], what: str) -> str:
+        """An image command outside any container's time limit: it must succeed within QUIET_LIMIT."""
+        done = self.quiet(argv)
+        if done.returncode != 0:
+            raise RunFailed("{0} failed: {1}".format(what, engine_error(
+                done.stderr.decode("utf-8", "replace") or done.stdout.decode("utf-8", "replace"))))
+        return done.stdout.decode("utf-8", "replace")
+
+    def ensure(self, ref: str, archive: str | None, pull: bool, check_mode: bool) -> dict[str, t.Any]:
+        """Make the image present: {local, present, imported, pulled}; RunFailed says why it is not.
+
+        In check mode nothing is imported or pulled: `present` false says it would be."""
+        image: dict[str, t.Any] = {"local": ref, "present": False, "imported": False, "pulled": False}
+        if archive and not os.path.exists(archive):
+            if check_mode:  # not downloaded in check mode
+                return image
+            raise RunFailed("the archive {0} is not on the node".format(archive))
+        local = image["local"] = self.local_ref(ref, archive)
+        if self.has_image(local):
+            image["present"] = True
+            return image
+        if check_mode:
+            return image
+        if archive:
+            self.import_archive(archive, ref)
+            image["imported"] = True
+        elif pull:
+            self.pull(ref)
+            image["pulled"] = True
+        else:
+            raise RunFailed("it is not on the node, no archive is given and pulling is off")
+        if not self.has_image(local):
+            raise RunFailed("{0} did not provide {1}".format("the archive" if archive else "the pull", ref))
+        image["present"] = True
+        return image
 
     # Subclasses
     def has_image(self, ref: str) -> bool:
@@ -207,23 +245,17 @@ class CRIEngine(Engine):
             raise RunFailed("importing an archive into {0} is not supported: load the image with the engine's own "
                             "tools or give a reachable registry (pull)".format(self.params["engine"]))
         image = archive_image_for(path, ref)
-        done = self.quiet(self.ctr("images", "import", "--all-platforms", path))
-        if done.returncode != 0:
-            raise RunFailed("ctr -n k8s.io images import {0} failed: {1}".format(
-                path, done.stderr.decode("utf-8", "replace").strip()[-KEEP:]))
+        self.must(self.ctr("images", "import", "--all-platforms", path),
+                  "ctr -n k8s.io images import {0}".format(path))
         if image["name"] != cri_name(ref):
             # A pull by digest names the image name@digest; an import names it
             # by the archive's tag only, so CRI could not resolve the pinned
             # reference. Name it as the pull would.
-            done = self.quiet(self.ctr("images", "tag", "--force", image["name"], cri_name(ref)))
-            if done.returncode != 0:
-                raise RunFailed("ctr -n k8s.io images tag {0} {1} failed: {2}".format(
-                    image["name"], cri_name(ref), done.stderr.decode("utf-8", "replace").strip()[-KEEP:]))
+            self.must(self.ctr("images", "tag", "--force", image["name"], cri_name(ref)),
+                      "ctr -n k8s.io images tag {0} {1}".format(image["name"], cri_name(ref)))
 
     def pull(self, ref: str) -> None:
-        done = self.quiet(self.crictl("pull", ref))
-        if done.returncode != 0:
-            raise RunFailed(engine_error(done.stderr.decode("utf-8", "replace")))
+        self.must(self.crictl("pull", ref), "crictl pull {0}".format(ref))
 
     def remove_leftovers(self) -> int:
         done = self.quiet(self.crictl("pods", "-q", "--label", LABEL + "=true"))
@@ -275,8 +307,7 @@ class CRIEngine(Engine):
         except RunFailed as exc:
             # CRI stops a sync exec at its timeout ("timeout 4s exceeded").
             if re.search(r"timeout \S+ exceeded", str(exc)):
-                raise Timeout("{0} did not finish within the time limit of {1} s".format(
-                    what, self.params["timeout"])) from None
+                raise self.timed_out(what) from None
             raise
 
     def remove(self, handle: str) -> str | None:
@@ -305,15 +336,10 @@ class DockerEngine(Engine):
 
     def import_archive(self, path: str, ref: str) -> None:
         archive_image_for(path, ref)
-        done = self.quiet(self.docker("load", "--input", path))
-        if done.returncode != 0:
-            raise RunFailed("docker load --input {0} failed: {1}".format(
-                path, done.stderr.decode("utf-8", "replace").strip()[-KEEP:]))
+        self.must(self.docker("load", "--input", path), "docker load --input {0}".format(path))
 
     def pull(self, ref: str) -> None:
-        done = self.quiet(self.docker("pull", "--quiet", ref))
-        if done.returncode != 0:
-            raise RunFailed(engine_error(done.stderr.decode("utf-8", "replace")))
+        self.must(self.docker("pull", "--quiet", ref), "docker pull {0}".format(ref))
 
     def remove_leftovers(self) -> int:
         done = self.quiet(self.docker("ps", "--all", "--quiet", "--filter", "label=" + LABEL + "=true"))

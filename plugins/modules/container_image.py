@@ -66,8 +66,6 @@ pulled:
   returned: always
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._container_engine import (
@@ -85,30 +83,12 @@ class ContainerImage:
              "timeout": 60}, program_finder(module.get_bin_path))
 
     def run(self) -> dict[str, object]:
-        ref, archive = self.params["image"], self.params["archive"]
-        if archive and not os.path.exists(archive):
-            if self.module.check_mode:
-                # Check mode did not download it: it would be imported.
-                return {"changed": True, "local": ref, "imported": False, "pulled": False}
-            raise RunFailed("archive: {0} is not on the node".format(archive))
-        local = self.engine.local_ref(ref, archive)
-        out = {"changed": False, "local": local, "imported": False, "pulled": False}
-        if self.engine.has_image(local):
-            return out
-        out["changed"] = True
-        if self.module.check_mode:
-            return out
-        if archive:
-            self.engine.import_archive(archive, ref)
-            out["imported"] = True
-        elif self.params["pull"]:
-            self.engine.pull(ref)
-            out["pulled"] = True
-        else:
-            raise RunFailed("{0} is not on the node: give its archive (offline bundle) or allow pulling it".format(ref))
-        if not self.engine.has_image(local):
-            raise RunFailed("{0} did not provide {1}".format("the archive" if archive else "the pull", ref))
-        return out
+        image = self.engine.ensure(self.params["image"], self.params["archive"], self.params["pull"],
+                                   self.module.check_mode)
+        # Check mode imports nothing: an image that is not there would be.
+        changed = image["imported"] or image["pulled"] or not image["present"]
+        return {"changed": changed, "local": image["local"], "imported": image["imported"],
+                "pulled": image["pulled"]}
 
 
 def main() -> None:

@@ -155,7 +155,6 @@ leftovers_removed:
   returned: always
 """
 
-import os
 import re
 import shutil
 import tempfile
@@ -211,32 +210,18 @@ class WorkloadCheck:
         image: dict[str, t.Any] = {"ref": ref, "local": ref, "present": False, "imported": False, "pulled": False,
                                    "error": None}
         try:
-            if archive and not os.path.exists(archive):
-                if self.module.check_mode:
-                    image["error"] = "not on the node; check mode does not download, import or pull it"
-                    return image
-                raise RunFailed("the archive {0} is not on the node".format(archive))
-            local = image["local"] = self.engine.local_ref(ref, archive)
-            if self.engine.has_image(local):
-                image["present"] = True
-                return image
-            if self.module.check_mode:
-                image["error"] = "not on the node; check mode does not import or pull it"
-                return image
-            if archive:
-                self.engine.import_archive(archive, ref)
-                image["imported"] = True
-            elif self.params["pull"]:
-                self.engine.pull(ref)
-                image["pulled"] = True
-            else:
-                raise RunFailed("it is not on the node, no archive is given and pulling is off")
-            if not self.engine.has_image(local):
-                raise RunFailed("{0} did not provide {1}".format("the archive" if archive else "the pull", ref))
-            image["present"] = True
+            image.update(self.engine.ensure(ref, archive, self.params["pull"], self.module.check_mode))
         except RunFailed as exc:
             image["error"] = str(exc)
+            return image
+        if not image["present"]:
+            image["error"] = "not on the node; check mode does not download, import or pull it"
         return image
+
+    def not_run(self, item: dict[str, t.Any], ref: str, error: str) -> dict[str, t.Any]:
+        """A container that was not started: skipped in check mode, else failed."""
+        return {"cdi": item["cdi"], "image": ref, "status": "skipped" if self.module.check_mode else "fail",
+                "error": error, "seconds": 0.0, "gpus": [], "migs": [], "missing": [], "unexpected": []}
 
     def one(self, item: dict[str, t.Any], image: str) -> dict[str, t.Any]:
         result: dict[str, t.Any] = {"cdi": item["cdi"], "image": image, "status": "fail", "seconds": 0.0,
@@ -302,9 +287,7 @@ class WorkloadCheck:
             # The engine's client is missing: every container fails alike.
             out["image"] = {"ref": self.params["image"], "present": False, "error": str(exc)}
             out["images"] = [out["image"]]
-            out["runs"] = [{"cdi": item["cdi"], "image": item["image"] or self.params["image"],
-                            "status": "skipped" if self.module.check_mode else "fail", "error": str(exc),
-                            "seconds": 0.0, "gpus": [], "migs": [], "missing": [], "unexpected": []}
+            out["runs"] = [self.not_run(item, item["image"] or self.params["image"], str(exc))
                            for item in self.params["devices"]]
             return out
         images: dict[str, dict[str, t.Any]] = {}
@@ -319,9 +302,7 @@ class WorkloadCheck:
         def check(job: tuple[dict[str, t.Any], str, dict[str, t.Any]]) -> dict[str, t.Any]:
             item, ref, image = job
             if not image["present"]:
-                return {"cdi": item["cdi"], "image": ref, "status": "skipped" if self.module.check_mode else "fail",
-                        "error": "image {0}: {1}".format(ref, image["error"]), "seconds": 0.0, "gpus": [],
-                        "migs": [], "missing": [], "unexpected": []}
+                return self.not_run(item, ref, "image {0}: {1}".format(ref, image["error"]))
             result = self.one(item, image["local"])
             result["image"] = ref
             return result

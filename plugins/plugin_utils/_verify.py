@@ -612,7 +612,7 @@ def workload_plan(nvml: dict[str, t.Any], layers: dict[str, t.Any], settings: di
     """The workload check's containers for one host: which engine and handler, and per container the CDI devices
     it asks for and the GPU and MIG UUIDs it must see. `managed` false (with `reason`) when the check does not run."""
     runtime = layers.get("container_runtime") or {}
-    plan: dict[str, t.Any] = {"managed": False, "reason": "", "run": False, "devices": []}
+    plan: dict[str, t.Any] = {"managed": False, "reason": "", "run": False, "devices": [], "archive": ""}
     if not settings.get("enabled"):
         plan["reason"] = "verify_workload is false"
         return plan
@@ -628,6 +628,9 @@ def workload_plan(nvml: dict[str, t.Any], layers: dict[str, t.Any], settings: di
     if archive_url and not str(settings.get("archive_checksum") or "").startswith("sha256:"):
         raise VerifyError("verify_workload_image_archive_checksum: give the archive's sha256 as 'sha256:<hex>' "
                           "(downloads are verified); got '{0}'".format(settings.get("archive_checksum") or ""))
+    # Where the archive is kept on the node ("" without one).
+    plan["archive"] = (str(settings.get("image_dir") or "").rstrip("/") + "/" + archive_url.rsplit("/", 1)[-1]
+                       if archive_url else "")
     if not plan["image"]:
         plan["reason"] = "verify_workload_image is not set"
         return plan
@@ -691,9 +694,6 @@ def check_workload(plan: dict[str, t.Any], result: dict[str, t.Any] | None) -> d
     observed["images"] = {run["image"]: {"status": "pass" if run.get("status") == "pass" else "fail"}
                           for run in runs if run.get("image") in cuda_images}
     found = []
-    if result.get("skipped"):
-        return check("workload", "not_available", "workload check skipped: {0}".format(
-            result.get("skip_reason") or "check mode"), expected, observed)
     for run in runs:
         if run.get("status") == "pass":
             continue

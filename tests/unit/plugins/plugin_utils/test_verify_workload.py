@@ -76,6 +76,13 @@ def test_when_the_check_does_not_run_it_says_why(layer_kw, settings_kw, managed,
         assert "verify_workload_image" in judged["findings"][0]["fix"]
 
 
+def test_the_archive_is_kept_in_the_image_directory() -> None:
+    plan = workload_plan(NVML, layers(), settings(archive_url="http://mirror/images/probe.oci.tar",
+                                                  archive_checksum="sha256:" + "0" * 64, image_dir="/var/lib/x/"))
+    assert plan["archive"] == "/var/lib/x/probe.oci.tar"
+    assert workload_plan(NVML, layers(), settings())["archive"] == ""
+
+
 def test_an_archive_needs_its_sha256() -> None:
     with pytest.raises(AnsibleFilterError, match="verify_workload_image_archive_checksum: give the archive's sha256"):
         workload_plan(NVML, layers(), settings(archive_url="http://mirror/probe.tar", archive_checksum="abc"))
