@@ -34,16 +34,19 @@ def engine(host) -> str:
     return "docker" if name(host).endswith("docker") else "containerd"
 
 
-def verify(host, *extra: str) -> dict:
-    """verify-only.yml on this host; its report from the node."""
+def verify_only(*args: str) -> None:
+    """verify-only.yml with the scenario's inventory and configuration; it must not fail."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(EPHEMERAL / "ansible.cfg"),
                ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"))
     inventory = os.environ.get("MOLECULE_INVENTORY_FILE", str(EPHEMERAL / "inventory" / "ansible_inventory.yml"))
-    run = subprocess.run(
-        ["ansible-playbook", str(SCENARIO / "verify-only.yml"), "-i", inventory, "--limit", name(host),
-         "-e", "verify_fail_on=never", *extra],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, check=False)
+    run = subprocess.run(["ansible-playbook", str(SCENARIO / "verify-only.yml"), "-i", inventory, *args], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, check=False)
     assert run.returncode == 0, run.stdout[-3000:]
+
+
+def verify(host, *extra: str) -> dict:
+    """verify-only.yml on this host (its findings never fail the play); its report from the node."""
+    verify_only("--limit", name(host), "-e", "verify_fail_on=never", *extra)
     return json.loads(host.file("/var/lib/gpufleet/verify.json").content_string)
 
 
@@ -125,12 +128,7 @@ def test_the_fleet_report_shows_the_cuda_image_matrix(host):
     if name(host) != "workload-containerd17":
         pytest.skip("one fleet report for all nodes")
     # verify over every node (testinfra runs one host's tests, faults included, before the next host's).
-    env = dict(os.environ, ANSIBLE_CONFIG=str(EPHEMERAL / "ansible.cfg"),
-               ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"))
-    inventory = os.environ.get("MOLECULE_INVENTORY_FILE", str(EPHEMERAL / "inventory" / "ansible_inventory.yml"))
-    run = subprocess.run(["ansible-playbook", str(SCENARIO / "verify-only.yml"), "-i", inventory], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, check=False)
-    assert run.returncode == 0, run.stdout[-3000:]
+    verify_only()
     report = (EPHEMERAL / "reports" / "fleet-report.md").read_text()
     table = report[report.index("## CUDA images"):report.index("\n## ", report.index("## CUDA images") + 1)]
     for node in ("workload-containerd17", "workload-containerd2", "workload-docker"):
