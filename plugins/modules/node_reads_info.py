@@ -25,7 +25,13 @@ extends_documentation_fragment:
   - gpufleet.nvidia.attributes.info_module
 options:
   files:
-    description: Names and the absolute paths to read (text; undecodable bytes are replaced).
+    description:
+      - Names and the absolute paths to read (text; undecodable bytes are replaced).
+      - Files are read without blocking, so a character device or a FIFO gives what it holds now and the read
+        ends there. C(/dev/kmsg) gives every record of the kernel log buffer, one line
+        C(<priority>,<sequence>,<microseconds>,<flags>;<message>) each, with indented C(KEY=value) lines after
+        some (reading it needs root, or C(kernel.dmesg_restrict=0)); a record overwritten while it is read is
+        skipped.
     type: dict
     default: {}
   commands:
@@ -89,6 +95,38 @@ _NOT_INSTALLED = 127
 _TIMED_OUT = 124
 
 
+# A read of /dev/kmsg returns one whole record and fails with EINVAL when the
+# buffer is smaller than the record; records are at most 8 KiB
+# (CONSOLE_EXT_LOG_MAX), so every read asks for more than that.
+_CHUNK = 64 * 1024
+
+
+def read_available(descriptor: int, limit: int) -> bytes:
+    """Everything a descriptor opened with O_NONBLOCK holds now, up to limit bytes.
+
+    A regular file reads to its end. A character device or FIFO that would
+    block (EAGAIN) has given all it holds: /dev/kmsg, read from a fresh
+    open, returns every record of the kernel's ring buffer, then EAGAIN
+    instead of waiting for the next one. EPIPE from /dev/kmsg means the
+    record due next was overwritten while we read; the next read returns the
+    oldest one still there, so the read goes on.
+    """
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        try:
+            chunk = os.read(descriptor, _CHUNK)
+        except BlockingIOError:
+            break
+        except BrokenPipeError:
+            continue
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)[:limit]
+
+
 class NodeReads:
     """Every read by name; nothing is judged here."""
 
@@ -108,12 +146,17 @@ class NodeReads:
 
     def read_file(self, path: str) -> tuple[str | None, str | None]:
         try:
-            with open(path, "rb") as handle:
-                return self._text(handle.read(self.limit)), None
+            descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         except FileNotFoundError:
             return None, None
         except OSError as error:
             return None, "{0}: {1}".format(path, error.strerror or error)
+        try:
+            return self._text(read_available(descriptor, self.limit)), None
+        except OSError as error:
+            return None, "{0}: {1}".format(path, error.strerror or error)
+        finally:
+            os.close(descriptor)
 
     def run_command(self, argv: list[t.Any]) -> dict[str, t.Any]:
         program = self.module.get_bin_path(str(argv[0]))

@@ -46,7 +46,7 @@ def test_several_terms_give_several_tables() -> None:
     ("packages.toolkit_packages", "names no table of packages"),  # a function, not a table
     ("packages._TABLE", "names no table of packages"),
     ("nope.TABLE", "knowledge: 'nope.TABLE' names no module of the knowledge base; use <module>.<TABLE> with a "
-                   "module of: cuda, drivers, engines, gpus, kubernetes, packages, toolkit"),
+                   "module of: cuda, drivers, engines, gpus, health, kubernetes, packages, toolkit"),
     ("packages", "names no table of packages"),
 ])
 def test_unknown_names_are_refused_with_what_exists(term: str, message: str) -> None:

@@ -7,10 +7,18 @@
 
 from __future__ import annotations
 
+import os
+import pty
+import select
+import stat
 import sys
+import time
+import tty
 import typing as t
 from pathlib import Path
+from unittest import mock
 
+from ansible_collections.gpufleet.nvidia.plugins.modules import node_reads_info
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import module_result
 
 
@@ -57,3 +65,69 @@ def test_bad_arguments_name_the_field() -> None:
     assert run(commands={"engine": []})["msg"].startswith("commands.engine:")
     nothing = run()
     assert (nothing["files"], nothing["file_errors"], nothing["commands"]) == ({}, {}, {})
+
+
+def test_a_fifo_gives_what_it_holds_without_waiting_for_more(tmp_path: Path) -> None:
+    # A writer keeps the FIFO open, so a blocking read would wait for ever:
+    # the non-blocking read ends at EAGAIN with what was written.
+    fifo = tmp_path / "kmsg"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # lets the writer open without blocking
+    writer = os.open(fifo, os.O_WRONLY)
+    try:
+        os.write(writer, b"6,1,100,-;NVRM: loading NVIDIA UNIX x86_64 Kernel Module\n")
+        os.write(writer, b"4,2,200,-;NVRM: Xid (PCI:0000:07:00): 79, GPU has fallen off the bus.\n")
+        started = time.monotonic()
+        result = run(files={"kmsg": str(fifo)})
+        assert time.monotonic() - started < 10
+    finally:
+        os.close(writer)
+        os.close(reader)
+    assert result["files"]["kmsg"] == ("6,1,100,-;NVRM: loading NVIDIA UNIX x86_64 Kernel Module\n"
+                                       "4,2,200,-;NVRM: Xid (PCI:0000:07:00): 79, GPU has fallen off the bus.\n")
+    assert result["file_errors"] == {}
+
+
+def test_a_character_device_is_read_until_it_would_block() -> None:
+    # A pty's slave side is a character device (as /dev/kmsg is) that blocks
+    # once its input is read.
+    controller, terminal = pty.openpty()
+    try:
+        tty.setraw(terminal)
+        os.write(controller, b"4,7,300,-;NVRM: GPU 0000:07:00.0: GPU has fallen off the bus.\n")
+        path = os.ttyname(terminal)
+        assert stat.S_ISCHR(os.stat(path).st_mode)
+        deadline = time.monotonic() + 5
+        while not select.select([terminal], [], [], 0.1)[0] and time.monotonic() < deadline:
+            pass
+        result = run(files={"kmsg": path})
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    assert result["files"]["kmsg"] == "4,7,300,-;NVRM: GPU 0000:07:00.0: GPU has fallen off the bus.\n"
+
+
+def test_an_overwritten_kmsg_record_is_skipped_and_every_read_takes_a_whole_record() -> None:
+    # /dev/kmsg's own behaviour, which no test host lets us provoke: EPIPE for
+    # a record overwritten meanwhile, EINVAL for a buffer shorter than the
+    # record, EAGAIN at the end of the buffer.
+    records = [b"6,1,1,-;first\n", BrokenPipeError(32, "Broken pipe"), b"6,9,9,-;after the overwrite\n",
+               BlockingIOError(11, "Resource temporarily unavailable")]
+    sizes = []
+
+    def fake_read(descriptor: int, size: int) -> bytes:
+        sizes.append(size)
+        item = records.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    with mock.patch.object(node_reads_info.os, "read", fake_read):
+        data = node_reads_info.read_available(3, 4096)
+    assert data == b"6,1,1,-;first\n6,9,9,-;after the overwrite\n"
+    assert min(sizes) > 8192
+    assert records == []
+
+
+def test_an_endless_device_is_bounded_by_max_bytes() -> None:
+    assert run(files={"zero": "/dev/zero"}, max_bytes=100)["files"]["zero"] == "\0" * 100
