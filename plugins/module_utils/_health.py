@@ -278,8 +278,8 @@ def _gpu_label(gpu: dict[str, t.Any]) -> dict[str, t.Any]:
 def _name(gpu: dict[str, t.Any] | None) -> str:
     if gpu is None:
         return "the node"
-    return "GPU {0} ({1}, PCI {2})".format(gpu.get("index"), gpu.get("uuid") or "UUID unknown",
-                                          gpu.get("bus_id") or "bus id unknown")
+    return "GPU {0} ({1}, PCI {2})".format(
+        gpu.get("index"), gpu.get("uuid") or "UUID unknown", gpu.get("bus_id") or "bus id unknown")
 
 
 _DO = {
@@ -446,8 +446,7 @@ class _Judge:
             kind = ("xid", event["xid"]) if event.get("xid") is not None else ("fallen_off_bus", None)
             grouped.setdefault((key,) + kind, []).append(event)
         reported_79 = set()
-        for (key, kind, xid), group in sorted(grouped.items(), key=lambda item: (str(item[0][0]), item[0][1],
-                                                                                  item[0][2] or 0)):
+        for (key, kind, xid), group in sorted(grouped.items(), key=_event_group_order):
             if kind != "xid":
                 continue
             who = by_bus.get(key) if key else None
@@ -485,6 +484,11 @@ class _Judge:
             if state != "active":
                 self.add(check, None, "{0} is {1}".format(unit, state or "not installed"), "restart_service",
                          advice=" (systemctl restart {0}; journalctl -u {0} says why it stopped)".format(unit))
+
+
+def _event_group_order(item: tuple[tuple[t.Any, ...], t.Any]) -> tuple[str, str, int]:
+    key, kind, xid = item[0]
+    return str(key), kind, xid or 0
 
 
 def _positive(value: t.Any) -> bool:

@@ -207,8 +207,8 @@ CASES = [
 
 
 @pytest.mark.parametrize("check,override,severity,action,other", CASES, ids=[case[0] for case in CASES])
-def test_each_check_fires_with_its_default_and_follows_the_policy(check: str, override: dict[str, t.Any],
-                                                                   severity: str, action: str, other: str) -> None:
+def test_each_check_fires_with_its_default_and_follows_the_policy(
+        check: str, override: dict[str, t.Any], severity: str, action: str, other: str) -> None:
     facts = nvml(gpu(0), gpu(1, "00000000:0F:00.0", **override))
     found = findings(facts)
     assert checks(found) == [(check, severity, action)]
@@ -453,9 +453,8 @@ def test_the_exact_textfile_of_a_one_gpu_node() -> None:
 
 
 def test_the_textfile_of_a_small_node() -> None:
-    facts = nvml(dict(gpu(0, remapped_rows={"pending": True}, nvlink=[{"link": 0, "active": True},
-                                                                        {"link": 1, "active": False}]),
-                      uuid="GPU-0"),
+    links = [{"link": 0, "active": True}, {"link": 1, "active": False}]
+    facts = nvml(dict(gpu(0, remapped_rows={"pending": True}, nvlink=links), uuid="GPU-0"),
                  {"index": 1, "uuid": None, "lost": True, "pci": None})
     events = _health.parse_kernel_log("NVRM: Xid (PCI:0000:07:00): 63, pid=1, Row Remapper\n"
                                       "NVRM: Xid (PCI:0000:07:00): 63, pid=1, Row Remapper\n" + DMESG_XID_79)

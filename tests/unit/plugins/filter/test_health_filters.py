@@ -22,8 +22,8 @@ def test_the_filters_are_registered() -> None:
 def test_findings_status_and_metrics_of_a_sick_node() -> None:
     facts = nvml(gpu(0, "00000000:91:00.0", pcie={"width_current": 8}))
     found = health.health_findings(facts, DMESG_XID_79, {"nvidia-persistenced": "active"}, {"pcie_width": "warn"})
-    assert [(f["check"], f["severity"], f["action"]) for f in found] == [("pcie_width", "warn", "reseat"),
-                                                                        ("xid", "critical", "reboot")]
+    assert [(f["check"], f["severity"], f["action"]) for f in found] == [
+        ("pcie_width", "warn", "reseat"), ("xid", "critical", "reboot")]
     assert health.health_status(found) == "fail"
     text = health.health_metrics(facts, found, DMESG_XID_79)
     assert 'gpufleet_gpu_xid_events{bus_id="00000000:91:00.0",gpu="0",uuid="GPU-00000000-aaaa-bbbb-cccc-' \
