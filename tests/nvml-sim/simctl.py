@@ -18,6 +18,9 @@ Examples::
     simctl.py set mig_pending=1 --gpu 0
     simctl.py process add --gpu 0 --pid 4242 --used-memory 1GiB --name python3
     simctl.py reboot
+    simctl.py health --gpu 0 temp=85 clock_event_reasons=0x40
+    simctl.py inject remap-pending --gpu 2
+    simctl.py inject xid --gpu 3 --xid 79
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ import hashlib
 import json
 import os
 import sys
+import time
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 HEADER = "nvml-sim 1"
@@ -77,13 +81,25 @@ CI_PROFILE_SLICES = (1, 2, 3, 4, 7, 8, 6, 0, 0)
 # keys whose values stay strings in `show`; everything else is an integer
 STRING_KEYS = frozenset(
     ("name", "uuid", "serial", "board_part_number", "bus_id", "driver_version", "nvml_version",
-     "mig_toggle", "call", "mode", "ci_slices"))
+     "mig_toggle", "call", "mode", "ci_slices", "fabric_state", "fabric_status", "cluster_uuid", "nvlink_down"))
 
 SYSTEM_KEYS = ("driver_version", "cuda_driver_version", "nvml_version", "driver_loaded", "libcuda")
 GPU_KEYS = (
     "name", "uuid", "serial", "board_part_number", "bus_id", "pci_domain", "pci_bus", "pci_device",
     "pci_device_id", "pci_subsystem_id", "minor", "memory_total", "memory_reserved", "arch", "cc_major",
     "cc_minor", "sm_count", "persistence", "mig_capable", "mig_current", "mig_pending", "mig_toggle")
+# gpu-record health keys (FORMAT.md "Health"); absent keys read as a healthy GPU
+HEALTH_KEYS = (
+    "lost", "ecc_supported", "ecc_mode", "ecc_pending", "ecc_vol_corr", "ecc_vol_uncorr", "ecc_agg_corr",
+    "ecc_agg_uncorr", "retired_pages_supported", "retired_sbe", "retired_dbe", "retired_pending",
+    "remapped_rows_supported", "remap_corr", "remap_uncorr", "remap_pending", "remap_failure", "recovery_action",
+    "pcie_gen", "pcie_gen_max", "pcie_width", "pcie_width_max", "pcie_replay", "nvlinks", "nvlink_down",
+    "fabric_state", "fabric_status", "clique_id", "cluster_uuid", "temp", "temp_slowdown", "temp_shutdown",
+    "clock_event_reasons", "power_mw", "power_limit_mw")
+# system-record keys beyond the library's: read by the driver facade only
+SYSTEM_EXTRA_KEYS = ("nvswitches",)
+DEFAULT_KMSG = "/run/nvml-sim/kmsg"
+FABRIC_STATES = ("not_supported", "not_started", "in_progress", "completed")
 
 MIB = 1 << 20
 
@@ -420,10 +436,19 @@ def ci_profiles(gi_prof: Dict[str, Any]) -> List[Dict[str, Any]]:
 # render: node fixture -> state
 # --------------------------------------------------------------------------
 
-NODE_KEYS = frozenset(("name", "description", "system", "gpus", "overrides", "bus_ids"))
+NODE_KEYS = frozenset(("name", "description", "system", "gpus", "overrides", "bus_ids", "fabric"))
 GPU_FIXTURE_KEYS = frozenset((
     "model", "count", "name", "persistence", "mig", "mig_current", "mig_pending", "mig_toggle", "uuid",
-    "serial", "bus_id", "minor", "memory_reserved_mib", "board_part_number", "gis", "processes"))
+    "serial", "bus_id", "minor", "memory_reserved_mib", "board_part_number", "gis", "processes", "health"))
+# a model's `health:` block -> gpu-record keys (the model's healthy idle values)
+MODEL_HEALTH_KEYS = {
+    "ecc_supported": "ecc_supported", "retired_pages_supported": "retired_pages_supported",
+    "remapped_rows_supported": "remapped_rows_supported", "pcie_gen_max": "pcie_gen_max",
+    "pcie_width_max": "pcie_width_max", "nvlinks": "nvlinks", "temp_c": "temp",
+    "temp_slowdown_c": "temp_slowdown", "temp_shutdown_c": "temp_shutdown",
+    "clock_event_reasons": "clock_event_reasons", "power_w": "power_mw", "power_limit_w": "power_limit_mw"}
+FABRIC_FIXTURE_KEYS = {"state": "fabric_state", "status": "fabric_status", "clique_id": "clique_id",
+                       "cluster_uuid": "cluster_uuid"}
 UNIQUE_KEYS = ("uuid", "serial", "bus_id", "minor")
 DEFAULT_BUS = (0x07, 0x0F, 0x47, 0x4E, 0x87, 0x90, 0xB7, 0xBD)
 
@@ -636,10 +661,38 @@ def process_records(index: int, gpu: Dict[str, Any], made: Dict[int, int]) -> Li
     return out
 
 
+def health_fields(node: Dict[str, Any], gpu: Dict[str, Any], model: Dict[str, Any]) -> Dict[str, str]:
+    """Health keys of one GPU: the model's healthy values, the node's fabric, the GPU's own `health`."""
+    out: Dict[str, str] = {}
+    for key, value in (model.get("health") or {}).items():
+        if key == "sources":
+            continue
+        if key not in MODEL_HEALTH_KEYS:
+            raise SimError(f"model {model['key']}: unknown health key {key!r} "
+                           f"(known: {', '.join(sorted(MODEL_HEALTH_KEYS))})")
+        target = MODEL_HEALTH_KEYS[key]
+        if isinstance(value, bool):
+            value = int(value)
+        if key.endswith("_w"):  # watts in the model, milliwatts in NVML
+            value = int(round(float(value) * 1000))
+        out[target] = str(value)
+    for key, value in (node.get("fabric") or {}).items():
+        if key not in FABRIC_FIXTURE_KEYS:
+            raise SimError(f"unknown fabric key {key!r} (known: {', '.join(FABRIC_FIXTURE_KEYS)})")
+        out[FABRIC_FIXTURE_KEYS[key]] = str(value)
+    own = gpu.get("health") or {}
+    unknown = set(own) - set(HEALTH_KEYS)
+    if unknown:
+        raise SimError(f"unknown GPU health keys: {', '.join(sorted(unknown))} (known: {', '.join(HEALTH_KEYS)})")
+    out.update({k: str(int(v) if isinstance(v, bool) else v) for k, v in own.items()})
+    return out
+
+
 def render_gpu(state: State, node: Dict[str, Any], index: int, gpu: Dict[str, Any], models_dir: str) -> None:
     """Emit the gpu, giprofile, placement, gi, ci and process records of one GPU."""
     model = load_model(models_dir, str(gpu["model"]))
     record = gpu_record(node, index, gpu, model)
+    record.fields.update(health_fields(node, gpu, model))
     state.records.append(record)
     state.records.extend(profile_records(index, model))
     made = render_instances(state, index, gpu, GpuGeometry(model["profiles"]), record.get("uuid"))
@@ -663,6 +716,8 @@ def render_node(path: str) -> State:
         "driver_loaded": as_flag(system.get("driver_loaded", True)),
         "libcuda": as_flag(system.get("libcuda", True)),
     })])
+    if system.get("nvswitches"):
+        state.system().fields["nvswitches"] = str(int(system["nvswitches"]))
     for index, gpu in enumerate(expand_gpus(node)):
         render_gpu(state, node, index, gpu, models_dir)
     return state
@@ -800,7 +855,7 @@ def cmd_fault(args: argparse.Namespace) -> int:
 
 def cmd_set(args: argparse.Namespace) -> int:
     """set KEY=VALUE... [--gpu N]"""
-    allowed = GPU_KEYS if args.gpu is not None else SYSTEM_KEYS
+    allowed = GPU_KEYS + HEALTH_KEYS if args.gpu is not None else SYSTEM_KEYS + SYSTEM_EXTRA_KEYS
     pairs = []
     for item in args.assignments:
         key, sep, value = item.partition("=")
@@ -868,6 +923,215 @@ def cmd_errors(_args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------
+# health and fault injection
+# --------------------------------------------------------------------------
+
+# health keys a fault sets and `inject clear` removes (the model's own values,
+# such as thresholds and maximum link widths, stay)
+FAULT_KEYS = (
+    "lost", "ecc_vol_corr", "ecc_vol_uncorr", "ecc_agg_corr", "ecc_agg_uncorr", "retired_sbe", "retired_dbe",
+    "retired_pending", "remap_corr", "remap_uncorr", "remap_pending", "remap_failure", "recovery_action",
+    "pcie_gen", "pcie_width", "pcie_replay", "nvlink_down")
+
+# Text the driver logs with an Xid when the caller gives none: Xid 79 is
+# raised by osHandleGpuLost with this message
+# (NVIDIA/open-gpu-kernel-modules@448d5cc65624:src/nvidia/arch/nvalloc/unix/src/osinit.c).
+XID_DEFAULT_TEXT = {79: "GPU has fallen off the bus."}
+
+
+def check_health_value(key: str, value: str) -> None:
+    """Reject values the library would refuse to load (it fails nvmlInit on them)."""
+    if key == "fabric_state":
+        if value not in FABRIC_STATES and value not in ("0", "1", "2", "3"):
+            raise SimError(f"fabric_state must be one of {', '.join(FABRIC_STATES)}")
+    elif key == "fabric_status":
+        if not value.lstrip("-").isdigit() and value not in ("SUCCESS", "NVML_SUCCESS"):
+            error_code(value)  # raises on a name nvml.h does not have
+    elif key == "cluster_uuid":
+        digits = value.replace("-", "")
+        if len(digits) != 32 or any(ch not in "0123456789abcdefABCDEF" for ch in digits):
+            raise SimError("cluster_uuid must be 32 hex digits (8-4-4-4-12 with dashes allowed)")
+    elif key == "nvlink_down":
+        for item in filter(None, value.split(",")):
+            if not item.isdigit() or int(item) >= 36:
+                raise SimError(f"nvlink_down: {item!r} is not a link number 0..35")
+    else:
+        number = parse_int(value)
+        if number < 0 and key != "recovery_action":
+            raise SimError(f"{key} must not be negative")
+
+
+def gpu_arch_supports(gpu: Record, key: str) -> bool:
+    """Whether the library answers remapped rows / retired pages for this GPU (FORMAT.md)."""
+    ecc = gpu.num("ecc_supported", 1) == 1
+    arch = gpu.num("arch", 0)
+    explicit = gpu.get(key)
+    if explicit != "":
+        return parse_int(explicit) == 1
+    if key == "remapped_rows_supported":
+        return ecc and arch >= 7
+    return ecc and 0 < arch < 7
+
+
+def cmd_health(args: argparse.Namespace) -> int:
+    """health --gpu N [KEY=VALUE ...]: set (KEY= removes) health keys; without pairs print them."""
+    pairs = []
+    for item in args.assignments:
+        key, sep, value = item.partition("=")
+        if not sep or key not in HEALTH_KEYS:
+            raise SimError(f"expected KEY=VALUE with KEY one of {', '.join(HEALTH_KEYS)}; got {item!r}")
+        if value != "":
+            check_health_value(key, value)
+        pairs.append((key, value))
+    path = state_path(args.state)
+    if not pairs:
+        with locked(path):
+            gpu = read_state(path).gpu(args.gpu)
+        json.dump({k: v for k, v in typed(gpu).items() if k in HEALTH_KEYS}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    with editing(path) as state:
+        record = state.gpu(args.gpu)
+        for key, value in pairs:
+            if value == "":
+                record.fields.pop(key, None)
+            else:
+                record.fields[key] = value
+    return 0
+
+
+def kmsg_path(explicit: Optional[str]) -> str:
+    """--kmsg, else $NVML_SIM_KMSG, else /run/nvml-sim/kmsg."""
+    return explicit or os.environ.get("NVML_SIM_KMSG") or DEFAULT_KMSG
+
+
+def driver_pci(bus_id: str) -> Tuple[str, str]:
+    """('0000:07:00', '0000:07:00.0'): how the driver prints a GPU's PCI address.
+
+    Xid lines use "PCI:%04x:%02x:%02x" (kernel_rc.c), the per-device prefix
+    NV_PCI_DEV_FMT "%04x:%02x:%02x.%x" (nv.h): lower-case hex, 4-digit domain.
+    """
+    domain, bus, device = parse_bus_id(bus_id)
+    short = f"{domain:04x}:{bus:02x}:{device:02x}"
+    return short, short + ".0"
+
+
+def append_kmsg(path: str, messages: Sequence[str], level: int = 3) -> List[str]:
+    """Append records in /dev/kmsg's format: "<prio>,<seq>,<usec>,<flags>;<message>".
+
+    prio = facility (0, kernel) * 8 + level (3, KERN_ERR: the driver logs
+    these at NV_DBG_ERRORS, which nv_printf maps to pr_err); seq continues
+    from the file's last record; usec is CLOCK_MONOTONIC (time since boot),
+    as the kernel stamps records.  Returns the lines written.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with os.fdopen(os.dup(fd), "r", encoding="utf-8", errors="replace") as handle:
+            seq = -1
+            for line in handle:
+                head = line.split(";", 1)[0].split(",")
+                if len(head) >= 3 and not line.startswith(" ") and head[1].isdigit():
+                    seq = max(seq, int(head[1]))
+        written = []
+        for message in messages:
+            seq += 1
+            usec = int(time.monotonic() * 1_000_000)
+            written.append(f"{level},{seq},{usec},-;{message}\n")
+        os.write(fd, "".join(written).encode("utf-8"))
+        return written
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def xid_line(bus_id: str, xid: int, text: str, pid: str, name: str) -> str:
+    """The driver's legacy (non-MIG) Xid line (kernel_rc.c, krcReportXid)."""
+    short, _full = driver_pci(bus_id)
+    return f"NVRM: Xid (PCI:{short}): {xid}, pid={pid}, name={name}, {text}"
+
+
+def fallen_off_bus_line(bus_id: str) -> str:
+    """NV_DEV_PRINTF(NV_DBG_ERRORS, nv, "GPU has fallen off the bus.\\n") in osHandleGpuLost."""
+    _short, full = driver_pci(bus_id)
+    return f"NVRM: GPU {full}: GPU has fallen off the bus."
+
+
+def add_count(record: Record, key: str, amount: int) -> None:
+    record.fields[key] = str(record.num(key, 0) + amount)
+
+
+def inject(state: State, args: argparse.Namespace) -> List[str]:
+    """Apply one named fault to GPU args.gpu; return the kernel-log messages it logs."""
+    gpu = state.gpu(args.gpu)
+    fault = args.fault
+    messages: List[str] = []
+    if fault == "ecc-burst":
+        if gpu.num("ecc_supported", 1) != 1 or gpu.num("ecc_mode", 1) != 1:
+            raise SimError(f"GPU {args.gpu} has no ECC enabled: its counters read NOT_SUPPORTED")
+        for kind in ("vol", "agg"):
+            add_count(gpu, f"ecc_{kind}_corr", args.corrected)
+            add_count(gpu, f"ecc_{kind}_uncorr", args.uncorrected)
+    elif fault in ("remap-pending", "remap-failure"):
+        if not gpu_arch_supports(gpu, "remapped_rows_supported"):
+            raise SimError(f"GPU {args.gpu} ({gpu.get('name')}) does not remap rows (pre-Ampere: use "
+                           "`health --gpu N retired_pending=1`)")
+        if fault == "remap-pending":
+            # an uncorrectable error marked a row; the remap happens at the next GPU reset
+            add_count(gpu, "remap_uncorr", 1)
+            gpu.fields["remap_pending"] = "1"
+        else:
+            gpu.fields["remap_failure"] = "1"
+    elif fault == "link-degrade":
+        if gpu.get("pcie_gen_max") == "":
+            raise SimError(f"GPU {args.gpu} has no PCIe link data (pcie_gen_max)")
+        gpu.fields["pcie_gen"] = str(args.gen)
+        gpu.fields["pcie_width"] = str(args.width)
+    elif fault == "nvlink-down":
+        links = gpu.num("nvlinks", 0)
+        if not 0 <= args.link < links:
+            raise SimError(f"GPU {args.gpu} has {links} NVLink links; --link {args.link} is not one of them")
+        down = sorted({int(x) for x in gpu.get("nvlink_down").split(",") if x} | {args.link})
+        gpu.fields["nvlink_down"] = ",".join(str(x) for x in down)
+    elif fault == "gpu-lost":
+        gpu.fields["lost"] = "1"
+        if args.log:
+            # what osHandleGpuLost logs: the Xid 79, then the per-device line
+            messages += [xid_line(gpu.get("bus_id"), 79, XID_DEFAULT_TEXT[79], "'<unknown>'", "<unknown>"),
+                         fallen_off_bus_line(gpu.get("bus_id"))]
+    elif fault == "xid":
+        if args.fallen_off_bus:
+            messages.append(fallen_off_bus_line(gpu.get("bus_id")))
+        else:
+            if args.xid is None:
+                raise SimError("inject xid needs --xid N (or --fallen-off-bus)")
+            text = args.text if args.text is not None else XID_DEFAULT_TEXT.get(args.xid, "")
+            messages.append(xid_line(gpu.get("bus_id"), args.xid, text, args.pid, args.name))
+    elif fault == "clear":
+        for key in FAULT_KEYS:
+            gpu.fields.pop(key, None)
+    return messages
+
+
+def cmd_inject(args: argparse.Namespace) -> int:
+    """inject FAULT --gpu N [...]: a named fault on a running node."""
+    if args.corrected < 0 or args.uncorrected < 0:
+        raise SimError("--corrected/--uncorrected must not be negative")
+    path = state_path(args.state)
+    if args.fault == "xid":
+        with locked(path):
+            messages = inject(read_state(path), args)  # the state is only read
+    else:
+        with editing(path) as state:
+            messages = inject(state, args)
+    for line in append_kmsg(kmsg_path(args.kmsg), messages) if messages else []:
+        sys.stdout.write(line)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     common = argparse.ArgumentParser(add_help=False)
@@ -922,6 +1186,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     marker = sub.add_parser("mark-booted", parents=[common], help="create the boot marker")
     marker.set_defaults(func=cmd_mark_booted)
+
+    health = sub.add_parser("health", parents=[common], help="set (or print) a GPU's health keys")
+    health.add_argument("assignments", nargs="*", metavar="KEY=VALUE", help="KEY= removes the key (default)")
+    health.add_argument("--gpu", type=int, required=True)
+    health.set_defaults(func=cmd_health)
+
+    inj = sub.add_parser("inject", parents=[common], help="inject a named fault into a GPU")
+    inj.add_argument("fault", choices=("ecc-burst", "remap-pending", "remap-failure", "link-degrade",
+                                       "nvlink-down", "gpu-lost", "xid", "clear"))
+    inj.add_argument("--gpu", type=int, required=True)
+    inj.add_argument("--corrected", type=int, default=100, help="ecc-burst: corrected errors added (100)")
+    inj.add_argument("--uncorrected", type=int, default=1, help="ecc-burst: uncorrected errors added (1)")
+    inj.add_argument("--gen", type=int, default=3, help="link-degrade: trained PCIe generation (3)")
+    inj.add_argument("--width", type=int, default=8, help="link-degrade: trained PCIe width (8)")
+    inj.add_argument("--link", type=int, default=0, help="nvlink-down: link number (0)")
+    inj.add_argument("--log", action="store_true",
+                     help="gpu-lost: also log the driver's Xid 79 and fallen-off-the-bus lines")
+    inj.add_argument("--xid", type=int, help="xid: the Xid number")
+    inj.add_argument("--text", help="xid: the message after the name (default: the driver's, if known)")
+    inj.add_argument("--pid", default="'<unknown>'", help="xid: pid= field (the driver's default '<unknown>')")
+    inj.add_argument("--name", default="<unknown>", help="xid: name= field (the driver's default <unknown>)")
+    inj.add_argument("--fallen-off-bus", action="store_true",
+                     help="xid: log the bare 'NVRM: GPU <pci>: GPU has fallen off the bus.' line instead")
+    inj.add_argument("--kmsg", help=f"kernel log file (default: $NVML_SIM_KMSG or {DEFAULT_KMSG})")
+    inj.set_defaults(func=cmd_inject)
 
     errors = sub.add_parser("errors", help="list NVML error names and codes")
     errors.set_defaults(func=cmd_errors)

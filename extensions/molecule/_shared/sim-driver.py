@@ -29,6 +29,16 @@ CTL_MINOR = 255           # /dev/nvidiactl
 MIG_GIS, MIG_CIS = 15, 8
 NVIDIA_VENDOR = "0x10de"
 CLASS_3D = "0x030200"     # 3D controller, as datacenter GPUs report
+# NVSwitches enumerate as "bridge, other" (what driver_info's nvswitches looks
+# for: plugins/module_utils/_driver_state.py); device 0x22a3 is the Hopper
+# NVSwitch in pci.ids ("GH100 [H100 NVSwitch]"). The system record's
+# `nvswitches=N` (FORMAT.md) places them on buses 0x05.. (free on every fixture).
+CLASS_BRIDGE_OTHER = "0x068000"
+NVSWITCH_DEVICE = "0x22a3"
+NVSWITCH_FIRST_BUS = 0x05
+# The simulated driver's kernel log: simctl inject xid appends to it, and it is
+# bind-mounted over /dev/kmsg so readers of the kernel log see exactly it.
+KMSG = "/run/nvml-sim/kmsg"
 
 
 def gi_minor(gpu: int, gi: int) -> int:
@@ -168,6 +178,19 @@ def build(state: dict[str, t.Any], uvm_major: int, caps_major: int) -> dict[str,
                             ("resource", "0x0000000000000000 0x0000000000000000 0x0000000000000000")):
             write("{0}/{1}/{2}".format(pci, bus, name), value + "\n", changed)
     write(driver + "/nvidia-caps/mig-minors", "\n".join(minors) + "\n", changed)
+    for number in range(int(system.get("nvswitches") or 0)):
+        bus = "0000:{0:02x}:00.0".format(NVSWITCH_FIRST_BUS + number)
+        for name, value in (("vendor", NVIDIA_VENDOR), ("device", NVSWITCH_DEVICE), ("class", CLASS_BRIDGE_OTHER),
+                            ("numa_node", "-1")):
+            write("{0}/{1}/{2}".format(pci, bus, name), value + "\n", changed)
+
+    # An empty kernel log of the simulated driver (mode 0600 like /dev/kmsg's
+    # records: root reads them), created once; appends keep the same inode.
+    if not os.path.exists(KMSG):
+        os.makedirs(os.path.dirname(KMSG), exist_ok=True)
+        fd = os.open(KMSG, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        changed.append(KMSG)
 
     # The node's own PCI devices stay visible next to the simulated GPUs.
     real = "/sys/bus/pci/devices"
@@ -192,6 +215,7 @@ def build(state: dict[str, t.Any], uvm_major: int, caps_major: int) -> dict[str,
     bind(STAGE + "/proc-devices", "/proc/devices", changed)
     bind(driver, "/proc/driver", changed)
     bind(pci, real, changed)
+    bind(KMSG, "/dev/kmsg", changed)
     return {"changed": bool(changed), "paths": changed, "nodes": sorted(wanted_nodes)}
 
 

@@ -254,11 +254,143 @@ typedef struct nvmlComputeInstanceInfo_st {
     nvmlComputeInstancePlacement_t placement;
 } nvmlComputeInstanceInfo_t;
 
+/* ---- health queries ------------------------------------------------------------ */
+/* Enums are ints in the ABI; the values are nvml.h's
+ * (NVIDIA/go-nvml@2f9e261fe40a:gen/nvml/nvml.h). */
+typedef enum nvmlMemoryErrorType_enum {
+    NVML_MEMORY_ERROR_TYPE_CORRECTED = 0,
+    NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1,
+    NVML_MEMORY_ERROR_TYPE_COUNT
+} nvmlMemoryErrorType_t;
+
+typedef enum nvmlEccCounterType_enum {
+    NVML_VOLATILE_ECC = 0,
+    NVML_AGGREGATE_ECC = 1,
+    NVML_ECC_COUNTER_TYPE_COUNT
+} nvmlEccCounterType_t;
+
+typedef enum nvmlPageRetirementCause_enum {
+    NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0,
+    NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1,
+    NVML_PAGE_RETIREMENT_CAUSE_COUNT
+} nvmlPageRetirementCause_t;
+
+typedef enum nvmlTemperatureSensors_enum {
+    NVML_TEMPERATURE_GPU = 0,
+    NVML_TEMPERATURE_COUNT
+} nvmlTemperatureSensors_t;
+
+typedef enum nvmlTemperatureThresholds_enum {
+    NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0,
+    NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1,
+    NVML_TEMPERATURE_THRESHOLD_MEM_MAX = 2,
+    NVML_TEMPERATURE_THRESHOLD_GPU_MAX = 3,
+    NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MIN = 4,
+    NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_CURR = 5,
+    NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MAX = 6,
+    NVML_TEMPERATURE_THRESHOLD_GPS_CURR = 7,
+    NVML_TEMPERATURE_THRESHOLD_COUNT
+} nvmlTemperatureThresholds_t;
+
+typedef enum nvmlValueType_enum {
+    NVML_VALUE_TYPE_DOUBLE = 0,
+    NVML_VALUE_TYPE_UNSIGNED_INT = 1,
+    NVML_VALUE_TYPE_UNSIGNED_LONG = 2,
+    NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3,
+    NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4,
+    NVML_VALUE_TYPE_SIGNED_INT = 5,
+    NVML_VALUE_TYPE_UNSIGNED_SHORT = 6,
+    NVML_VALUE_TYPE_COUNT
+} nvmlValueType_t;
+
+typedef union nvmlValue_st {
+    double dVal;
+    int siVal;
+    unsigned int uiVal;
+    unsigned long ulVal;
+    unsigned long long ullVal;
+    signed long long sllVal;
+    unsigned short usVal;
+} nvmlValue_t;
+
+typedef struct nvmlFieldValue_st {
+    unsigned int fieldId;
+    unsigned int scopeId;
+    long long timestamp;   /* CPU time of the value, microseconds since 1970 */
+    long long latencyUsec;
+    nvmlValueType_t valueType;
+    nvmlReturn_t nvmlReturn; /* per-value status: check before value */
+    nvmlValue_t value;
+} nvmlFieldValue_t;
+
+/* Field ids (NVML_FI_*) the simulator answers; every other id gets a
+ * per-value NVML_ERROR_NOT_SUPPORTED. */
+#define NVML_FI_DEV_GET_GPU_RECOVERY_ACTION 230
+#define NVML_FI_MAX 303
+
+/* nvmlDeviceGpuRecoveryAction_t */
+#define NVML_GPU_RECOVERY_ACTION_NONE 0
+#define NVML_GPU_RECOVERY_ACTION_GPU_RESET 1
+#define NVML_GPU_RECOVERY_ACTION_NODE_REBOOT 2
+#define NVML_GPU_RECOVERY_ACTION_DRAIN_P2P 3
+#define NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET 4
+#define NVML_GPU_RECOVERY_ACTION_RECOVER_IMEX_DOMAIN 5
+
+#define NVML_NVLINK_MAX_LINKS 36
+
+/* nvmlClocksEventReasons bits */
+#define nvmlClocksEventReasonGpuIdle 0x0000000000000001ULL
+#define nvmlClocksEventReasonApplicationsClocksSetting 0x0000000000000002ULL
+#define nvmlClocksEventReasonSwPowerCap 0x0000000000000004ULL
+#define nvmlClocksThrottleReasonHwSlowdown 0x0000000000000008ULL
+#define nvmlClocksEventReasonSyncBoost 0x0000000000000010ULL
+#define nvmlClocksEventReasonSwThermalSlowdown 0x0000000000000020ULL
+#define nvmlClocksThrottleReasonHwThermalSlowdown 0x0000000000000040ULL
+#define nvmlClocksThrottleReasonHwPowerBrakeSlowdown 0x0000000000000080ULL
+#define nvmlClocksEventReasonDisplayClockSetting 0x0000000000000100ULL
+
+/* Fabric probe (Hopper and later NVSwitch systems). */
+#define NVML_GPU_FABRIC_UUID_LEN 16
+#define NVML_GPU_FABRIC_STATE_NOT_SUPPORTED 0
+#define NVML_GPU_FABRIC_STATE_NOT_STARTED 1
+#define NVML_GPU_FABRIC_STATE_IN_PROGRESS 2
+#define NVML_GPU_FABRIC_STATE_COMPLETED 3
+typedef unsigned char nvmlGpuFabricState_t;
+
+typedef struct {
+    unsigned char clusterUuid[NVML_GPU_FABRIC_UUID_LEN];
+    nvmlReturn_t status; /* meaningful only when state is COMPLETED */
+    unsigned int cliqueId;
+    nvmlGpuFabricState_t state;
+} nvmlGpuFabricInfo_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned char clusterUuid[NVML_GPU_FABRIC_UUID_LEN];
+    nvmlReturn_t status;
+    unsigned int cliqueId;
+    nvmlGpuFabricState_t state;
+    unsigned int healthMask;
+} nvmlGpuFabricInfo_v2_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned char clusterUuid[NVML_GPU_FABRIC_UUID_LEN];
+    nvmlReturn_t status;
+    unsigned int cliqueId;
+    nvmlGpuFabricState_t state;
+    unsigned int healthMask;
+    unsigned char healthSummary;
+} nvmlGpuFabricInfo_v3_t;
+typedef nvmlGpuFabricInfo_v3_t nvmlGpuFabricInfoV_t;
+
 /* NVML_STRUCT_VERSION(data, ver) = sizeof(struct) | (ver << 24) */
 #define NVML_SIM_STRUCT_VERSION(type, ver) ((unsigned int)(sizeof(type) | ((unsigned int)(ver) << 24U)))
 #define nvmlMemory_v2 NVML_SIM_STRUCT_VERSION(nvmlMemory_v2_t, 2)
 #define nvmlGpuInstanceProfileInfo_v2 NVML_SIM_STRUCT_VERSION(nvmlGpuInstanceProfileInfo_v2_t, 2)
 #define nvmlComputeInstanceProfileInfo_v2 NVML_SIM_STRUCT_VERSION(nvmlComputeInstanceProfileInfo_v2_t, 2)
+#define nvmlGpuFabricInfo_v2 NVML_SIM_STRUCT_VERSION(nvmlGpuFabricInfo_v2_t, 2)
+#define nvmlGpuFabricInfo_v3 NVML_SIM_STRUCT_VERSION(nvmlGpuFabricInfo_v3_t, 3)
 
 /* ---- layout pins (LP64, x86_64 / aarch64 SysV) ------------------------------ */
 #define NVML_SIM_PIN(type, size) _Static_assert(sizeof(type) == (size), #type " size differs from nvml.h")
@@ -296,5 +428,20 @@ NVML_SIM_OFF(nvmlComputeInstanceProfileInfo_v2_t, name, 40);
 NVML_SIM_PIN(nvmlComputeInstanceInfo_t, 32);
 NVML_SIM_OFF(nvmlComputeInstanceInfo_t, id, 16);
 NVML_SIM_OFF(nvmlComputeInstanceInfo_t, placement, 24);
+NVML_SIM_PIN(nvmlValue_t, 8);
+NVML_SIM_PIN(nvmlFieldValue_t, 40);
+NVML_SIM_OFF(nvmlFieldValue_t, timestamp, 8);
+NVML_SIM_OFF(nvmlFieldValue_t, valueType, 24);
+NVML_SIM_OFF(nvmlFieldValue_t, nvmlReturn, 28);
+NVML_SIM_OFF(nvmlFieldValue_t, value, 32);
+NVML_SIM_PIN(nvmlGpuFabricInfo_t, 28);
+NVML_SIM_OFF(nvmlGpuFabricInfo_t, status, 16);
+NVML_SIM_OFF(nvmlGpuFabricInfo_t, state, 24);
+NVML_SIM_PIN(nvmlGpuFabricInfo_v2_t, 36); /* version word 0x02000024 */
+NVML_SIM_OFF(nvmlGpuFabricInfo_v2_t, status, 20);
+NVML_SIM_OFF(nvmlGpuFabricInfo_v2_t, state, 28);
+NVML_SIM_OFF(nvmlGpuFabricInfo_v2_t, healthMask, 32);
+NVML_SIM_PIN(nvmlGpuFabricInfo_v3_t, 40); /* version word 0x03000028 */
+NVML_SIM_OFF(nvmlGpuFabricInfo_v3_t, healthSummary, 36);
 
 #endif /* NVML_SIM_ABI_H */

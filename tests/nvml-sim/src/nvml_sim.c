@@ -63,6 +63,8 @@
 #define MAX_FAULTS 128
 #define MAX_KV 64           /* key=value pairs per record */
 #define EXTRA_LEN 256       /* unknown key=value pairs kept for write-back */
+/* A gpu record also keeps its health keys verbatim there (see on_gpu). */
+#define GPU_EXTRA_LEN 1024
 #define CALL_LEN 96
 #define PROC_NAME_LEN 64
 #define NOT_IN_MIG 0xFFFFFFFFu
@@ -101,6 +103,31 @@ typedef struct {
     char extra[EXTRA_LEN];
 } sim_ci_t;
 
+/* Health keys of a gpu record (FORMAT.md "Health"). Absent keys read as a
+ * healthy GPU; -1 marks "absent: the call answers NVML_ERROR_NOT_SUPPORTED". */
+typedef struct {
+    int lost;
+    int ecc_supported;
+    unsigned ecc_mode, ecc_pending;
+    unsigned long long ecc_vol_corr, ecc_vol_uncorr, ecc_agg_corr, ecc_agg_uncorr;
+    int retired_pages_supported;  /* -1: derived from arch (pre-Ampere with ECC) */
+    unsigned retired_sbe, retired_dbe, retired_pending;
+    int remapped_rows_supported;  /* -1: derived from arch (Ampere and later with ECC) */
+    unsigned remap_corr, remap_uncorr, remap_pending, remap_failure;
+    long long recovery_action;    /* < 0: the driver lacks field 230 */
+    long long pcie_gen, pcie_gen_max, pcie_width, pcie_width_max; /* max < 0: no PCIe info */
+    unsigned pcie_replay;
+    unsigned nvlinks;
+    unsigned long long nvlink_down; /* bit L: link L inactive */
+    int fabric_state;               /* -1: the GPU has no fabric probe */
+    int fabric_status;
+    unsigned clique_id;
+    unsigned char cluster_uuid[NVML_GPU_FABRIC_UUID_LEN];
+    long long temp, temp_slowdown, temp_shutdown;
+    unsigned long long clock_event_reasons;
+    long long power_mw, power_limit_mw;
+} sim_health_t;
+
 typedef struct {
     int present;
     char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
@@ -121,7 +148,8 @@ typedef struct {
     sim_profile_t profiles[MAX_PROFILES];
     sim_gi_t gis[MAX_GI_IDS];
     sim_ci_t cis[MAX_GI_IDS][MAX_CI_IDS];
-    char extra[EXTRA_LEN];
+    sim_health_t health;
+    char extra[GPU_EXTRA_LEN];
 } sim_gpu_t;
 
 typedef struct {
@@ -599,7 +627,7 @@ static void take_s(rec_t *r, const char *key, char *out, size_t size)
 }
 
 /* Keep unknown keys so a write-back does not drop what newer tools added. */
-static void keep_extra(rec_t *r, char *extra, const pctx_t *c)
+static void keep_extra_n(rec_t *r, char *extra, size_t size, const pctx_t *c)
 {
     size_t o = 0;
     extra[0] = '\0';
@@ -607,7 +635,7 @@ static void keep_extra(rec_t *r, char *extra, const pctx_t *c)
         if (r->kv[i].used)
             continue;
         size_t n = strlen(r->kv[i].raw);
-        if (o + n + 2 > EXTRA_LEN) {
+        if (o + n + 2 > size) {
             perr(c, "unknown keys too long to keep, dropping '%s'", r->kv[i].key);
             continue;
         }
@@ -617,6 +645,8 @@ static void keep_extra(rec_t *r, char *extra, const pctx_t *c)
         o += n;
     }
 }
+
+static void keep_extra(rec_t *r, char *extra, const pctx_t *c) { keep_extra_n(r, extra, EXTRA_LEN, c); }
 
 static sim_gpu_t *gpu_ref(sim_state_t *st, rec_t *r, const pctx_t *c)
 {
@@ -657,6 +687,176 @@ static int on_system(sim_state_t *st, rec_t *r, const pctx_t *c)
         !take_i(r, c, "driver_loaded", &s->driver_loaded, 0) || !take_i(r, c, "libcuda", &s->libcuda, 0))
         return 0;
     keep_extra(r, s->extra, c);
+    return 1;
+}
+
+
+/* ---- health keys ------------------------------------------------------- */
+/* The health keys stay in the gpu record's unknown-key text: they are read
+ * here without being consumed, so a write-back keeps them exactly as written
+ * (simctl edits them between sessions; the library never changes them). */
+
+static const char *kv_peek(const rec_t *r, const char *key)
+{
+    for (int i = 0; i < r->n; i++)
+        if (strcmp(r->kv[i].key, key) == 0)
+            return r->kv[i].val;
+    return NULL;
+}
+
+/* Optional integer in [lo, hi]; absent leaves *out alone. */
+static int peek_ll(const rec_t *r, const pctx_t *c, const char *key, long long lo, long long hi, long long *out)
+{
+    const char *v = kv_peek(r, key);
+    long long n;
+    if (!v)
+        return 1;
+    if (!parse_ll(v, &n) || n < lo || n > hi) {
+        perr(c, "key '%s': '%s' is not an integer in [%lld, %lld]", key, v, lo, hi);
+        return 0;
+    }
+    *out = n;
+    return 1;
+}
+
+static int peek_u(const rec_t *r, const pctx_t *c, const char *key, unsigned *out)
+{
+    long long n = *out;
+    if (!peek_ll(r, c, key, 0, 0xFFFFFFFFLL, &n))
+        return 0;
+    *out = (unsigned)n;
+    return 1;
+}
+
+static int peek_ull(const rec_t *r, const pctx_t *c, const char *key, unsigned long long *out)
+{
+    long long n = (long long)*out;
+    if (!peek_ll(r, c, key, 0, LLONG_MAX, &n))
+        return 0;
+    *out = (unsigned long long)n;
+    return 1;
+}
+
+static int peek_flag(const rec_t *r, const pctx_t *c, const char *key, int *out)
+{
+    long long n = *out;
+    if (!peek_ll(r, c, key, 0, 1, &n))
+        return 0;
+    *out = (int)n;
+    return 1;
+}
+
+static const char *const k_fabric_states[] = {"not_supported", "not_started", "in_progress", "completed"};
+
+static int parse_fabric(const rec_t *r, const pctx_t *c, sim_health_t *h)
+{
+    const char *state = kv_peek(r, "fabric_state");
+    if (!state)
+        return 1;
+    long long n;
+    h->fabric_state = -1;
+    for (int i = 0; i < 4; i++)
+        if (strcmp(state, k_fabric_states[i]) == 0)
+            h->fabric_state = i;
+    if (h->fabric_state < 0 && parse_ll(state, &n) && n >= 0 && n <= 3)
+        h->fabric_state = (int)n;
+    if (h->fabric_state < 0) {
+        perr(c, "fabric_state must be not_supported, not_started, in_progress or completed (or 0..3)");
+        return 0;
+    }
+    const char *status = kv_peek(r, "fabric_status");
+    if (status && !(parse_ll(status, &n) && (h->fabric_status = (int)n, 1)) &&
+        !error_from_name(status, &h->fabric_status) && strcmp(status, "SUCCESS") != 0 &&
+        strcmp(status, "NVML_SUCCESS") != 0) {
+        perr(c, "fabric_status must be an NVML return code (number or name)");
+        return 0;
+    }
+    if (!peek_u(r, c, "clique_id", &h->clique_id))
+        return 0;
+    const char *uuid = kv_peek(r, "cluster_uuid");
+    if (uuid) {
+        unsigned k = 0;
+        for (const char *p = uuid; *p; p++) {
+            if (*p == '-')
+                continue;
+            int v = hexval((unsigned char)*p);
+            if (v < 0 || k >= 2 * NVML_GPU_FABRIC_UUID_LEN) {
+                k = 99;
+                break;
+            }
+            h->cluster_uuid[k / 2] = (unsigned char)(h->cluster_uuid[k / 2] << 4 | v);
+            k++;
+        }
+        if (k != 2 * NVML_GPU_FABRIC_UUID_LEN) {
+            perr(c, "cluster_uuid must be 32 hex digits (dashes allowed), e.g. 8-4-4-4-12");
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int parse_link_list(const rec_t *r, const pctx_t *c, unsigned long long *mask)
+{
+    const char *v = kv_peek(r, "nvlink_down");
+    char buf[256];
+    char *save = NULL;
+    if (!v || !*v)
+        return 1;
+    scopy(buf, sizeof buf, v);
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        long long link;
+        if (!parse_ll(tok, &link) || link < 0 || link >= NVML_NVLINK_MAX_LINKS) {
+            perr(c, "nvlink_down: '%s' is not a link number below %d", tok, NVML_NVLINK_MAX_LINKS);
+            return 0;
+        }
+        *mask |= 1ULL << link;
+    }
+    return 1;
+}
+
+static int parse_health(const rec_t *r, const pctx_t *c, sim_health_t *h)
+{
+    /* the healthy defaults (FORMAT.md "Health") */
+    memset(h, 0, sizeof *h);
+    h->ecc_supported = 1;
+    h->ecc_mode = h->ecc_pending = 1;
+    h->retired_pages_supported = h->remapped_rows_supported = -1;
+    h->pcie_gen = h->pcie_gen_max = h->pcie_width = h->pcie_width_max = -1;
+    h->fabric_state = -1;
+    h->temp = h->temp_slowdown = h->temp_shutdown = -1;
+    h->power_mw = h->power_limit_mw = -1;
+    long long nvlinks = 0, rps = -1, rrs = -1;
+    int ok = peek_flag(r, c, "lost", &h->lost) && peek_flag(r, c, "ecc_supported", &h->ecc_supported) &&
+             peek_u(r, c, "ecc_mode", &h->ecc_mode) && peek_u(r, c, "ecc_pending", &h->ecc_pending) &&
+             peek_ull(r, c, "ecc_vol_corr", &h->ecc_vol_corr) && peek_ull(r, c, "ecc_vol_uncorr", &h->ecc_vol_uncorr) &&
+             peek_ull(r, c, "ecc_agg_corr", &h->ecc_agg_corr) && peek_ull(r, c, "ecc_agg_uncorr", &h->ecc_agg_uncorr) &&
+             peek_ll(r, c, "retired_pages_supported", 0, 1, &rps) && peek_u(r, c, "retired_sbe", &h->retired_sbe) &&
+             peek_u(r, c, "retired_dbe", &h->retired_dbe) && peek_u(r, c, "retired_pending", &h->retired_pending) &&
+             peek_ll(r, c, "remapped_rows_supported", 0, 1, &rrs) && peek_u(r, c, "remap_corr", &h->remap_corr) &&
+             peek_u(r, c, "remap_uncorr", &h->remap_uncorr) && peek_u(r, c, "remap_pending", &h->remap_pending) &&
+             peek_u(r, c, "remap_failure", &h->remap_failure) &&
+             peek_ll(r, c, "recovery_action", -1, 0xFFFFFFFFLL, &h->recovery_action) &&
+             peek_ll(r, c, "pcie_gen_max", 1, 64, &h->pcie_gen_max) &&
+             peek_ll(r, c, "pcie_width_max", 1, 64, &h->pcie_width_max) &&
+             peek_ll(r, c, "pcie_gen", 1, 64, &h->pcie_gen) && peek_ll(r, c, "pcie_width", 1, 64, &h->pcie_width) &&
+             peek_u(r, c, "pcie_replay", &h->pcie_replay) &&
+             peek_ll(r, c, "nvlinks", 0, NVML_NVLINK_MAX_LINKS, &nvlinks) && parse_link_list(r, c, &h->nvlink_down) &&
+             parse_fabric(r, c, h) && peek_ll(r, c, "temp", 0, 1000, &h->temp) &&
+             peek_ll(r, c, "temp_slowdown", 0, 1000, &h->temp_slowdown) &&
+             peek_ll(r, c, "temp_shutdown", 0, 1000, &h->temp_shutdown) &&
+             peek_ull(r, c, "clock_event_reasons", &h->clock_event_reasons) &&
+             peek_ll(r, c, "power_mw", 0, 0xFFFFFFFFLL, &h->power_mw) &&
+             peek_ll(r, c, "power_limit_mw", 0, 0xFFFFFFFFLL, &h->power_limit_mw);
+    if (!ok)
+        return 0;
+    h->nvlinks = (unsigned)nvlinks;
+    h->retired_pages_supported = (int)rps;
+    h->remapped_rows_supported = (int)rrs;
+    /* a link degrades from its maximum: current defaults to the maximum */
+    if (h->pcie_gen < 0)
+        h->pcie_gen = h->pcie_gen_max;
+    if (h->pcie_width < 0)
+        h->pcie_width = h->pcie_width_max;
     return 1;
 }
 
@@ -710,7 +910,9 @@ static int on_gpu(sim_state_t *st, rec_t *r, const pctx_t *c)
     snprintf(g->bus_id, sizeof g->bus_id, "%08X:%02X:%02X.0", g->pci_domain, g->pci_bus, g->pci_device);
     g->mig_current = g->mig_current ? 1 : 0;
     g->mig_pending = g->mig_pending ? 1 : 0;
-    keep_extra(r, g->extra, c);
+    if (!parse_health(r, c, &g->health))
+        return 0;
+    keep_extra_n(r, g->extra, sizeof g->extra, c);
     return 1;
 }
 
@@ -1544,6 +1746,9 @@ static nvmlReturn_t enter_device(const char *call, nvmlDevice_t device, int want
     if (gpu_index < 0)
         return NVML_ERROR_INVALID_ARGUMENT;
     sim_gpu_t *g = &g_state->gpus[gpu_index];
+    /* a GPU that fell off the bus answers nothing, through any handle */
+    if (g->health.lost)
+        return NVML_ERROR_GPU_IS_LOST;
     if (d->mig && (want == DEV_PHYSICAL || !ci_live(g, d->gi, d->ci)))
         return NVML_ERROR_INVALID_ARGUMENT;
     out->gpu = g;
@@ -1570,6 +1775,8 @@ static nvmlReturn_t enter_gi(const char *call, nvmlGpuInstance_t h, instref_t *o
     nvmlReturn_t rc = fault_check(g_state, call, gpu_index);
     if (rc != NVML_SUCCESS)
         return rc;
+    if (gpu_index >= 0 && g_state->gpus[gpu_index].health.lost)
+        return NVML_ERROR_GPU_IS_LOST;
     if (gpu_index < 0 || !gi_live(&g_state->gpus[gpu_index], p->gi))
         return NVML_ERROR_INVALID_ARGUMENT;
     out->gpu = &g_state->gpus[gpu_index];
@@ -1588,6 +1795,8 @@ static nvmlReturn_t enter_ci(const char *call, nvmlComputeInstance_t h, instref_
     nvmlReturn_t rc = fault_check(g_state, call, gpu_index);
     if (rc != NVML_SUCCESS)
         return rc;
+    if (gpu_index >= 0 && g_state->gpus[gpu_index].health.lost)
+        return NVML_ERROR_GPU_IS_LOST;
     if (gpu_index < 0 || !ci_live(&g_state->gpus[gpu_index], p->gi, p->ci))
         return NVML_ERROR_INVALID_ARGUMENT;
     out->gpu = &g_state->gpus[gpu_index];
@@ -2016,6 +2225,8 @@ static nvmlReturn_t handle_by_index(const char *call, unsigned int index, nvmlDe
         return rc;
     if (!device || gpu < 0)
         return NVML_ERROR_INVALID_ARGUMENT;
+    if (g_state->gpus[gpu].health.lost)
+        return NVML_ERROR_GPU_IS_LOST;
     *device = dev_handle(index);
     return NVML_SUCCESS;
 }
@@ -2046,6 +2257,8 @@ static nvmlReturn_t handle_by_uuid(const char *uuid, nvmlDevice_t *device)
         return NVML_ERROR_INVALID_ARGUMENT;
     if (!found)
         return NVML_ERROR_NOT_FOUND;
+    if (g_state->gpus[gpu].health.lost)
+        return NVML_ERROR_GPU_IS_LOST;
     *device = found;
     return NVML_SUCCESS;
 }
@@ -2067,6 +2280,8 @@ static nvmlReturn_t handle_by_bus_id(const char *call, const char *bus_id, nvmlD
         return NVML_ERROR_INVALID_ARGUMENT;
     if (gpu < 0)
         return NVML_ERROR_NOT_FOUND;
+    if (g_state->gpus[gpu].health.lost)
+        return NVML_ERROR_GPU_IS_LOST;
     *device = dev_handle((unsigned)gpu);
     return NVML_SUCCESS;
 }
@@ -2974,6 +3189,303 @@ static nvmlReturn_t mig_instance_id(const char *call, nvmlDevice_t device, unsig
     return NVML_SUCCESS;
 }
 
+
+/* ---- health ------------------------------------------------------------------ */
+/* Semantics: NVIDIA/go-nvml@2f9e261fe40a:gen/nvml/nvml.h, the doc comment of
+ * each entry point (return codes, NULL arguments, count queries). */
+
+/* Health calls take the physical GPU (a MIG device handle reads its parent's
+ * board-level counters, as nvidia-smi shows them per GPU). */
+static nvmlReturn_t enter_health(const char *call, nvmlDevice_t device, sim_health_t **h, sim_gpu_t **g)
+{
+    devref_t d;
+    nvmlReturn_t rc = enter_device(call, device, DEV_ANY, &d);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    *h = &d.gpu->health;
+    if (g)
+        *g = d.gpu;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t ecc_mode(nvmlDevice_t device, nvmlEnableState_t *current, nvmlEnableState_t *pending)
+{
+    sim_health_t *h;
+    nvmlReturn_t rc = enter_health("nvmlDeviceGetEccMode", device, &h, NULL);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!current || !pending)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!h->ecc_supported)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *current = h->ecc_mode ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    *pending = h->ecc_pending ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t ecc_total(nvmlDevice_t device, nvmlMemoryErrorType_t type, nvmlEccCounterType_t counter,
+                              unsigned long long *count)
+{
+    sim_health_t *h;
+    nvmlReturn_t rc = enter_health("nvmlDeviceGetTotalEccErrors", device, &h, NULL);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!count || (unsigned)type >= NVML_MEMORY_ERROR_TYPE_COUNT || (unsigned)counter >= NVML_ECC_COUNTER_TYPE_COUNT)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    /* "Only applicable to devices with ECC ... Requires ECC Mode to be enabled." */
+    if (!h->ecc_supported || !h->ecc_mode)
+        return NVML_ERROR_NOT_SUPPORTED;
+    int unc = type == NVML_MEMORY_ERROR_TYPE_UNCORRECTED;
+    if (counter == NVML_VOLATILE_ECC)
+        *count = unc ? h->ecc_vol_uncorr : h->ecc_vol_corr;
+    else
+        *count = unc ? h->ecc_agg_uncorr : h->ecc_agg_corr;
+    return NVML_SUCCESS;
+}
+
+/* Page retirement: Kepler..Turing boards with ECC; Ampere and later remap
+ * rows instead (nvidia-smi -q shows "Retired Pages: N/A" there). */
+static int retired_pages_supported(const sim_gpu_t *g)
+{
+    const sim_health_t *h = &g->health;
+    if (h->retired_pages_supported >= 0)
+        return h->retired_pages_supported;
+    return h->ecc_supported && g->arch != 0 && g->arch < NVML_DEVICE_ARCH_AMPERE;
+}
+
+static int remapped_rows_supported(const sim_gpu_t *g)
+{
+    const sim_health_t *h = &g->health;
+    if (h->remapped_rows_supported >= 0)
+        return h->remapped_rows_supported;
+    return h->ecc_supported && g->arch >= NVML_DEVICE_ARCH_AMPERE && g->arch != NVML_DEVICE_ARCH_UNKNOWN;
+}
+
+static nvmlReturn_t retired_pages(const char *call, nvmlDevice_t device, nvmlPageRetirementCause_t cause,
+                                  unsigned int *count, unsigned long long *addresses, unsigned long long *timestamps)
+{
+    sim_health_t *h;
+    sim_gpu_t *g;
+    nvmlReturn_t rc = enter_health(call, device, &h, &g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!count || (unsigned)cause >= NVML_PAGE_RETIREMENT_CAUSE_COUNT)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!retired_pages_supported(g))
+        return NVML_ERROR_NOT_SUPPORTED;
+    unsigned have = *count;
+    unsigned n = cause == NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR ? h->retired_dbe : h->retired_sbe;
+    /* pageCount in: the buffer size (0 = size query); out: the matching pages */
+    *count = n;
+    if (n > have)
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    if (n && !addresses)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (unsigned i = 0; i < n; i++) {
+        /* stable made-up hardware page addresses, distinct per cause */
+        addresses[i] = 0x100000ULL * (cause + 1) + 0x1000ULL * i;
+        if (timestamps)
+            timestamps[i] = 0;
+    }
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t retired_pending(nvmlDevice_t device, nvmlEnableState_t *pending)
+{
+    sim_health_t *h;
+    sim_gpu_t *g;
+    nvmlReturn_t rc = enter_health("nvmlDeviceGetRetiredPagesPendingStatus", device, &h, &g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!pending)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!retired_pages_supported(g))
+        return NVML_ERROR_NOT_SUPPORTED;
+    *pending = h->retired_pending ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t remapped_rows(nvmlDevice_t device, unsigned int *corr, unsigned int *unc, unsigned int *pending,
+                                  unsigned int *failure)
+{
+    sim_health_t *h;
+    sim_gpu_t *g;
+    nvmlReturn_t rc = enter_health("nvmlDeviceGetRemappedRows", device, &h, &g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!corr || !unc || !pending || !failure)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    /* nvml.h: "On MIG-enabled GPUs with active instances, querying the
+     * number of remapped rows is not supported" */
+    if (!remapped_rows_supported(g) || gpu_has_gis(g))
+        return NVML_ERROR_NOT_SUPPORTED;
+    *corr = h->remap_corr;
+    *unc = h->remap_uncorr;
+    *pending = h->remap_pending ? 1 : 0;
+    *failure = h->remap_failure ? 1 : 0;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t field_values(nvmlDevice_t device, int count, nvmlFieldValue_t *values)
+{
+    sim_health_t *h;
+    nvmlReturn_t rc = enter_health("nvmlDeviceGetFieldValues", device, &h, NULL);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!values || count < 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    struct timeval now;
+    gettimeofday(&now, NULL);
+    for (int i = 0; i < count; i++) {
+        nvmlFieldValue_t *v = &values[i];
+        v->timestamp = (long long)now.tv_sec * 1000000LL + now.tv_usec;
+        v->latencyUsec = 0;
+        memset(&v->value, 0, sizeof v->value);
+        if (v->fieldId == NVML_FI_DEV_GET_GPU_RECOVERY_ACTION && h->recovery_action >= 0) {
+            v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+            v->value.uiVal = (unsigned)h->recovery_action;
+            v->nvmlReturn = NVML_SUCCESS;
+        } else {
+            /* each value carries its own status; the call itself succeeds */
+            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        }
+    }
+    return NVML_SUCCESS;
+}
+
+enum { PCIE_GEN, PCIE_GEN_MAX, PCIE_WIDTH, PCIE_WIDTH_MAX, PCIE_REPLAY };
+
+static nvmlReturn_t pcie_query(const char *call, nvmlDevice_t device, int what, unsigned int *out)
+{
+    sim_health_t *h;
+    nvmlReturn_t rc = enter_health(call, device, &h, NULL);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!out)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    long long v;
+    switch (what) {
+    case PCIE_GEN: v = h->pcie_gen; break;
+    case PCIE_GEN_MAX: v = h->pcie_gen_max; break;
+    case PCIE_WIDTH: v = h->pcie_width; break;
+    case PCIE_WIDTH_MAX: v = h->pcie_width_max; break;
+    default: v = h->pcie_replay; break;
+    }
+    if (v < 0) /* "if PCIe link information is not available" */
+        return NVML_ERROR_NOT_SUPPORTED;
+    *out = (unsigned)v;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t nvlink_state(nvmlDevice_t device, unsigned int link, nvmlEnableState_t *active)
+{
+    sim_health_t *h;
+    nvmlReturn_t rc = enter_health("nvmlDeviceGetNvLinkState", device, &h, NULL);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!active)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!h->nvlinks)
+        return NVML_ERROR_NOT_SUPPORTED;
+    if (link >= h->nvlinks) /* "if device or link is invalid" */
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *active = (h->nvlink_down >> link) & 1 ? NVML_FEATURE_DISABLED : NVML_FEATURE_ENABLED;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t fabric_info(const char *call, nvmlDevice_t device, void *out, int versioned)
+{
+    sim_health_t *h;
+    nvmlReturn_t rc = enter_health(call, device, &h, NULL);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!out)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned version = versioned ? *(unsigned *)out : 0;
+    if (versioned && version != nvmlGpuFabricInfo_v2 && version != nvmlGpuFabricInfo_v3)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (h->fabric_state < 0) /* "If device doesn't support gpu fabric" */
+        return NVML_ERROR_NOT_SUPPORTED;
+    nvmlReturn_t status = (nvmlReturn_t)h->fabric_status;
+    nvmlGpuFabricState_t state = (nvmlGpuFabricState_t)h->fabric_state;
+    if (!versioned) {
+        nvmlGpuFabricInfo_t *i = out;
+        memset(i, 0, sizeof *i);
+        memcpy(i->clusterUuid, h->cluster_uuid, sizeof i->clusterUuid);
+        i->status = status;
+        i->cliqueId = h->clique_id;
+        i->state = state;
+        return NVML_SUCCESS;
+    }
+    /* v2 is a prefix of v3; the health mask/summary read "not supported" */
+    nvmlGpuFabricInfo_v3_t *i = out;
+    memset(i, 0, version == nvmlGpuFabricInfo_v3 ? sizeof(nvmlGpuFabricInfo_v3_t) : sizeof(nvmlGpuFabricInfo_v2_t));
+    i->version = version;
+    memcpy(i->clusterUuid, h->cluster_uuid, sizeof i->clusterUuid);
+    i->status = status;
+    i->cliqueId = h->clique_id;
+    i->state = state;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t temperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensor, unsigned int *temp)
+{
+    sim_health_t *h;
+    nvmlReturn_t rc = enter_health("nvmlDeviceGetTemperature", device, &h, NULL);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!temp || sensor != NVML_TEMPERATURE_GPU)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (h->temp < 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *temp = (unsigned)h->temp;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t temperature_threshold(nvmlDevice_t device, nvmlTemperatureThresholds_t type, unsigned int *temp)
+{
+    sim_health_t *h;
+    nvmlReturn_t rc = enter_health("nvmlDeviceGetTemperatureThreshold", device, &h, NULL);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!temp || (unsigned)type >= NVML_TEMPERATURE_THRESHOLD_COUNT)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    long long v = type == NVML_TEMPERATURE_THRESHOLD_SHUTDOWN   ? h->temp_shutdown
+                  : type == NVML_TEMPERATURE_THRESHOLD_SLOWDOWN ? h->temp_slowdown
+                                                                : -1;
+    if (v < 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *temp = (unsigned)v;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t clock_reasons(const char *call, nvmlDevice_t device, unsigned long long *mask)
+{
+    sim_health_t *h;
+    nvmlReturn_t rc = enter_health(call, device, &h, NULL);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!mask)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *mask = h->clock_event_reasons;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t power_query(const char *call, nvmlDevice_t device, int limit, unsigned int *mw)
+{
+    sim_health_t *h;
+    nvmlReturn_t rc = enter_health(call, device, &h, NULL);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!mw)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    long long v = limit ? h->power_limit_mw : h->power_mw;
+    if (v < 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *mw = (unsigned)v;
+    return NVML_SUCCESS;
+}
+
 /* ======================================================================== */
 /* 8. exported entry points                                                 */
 /* ======================================================================== */
@@ -3243,4 +3755,98 @@ SIM_API nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned in
 SIM_API nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id)
 {
     LOCKED(mig_instance_id("nvmlDeviceGetComputeInstanceId", device, id, 1));
+}
+
+/* ---- health ---- */
+SIM_API nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, nvmlEnableState_t *current, nvmlEnableState_t *pending)
+{
+    LOCKED(ecc_mode(device, current, pending));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t errorType,
+                                                 nvmlEccCounterType_t counterType, unsigned long long *eccCounts)
+{
+    LOCKED(ecc_total(device, errorType, counterType, eccCounts));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t device, nvmlPageRetirementCause_t cause,
+                                               unsigned int *pageCount, unsigned long long *addresses)
+{
+    LOCKED(retired_pages("nvmlDeviceGetRetiredPages", device, cause, pageCount, addresses, NULL));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetRetiredPages_v2(nvmlDevice_t device, nvmlPageRetirementCause_t cause,
+                                                  unsigned int *pageCount, unsigned long long *addresses,
+                                                  unsigned long long *timestamps)
+{
+    LOCKED(retired_pages("nvmlDeviceGetRetiredPages_v2", device, cause, pageCount, addresses, timestamps));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device, nvmlEnableState_t *isPending)
+{
+    LOCKED(retired_pending(device, isPending));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corrRows, unsigned int *uncRows,
+                                               unsigned int *isPending, unsigned int *failureOccurred)
+{
+    LOCKED(remapped_rows(device, corrRows, uncRows, isPending, failureOccurred));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, nvmlFieldValue_t *values)
+{
+    LOCKED(field_values(device, valuesCount, values));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device, unsigned int *currLinkGen)
+{
+    LOCKED(pcie_query("nvmlDeviceGetCurrPcieLinkGeneration", device, PCIE_GEN, currLinkGen));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t device, unsigned int *maxLinkGen)
+{
+    LOCKED(pcie_query("nvmlDeviceGetMaxPcieLinkGeneration", device, PCIE_GEN_MAX, maxLinkGen));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t device, unsigned int *currLinkWidth)
+{
+    LOCKED(pcie_query("nvmlDeviceGetCurrPcieLinkWidth", device, PCIE_WIDTH, currLinkWidth));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t device, unsigned int *maxLinkWidth)
+{
+    LOCKED(pcie_query("nvmlDeviceGetMaxPcieLinkWidth", device, PCIE_WIDTH_MAX, maxLinkWidth));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t device, unsigned int *value)
+{
+    LOCKED(pcie_query("nvmlDeviceGetPcieReplayCounter", device, PCIE_REPLAY, value));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, nvmlEnableState_t *isActive)
+{
+    LOCKED(nvlink_state(device, link, isActive));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t *gpuFabricInfo)
+{
+    LOCKED(fabric_info("nvmlDeviceGetGpuFabricInfo", device, gpuFabricInfo, 0));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfoV_t *gpuFabricInfo)
+{
+    LOCKED(fabric_info("nvmlDeviceGetGpuFabricInfoV", device, gpuFabricInfo, 1));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType,
+                                              unsigned int *temp)
+{
+    LOCKED(temperature(device, sensorType, temp));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device, nvmlTemperatureThresholds_t thresholdType,
+                                                       unsigned int *temp)
+{
+    LOCKED(temperature_threshold(device, thresholdType, temp));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device, unsigned long long *clocksEventReasons)
+{
+    LOCKED(clock_reasons("nvmlDeviceGetCurrentClocksEventReasons", device, clocksEventReasons));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
+                                                               unsigned long long *clocksThrottleReasons)
+{
+    LOCKED(clock_reasons("nvmlDeviceGetCurrentClocksThrottleReasons", device, clocksThrottleReasons));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power)
+{
+    LOCKED(power_query("nvmlDeviceGetPowerUsage", device, 0, power));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit)
+{
+    LOCKED(power_query("nvmlDeviceGetEnforcedPowerLimit", device, 1, limit));
 }
