@@ -35,7 +35,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import typing as t
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIM = os.path.join(ROOT, "tests", "nvml-sim")
@@ -104,7 +103,7 @@ def binding(repeat: int) -> list[float]:
     finally:
         _nvml.ctypes.CDLL = real_cdll  # type: ignore[misc]
     samples = []
-    for _ in range(repeat):
+    for _sample in range(repeat):
         start = time.perf_counter()
         for _gpu in range(8):
             _nvml_health.read_health(session, _nvml.Device(fake.HANDLE))
@@ -147,13 +146,13 @@ def main() -> int:
 
         in_process(True)  # warm: first symbol resolution, page cache
         off, on = [], []
-        for _ in range(opts.repeat):
+        for _sample in range(opts.repeat):
             off.append(in_process(False))
             on.append(in_process(True))
         added = [summary("in-process NvmlFactsCollector.collect()", off, on)]
 
         off, on = [], []
-        for _ in range(opts.module_repeat):
+        for _sample in range(opts.module_repeat):
             off.append(as_module(False, workdir, env))
             on.append(as_module(True, workdir, env))
         added.append(summary("nvml_info module (fresh interpreter per run)", off, on))

@@ -255,7 +255,7 @@ def time_collector(repo: str, runs: int = 7) -> dict[str, t.Any]:
     """nvml_info's collector with gather_health false and true, interleaved: what the health reads add here."""
     module = import_module_file("plugins/modules/nvml_info.py", repo)
     samples: dict[str, list[float]] = {"false": [], "true": []}
-    for _ in range(runs):
+    for _run_index in range(runs):
         for gather in (False, True):
             start = time.perf_counter()
             module.NvmlFactsCollector(library=None, gather_health=gather).collect()
@@ -368,8 +368,8 @@ def read_health_pynvml(nvml: types.ModuleType) -> dict[str, t.Any]:
         return {"error": "pynvml not importable: {0}".format(exc)}
     p = pynvml
     health = importlib.import_module(PKG + ".module_utils._nvml_health")
-    unavailable = {getattr(p, "NVML_ERROR_" + n) for n in ("NOT_SUPPORTED", "FUNCTION_NOT_FOUND", "NO_PERMISSION",
-                                                          "NO_DATA") if hasattr(p, "NVML_ERROR_" + n)}
+    names = ("NOT_SUPPORTED", "FUNCTION_NOT_FOUND", "NO_PERMISSION", "NO_DATA")
+    unavailable = {getattr(p, "NVML_ERROR_" + n) for n in names if hasattr(p, "NVML_ERROR_" + n)}
 
     def a(fn: t.Callable[..., t.Any], *args: t.Any) -> t.Any:
         try:
