@@ -144,6 +144,59 @@ NVML_COMPUTE_INSTANCE_PROFILE_COUNT = 0x9
 
 NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED = 0x0
 
+# --- health reads (values as in nvml.h; NVML_H names the commit) -------------
+NVML_H = "NVIDIA/go-nvml@2f9e261fe40a:gen/nvml/nvml.h"
+
+# nvmlMemoryErrorType_t; "single bit" / "double bit" are the deprecated
+# aliases of corrected / uncorrected (NVML_SINGLE_BIT_ECC).
+NVML_MEMORY_ERROR_TYPE_CORRECTED = 0
+NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+# nvmlEccCounterType_t: volatile counts reset when the driver loads,
+# aggregate counts persist for the lifetime of the device.
+NVML_VOLATILE_ECC = 0
+NVML_AGGREGATE_ECC = 1
+# nvmlPageRetirementCause_t
+NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0
+NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1
+# nvmlTemperatureSensors_t / nvmlTemperatureThresholds_t
+NVML_TEMPERATURE_GPU = 0
+NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0
+NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1
+NVML_NVLINK_MAX_LINKS = 36
+# nvmlValueType_t: how nvmlFieldValue_t.value is to be read.
+NVML_VALUE_TYPE_DOUBLE = 0
+NVML_VALUE_TYPE_UNSIGNED_INT = 1
+NVML_VALUE_TYPE_UNSIGNED_LONG = 2
+NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3
+NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4
+NVML_VALUE_TYPE_SIGNED_INT = 5
+NVML_VALUE_TYPE_UNSIGNED_SHORT = 6
+# Field ids for nvmlDeviceGetFieldValues.
+NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230
+# nvmlDeviceGpuRecoveryAction_t: the value of NVML_FI_DEV_GET_GPU_RECOVERY_ACTION.
+NVML_GPU_RECOVERY_ACTION_NONE = 0
+NVML_GPU_RECOVERY_ACTION_GPU_RESET = 1
+NVML_GPU_RECOVERY_ACTION_NODE_REBOOT = 2
+NVML_GPU_RECOVERY_ACTION_DRAIN_P2P = 3
+NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET = 4
+NVML_GPU_RECOVERY_ACTION_RECOVER_IMEX_DOMAIN = 5
+# nvmlGpuFabricState_t (an unsigned char)
+NVML_GPU_FABRIC_STATE_NOT_SUPPORTED = 0
+NVML_GPU_FABRIC_STATE_NOT_STARTED = 1
+NVML_GPU_FABRIC_STATE_IN_PROGRESS = 2
+NVML_GPU_FABRIC_STATE_COMPLETED = 3
+NVML_GPU_FABRIC_UUID_LEN = 16
+# nvmlClocksEventReasons bits (the *ThrottleReason* names are aliases).
+NVML_CLOCKS_EVENT_REASON_GPU_IDLE = 0x1
+NVML_CLOCKS_EVENT_REASON_APPLICATIONS_CLOCKS_SETTING = 0x2
+NVML_CLOCKS_EVENT_REASON_SW_POWER_CAP = 0x4
+NVML_CLOCKS_EVENT_REASON_HW_SLOWDOWN = 0x8
+NVML_CLOCKS_EVENT_REASON_SYNC_BOOST = 0x10
+NVML_CLOCKS_EVENT_REASON_SW_THERMAL_SLOWDOWN = 0x20
+NVML_CLOCKS_EVENT_REASON_HW_THERMAL_SLOWDOWN = 0x40
+NVML_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN = 0x80
+NVML_CLOCKS_EVENT_REASON_DISPLAY_CLOCK_SETTING = 0x100
+
 # Process info reports this GI/CI id when the process is not inside a MIG
 # instance, and NVML_VALUE_NOT_AVAILABLE (-1 as unsigned long long) as its
 # memory when the driver cannot tell (WDDM, some containers).
@@ -343,6 +396,74 @@ class _ComputeInstanceInfo(ctypes.Structure):
     ]
 
 
+class _Value(ctypes.Union):
+    # nvmlValue_t
+    _fields_ = [
+        ("dVal", ctypes.c_double),
+        ("siVal", ctypes.c_int),
+        ("uiVal", ctypes.c_uint),
+        ("ulVal", ctypes.c_ulong),
+        ("ullVal", ctypes.c_ulonglong),
+        ("sllVal", ctypes.c_longlong),
+        ("usVal", ctypes.c_ushort),
+    ]
+
+
+class _FieldValue(ctypes.Structure):
+    # nvmlFieldValue_t; nvmlValueType_t and nvmlReturn_t are C enums (int).
+    _fields_ = [
+        ("fieldId", ctypes.c_uint),
+        ("scopeId", ctypes.c_uint),
+        ("timestamp", ctypes.c_longlong),
+        ("latencyUsec", ctypes.c_longlong),
+        ("valueType", ctypes.c_int),
+        ("nvmlReturn", ctypes.c_int),
+        ("value", _Value),
+    ]
+
+
+class _GpuFabricInfo(ctypes.Structure):
+    # nvmlGpuFabricInfo_t (the unversioned struct of nvmlDeviceGetGpuFabricInfo)
+    _fields_ = [
+        ("clusterUuid", ctypes.c_ubyte * NVML_GPU_FABRIC_UUID_LEN),
+        ("status", ctypes.c_int),
+        ("cliqueId", ctypes.c_uint),
+        ("state", ctypes.c_ubyte),
+    ]
+
+
+class _GpuFabricInfo_v2(ctypes.Structure):
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("clusterUuid", ctypes.c_ubyte * NVML_GPU_FABRIC_UUID_LEN),
+        ("status", ctypes.c_int),
+        ("cliqueId", ctypes.c_uint),
+        ("state", ctypes.c_ubyte),
+        ("healthMask", ctypes.c_uint),
+    ]
+
+
+class _GpuFabricInfo_v3(ctypes.Structure):
+    # nvmlGpuFabricInfoV_t is this one in the header NVML_H names.
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("clusterUuid", ctypes.c_ubyte * NVML_GPU_FABRIC_UUID_LEN),
+        ("status", ctypes.c_int),
+        ("cliqueId", ctypes.c_uint),
+        ("state", ctypes.c_ubyte),
+        ("healthMask", ctypes.c_uint),
+        ("healthSummary", ctypes.c_ubyte),
+    ]
+
+
+class _Temperature_v1(ctypes.Structure):
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("sensorType", ctypes.c_int),
+        ("temperature", ctypes.c_int),
+    ]
+
+
 def struct_version(struct: type, version: int) -> int:
     """NVML_STRUCT_VERSION(data, ver): sizeof(struct) | (ver << 24)."""
     return ctypes.sizeof(struct) | (version << 24)
@@ -351,6 +472,9 @@ def struct_version(struct: type, version: int) -> int:
 nvmlMemory_v2 = struct_version(_Memory_v2, 2)
 nvmlGpuInstanceProfileInfo_v2 = struct_version(_GpuInstanceProfileInfo_v2, 2)
 nvmlComputeInstanceProfileInfo_v2 = struct_version(_ComputeInstanceProfileInfo_v2, 2)
+nvmlGpuFabricInfo_v2 = struct_version(_GpuFabricInfo_v2, 2)
+nvmlGpuFabricInfo_v3 = struct_version(_GpuFabricInfo_v3, 3)
+nvmlTemperature_v1 = struct_version(_Temperature_v1, 1)
 
 # --- prototypes --------------------------------------------------------------
 # Every nvmlReturn_t entry point the binding may resolve, with its argtypes.
@@ -418,6 +542,30 @@ PROTOTYPES: dict[str, tuple[t.Any, ...]] = {
     "nvmlDeviceGetMigDeviceHandleByIndex": (_HANDLE, _UINT, _P(_HANDLE)),
     "nvmlDeviceGetGpuInstanceId": (_HANDLE, _P(_UINT)),
     "nvmlDeviceGetComputeInstanceId": (_HANDLE, _P(_UINT)),
+    # health reads; enums (nvmlEnableState_t, nvmlMemoryErrorType_t, ...) are C ints
+    "nvmlDeviceGetEccMode": (_HANDLE, _P(ctypes.c_int), _P(ctypes.c_int)),
+    "nvmlDeviceGetTotalEccErrors": (_HANDLE, ctypes.c_int, ctypes.c_int, _P(ctypes.c_ulonglong)),
+    "nvmlDeviceGetRetiredPages": (_HANDLE, ctypes.c_int, _P(_UINT), _P(ctypes.c_ulonglong)),
+    "nvmlDeviceGetRetiredPagesPendingStatus": (_HANDLE, _P(ctypes.c_int)),
+    "nvmlDeviceGetRemappedRows": (_HANDLE, _P(_UINT), _P(_UINT), _P(_UINT), _P(_UINT)),
+    "nvmlDeviceGetFieldValues": (_HANDLE, ctypes.c_int, _P(_FieldValue)),
+    "nvmlDeviceGetCurrPcieLinkGeneration": (_HANDLE, _P(_UINT)),
+    "nvmlDeviceGetMaxPcieLinkGeneration": (_HANDLE, _P(_UINT)),
+    "nvmlDeviceGetCurrPcieLinkWidth": (_HANDLE, _P(_UINT)),
+    "nvmlDeviceGetMaxPcieLinkWidth": (_HANDLE, _P(_UINT)),
+    "nvmlDeviceGetPcieReplayCounter": (_HANDLE, _P(_UINT)),
+    "nvmlDeviceGetNvLinkState": (_HANDLE, _UINT, _P(ctypes.c_int)),
+    # One name, two struct versions (v3, then v2 on ARGUMENT_VERSION_MISMATCH):
+    # the argument is declared as a plain pointer and the caller passes either.
+    "nvmlDeviceGetGpuFabricInfoV": (_HANDLE, ctypes.c_void_p),
+    "nvmlDeviceGetGpuFabricInfo": (_HANDLE, _P(_GpuFabricInfo)),
+    "nvmlDeviceGetTemperatureV": (_HANDLE, _P(_Temperature_v1)),
+    "nvmlDeviceGetTemperature": (_HANDLE, ctypes.c_int, _P(_UINT)),
+    "nvmlDeviceGetTemperatureThreshold": (_HANDLE, ctypes.c_int, _P(_UINT)),
+    "nvmlDeviceGetCurrentClocksEventReasons": (_HANDLE, _P(ctypes.c_ulonglong)),
+    "nvmlDeviceGetCurrentClocksThrottleReasons": (_HANDLE, _P(ctypes.c_ulonglong)),
+    "nvmlDeviceGetPowerUsage": (_HANDLE, _P(_UINT)),
+    "nvmlDeviceGetEnforcedPowerLimit": (_HANDLE, _P(_UINT)),
 }
 
 # Older entry points the binding falls back to, and the return codes of the
@@ -436,6 +584,13 @@ FALLBACKS: dict[str, tuple[str, frozenset[int]]] = {
     "nvmlDeviceGetMemoryInfo_v2": ("nvmlDeviceGetMemoryInfo", _VERSION_GAP),
     "nvmlDeviceGetGpuInstanceProfileInfoV": ("nvmlDeviceGetGpuInstanceProfileInfo", _VERSION_GAP),
     "nvmlGpuInstanceGetComputeInstanceProfileInfoV": ("nvmlGpuInstanceGetComputeInstanceProfileInfo", _VERSION_GAP),
+    # Health reads whose newer call the header deprecates the older one for
+    # (DEPRECATED(13.0)); drivers before the newer call only have the older.
+    "nvmlDeviceGetGpuFabricInfoV": ("nvmlDeviceGetGpuFabricInfo", _VERSION_GAP),
+    "nvmlDeviceGetTemperatureV": ("nvmlDeviceGetTemperature", _VERSION_GAP),
+    "nvmlDeviceGetCurrentClocksEventReasons": (
+        "nvmlDeviceGetCurrentClocksThrottleReasons", frozenset({NVML_ERROR_FUNCTION_NOT_FOUND}),
+    ),
 }
 
 
@@ -553,6 +708,37 @@ class ComputeInstanceInfo:
     id: int
     profile_id: int
     placement: Placement
+
+
+@dataclass(frozen=True)
+class EccMode:
+    current: bool
+    pending: bool  # the mode after the next reboot
+
+
+@dataclass(frozen=True)
+class RemappedRows:
+    correctable: int  # rows remapped for correctable errors
+    uncorrectable: int  # rows remapped for uncorrectable errors
+    pending: bool  # a remap waits for a GPU reset
+    failure: bool  # a remap has failed at some time in the past
+
+
+@dataclass(frozen=True)
+class FieldValue:
+    field_id: int
+    scope_id: int
+    nvml_return: int  # this field's own nvmlReturn_t; value is None unless NVML_SUCCESS
+    value: int | float | None
+
+
+@dataclass(frozen=True)
+class FabricInfo:
+    state: int  # NVML_GPU_FABRIC_STATE_*
+    status: int  # nvmlReturn_t of the fabric probe; meaningful only when state is COMPLETED
+    clique_id: int
+    cluster_uuid: bytes  # NVML_GPU_FABRIC_UUID_LEN raw bytes
+    health_mask: int | None  # only the versioned call reports it
 
 
 def to_dict(value: t.Any) -> dict[str, t.Any]:
@@ -1057,3 +1243,158 @@ class NvmlSession:
 
     def mig_device_compute_instance_id(self, mig_device: Device) -> int:
         return self._uint("nvmlDeviceGetComputeInstanceId", mig_device.value)
+
+    # -- health reads ---------------------------------------------------------------------
+    # One method per NVML call, each with the signature NVML_H gives it. They
+    # raise NvmlError like every other query; which codes mean "this GPU or
+    # driver cannot tell" is the caller's decision (_nvml_health.read_health).
+    def device_ecc_mode(self, device: Device) -> EccMode:
+        current, pending = ctypes.c_int(0), ctypes.c_int(0)
+        self._call("nvmlDeviceGetEccMode", device.value, ctypes.byref(current), ctypes.byref(pending))
+        return EccMode(current=current.value == NVML_FEATURE_ENABLED, pending=pending.value == NVML_FEATURE_ENABLED)
+
+    def device_total_ecc_errors(self, device: Device, error_type: int, counter_type: int) -> int:
+        """nvmlDeviceGetTotalEccErrors(NVML_MEMORY_ERROR_TYPE_*, NVML_VOLATILE_ECC/NVML_AGGREGATE_ECC)."""
+        count = ctypes.c_ulonglong(0)
+        self._call("nvmlDeviceGetTotalEccErrors", device.value, error_type, counter_type, ctypes.byref(count))
+        return count.value
+
+    def device_retired_pages_count(self, device: Device, cause: int) -> int:
+        """How many pages are retired (or pending retirement) for `cause`; the addresses are not read.
+
+        NVML's sizing call: pageCount 0 and no buffer answers SUCCESS when
+        there are none, INSUFFICIENT_SIZE with the count when there are some.
+        """
+        name = "nvmlDeviceGetRetiredPages"
+        count = ctypes.c_uint(0)
+        ret = self._status(name, device.value, cause, ctypes.byref(count), None)
+        if ret not in (NVML_SUCCESS, NVML_ERROR_INSUFFICIENT_SIZE):
+            raise self.error(ret, name)
+        return count.value
+
+    def device_retired_pages_pending(self, device: Device) -> bool:
+        pending = ctypes.c_int(0)
+        self._call("nvmlDeviceGetRetiredPagesPendingStatus", device.value, ctypes.byref(pending))
+        return pending.value == NVML_FEATURE_ENABLED
+
+    def device_remapped_rows(self, device: Device) -> RemappedRows:
+        corr, unc, pending, failure = ctypes.c_uint(0), ctypes.c_uint(0), ctypes.c_uint(0), ctypes.c_uint(0)
+        self._call(
+            "nvmlDeviceGetRemappedRows", device.value,
+            ctypes.byref(corr), ctypes.byref(unc), ctypes.byref(pending), ctypes.byref(failure),
+        )
+        return RemappedRows(
+            correctable=corr.value, uncorrectable=unc.value, pending=bool(pending.value), failure=bool(failure.value),
+        )
+
+    def device_field_values(self, device: Device, field_ids: t.Sequence[int]) -> list[FieldValue]:
+        """One nvmlDeviceGetFieldValues call; each field carries its own return code."""
+        values = (_FieldValue * len(field_ids))()
+        for slot, field_id in zip(values, field_ids):
+            slot.fieldId = field_id
+        self._call("nvmlDeviceGetFieldValues", device.value, len(field_ids), values)
+        return [
+            FieldValue(
+                field_id=v.fieldId, scope_id=v.scopeId, nvml_return=v.nvmlReturn,
+                value=_field_value(v) if v.nvmlReturn == NVML_SUCCESS else None,
+            )
+            for v in values
+        ]
+
+    def device_pcie_link_generation_current(self, device: Device) -> int:
+        return self._uint("nvmlDeviceGetCurrPcieLinkGeneration", device.value)
+
+    def device_pcie_link_generation_max(self, device: Device) -> int:
+        """The highest generation this GPU *and this system* allow (nvidia-smi's pcie.link.gen.max)."""
+        return self._uint("nvmlDeviceGetMaxPcieLinkGeneration", device.value)
+
+    def device_pcie_link_width_current(self, device: Device) -> int:
+        return self._uint("nvmlDeviceGetCurrPcieLinkWidth", device.value)
+
+    def device_pcie_link_width_max(self, device: Device) -> int:
+        """The widest link this GPU *and this system* allow (nvidia-smi's pcie.link.width.max)."""
+        return self._uint("nvmlDeviceGetMaxPcieLinkWidth", device.value)
+
+    def device_pcie_replay_counter(self, device: Device) -> int:
+        return self._uint("nvmlDeviceGetPcieReplayCounter", device.value)
+
+    def device_nvlink_state(self, device: Device, link: int) -> bool:
+        active = ctypes.c_int(0)
+        self._call("nvmlDeviceGetNvLinkState", device.value, link, ctypes.byref(active))
+        return active.value == NVML_FEATURE_ENABLED
+
+    def device_fabric_info(self, device: Device) -> FabricInfo:
+        """nvmlDeviceGetGpuFabricInfoV with the v3 struct, else v2, else nvmlDeviceGetGpuFabricInfo.
+
+        v3 (healthSummary) is what the header NVML_H names defines; drivers
+        from before it answer ARGUMENT_VERSION_MISMATCH to v3 and take v2,
+        and drivers from before the V call only have the unversioned one.
+        """
+        name = "nvmlDeviceGetGpuFabricInfoV"
+        info: t.Any = _GpuFabricInfo_v3(version=nvmlGpuFabricInfo_v3)
+        try:
+            ret = self._status(name, device.value, ctypes.byref(info))
+            if ret == NVML_ERROR_ARGUMENT_VERSION_MISMATCH:
+                info = _GpuFabricInfo_v2(version=nvmlGpuFabricInfo_v2)
+                ret = self._status(name, device.value, ctypes.byref(info))
+        except NvmlError as err:  # the symbol itself is missing
+            ret = err.code
+        if ret == NVML_SUCCESS:
+            health_mask: int | None = info.healthMask
+        else:
+            older, triggers = FALLBACKS[name]
+            if ret not in triggers:
+                raise self.error(ret, name)
+            info = _GpuFabricInfo()
+            self._call(older, device.value, ctypes.byref(info))
+            health_mask = None
+        return FabricInfo(
+            state=info.state, status=info.status, clique_id=info.cliqueId,
+            cluster_uuid=bytes(info.clusterUuid), health_mask=health_mask,
+        )
+
+    def device_temperature(self, device: Device, sensor: int = NVML_TEMPERATURE_GPU) -> int:
+        """Degrees C: nvmlDeviceGetTemperatureV, else the deprecated nvmlDeviceGetTemperature."""
+        reading = _Temperature_v1(version=nvmlTemperature_v1, sensorType=sensor)
+        legacy = ctypes.c_uint(0)
+        used = self._call_with_fallback(
+            "nvmlDeviceGetTemperatureV",
+            (device.value, ctypes.byref(reading)),
+            (device.value, sensor, ctypes.byref(legacy)),
+        )
+        return reading.temperature if used == "nvmlDeviceGetTemperatureV" else legacy.value
+
+    def device_temperature_threshold(self, device: Device, threshold: int) -> int:
+        """Degrees C for NVML_TEMPERATURE_THRESHOLD_*."""
+        value = ctypes.c_uint(0)
+        self._call("nvmlDeviceGetTemperatureThreshold", device.value, threshold, ctypes.byref(value))
+        return value.value
+
+    def device_clock_event_reasons(self, device: Device) -> int:
+        """Bit mask of nvmlClocksEventReason*; the ...ThrottleReasons call on drivers before the rename."""
+        mask = ctypes.c_ulonglong(0)
+        args = (device.value, ctypes.byref(mask))
+        self._call_with_fallback("nvmlDeviceGetCurrentClocksEventReasons", args, args)
+        return mask.value
+
+    def device_power_usage(self, device: Device) -> int:
+        """Milliwatts (a one-second average on Ampere and later except GA100, instantaneous before)."""
+        return self._uint("nvmlDeviceGetPowerUsage", device.value)
+
+    def device_enforced_power_limit(self, device: Device) -> int:
+        """Milliwatts: the limit the driver enforces after every limiter, out-of-band ones included."""
+        return self._uint("nvmlDeviceGetEnforcedPowerLimit", device.value)
+
+
+def _field_value(value: _FieldValue) -> int | float | None:
+    """The member of the nvmlValue_t union that valueType names; None for a type this binding does not know."""
+    member = {
+        NVML_VALUE_TYPE_DOUBLE: "dVal",
+        NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal",
+        NVML_VALUE_TYPE_UNSIGNED_LONG: "ulVal",
+        NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "ullVal",
+        NVML_VALUE_TYPE_SIGNED_LONG_LONG: "sllVal",
+        NVML_VALUE_TYPE_SIGNED_INT: "siVal",
+        NVML_VALUE_TYPE_UNSIGNED_SHORT: "usVal",
+    }.get(value.valueType)
+    return None if member is None else getattr(value.value, member)

@@ -23,6 +23,12 @@ description:
     driver) leaves that field V(null) (lists empty, RV(nvml.gpus[].mig.capable=false) for MIG). Any other NVML error
     fails the task with a message that names the NVML function, the GPU and the NVML error, and still returns the
     data gathered up to that point in RV(nvml).
+  - A GPU that fell off the bus (C(NVML_ERROR_GPU_IS_LOST) from any call on it, or C(NVML_ERROR_UNKNOWN) from
+    C(nvmlDeviceGetHandleByIndex_v2)) does not fail the task. It is reported with RV(nvml.gpus[].lost=true) and
+    what was read before, and the next GPU is read.
+  - With O(gather_health=true) each GPU also reports its hardware health in RV(nvml.gpus[].health). A health read
+    that the GPU or driver cannot answer, that needs more privileges (C(NVML_ERROR_NO_PERMISSION)) or that has no
+    data yet (C(NVML_ERROR_NO_DATA)) is V(null).
 author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
@@ -45,6 +51,13 @@ options:
         with MIG disabled too.
     type: bool
     default: false
+  gather_health:
+    description:
+      - Also read each GPU's hardware health (ECC errors, retired pages, remapped rows, the driver's recovery
+        action, PCIe link, NVLink, fabric, temperature, clock event reasons, power) into RV(nvml.gpus[].health).
+      - The values are reported as NVML gives them; the verify role judges them.
+    type: bool
+    default: true
 notes:
   - Run with C(become=true) to see everything; some NVML queries (MIG placements and instances) need root.
   - The module never changes the GPU; it is safe on shared machines.
@@ -457,6 +470,253 @@ nvml:
               type: int
               returned: always
               sample: 0
+        lost:
+          description:
+            - V(true) when the GPU fell off the bus (NVML answered C(NVML_ERROR_GPU_IS_LOST) for it, or
+              C(NVML_ERROR_UNKNOWN) for its handle).
+            - The GPU keeps its index and whatever was read before; the other fields keep their defaults.
+          type: bool
+          returned: always
+          sample: false
+        health:
+          description:
+            - The GPU's hardware health as NVML reports it. Each leaf is V(null) when the GPU or driver cannot
+              answer (C(NOT_SUPPORTED), a call missing from an older driver, C(NO_PERMISSION), C(NO_DATA)).
+            - Every leaf is V(null) (lists empty) for a lost GPU.
+          type: dict
+          returned: when O(gather_health=true)
+          contains:
+            ecc:
+              description: ECC mode and error counts (C(nvmlDeviceGetEccMode), C(nvmlDeviceGetTotalEccErrors)).
+              type: dict
+              returned: always
+              contains:
+                mode_current:
+                  description: Whether ECC is on now.
+                  type: bool
+                  returned: always
+                  sample: true
+                mode_pending:
+                  description: Whether ECC is on after the next reboot.
+                  type: bool
+                  returned: always
+                  sample: true
+                volatile:
+                  description: Errors since the driver was loaded; V(null) counts when ECC is off.
+                  type: dict
+                  returned: always
+                  contains:
+                    corrected:
+                      description: Corrected (single-bit) errors.
+                      type: int
+                      returned: always
+                      sample: 0
+                    uncorrected:
+                      description: Uncorrected (double-bit) errors.
+                      type: int
+                      returned: always
+                      sample: 0
+                aggregate:
+                  description: Errors over the lifetime of the GPU; V(null) counts when ECC is off.
+                  type: dict
+                  returned: always
+                  contains:
+                    corrected:
+                      description: Corrected (single-bit) errors.
+                      type: int
+                      returned: always
+                      sample: 0
+                    uncorrected:
+                      description: Uncorrected (double-bit) errors.
+                      type: int
+                      returned: always
+                      sample: 0
+            retired_pages:
+              description:
+                - Dynamic page retirement (C(nvmlDeviceGetRetiredPages), C(nvmlDeviceGetRetiredPagesPendingStatus)).
+                - Pre-Ampere GPUs; V(null) on GPUs that remap rows instead.
+              type: dict
+              returned: always
+              contains:
+                single_bit_ecc:
+                  description: Pages retired (or pending retirement) for multiple single-bit errors.
+                  type: int
+                  returned: always
+                  sample: 0
+                double_bit_ecc:
+                  description: Pages retired (or pending retirement) for a double-bit error.
+                  type: int
+                  returned: always
+                  sample: 0
+                pending:
+                  description: Whether a retirement waits for a reboot.
+                  type: bool
+                  returned: always
+                  sample: false
+            remapped_rows:
+              description:
+                - Row remapping (C(nvmlDeviceGetRemappedRows)); Ampere and later.
+                - V(null) on older GPUs, and while MIG instances exist (NVML does not answer then).
+              type: dict
+              returned: always
+              contains:
+                correctable:
+                  description: Rows remapped for correctable errors.
+                  type: int
+                  returned: always
+                  sample: 0
+                uncorrectable:
+                  description: Rows remapped for uncorrectable errors.
+                  type: int
+                  returned: always
+                  sample: 0
+                pending:
+                  description: Whether a remap waits for a GPU reset.
+                  type: bool
+                  returned: always
+                  sample: false
+                failure:
+                  description: Whether a remap has ever failed (the GPU needs repair).
+                  type: bool
+                  returned: always
+                  sample: false
+            recovery_action:
+              description:
+                - The action the driver asks for (field C(NVML_FI_DEV_GET_GPU_RECOVERY_ACTION), 230).
+                - V(0) none, V(1) reset the GPU, V(2) reboot the node, V(3) drain peer-to-peer traffic, V(4) drain
+                  and reset, V(5) recover the IMEX domain (C(nvmlDeviceGpuRecoveryAction_t)).
+                - V(null) where the driver does not have the field.
+              type: int
+              returned: always
+              sample: 0
+            pcie:
+              description: The PCIe link (C(nvmlDeviceGet{Curr,Max}PcieLink{Generation,Width}), C(nvmlDeviceGetPcieReplayCounter)).
+              type: dict
+              returned: always
+              contains:
+                gen_current:
+                  description: The link generation now; it drops while the GPU idles to save power.
+                  type: int
+                  returned: always
+                  sample: 5
+                gen_max:
+                  description: The highest generation this GPU and this system allow.
+                  type: int
+                  returned: always
+                  sample: 5
+                width_current:
+                  description: The link width now (lanes).
+                  type: int
+                  returned: always
+                  sample: 16
+                width_max:
+                  description: The widest link this GPU and this system allow (lanes).
+                  type: int
+                  returned: always
+                  sample: 16
+                replay_counter:
+                  description: PCIe replays since the driver was loaded.
+                  type: int
+                  returned: always
+                  sample: 0
+            nvlink:
+              description:
+                - The state of each NVLink link (C(nvmlDeviceGetNvLinkState)), sorted by link.
+                - Links NVML does not answer for are left out; empty for a GPU without NVLink.
+              type: list
+              elements: dict
+              returned: always
+              contains:
+                link:
+                  description: The link index.
+                  type: int
+                  returned: always
+                  sample: 0
+                active:
+                  description: Whether the link is up.
+                  type: bool
+                  returned: always
+                  sample: true
+            fabric:
+              description:
+                - The GPU's registration with the NVLink fabric (C(nvmlDeviceGetGpuFabricInfoV)); Hopper and later
+                  with NVSwitches.
+                - V(null) where the GPU or driver has no fabric.
+              type: dict
+              returned: always
+              contains:
+                state:
+                  description: The fabric probe state.
+                  type: str
+                  returned: always
+                  choices: [not_supported, not_started, in_progress, completed, unknown]
+                  sample: completed
+                status:
+                  description: The probe's NVML return code by name once the probe completed, else V(null).
+                  type: str
+                  returned: always
+                  sample: NVML_SUCCESS
+                clique_id:
+                  description: The fabric clique the GPU belongs to once the probe completed, else V(null).
+                  type: int
+                  returned: always
+                  sample: 32766
+                cluster_uuid:
+                  description: The UUID of the fabric cluster once the probe completed, else V(null).
+                  type: str
+                  returned: always
+                  sample: 7a4f3c1e-0000-1111-2222-333344445555
+            temperature:
+              description: Degrees Celsius (C(nvmlDeviceGetTemperatureV), C(nvmlDeviceGetTemperatureThreshold)).
+              type: dict
+              returned: always
+              contains:
+                current_c:
+                  description: The GPU die temperature now.
+                  type: int
+                  returned: always
+                  sample: 34
+                slowdown_c:
+                  description: The temperature at which the GPU slows down.
+                  type: int
+                  returned: always
+                  sample: 87
+                shutdown_c:
+                  description: The temperature at which the GPU shuts down.
+                  type: int
+                  returned: always
+                  sample: 92
+            clock_event_reasons:
+              description: Why the clocks are below their maximum now (C(nvmlDeviceGetCurrentClocksEventReasons)).
+              type: dict
+              returned: always
+              contains:
+                mask:
+                  description: The raw C(nvmlClocksEventReason*) bit mask.
+                  type: int
+                  returned: always
+                  sample: 1
+                active:
+                  description: The names of the bits set in RV(nvml.gpus[].health.clock_event_reasons.mask), in bit order.
+                  type: list
+                  elements: str
+                  returned: always
+                  sample: [gpu_idle]
+            power:
+              description: Power in watts (C(nvmlDeviceGetPowerUsage), C(nvmlDeviceGetEnforcedPowerLimit)).
+              type: dict
+              returned: always
+              contains:
+                draw_w:
+                  description: The power drawn now (a one-second average on Ampere and later except GA100).
+                  type: float
+                  returned: always
+                  sample: 71.234
+                limit_w:
+                  description: The limit the driver enforces after every limiter.
+                  type: float
+                  returned: always
+                  sample: 700.0
 """
 
 import typing as t
@@ -465,9 +725,11 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import (
     NVML_ERROR_DRIVER_NOT_LOADED,
     NVML_ERROR_FUNCTION_NOT_FOUND,
+    NVML_ERROR_GPU_IS_LOST,
     NVML_ERROR_LIB_RM_VERSION_MISMATCH,
     NVML_ERROR_LIBRARY_NOT_FOUND,
     NVML_ERROR_NOT_SUPPORTED,
+    NVML_ERROR_UNKNOWN,
     DEFAULT_LIBRARY,
     Device,
     GpuInstance,
@@ -478,6 +740,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import (
     Placement,
     architecture_name,
 )
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml_health import empty_health, read_health
 
 _MIB = 1024 * 1024
 
@@ -492,6 +755,17 @@ _INIT_STATUS = {
     NVML_ERROR_LIBRARY_NOT_FOUND: ("library_not_found", False),
     NVML_ERROR_LIB_RM_VERSION_MISMATCH: ("version_mismatch", True),
 }
+
+# A GPU that fell off the bus: NVML answers GPU_IS_LOST for it, and a real
+# driver's nvmlDeviceGetHandleByIndex often answers UNKNOWN instead (nvidia-smi
+# then prints "Unable to determine the device handle for GPU ...: Unknown
+# Error"; NVIDIA/open-gpu-kernel-modules#387, NVIDIA/dcgm-exporter#604,
+# koordinator-sh/koordinator#2706). Either way that GPU is reported lost and
+# the others are still read: a health check must be able to name it.
+_LOST_CODES = {
+    "nvmlDeviceGetHandleByIndex_v2": frozenset({NVML_ERROR_GPU_IS_LOST, NVML_ERROR_UNKNOWN}),
+}
+_LOST = frozenset({NVML_ERROR_GPU_IS_LOST})
 
 T = t.TypeVar("T")
 
@@ -522,9 +796,11 @@ class NvmlFactsCollector:
         library: str | None,
         gather_mig_profiles: bool = False,
         session_factory: t.Callable[[str], NvmlSession] = NvmlSession,
+        gather_health: bool = True,
     ) -> None:
         self.library = library or DEFAULT_LIBRARY
         self.gather_mig_profiles = gather_mig_profiles
+        self.gather_health = gather_health
         self.session_factory = session_factory
         self.facts: dict[str, t.Any] = {
             "status": "ok",
@@ -627,14 +903,24 @@ class NvmlFactsCollector:
                     "devices": [],
                 },
                 "processes": [],
+                "lost": False,
             }
             if self.gather_mig_profiles:
                 gpu["mig"]["profiles"] = []
+            if self.gather_health:
+                gpu["health"] = empty_health()
             # Appended before it is filled, so a failure still returns what
             # was read about this GPU.
             self.facts["gpus"].append(gpu)
             self._scope = ["GPU {0}".format(index)]
-            self._gpu(s, s.device_by_index(index), gpu)
+            try:
+                self._gpu(s, s.device_by_index(index), gpu)
+            except NvmlError as err:
+                if err.code not in _LOST_CODES.get(err.function, _LOST):
+                    raise
+                # What was read before stays; the rest of this GPU keeps
+                # its defaults and the next GPU is read.
+                gpu["lost"] = True
 
     def _gpu(self, s: NvmlSession, dev: Device, gpu: dict[str, t.Any]) -> None:
         opt = self._optional
@@ -682,6 +968,8 @@ class NvmlFactsCollector:
             ),
             key=lambda p: p["pid"],
         )
+        if self.gather_health:
+            gpu["health"] = read_health(s, dev)
 
     # -- MIG --------------------------------------------------------------------------
     def _mig(self, s: NvmlSession, dev: Device, mig: dict[str, t.Any]) -> None:
@@ -773,12 +1061,14 @@ def main() -> None:
         argument_spec=dict(
             library=dict(type="path"),
             gather_mig_profiles=dict(type="bool", default=False),
+            gather_health=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
     collector = NvmlFactsCollector(
         library=module.params["library"],
         gather_mig_profiles=module.params["gather_mig_profiles"],
+        gather_health=module.params["gather_health"],
     )
     try:
         facts = collector.collect()

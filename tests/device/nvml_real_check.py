@@ -8,8 +8,15 @@ Everything the collection's ctypes binding (plugins/module_utils/_nvml.py) can
 read is read three ways -- our binding, the reference binding NVIDIA ships
 (pynvml, package nvidia-ml-py) and nvidia-smi -- and compared field by field.
 The nvml_info collector and the MIG planner (mig_config's reads) run on the
-same node in-process. The result is one JSON report on stdout (or --output);
-the exit status is 1 when anything disagrees, 0 otherwise.
+same node in-process. Each GPU's health (_nvml_health.read_health: ECC,
+retired pages, remapped rows, recovery action, PCIe, NVLink, fabric,
+temperature, clock event reasons, power) is read the same three ways and
+compared leaf by leaf; temperature and power draw with a tolerance, the
+current PCIe generation and the clock event reasons only recorded (they move
+between two reads). What the health reads add to nvml_info's collector is
+timed too (report: health.nvml_info_added_by_health). The result is one JSON
+report on stdout (or --output); the exit status is 1 when anything disagrees,
+0 otherwise.
 
 STRICTLY READ-ONLY: the binding is wrapped so that any NVML entry point named
 *Set*, *Create*, *Destroy*, *Reset* or *Clear* raises before it is resolved,
@@ -35,9 +42,11 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import types
 import typing as t
 import xml.etree.ElementTree as ET
@@ -54,6 +63,23 @@ SMI_FIELDS = (
 )
 # Fields used/free move when anything touches the GPU between two reads.
 VOLATILE_MIB = 64
+# Health fields (nvidia-smi --help-query-gpu names), queried in groups: one
+# name an older nvidia-smi lacks must not cost the others (each group is
+# retried field by field when it fails).
+SMI_HEALTH_GROUPS = (
+    ("ecc.mode.current", "ecc.mode.pending", "ecc.errors.corrected.volatile.total",
+     "ecc.errors.uncorrected.volatile.total", "ecc.errors.corrected.aggregate.total",
+     "ecc.errors.uncorrected.aggregate.total"),
+    ("retired_pages.single_bit_ecc.count", "retired_pages.double_bit.count", "retired_pages.pending"),
+    ("remapped_rows.correctable", "remapped_rows.uncorrectable", "remapped_rows.pending", "remapped_rows.failure"),
+    ("pcie.link.gen.current", "pcie.link.gen.max", "pcie.link.width.current", "pcie.link.width.max"),
+    ("temperature.gpu", "power.draw", "enforced.power.limit"),
+    ("clocks_event_reasons.active",),
+    ("clocks_throttle_reasons.active",),
+)
+# Volatile health readings: the two reads are a moment apart on a live GPU.
+VOLATILE_TEMP_C = 5
+VOLATILE_POWER_W = 60.0
 
 
 # --- loading the collection's code ------------------------------------------
@@ -208,6 +234,37 @@ def read_ours(nvml: types.ModuleType, indices: range) -> dict[str, t.Any]:
         s.shutdown()
 
 
+def read_health_ours(nvml: types.ModuleType) -> dict[str, t.Any]:
+    """_nvml_health.read_health for every GPU, and how long each took."""
+    health = importlib.import_module(PKG + ".module_utils._nvml_health")
+    s = nvml.NvmlSession()
+    s.init()
+    try:
+        devices = []
+        for i in range(s.device_count()):
+            dev = s.device_by_index(i)
+            start = time.perf_counter()
+            reading = attempt(nvml, health.read_health, s, dev)
+            devices.append({"health": reading, "seconds": round(time.perf_counter() - start, 6)})
+        return {"devices": devices, "resolved": [n for n in s.resolved if n in health.HEALTH_CALLS]}
+    finally:
+        s.shutdown()
+
+
+def time_collector(repo: str, runs: int = 7) -> dict[str, t.Any]:
+    """nvml_info's collector with gather_health false and true, interleaved: what the health reads add here."""
+    module = import_module_file("plugins/modules/nvml_info.py", repo)
+    samples: dict[str, list[float]] = {"false": [], "true": []}
+    for _run_index in range(runs):
+        for gather in (False, True):
+            start = time.perf_counter()
+            module.NvmlFactsCollector(library=None, gather_health=gather).collect()
+            samples[str(gather).lower()].append(time.perf_counter() - start)
+    medians = {key: statistics.median(values) for key, values in samples.items()}
+    return {"runs": runs, "median_s": medians, "added_median_s": round(medians["true"] - medians["false"], 6),
+            "samples_s": samples}
+
+
 # --- pynvml ----------------------------------------------------------------------------
 def read_pynvml(nvml: types.ModuleType, indices: range) -> dict[str, t.Any]:
     try:
@@ -303,6 +360,105 @@ def read_pynvml(nvml: types.ModuleType, indices: range) -> dict[str, t.Any]:
         p.nvmlShutdown()
 
 
+def read_health_pynvml(nvml: types.ModuleType) -> dict[str, t.Any]:
+    """The same health leaves as read_health, read through pynvml (None where pynvml raises "unavailable")."""
+    try:
+        import pynvml  # pylint: disable=import-outside-toplevel
+    except ImportError as exc:
+        return {"error": "pynvml not importable: {0}".format(exc)}
+    p = pynvml
+    health = importlib.import_module(PKG + ".module_utils._nvml_health")
+    names = ("NOT_SUPPORTED", "FUNCTION_NOT_FOUND", "NO_PERMISSION", "NO_DATA")
+    unavailable = {getattr(p, "NVML_ERROR_" + n) for n in names if hasattr(p, "NVML_ERROR_" + n)}
+
+    def a(fn: t.Callable[..., t.Any], *args: t.Any) -> t.Any:
+        try:
+            return fn(*args)
+        except p.NVMLError as exc:
+            if exc.value in unavailable:
+                return None
+            return error_name(nvml, exc)
+        except Exception as exc:  # pylint: disable=broad-except
+            return {"error": "{0}: {1}".format(type(exc).__name__, exc)}
+
+    def one(h: t.Any) -> dict[str, t.Any]:
+        mode = a(p.nvmlDeviceGetEccMode, h)
+        ecc = {"mode_current": None if not isinstance(mode, list) else mode[0] == p.NVML_FEATURE_ENABLED,
+               "mode_pending": None if not isinstance(mode, list) else mode[1] == p.NVML_FEATURE_ENABLED}
+        for key, counter in (("volatile", p.NVML_VOLATILE_ECC), ("aggregate", p.NVML_AGGREGATE_ECC)):
+            ecc[key] = {"corrected": a(p.nvmlDeviceGetTotalEccErrors, h, p.NVML_MEMORY_ERROR_TYPE_CORRECTED, counter),
+                        "uncorrected": a(p.nvmlDeviceGetTotalEccErrors, h, p.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                         counter)}
+        sbe = a(p.nvmlDeviceGetRetiredPages, h, p.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)
+        dbe = a(p.nvmlDeviceGetRetiredPages, h, p.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
+        pending = a(p.nvmlDeviceGetRetiredPagesPendingStatus, h)
+        rows = a(p.nvmlDeviceGetRemappedRows, h)
+        fields = a(p.nvmlDeviceGetFieldValues, h, [230])
+        recovery = None
+        # pynvml hands back the ctypes array itself (or an error dict from a()).
+        if fields is not None and not isinstance(fields, dict) and fields[0].nvmlReturn == p.NVML_SUCCESS:
+            member = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+            recovery = int(getattr(fields[0].value, member[fields[0].valueType]))
+        links = []
+        for link in range(36):
+            try:
+                links.append({"link": link, "active": p.nvmlDeviceGetNvLinkState(h, link) == p.NVML_FEATURE_ENABLED})
+            except p.NVMLError:
+                continue
+        fabric = None
+        try:
+            info = p.c_nvmlGpuFabricInfo_t()
+            p.nvmlDeviceGetGpuFabricInfo(h, ctypes.byref(info))
+            done = info.state == 3
+            fabric = {"state": health.FABRIC_STATES.get(info.state, "unknown"),
+                      "status": nvml.ERROR_NAMES.get(info.status) if done else None,
+                      "clique_id": info.cliqueId if done else None,
+                      "cluster_uuid": health._uuid(bytes(bytearray(info.clusterUuid))) if done else None}
+        except p.NVMLError as exc:
+            fabric = None if exc.value in unavailable else error_name(nvml, exc)
+        except Exception as exc:  # pylint: disable=broad-except
+            fabric = {"error": "{0}: {1}".format(type(exc).__name__, exc)}
+        reasons = getattr(p, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+            p.nvmlDeviceGetCurrentClocksThrottleReasons
+        mask = a(reasons, h)
+
+        def watts(mw: t.Any) -> t.Any:
+            return round(mw / 1000.0, 3) if isinstance(mw, int) else mw
+
+        return {
+            "ecc": ecc,
+            "retired_pages": {"single_bit_ecc": len(sbe) if isinstance(sbe, list) else sbe,
+                              "double_bit_ecc": len(dbe) if isinstance(dbe, list) else dbe,
+                              "pending": pending == p.NVML_FEATURE_ENABLED if isinstance(pending, int) else pending},
+            "remapped_rows": ({"correctable": rows[0], "uncorrectable": rows[1], "pending": bool(rows[2]),
+                               "failure": bool(rows[3])} if isinstance(rows, (list, tuple)) else
+                              {"correctable": rows, "uncorrectable": rows, "pending": rows, "failure": rows}),
+            "recovery_action": recovery,
+            "pcie": {"gen_current": a(p.nvmlDeviceGetCurrPcieLinkGeneration, h),
+                     "gen_max": a(p.nvmlDeviceGetMaxPcieLinkGeneration, h),
+                     "width_current": a(p.nvmlDeviceGetCurrPcieLinkWidth, h),
+                     "width_max": a(p.nvmlDeviceGetMaxPcieLinkWidth, h),
+                     "replay_counter": a(p.nvmlDeviceGetPcieReplayCounter, h)},
+            "nvlink": links,
+            "fabric": fabric,
+            "temperature": {"current_c": a(p.nvmlDeviceGetTemperature, h, p.NVML_TEMPERATURE_GPU),
+                            "slowdown_c": a(p.nvmlDeviceGetTemperatureThreshold, h,
+                                            p.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN),
+                            "shutdown_c": a(p.nvmlDeviceGetTemperatureThreshold, h,
+                                            p.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)},
+            "clock_event_reasons": {"mask": mask, "active": [n for bit, n in health.CLOCK_EVENT_REASONS
+                                                             if isinstance(mask, int) and mask & bit]},
+            "power": {"draw_w": watts(a(p.nvmlDeviceGetPowerUsage, h)),
+                      "limit_w": watts(a(p.nvmlDeviceGetEnforcedPowerLimit, h))},
+        }
+
+    p.nvmlInit()
+    try:
+        return {"devices": [one(p.nvmlDeviceGetHandleByIndex(i)) for i in range(p.nvmlDeviceGetCount())]}
+    finally:
+        p.nvmlShutdown()
+
+
 def struct_layouts(nvml: types.ModuleType) -> dict[str, t.Any]:
     """Our ctypes structs and constants against pynvml's: sizes, field offsets, values."""
     try:
@@ -319,10 +475,22 @@ def struct_layouts(nvml: types.ModuleType) -> dict[str, t.Any]:
         "_ComputeInstanceProfileInfo": "c_nvmlComputeInstanceProfileInfo_t",
         "_ComputeInstanceProfileInfo_v2": "c_nvmlComputeInstanceProfileInfo_v2_t",
         "_ComputeInstanceInfo": "c_nvmlComputeInstanceInfo_t",
+        "_FieldValue": "c_nvmlFieldValue_t",
+        "_GpuFabricInfo": "c_nvmlGpuFabricInfo_t",
+        "_GpuFabricInfo_v2": "c_nvmlGpuFabricInfo_v2_t",
+        "_GpuFabricInfo_v3": "c_nvmlGpuFabricInfo_v3_t",
     }
 
-    def layout(cls: t.Any) -> list[list[t.Any]]:
-        return [[f[0], getattr(cls, f[0]).offset, getattr(cls, f[0]).size] for f in cls._fields_]
+    # Where pynvml's declaration differs from nvml.h and ours follows the header:
+    # nvml.h has "typedef unsigned char nvmlGpuFabricState_t", pynvml
+    # (nvidia-ml-py 13.615.71) declares it c_uint. Offsets and sizeof agree;
+    # pynvml reads three padding bytes with the state, which works as long
+    # as the caller zeroed the struct.
+    header_wins = {("_GpuFabricInfo", "state"), ("_GpuFabricInfo_v2", "state"), ("_GpuFabricInfo_v3", "state")}
+
+    def layout(cls: t.Any, name: str = "") -> list[list[t.Any]]:
+        return [[f[0], getattr(cls, f[0]).offset, None if (name, f[0]) in header_wins else getattr(cls, f[0]).size]
+                for f in cls._fields_]
 
     structs = {}
     for ours, theirs in pairs.items():
@@ -331,7 +499,7 @@ def struct_layouts(nvml: types.ModuleType) -> dict[str, t.Any]:
             continue
         a, b = getattr(nvml, ours), getattr(pynvml, theirs)
         structs[ours] = {"pynvml": theirs, "sizeof": [ctypes.sizeof(a), ctypes.sizeof(b)],
-                         "same": ctypes.sizeof(a) == ctypes.sizeof(b) and layout(a) == layout(b)}
+                         "same": ctypes.sizeof(a) == ctypes.sizeof(b) and layout(a, ours) == layout(b, ours)}
         if not structs[ours]["same"]:
             structs[ours]["ours"], structs[ours]["theirs"] = layout(a), layout(b)
     constants = {}
@@ -391,6 +559,66 @@ def read_smi() -> dict[str, t.Any]:
     return out
 
 
+def _smi_query(smi: str, fields: t.Sequence[str]) -> tuple[list[dict[str, str]], dict[str, str]]:
+    """--query-gpu for `fields`; on failure each field alone. Returns rows and {field: error}."""
+    fmt = "--format=csv,noheader,nounits"
+    whole = _run([smi, "--query-gpu=" + ",".join(fields), fmt])
+    if whole["rc"] == 0:
+        return [dict(zip(fields, (v.strip() for v in line.split(",")))) for line in
+                whole["output"].strip().splitlines()], {}
+    rows: list[dict[str, str]] = []
+    errors = {}
+    for field in fields:
+        one = _run([smi, "--query-gpu=" + field, fmt])
+        if one["rc"] != 0:
+            errors[field] = one["output"].strip()
+            continue
+        for i, line in enumerate(one["output"].strip().splitlines()):
+            while len(rows) <= i:
+                rows.append({})
+            rows[i][field] = line.strip()
+    return rows, errors
+
+
+def read_smi_health() -> dict[str, t.Any]:
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return {"error": "nvidia-smi not on PATH"}
+    out: dict[str, t.Any] = {"query_gpu": [], "query_errors": {}}
+    for group in SMI_HEALTH_GROUPS:
+        rows, errors = _smi_query(smi, group)
+        out["query_errors"].update(errors)
+        for i, row in enumerate(rows):
+            while len(out["query_gpu"]) <= i:
+                out["query_gpu"].append({})
+            out["query_gpu"][i].update(row)
+    out["q_health"] = _run([smi, "-q", "-d", "ECC,PAGE_RETIREMENT,ROW_REMAPPER,TEMPERATURE,POWER,PERFORMANCE"])
+    nvlink = _run([smi, "nvlink", "-s"])
+    out["nvlink_status"] = nvlink
+    out["nvlink_parsed"] = parse_nvlink_status(nvlink["output"]) if nvlink["rc"] == 0 else None
+    return out
+
+
+_NVLINK_GPU = re.compile(r"^GPU (\d+):")
+_NVLINK_LINK = re.compile(r"^\s+Link (\d+): (.*)$")
+
+
+def parse_nvlink_status(text: str) -> dict[int, list[dict[str, t.Any]]]:
+    """`nvidia-smi nvlink -s`: "Link N: 26.562 GB/s" for an active link, "Link N: <inactive>" for one down."""
+    gpus: dict[int, list[dict[str, t.Any]]] = {}
+    current = None
+    for line in text.splitlines():
+        gpu = _NVLINK_GPU.match(line)
+        if gpu:
+            current = int(gpu.group(1))
+            gpus[current] = []
+            continue
+        link = _NVLINK_LINK.match(line)
+        if link and current is not None:
+            gpus[current].append({"link": int(link.group(1)), "active": "inactive" not in link.group(2).lower()})
+    return gpus
+
+
 def parse_smi_xml(text: str) -> dict[str, t.Any]:
     root = ET.fromstring(text)
 
@@ -414,6 +642,23 @@ def parse_smi_xml(text: str) -> dict[str, t.Any]:
             "persistence_mode": get(gpu, "persistence_mode"),
             "mig_current": get(gpu, "mig_mode/current_mig"), "mig_pending": get(gpu, "mig_mode/pending_mig"),
             "processes": [get(p, "pid") for p in gpu.findall("processes/process_info")],
+            "health": {
+                "ecc_current": get(gpu, "ecc_mode/current_ecc"), "ecc_pending": get(gpu, "ecc_mode/pending_ecc"),
+                "remap_corr": get(gpu, "remapped_rows/remapped_row_corr"),
+                "remap_unc": get(gpu, "remapped_rows/remapped_row_unc"),
+                "remap_pending": get(gpu, "remapped_rows/remapped_row_pending"),
+                "remap_failure": get(gpu, "remapped_rows/remapped_row_failure"),
+                "gen_max": get(gpu, "pci/pci_gpu_link_info/pcie_gen/max_link_gen"),
+                "gen_current": get(gpu, "pci/pci_gpu_link_info/pcie_gen/current_link_gen"),
+                "width_max": get(gpu, "pci/pci_gpu_link_info/link_widths/max_link_width"),
+                "width_current": get(gpu, "pci/pci_gpu_link_info/link_widths/current_link_width"),
+                "replay_counter": get(gpu, "pci/replay_counter"),
+                "temp_shutdown": get(gpu, "temperature/gpu_temp_max_threshold"),
+                "temp_slowdown": get(gpu, "temperature/gpu_temp_slow_threshold"),
+                "fabric_state": get(gpu, "fabric/state"), "fabric_status": get(gpu, "fabric/status"),
+                "fabric_clique_id": get(gpu, "fabric/cliqueId"), "fabric_cluster_uuid": get(gpu, "fabric/clusterUuid"),
+                "recovery_action": get(gpu, "gpu_recovery_action"),
+            },
         })
     return out
 
@@ -482,12 +727,12 @@ class Compare:
         self.mismatches: list[dict[str, t.Any]] = []
         self.matched: list[str] = []
 
-    def same(self, field: str, volatile: int = 0, **values: t.Any) -> None:
+    def same(self, field: str, volatile: float = 0, **values: t.Any) -> None:
         present = {k: v for k, v in values.items() if v is not None}
         vals = list(present.values())
         if len(vals) < 2:
             return
-        if volatile and all(isinstance(v, int) for v in vals):
+        if volatile and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
             ok = max(vals) - min(vals) <= volatile
         else:
             ok = all(v == vals[0] for v in vals[1:])
@@ -591,6 +836,114 @@ def compare(ours: dict[str, t.Any], ref: dict[str, t.Any], smi: dict[str, t.Any]
             f = facts["gpus"][i]
             c.same(g + label, pynvml=_facts_view(r, nvml), **{label.replace(" ", "_"): _facts_view_of(f)})
     return c
+
+
+def _smi_flag(text: t.Any) -> bool | None:
+    return {"enabled": True, "yes": True, "1": True, "disabled": False, "no": False, "0": False}.get(
+        str(text).strip().lower()) if text is not None else None
+
+
+def _num(text: t.Any) -> t.Any:
+    """An nvidia-smi number ("16", "16x", "71.23 W", "0x0000000000000001"); None for N/A and the like."""
+    if text is None:
+        return None
+    m = re.match(r"^\s*(0x[0-9a-fA-F]+|-?\d+(?:\.\d+)?)", str(text))
+    if not m:
+        return None
+    value = m.group(1)
+    return int(value, 16) if value.startswith("0x") else float(value) if "." in value else int(value)
+
+
+def _leaves(tree: t.Any, path: str = "") -> dict[str, t.Any]:
+    if isinstance(tree, dict) and "error" not in tree:
+        found: dict[str, t.Any] = {}
+        for key, value in tree.items():
+            found.update(_leaves(value, path + "." + key if path else key))
+        return found
+    return {path: tree}
+
+
+# <gpu_recovery_action> in `nvidia-smi -q -x`: driver 580 prints "None" for
+# NVML_GPU_RECOVERY_ACTION_NONE (seen on an H200, tests/device/h200-reading-*.json);
+# the other words are not confirmed on a real GPU yet, so they are not compared.
+SMI_RECOVERY_ACTIONS = {"none": 0}
+
+# Leaves that move on a live GPU between two reads: compared with a tolerance
+# (numbers) or only recorded (the rest).
+VOLATILE_HEALTH = {"temperature.current_c": VOLATILE_TEMP_C, "power.draw_w": VOLATILE_POWER_W}
+RECORDED_ONLY = {"pcie.gen_current", "clock_event_reasons.mask", "clock_event_reasons.active"}
+
+
+def compare_health(c: Compare, ours: dict[str, t.Any], ref: dict[str, t.Any], smi: dict[str, t.Any],
+                   xml: dict[str, t.Any]) -> None:
+    """Every health leaf: our binding against pynvml, and against nvidia-smi where it has the field."""
+    for i, mine in enumerate(ours.get("devices", [])):
+        g = "gpu{0}.health.".format(i)
+        h = mine["health"]
+        if "error" in h:
+            c.mismatches.append({"field": g + "read_health", "ours": h})
+            continue
+        theirs = (ref.get("devices") or [{}] * (i + 1))[i] if "error" not in ref else {}
+        ours_leaves, ref_leaves = _leaves(h), _leaves(theirs) if theirs else {}
+        for path, value in sorted(ours_leaves.items()):
+            if path in RECORDED_ONLY or path not in ref_leaves:
+                continue
+            tolerance = VOLATILE_HEALTH.get(path, 0)
+            c.same(g + path, volatile=tolerance, ours=value, pynvml=ref_leaves[path])
+        q = smi["query_gpu"][i] if i < len(smi.get("query_gpu", [])) else {}
+        x = (xml["gpus"][i].get("health") or {}) if xml and i < len(xml.get("gpus", [])) else {}
+        ecc, pcie, temp = h["ecc"], h["pcie"], h["temperature"]
+        c.same(g + "ecc.mode_current (smi)", ours=ecc["mode_current"], smi=_smi_flag(q.get("ecc.mode.current")),
+               smi_xml=_smi_flag(x.get("ecc_current")))
+        c.same(g + "ecc.mode_pending (smi)", ours=ecc["mode_pending"], smi=_smi_flag(q.get("ecc.mode.pending")),
+               smi_xml=_smi_flag(x.get("ecc_pending")))
+        for kind in ("corrected", "uncorrected"):
+            for counter in ("volatile", "aggregate"):
+                c.same(g + "ecc.{0}.{1} (smi)".format(counter, kind), ours=ecc[counter][kind],
+                       smi=_num(q.get("ecc.errors.{0}.{1}.total".format(kind, counter))))
+        retired = h["retired_pages"]
+        c.same(g + "retired_pages.single_bit_ecc (smi)", ours=retired["single_bit_ecc"],
+               smi=_num(q.get("retired_pages.single_bit_ecc.count")))
+        c.same(g + "retired_pages.double_bit_ecc (smi)", ours=retired["double_bit_ecc"],
+               smi=_num(q.get("retired_pages.double_bit.count")))
+        c.same(g + "retired_pages.pending (smi)", ours=retired["pending"], smi=_smi_flag(q.get("retired_pages.pending")))
+        rows = h["remapped_rows"]
+        c.same(g + "remapped_rows.correctable (smi)", ours=rows["correctable"],
+               smi=_num(q.get("remapped_rows.correctable")), smi_xml=_num(x.get("remap_corr")))
+        c.same(g + "remapped_rows.uncorrectable (smi)", ours=rows["uncorrectable"],
+               smi=_num(q.get("remapped_rows.uncorrectable")), smi_xml=_num(x.get("remap_unc")))
+        c.same(g + "remapped_rows.pending (smi)", ours=rows["pending"], smi=_smi_flag(q.get("remapped_rows.pending")),
+               smi_xml=_smi_flag(x.get("remap_pending")))
+        c.same(g + "remapped_rows.failure (smi)", ours=rows["failure"], smi=_smi_flag(q.get("remapped_rows.failure")),
+               smi_xml=_smi_flag(x.get("remap_failure")))
+        c.same(g + "recovery_action (smi_xml)", ours=h["recovery_action"],
+               smi_xml=SMI_RECOVERY_ACTIONS.get(str(x.get("recovery_action")).strip().lower()))
+        c.same(g + "pcie.gen_max (smi)", ours=pcie["gen_max"], smi=_num(q.get("pcie.link.gen.max")),
+               smi_xml=_num(x.get("gen_max")))
+        c.same(g + "pcie.width_max (smi)", ours=pcie["width_max"], smi=_num(q.get("pcie.link.width.max")),
+               smi_xml=_num(x.get("width_max")))
+        c.same(g + "pcie.width_current (smi)", ours=pcie["width_current"], smi=_num(q.get("pcie.link.width.current")),
+               smi_xml=_num(x.get("width_current")))
+        c.same(g + "pcie.replay_counter (smi_xml)", ours=pcie["replay_counter"], smi_xml=_num(x.get("replay_counter")))
+        c.same(g + "temperature.current_c (smi)", volatile=VOLATILE_TEMP_C, ours=temp["current_c"],
+               smi=_num(q.get("temperature.gpu")))
+        c.same(g + "temperature.slowdown_c (smi_xml)", ours=temp["slowdown_c"], smi_xml=_num(x.get("temp_slowdown")))
+        c.same(g + "temperature.shutdown_c (smi_xml)", ours=temp["shutdown_c"], smi_xml=_num(x.get("temp_shutdown")))
+        c.same(g + "power.limit_w (smi)", volatile=1, ours=h["power"]["limit_w"], smi=_num(q.get("enforced.power.limit")))
+        c.same(g + "power.draw_w (smi)", volatile=VOLATILE_POWER_W, ours=h["power"]["draw_w"],
+               smi=_num(q.get("power.draw")))
+        links = (smi.get("nvlink_parsed") or {}).get(i)
+        if links is not None:
+            c.same(g + "nvlink (smi nvlink -s)", ours=h["nvlink"], smi=links)
+        fabric = h["fabric"]
+        if isinstance(fabric, dict) and x.get("fabric_state") and x["fabric_state"].strip().upper() != "N/A":
+            c.same(g + "fabric.state (smi_xml)", ours=fabric["state"],
+                   smi_xml=x["fabric_state"].strip().lower().replace(" ", "_"))
+            if fabric["clique_id"] is not None:
+                c.same(g + "fabric.clique_id (smi_xml)", ours=fabric["clique_id"], smi_xml=_num(x.get("fabric_clique_id")))
+            if fabric["cluster_uuid"] is not None and x.get("fabric_cluster_uuid"):
+                c.same(g + "fabric.cluster_uuid (smi_xml)", ours=fabric["cluster_uuid"],
+                       smi_xml=x["fabric_cluster_uuid"].strip().lower())
 
 
 def _facts_view(r: dict[str, t.Any], nvml: types.ModuleType) -> dict[str, t.Any]:
@@ -731,6 +1084,13 @@ def main(argv: list[str] | None = None) -> int:
         collector: dict[str, t.Any] | None = read_collector(args.repo)
     except Exception as exc:  # pylint: disable=broad-except
         collector = {"error": "{0}: {1}".format(type(exc).__name__, exc)}
+    health_ours = read_health_ours(nvml)
+    health_ref = read_health_pynvml(nvml)
+    health_smi = read_smi_health()
+    try:
+        health_timing: dict[str, t.Any] = time_collector(args.repo)
+    except Exception as exc:  # pylint: disable=broad-except
+        health_timing = {"error": "{0}: {1}".format(type(exc).__name__, exc)}
     ansible = None
     if args.ansible_json and os.path.exists(args.ansible_json):
         ansible = read_ansible_result(args.ansible_json)
@@ -739,6 +1099,8 @@ def main(argv: list[str] | None = None) -> int:
         result.mismatches.append({"field": "pynvml", "error": ref["error"]})
     else:
         result = compare(ours, ref, smi, nvml, collector, ansible)
+    compare_health(result, health_ours, health_ref, health_smi,
+                   smi.get("xml") if isinstance(smi.get("xml"), dict) and "gpus" in smi["xml"] else {})
     for pid in args.expect_pid:
         seen = [p["pid"] for d in ours["devices"] if isinstance(d["processes"], list) for p in d["processes"]]
         result.same("expected pid {0} seen".format(pid), ours=pid in seen, expected=True)
@@ -754,6 +1116,8 @@ def main(argv: list[str] | None = None) -> int:
         "pynvml": ref,
         "nvidia_smi": smi,
         "collector": collector,
+        "health": {"ours": health_ours, "pynvml": health_ref, "nvidia_smi": health_smi,
+                   "nvml_info_added_by_health": health_timing},
         "ansible_nvml_info": ansible,
         "mig_plan": read_mig_plan(nvml),
         "simulator": [

@@ -8,6 +8,10 @@
 # directory when the node has no ansible (then nvml_info and driver_info also
 # run as real Ansible modules). With PyTorch on the node, a CUDA process holds
 # 256 MiB while the GPUs are read, so the process list is not empty.
+# The report also holds every GPU's health read three ways (our binding, pynvml
+# when importable -- put nvidia-ml-py's pynvml.py on PYTHONPATH on a node
+# without network -- and nvidia-smi) and what the health reads add to
+# nvml_info's collector (health.nvml_info_added_by_health).
 # Exit status: nvml_real_check.py's (1 on any mismatch).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

@@ -23,6 +23,87 @@ ARCHITECTURES = {2: "kepler", 3: "maxwell", 4: "pascal", 5: "volta", 6: "turing"
                  9: "hopper", 10: "blackwell", 13: "rubin"}
 # FORMAT.md: NVML_COMPUTE_INSTANCE_PROFILE_* index -> compute slices.
 CI_PROFILE_SLICES = (1, 2, 3, 4, 7, 8, 6)
+# nvml.h (NVIDIA/go-nvml@2f9e261fe40a:gen/nvml/nvml.h): NVML_GPU_FABRIC_STATE_*,
+# the nvmlClocksEventReason* bits in bit order, NVML_DEVICE_ARCH_AMPERE.
+FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
+CLOCK_EVENT_BITS = ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",
+                    "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "display_clock_setting")
+ARCH_AMPERE = 7
+# A gpu record of a simulator from before the health keys (FORMAT.md, issue 20)
+# has none of them; its library has none of the health entry points either, so
+# every health leaf is null.
+HEALTH_KEYS = ("ecc_mode", "pcie_gen", "temp", "power_mw")
+
+
+def expected_health(gpu: dict[str, t.Any]) -> dict[str, t.Any]:
+    """nvml.gpus[].health for one `simctl show` gpu record (keys and defaults: tests/nvml-sim/FORMAT.md)."""
+    health: dict[str, t.Any] = {
+        "ecc": {"mode_current": None, "mode_pending": None,
+                "volatile": {"corrected": None, "uncorrected": None},
+                "aggregate": {"corrected": None, "uncorrected": None}},
+        "retired_pages": {"single_bit_ecc": None, "double_bit_ecc": None, "pending": None},
+        "remapped_rows": {"correctable": None, "uncorrectable": None, "pending": None, "failure": None},
+        "recovery_action": None,
+        "pcie": {"gen_current": None, "gen_max": None, "width_current": None, "width_max": None,
+                 "replay_counter": None},
+        "nvlink": [],
+        "fabric": None,
+        "temperature": {"current_c": None, "slowdown_c": None, "shutdown_c": None},
+        "clock_event_reasons": {"mask": None, "active": []},
+        "power": {"draw_w": None, "limit_w": None},
+    }
+    if not any(key in gpu for key in HEALTH_KEYS) or gpu.get("lost"):
+        return health
+
+    def get(key: str, default: t.Any = 0) -> t.Any:
+        return gpu.get(key, default)
+
+    ecc_on = bool(get("ecc_mode", 1))
+    health["ecc"] = {
+        "mode_current": ecc_on,
+        "mode_pending": bool(get("ecc_pending", 1)),
+        # nvml.h: the totals "require ECC Mode to be enabled".
+        "volatile": {"corrected": get("ecc_vol_corr") if ecc_on else None,
+                     "uncorrected": get("ecc_vol_uncorr") if ecc_on else None},
+        "aggregate": {"corrected": get("ecc_agg_corr") if ecc_on else None,
+                      "uncorrected": get("ecc_agg_uncorr") if ecc_on else None},
+    }
+    if gpu["arch"] < ARCH_AMPERE:
+        health["retired_pages"] = {"single_bit_ecc": get("retired_sbe"), "double_bit_ecc": get("retired_dbe"),
+                                   "pending": bool(get("retired_pending"))}
+    # nvml.h: no remapped rows "on MIG-enabled GPUs with active instances".
+    elif not (gpu["mig_capable"] and gpu["mig_current"] and gpu.get("gis")):
+        health["remapped_rows"] = {"correctable": get("remap_corr"), "uncorrectable": get("remap_uncorr"),
+                                   "pending": bool(get("remap_pending")), "failure": bool(get("remap_failure"))}
+    health["recovery_action"] = get("recovery_action")
+    health["pcie"] = {"gen_current": get("pcie_gen", None), "gen_max": get("pcie_gen_max", None),
+                      "width_current": get("pcie_width", None), "width_max": get("pcie_width_max", None),
+                      "replay_counter": get("pcie_replay")}
+    down = get("nvlink_down", [])
+    if isinstance(down, str):
+        down = [int(link) for link in down.split(",") if link]
+    health["nvlink"] = [{"link": link, "active": link not in down} for link in range(get("nvlinks"))]
+    if "fabric_state" in gpu:
+        state = gpu["fabric_state"]
+        state = FABRIC_STATES[state] if isinstance(state, int) else state
+        done = state == "completed"
+        status = get("fabric_status", None)
+        if status == 0 or status == "0":
+            status = "NVML_SUCCESS"  # the probe's nvmlReturn_t, reported by name
+        health["fabric"] = {"state": state, "status": status if done else None,
+                            "clique_id": get("clique_id", None) if done else None,
+                            "cluster_uuid": get("cluster_uuid", None) if done else None}
+    health["temperature"] = {"current_c": get("temp", None), "slowdown_c": get("temp_slowdown", None),
+                             "shutdown_c": get("temp_shutdown", None)}
+    mask = get("clock_event_reasons")
+    health["clock_event_reasons"] = {"mask": mask,
+                                     "active": [name for bit, name in enumerate(CLOCK_EVENT_BITS) if mask >> bit & 1]}
+
+    def watts(key: str) -> float | None:
+        return None if key not in gpu else round(gpu[key] / 1000.0, 3)
+
+    health["power"] = {"draw_w": watts("power_mw"), "limit_w": watts("power_limit_mw")}
+    return health
 
 
 def cuda_version(version: int) -> str:
@@ -33,7 +114,9 @@ def _placement(record: dict[str, t.Any]) -> dict[str, int]:
     return {"start": record["start"], "size": record["size"]}
 
 
-def expected_gpu(gpu: dict[str, t.Any], gather: bool) -> dict[str, t.Any]:
+def expected_gpu(gpu: dict[str, t.Any], gather: bool, gather_health: bool = True) -> dict[str, t.Any]:
+    if gpu.get("lost"):
+        return lost_gpu(gpu["index"], gather, gather_health)
     capable = bool(gpu["mig_capable"])
     mig_on = capable and bool(gpu["mig_current"])
     profiles = {p["id"]: p for p in gpu.get("profiles", [])}
@@ -86,7 +169,7 @@ def expected_gpu(gpu: dict[str, t.Any], gather: bool) -> dict[str, t.Any]:
     def instance(value: int) -> int | None:
         return value if mig_on and value >= 0 else None
 
-    return {
+    expected = {
         "index": gpu["index"],
         "name": gpu["name"],
         "uuid": gpu["uuid"],
@@ -119,10 +202,32 @@ def expected_gpu(gpu: dict[str, t.Any], gather: bool) -> dict[str, t.Any]:
             ),
             key=lambda p: p["pid"],
         ),
+        "lost": False,
     }
+    if gather_health:
+        expected["health"] = expected_health(gpu)
+    return expected
 
 
-def expected_facts(show: dict[str, t.Any], library: str, gather: bool) -> dict[str, t.Any]:
+def lost_gpu(index: int, gather: bool, gather_health: bool = True) -> dict[str, t.Any]:
+    """A GPU whose handle NVML refused with GPU_IS_LOST: its index, every other field at its default."""
+    gpu: dict[str, t.Any] = {
+        "index": index, "name": None, "uuid": None, "serial": None, "board_part_number": None,
+        "minor_number": None, "pci": None, "memory_total_mib": None, "architecture": "unknown",
+        "architecture_id": None, "compute_capability": None, "persistence_mode": None,
+        "mig": {"capable": False, "enabled": False, "pending_enabled": False, "pending_change": False,
+                "gpu_instances": [], "devices": []},
+        "processes": [], "lost": True,
+    }
+    if gather:
+        gpu["mig"]["profiles"] = []
+    if gather_health:
+        gpu["health"] = expected_health({"lost": 1})
+    return gpu
+
+
+def expected_facts(show: dict[str, t.Any], library: str, gather: bool,
+                   gather_health: bool = True) -> dict[str, t.Any]:
     system = show["system"]
     return {
         "status": "ok",
@@ -133,7 +238,7 @@ def expected_facts(show: dict[str, t.Any], library: str, gather: bool) -> dict[s
         "nvml_version": system["nvml_version"],
         "cuda_driver_version": cuda_version(system["cuda_driver_version"]),
         "gpu_count": len(show["gpus"]),
-        "gpus": [expected_gpu(gpu, gather) for gpu in show["gpus"]],
+        "gpus": [expected_gpu(gpu, gather, gather_health) for gpu in show["gpus"]],
     }
 
 
