@@ -27,7 +27,7 @@ def verify_check(observed: t.Any, layer: str, declaration: t.Any = None) -> dict
     if not isinstance(observed, dict):
         raise AnsibleFilterError("verify_check: expected the observations as a mapping, got {0}".format(
             type(observed).__name__))
-    if layer not in ("matrix", "workload"):
+    if layer not in ("matrix", "workload", "health"):
         declaration = _declaration(declaration)
         if declaration.get("managed") and observed.get("deferred"):
             return _verify.deferred(layer, str(observed["deferred"]))
@@ -49,6 +49,13 @@ def verify_check(observed: t.Any, layer: str, declaration: t.Any = None) -> dict
                                      configured=observed.get("configured", True) is not False)
         if layer == "matrix":
             return _verify.check_matrix(observed)
+        if layer == "health":
+            settings = declaration if isinstance(declaration, dict) else {}
+            if settings.get("enabled") and observed.get("deferred"):
+                return _verify.deferred(layer, str(observed["deferred"]))
+            services = _verify.service_states(observed.get("services"), bool(settings.get("persistenced")),
+                                              bool(settings.get("fabricmanager")))
+            return _verify.check_health(settings, observed.get("nvml") or {}, observed.get("kernel_log"), services)
         if layer == "workload":
             plan = _declaration(declaration)
             if plan.get("managed") and observed.get("deferred"):

@@ -17,6 +17,7 @@ thresholds with their reasons) live in _knowledge/health.py.
 
 from __future__ import annotations
 
+import os
 import re
 import typing as t
 
@@ -67,6 +68,52 @@ _FALLEN_LINE = re.compile(
     r"(?::| ).*fallen off the bus".format(h=_HEX))
 # A /dev/kmsg record's dictionary lines (" SUBSYSTEM=pci") follow it, indented by one space.
 _KMSG_DICTIONARY = re.compile(r"^ [A-Z0-9_]+=")
+
+
+# A read of /dev/kmsg returns one whole record and fails with EINVAL when the
+# buffer is smaller than the record; records are at most 8 KiB
+# (CONSOLE_EXT_LOG_MAX), so every read asks for more than that.
+_CHUNK = 64 * 1024
+
+
+def read_available(descriptor: int, limit: int) -> bytes:
+    """Everything a descriptor opened with O_NONBLOCK holds now, up to limit bytes.
+
+    A regular file reads to its end. A character device or FIFO that would
+    block (EAGAIN) has given all it holds: /dev/kmsg, read from a fresh
+    open, returns every record of the kernel's ring buffer, then EAGAIN
+    instead of waiting for the next one. EPIPE from /dev/kmsg means the
+    record due next was overwritten while we read; the next read returns the
+    oldest one still there, so the read goes on.
+    """
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        try:
+            chunk = os.read(descriptor, _CHUNK)
+        except BlockingIOError:
+            break
+        except BrokenPipeError:
+            continue
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)[:limit]
+
+
+def read_kernel_log(path: str, limit: int = 4 << 20) -> str | None:
+    """The kernel log at path (/dev/kmsg or a file) as text, without blocking; None when it cannot be read."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        return read_available(descriptor, limit).decode("utf-8", "replace")
+    except OSError:
+        return None
+    finally:
+        os.close(descriptor)
 
 
 def canonical_bus_id(domain: int, bus: int, device: int, function: int = 0) -> str:
@@ -290,6 +337,24 @@ _DO = {
     "restart_service": "restart the service",
     "none": "no action needed now; watch it",
 }
+
+
+def action_text(finding: dict[str, t.Any]) -> str:
+    """What to do about a finding, in words (its message ends with the same)."""
+    gpu = finding.get("gpu")
+    return _DO[finding["action"]].format(index=gpu.get("index") if gpu else "")
+
+
+def parse_systemctl_show(text: t.Any) -> dict[str, dict[str, str]]:
+    """`systemctl show --property=Id,LoadState,ActiveState,UnitFileState UNIT...`: per unit (name without
+    .service) its properties. systemctl prints one block of KEY=value lines per unit, blank-line separated."""
+    units: dict[str, dict[str, str]] = {}
+    for block in str(text or "").split("\n\n"):
+        properties = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+        unit = properties.get("Id", "")
+        if unit:
+            units[unit[:-len(".service")] if unit.endswith(".service") else unit] = properties
+    return units
 
 
 def _finding(check: str, severity: str, gpu: dict[str, t.Any] | None, seen: str, action: str,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import typing as t
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import (
+from ._nvml import (
     ERROR_NAMES,
     NVML_AGGREGATE_ECC,
     NVML_CLOCKS_EVENT_REASON_APPLICATIONS_CLOCKS_SETTING,

@@ -91,40 +91,11 @@ import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
 
+# The non-blocking read is the kernel log reader's: /dev/kmsg is the file that needs it.
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._health import read_available
+
 _NOT_INSTALLED = 127
 _TIMED_OUT = 124
-
-
-# A read of /dev/kmsg returns one whole record and fails with EINVAL when the
-# buffer is smaller than the record; records are at most 8 KiB
-# (CONSOLE_EXT_LOG_MAX), so every read asks for more than that.
-_CHUNK = 64 * 1024
-
-
-def read_available(descriptor: int, limit: int) -> bytes:
-    """Everything a descriptor opened with O_NONBLOCK holds now, up to limit bytes.
-
-    A regular file reads to its end. A character device or FIFO that would
-    block (EAGAIN) has given all it holds: /dev/kmsg, read from a fresh
-    open, returns every record of the kernel's ring buffer, then EAGAIN
-    instead of waiting for the next one. EPIPE from /dev/kmsg means the
-    record due next was overwritten while we read; the next read returns the
-    oldest one still there, so the read goes on.
-    """
-    chunks: list[bytes] = []
-    size = 0
-    while size < limit:
-        try:
-            chunk = os.read(descriptor, _CHUNK)
-        except BlockingIOError:
-            break
-        except BrokenPipeError:
-            continue
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)[:limit]
 
 
 class NodeReads:

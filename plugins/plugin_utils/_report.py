@@ -22,6 +22,7 @@ import typing as t
 
 LAYER_COLUMNS = (
     ("driver", "driver"),
+    ("health", "health"),
     ("container_toolkit", "toolkit"),
     ("container_runtime", "runtime"),
     ("cdi", "CDI"),
@@ -125,6 +126,18 @@ def version_cell(versions: dict[str, t.Any], key: str) -> str:
 
 def _checks(report: dict[str, t.Any]) -> dict[str, dict[str, t.Any]]:
     return {c["layer"]: c for c in report.get("checks") or []}
+
+
+# Layers whose cell also says why it is not a pass: the health column names
+# the sick GPU and what to do, where the others point at the findings.
+REASON_COLUMNS = frozenset({"health"})
+
+
+def layer_cell(layer: str, item: dict[str, t.Any]) -> str:
+    text = STATUS_TEXT.get(item["status"], item["status"])
+    if layer in REASON_COLUMNS and item["status"] in ("warn", "fail") and item.get("summary"):
+        text += ": " + str(item["summary"])
+    return text
 
 
 def gpu_models(report: dict[str, t.Any]) -> str:
@@ -351,7 +364,7 @@ def render_html(reports: list[dict[str, t.Any]], title: str = "gpufleet fleet re
                 out.append("<td>&ndash;</td>")
             else:
                 out.append('<td class="st {0}" title="{1}">{2}</td>'.format(
-                    _e(item["status"]), _e(item.get("summary")), _e(STATUS_TEXT.get(item["status"], item["status"]))))
+                    _e(item["status"]), _e(item.get("summary")), _e(layer_cell(layer, item))))
         out.append("</tr>")
     out.append("</tbody></table>")
     out.extend(_cuda_html(reports))
@@ -459,8 +472,7 @@ def render_markdown(reports: list[dict[str, t.Any]], title: str = "gpufleet flee
         cells = [_md(report.get("host")), "**{0}**".format(STATUS_TEXT.get(status, status))]
         cells += [_md(version_cell(versions, key) or "-") for key, _label in VERSION_COLUMNS]
         cells.append(_md(gpu_models(report)))
-        cells += [STATUS_TEXT.get(checks[layer]["status"], checks[layer]["status"]) if layer in checks else "-"
-                  for layer, _label in LAYER_COLUMNS]
+        cells += [_md(layer_cell(layer, checks[layer])) if layer in checks else "-" for layer, _label in LAYER_COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
     lines += _cuda_markdown(reports)
     lines += ["", "## Findings", ""]

@@ -26,6 +26,7 @@ import typing as t
 
 import yaml
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _health
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge.packages import toolkit_packages
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import (
     SEVERITIES,
@@ -717,6 +718,84 @@ def check_workload(plan: dict[str, t.Any], result: dict[str, t.Any] | None) -> d
 
 
 # =============================================================================
+# health
+# =============================================================================
+
+# The judgement's severities as verify's.
+HEALTH_SEVERITY = {"critical": "error", "warn": "warning"}
+HEALTH_POLICY_PREFIX = "verify_health_policy."
+SERVICE_UNITS = ("nvidia-persistenced", "nvidia-fabricmanager")
+
+
+def service_states(show: t.Any, persistenced: bool, fabricmanager: bool) -> dict[str, str] | None:
+    """The driver daemons the node must run and their ActiveState, from `systemctl show`; None when unknown.
+
+    nvidia-persistenced wherever the driver layer installs a driver;
+    nvidia-fabricmanager where the driver layer asks for it or its unit is
+    enabled (the driver role enables it on nodes with NVSwitches)."""
+    if not isinstance(show, dict) or show.get("rc") != 0:
+        return None
+    units = _health.parse_systemctl_show(show.get("stdout") or "")
+    states = {}
+    for unit in SERVICE_UNITS:
+        found = units.get(unit) or {}
+        wanted = persistenced if unit == "nvidia-persistenced" else (
+            fabricmanager or found.get("UnitFileState") == "enabled")
+        if wanted:
+            states[unit] = "" if found.get("LoadState") == "not-found" else found.get("ActiveState", "")
+    return states
+
+
+def check_health(settings: dict[str, t.Any], nvml: dict[str, t.Any], kernel_log: t.Any,
+                 services: dict[str, str] | None) -> dict[str, t.Any]:
+    """Judge the GPUs' health (NVML, the kernel log's Xid events, the driver's daemons) by the policy."""
+    if not settings.get("enabled"):
+        return check("health", "not_managed", "not managed: verify_health is false")
+    status = nvml.get("status")
+    if status != "ok":
+        return check("health", "not_available", "GPU health not read: NVML status {0}".format(status))
+    try:
+        policy = _health.HealthPolicy.from_vars(
+            dict(settings.get("policy") or {}, **({} if settings.get("gpu_count") is None
+                                                   else {"gpu_count_expected": int(settings["gpu_count"])})),
+            prefix=HEALTH_POLICY_PREFIX)
+        events = _health.parse_kernel_log(kernel_log or "")
+        judged_findings = _health.judge(nvml, events, services or {}, policy)
+    except ValueError as exc:
+        raise VerifyError(str(exc)) from None
+    source = str(settings.get("kernel_log") or "")
+    found = []
+    if kernel_log is None:
+        found.append(_error("health", source, "kernel log {0} not readable: Xid events not checked".format(source),
+                            "set verify_health_kernel_log to a readable kernel log (/dev/kmsg needs root)", "info"))
+    if services is None:
+        found.append(_error("health", "services", "systemd not answering: nvidia-persistenced and "
+                            "nvidia-fabricmanager not checked", "run verify where systemd manages the node", "info"))
+    for item in judged_findings:
+        if item["severity"] not in HEALTH_SEVERITY:
+            continue
+        gpu = item.get("gpu")
+        found.append(_error("health", "GPU {0}".format(gpu["index"]) if gpu else "node", item["message"],
+                            _health.action_text(item), HEALTH_SEVERITY[item["severity"]]))
+    gpus = nvml.get("gpus") or []
+    # Nothing that moves on a healthy node (temperature, power, clocks): the
+    # report of an unchanged node stays byte-identical.
+    observed = {
+        "gpus": len(gpus),
+        "lost": [gpu.get("index") for gpu in gpus if gpu.get("lost")],
+        "kernel_log": source if kernel_log is not None else None,
+        "xid_events": len(events),
+        "services": services,
+        # The judgement per check and GPU, for the node-exporter textfile.
+        "judged": [{"check": item["check"], "severity": item["severity"], "gpu": item.get("gpu")}
+                   for item in judged_findings],
+    }
+    expected = {"gpu_count": settings.get("gpu_count"), "services": sorted(services or {})}
+    summary = "{0} GPU(s) healthy; {1} Xid event(s) since boot".format(len(gpus), len(events))
+    return judged("health", summary, expected, observed, found)
+
+
+# =============================================================================
 # MIG
 # =============================================================================
 
@@ -854,7 +933,7 @@ def report_gpus(nvml: dict[str, t.Any]) -> list[dict[str, t.Any]]:
 def build_report(host: str, checks: list[dict[str, t.Any]], nvml: dict[str, t.Any],
                  versions: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
     """One host's report: checks in site.yml order, versions, GPUs. Deterministic (no timestamps)."""
-    order = {layer: i for i, layer in enumerate(LAYERS + ("workload", "matrix"))}
+    order = {layer: i for i, layer in enumerate(LAYERS + ("workload", "health", "matrix"))}
     checks = sorted(checks, key=lambda c: order.get(c["layer"], len(order)))
     findings = [f for c in checks for f in c["findings"]]
     counts = {level: sum(1 for f in findings if f["severity"] == level) for level in SEVERITIES}

@@ -29,14 +29,15 @@ FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "com
 CLOCK_EVENT_BITS = ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",
                     "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "display_clock_setting")
 ARCH_AMPERE = 7
+ARCH_UNKNOWN = 0xFFFFFFFF
 # A gpu record of a simulator from before the health keys (FORMAT.md, issue 20)
 # has none of them; its library has none of the health entry points either, so
 # every health leaf is null.
-HEALTH_KEYS = ("ecc_mode", "pcie_gen", "temp", "power_mw")
-
-
 def expected_health(gpu: dict[str, t.Any]) -> dict[str, t.Any]:
-    """nvml.gpus[].health for one `simctl show` gpu record (keys and defaults: tests/nvml-sim/FORMAT.md)."""
+    """nvml.gpus[].health for one `simctl show` gpu record (keys and defaults: tests/nvml-sim/FORMAT.md, Health).
+
+    A record without health keys reads as a healthy GPU with ECC on and no
+    PCIe, temperature, power, NVLink or fabric information."""
     health: dict[str, t.Any] = {
         "ecc": {"mode_current": None, "mode_pending": None,
                 "volatile": {"corrected": None, "uncorrected": None},
@@ -52,36 +53,51 @@ def expected_health(gpu: dict[str, t.Any]) -> dict[str, t.Any]:
         "clock_event_reasons": {"mask": None, "active": []},
         "power": {"draw_w": None, "limit_w": None},
     }
-    if not any(key in gpu for key in HEALTH_KEYS) or gpu.get("lost"):
+    if gpu.get("lost"):
         return health
 
     def get(key: str, default: t.Any = 0) -> t.Any:
         return gpu.get(key, default)
 
-    ecc_on = bool(get("ecc_mode", 1))
-    health["ecc"] = {
-        "mode_current": ecc_on,
-        "mode_pending": bool(get("ecc_pending", 1)),
-        # nvml.h: the totals "require ECC Mode to be enabled".
-        "volatile": {"corrected": get("ecc_vol_corr") if ecc_on else None,
-                     "uncorrected": get("ecc_vol_uncorr") if ecc_on else None},
-        "aggregate": {"corrected": get("ecc_agg_corr") if ecc_on else None,
-                      "uncorrected": get("ecc_agg_uncorr") if ecc_on else None},
-    }
-    if gpu["arch"] < ARCH_AMPERE:
+    def known(key: str) -> t.Any:
+        """A value the library answers only when the record has it (NOT_SUPPORTED otherwise)."""
+        value = gpu.get(key)
+        return None if value is None or value < 0 else value
+
+    ecc_supported = bool(get("ecc_supported", 1))
+    if ecc_supported:
+        ecc_on = bool(get("ecc_mode", 1))
+        health["ecc"] = {
+            "mode_current": ecc_on,
+            "mode_pending": bool(get("ecc_pending", 1)),
+            # nvml.h: the totals "require ECC Mode to be enabled".
+            "volatile": {"corrected": get("ecc_vol_corr") if ecc_on else None,
+                         "uncorrected": get("ecc_vol_uncorr") if ecc_on else None},
+            "aggregate": {"corrected": get("ecc_agg_corr") if ecc_on else None,
+                          "uncorrected": get("ecc_agg_uncorr") if ecc_on else None},
+        }
+    arch = gpu["arch"]
+    retired = get("retired_pages_supported", -1)
+    retired = bool(retired) if retired >= 0 else ecc_supported and 0 < arch < ARCH_AMPERE
+    remapped = get("remapped_rows_supported", -1)
+    remapped = bool(remapped) if remapped >= 0 else ecc_supported and arch >= ARCH_AMPERE and arch != ARCH_UNKNOWN
+    if retired:
         health["retired_pages"] = {"single_bit_ecc": get("retired_sbe"), "double_bit_ecc": get("retired_dbe"),
                                    "pending": bool(get("retired_pending"))}
     # nvml.h: no remapped rows "on MIG-enabled GPUs with active instances".
-    elif not (gpu["mig_capable"] and gpu["mig_current"] and gpu.get("gis")):
+    if remapped and not (gpu["mig_capable"] and gpu.get("gis")):
         health["remapped_rows"] = {"correctable": get("remap_corr"), "uncorrectable": get("remap_uncorr"),
                                    "pending": bool(get("remap_pending")), "failure": bool(get("remap_failure"))}
-    health["recovery_action"] = get("recovery_action")
-    health["pcie"] = {"gen_current": get("pcie_gen", None), "gen_max": get("pcie_gen_max", None),
-                      "width_current": get("pcie_width", None), "width_max": get("pcie_width_max", None),
-                      "replay_counter": get("pcie_replay")}
+    health["recovery_action"] = known("recovery_action") if "recovery_action" in gpu else 0
+    gen_max, width_max = known("pcie_gen_max"), known("pcie_width_max")
+    health["pcie"] = {"gen_current": known("pcie_gen") if "pcie_gen" in gpu else gen_max, "gen_max": gen_max,
+                      "width_current": known("pcie_width") if "pcie_width" in gpu else width_max,
+                      "width_max": width_max, "replay_counter": get("pcie_replay")}
     down = get("nvlink_down", [])
     if isinstance(down, str):
         down = [int(link) for link in down.split(",") if link]
+    elif isinstance(down, int):
+        down = [down]
     health["nvlink"] = [{"link": link, "active": link not in down} for link in range(get("nvlinks"))]
     if "fabric_state" in gpu:
         state = gpu["fabric_state"]
@@ -93,14 +109,15 @@ def expected_health(gpu: dict[str, t.Any]) -> dict[str, t.Any]:
         health["fabric"] = {"state": state, "status": status if done else None,
                             "clique_id": get("clique_id", None) if done else None,
                             "cluster_uuid": get("cluster_uuid", None) if done else None}
-    health["temperature"] = {"current_c": get("temp", None), "slowdown_c": get("temp_slowdown", None),
-                             "shutdown_c": get("temp_shutdown", None)}
+    health["temperature"] = {"current_c": known("temp"), "slowdown_c": known("temp_slowdown"),
+                             "shutdown_c": known("temp_shutdown")}
     mask = get("clock_event_reasons")
     health["clock_event_reasons"] = {"mask": mask,
                                      "active": [name for bit, name in enumerate(CLOCK_EVENT_BITS) if mask >> bit & 1]}
 
     def watts(key: str) -> float | None:
-        return None if key not in gpu else round(gpu[key] / 1000.0, 3)
+        value = known(key)
+        return None if value is None else round(value / 1000.0, 3)
 
     health["power"] = {"draw_w": watts("power_mw"), "limit_w": watts("power_limit_mw")}
     return health

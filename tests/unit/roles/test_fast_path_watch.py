@@ -28,6 +28,8 @@ PATH = re.compile(r"(?<![\w.{-])(/(?:etc|usr|var|run|opt|lib)/[\w.@/+-]*[\w+-])"
 EXEMPT = {
     # Outputs, not configuration: reports, the upgrade's state and the fingerprint itself.
     "/var/lib/gpufleet": "reports and records the roles write for people and for the next run",
+    "/var/lib/prometheus/node-exporter": "verify's health metrics for node-exporter: an output, rewritten by each "
+                                         "verify that finds the health changed",
     # Files that packages own: their versions are in the fingerprint.
     "/usr/bin": "package files the roles run or probe (nvidia-ctk, nvidia-container-runtime, the engines)",
     "/usr/lib/systemd/system/nvidia-cdi-refresh.service": "package file; the roles' drop-in is under /etc/systemd/system",

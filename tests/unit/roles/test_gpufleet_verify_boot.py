@@ -30,7 +30,7 @@ DRIVER = "550.127.05"  # the fixtures' driver
 def lib_files() -> list[str]:
     """The module_utils files roles/verify/vars/main.yml installs (__verify_boot_files)."""
     entries = yaml.safe_load((ROOT / "roles" / "verify" / "vars" / "main.yml").read_text())["__verify_boot_files"]
-    return [re.search(r"__verify_module_utils ~ '/(_\w+\.py)'", entry["content"]).group(1)
+    return [re.search(r"__verify_module_utils ~ '/([\w/]+\.py)'", entry["content"]).group(1)
             for entry in entries if "__verify_module_utils" in entry.get("content", "")]
 
 
@@ -41,6 +41,7 @@ def installed(tmp_path: Path) -> Path:
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
     for name in lib_files():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(str(MODULE_UTILS / name), str(package / name))
     (tmp_path / "sbin").mkdir()
     command = tmp_path / "sbin" / "gpufleet-verify-boot"
@@ -175,3 +176,57 @@ def test_a_broken_spec_is_a_finding_not_a_traceback(installed: Path, sim_node: t
     assert done.returncode == 1, done.stdout
     (problem,) = {c["layer"]: c for c in report["checks"]}["cdi"]["findings"]
     assert "is not readable YAML or JSON" in problem["message"]
+
+
+def health_declaration(tmp_path: Path, node: nvml_sim.SimNode, **health: t.Any) -> Path:
+    """The driver and health checks only, the health layer's judgement with a kernel log file and a textfile."""
+    wanted = {"policy": {}, "gpu_count": None, "kernel_log": str(tmp_path / "kmsg"),
+              "textfile": str(tmp_path / "metrics" / "gpufleet-health.prom"), "persistenced": False,
+              "fabricmanager": False}
+    wanted.update(health)
+    return declaration(tmp_path, spec_for(node), cdi=None, mig=None, health=wanted)
+
+
+def test_a_healthy_node_passes_health_and_writes_the_textfile_once(installed: Path, sim_node: t.Any,
+                                                                  tmp_path: Path) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    (tmp_path / "kmsg").write_text("6,1,100,-;Linux version 6.12.0\n")
+    config = health_declaration(tmp_path, node, gpu_count=8)
+    done, report = run(installed, node, "--config", str(config))
+    assert done.returncode == 0, done.stdout
+    assert statuses(report)["health"] == "pass", report
+    textfile = tmp_path / "metrics" / "gpufleet-health.prom"
+    gauges = re.findall(r'^gpufleet_gpu_health_status\{[^}]*gpu="(\d+)"[^}]*\} (\d+)$', textfile.read_text(), re.M)
+    assert {gpu for gpu, _value in gauges} == {str(i) for i in range(8)}
+    assert {value for _gpu, value in gauges} == {"0"}
+    assert oct(textfile.stat().st_mode & 0o777) == "0o644"
+    before = textfile.stat().st_mtime_ns
+    done, report = run(installed, node, "--config", str(config))
+    assert done.returncode == 0 and textfile.stat().st_mtime_ns == before  # unchanged health: not rewritten
+    assert "health" not in report["gpus"][0]  # readings that move stay out of the report
+
+
+def test_sick_gpus_fail_health_at_boot_naming_gpu_and_action(installed: Path, sim_node: t.Any,
+                                                             tmp_path: Path) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    kmsg = str(tmp_path / "kmsg")
+    node.simctl("inject", "remap-failure", "--gpu", "1")
+    node.simctl("inject", "gpu-lost", "--gpu", "4")
+    node.simctl("inject", "xid", "--gpu", "5", "--xid", "79", "--kmsg", kmsg)
+    node.simctl("inject", "xid", "--gpu", "6", "--xid", "13", "--kmsg", kmsg)  # the application's: ignored
+    gpus = node.show()["gpus"]
+    done, report = run(installed, node, "--config", str(health_declaration(tmp_path, node)))
+    assert done.returncode == 1, done.stdout
+    health = {c["layer"]: c for c in report["checks"]}["health"]
+    assert health["status"] == "fail"
+    errors = {f["subject"]: f for f in health["findings"] if f["severity"] == "error"}
+    assert set(errors) == {"GPU 1", "GPU 4", "GPU 5"}, health["findings"]
+    assert "remap failed" in errors["GPU 1"]["message"] and gpus[1]["uuid"] in errors["GPU 1"]["message"]
+    assert "send the GPU for repair" in errors["GPU 1"]["fix"]
+    assert "lost" in errors["GPU 4"]["message"] and errors["GPU 4"]["fix"]
+    assert "Xid 79" in errors["GPU 5"]["message"] and gpus[5]["bus_id"] in errors["GPU 5"]["message"]
+    assert report["gpus"][4]["lost"] is True and statuses(report)["driver"] == "pass"
+    text = (tmp_path / "metrics" / "gpufleet-health.prom").read_text()
+    assert re.search(r'^gpufleet_gpu_health_status\{bus_id="[^"]+",check="remap_failure",gpu="1",', text, re.M)
+    assert re.search(r'check="remap_failure",gpu="1",uuid="[^"]+"\} 2$', text, re.M), text
+    assert re.search(r'check="gpu_lost",gpu="4",uuid="[^"]*"\} 2$', text, re.M), text

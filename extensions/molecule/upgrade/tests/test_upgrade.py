@@ -6,7 +6,8 @@ job on upg-node1's GPU that ends a few seconds after its drain. The fake API
 server (files/fake_kube_api.py) records every request; the Slurm shim every
 call. The last test breaks upg-node2 and rolls back to 1.17.8: the health
 gate stops the roll there, and the next roll, once the node is fixed,
-resumes it.
+resumes it. Last, upg-node1's GPU turns sick after its update: a roll over
+upg-node1 and upg-node2 stops at upg-node1, and upg-node2 is never touched.
 """
 from __future__ import annotations
 
@@ -190,3 +191,46 @@ def test_failed_gate_stops_the_roll_and_the_next_roll_resumes_it():
     assert cordon_patches(state, "upg-node3", start) == []  # someone else's cordon stays
     assert state["nodes"]["upg-node3"]["unschedulable"] is True
     assert slurm_updates("upg-node3", start) == []
+
+
+# -- a node that comes out of its update sick stops the roll before the next node ---------------------------------
+
+def test_a_node_sick_after_its_update_stops_the_roll_and_the_next_node_is_untouched():
+    """Two nodes, one at a time: upg-node1's GPU reports an uncorrectable ECC error once its packages changed.
+
+    A dpkg hook on upg-node1 injects the error after the roll's package step (as a GPU that fails under the new
+    stack would), so the node is healthy when the roll drains it and sick at its gate. The health layer fails
+    the gate with the GPU and the action named; upg-node2, the next batch, is never reached."""
+    sick = node("upg-node1")
+    hook = "/etc/apt/apt.conf.d/99-upgrade-test-sick-gpu"
+    sick.check_output(
+        "printf '%s\\n' 'DPkg::Post-Invoke {\"nvml-simctl inject ecc-burst --gpu 0 --uncorrected 2 && rm -f {0}\";};'"
+        " > {0}".format(hook))
+    start = time.time()
+    try:
+        run = upgrade("--limit", "upg-node1,upg-node2", "-e", "container_toolkit_version=1.20.1",
+                      "-e", "upgrade_serial=1")
+        sick_report = json.loads(sick.file("/var/lib/gpufleet/verify.json").content_string)
+    finally:
+        sick.run("rm -f " + hook)
+        sick.check_output("nvml-simctl inject clear --gpu 0")
+    assert run.returncode != 0, run.stdout
+    out = " ".join(run.stdout.split())
+    assert 'upg-node1: the upgrade failed at "Fail when a finding reaches verify_fail_on"' in out, run.stdout[-5000:]
+    assert "Not touched: upg-node2." in out, run.stdout[-5000:]
+    health = {c["layer"]: c for c in sick_report["checks"]}["health"]
+    assert health["status"] == "fail", health
+    ecc = [f for f in health["findings"] if f["severity"] == "error"]
+    assert ecc and all("GPU 0" in f["message"] for f in ecc), health["findings"]
+    assert any("uncorrectable ECC" in f["message"] or "uncorrected" in f["message"] for f in ecc), ecc
+
+    state = kube()
+    # upg-node1: updated, then stopped by its gate, out of service with its record.
+    assert toolkit("upg-node1")[0] == "1.20.1-1"
+    assert cordon_patches(state, "upg-node1", start) == [True]
+    assert slurm_updates("upg-node1", start) == ["State=DRAIN"]
+    assert sick.file(RECORD).exists
+    # upg-node2: the roll never reached it.
+    assert toolkit("upg-node2")[0] == "1.17.8-1"
+    assert touched(state, "upg-node2", start) == []
+    assert [c for c in slurm_calls("upg-node2") if c["time"] >= start] == []

@@ -66,7 +66,7 @@ def saved(host, path: str):
 def test_converged_node_passes(host):
     node_report = report(host)
     found = checks(host, node_report)
-    for layer in ("driver", "container_toolkit", "container_runtime", "cdi", "crictl"):
+    for layer in ("driver", "container_toolkit", "container_runtime", "cdi", "crictl", "health"):
         assert found[layer]["status"] == "pass", found[layer]
     assert found["mig"]["status"] == "pass", found["mig"]
     assert node_report["status"] in ("pass", "warn")
@@ -101,6 +101,90 @@ def test_a_swapped_gpu_leaves_the_cdi_spec_stale(host):
         assert cdi["status"] == "fail", cdi
         messages = [f["message"] for f in cdi["findings"]]
         assert "CDI spec is stale: it lists {0}, which NVML does not report".format(old_uuid) in messages, messages
+
+
+# -- GPU health ---------------------------------------------------------------------------------------------------
+
+TEXTFILE = "/var/lib/prometheus/node-exporter/gpufleet-health.prom"
+KMSG = "/run/nvml-sim/kmsg"
+
+
+def gauges(host) -> dict:
+    """The health textfile's status gauges: {(check, gpu): value}, node-level ones under gpu None."""
+    found = {}
+    for line in host.file(TEXTFILE).content_string.splitlines():
+        match = re.match(r'gpufleet_gpu_health_status\{(.*)\} (\d+)$', line)
+        if match:
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1)))
+            found[(labels["check"], labels.get("gpu"))] = int(match.group(2))
+    return found
+
+
+@contextmanager
+def sick(host, *injections: str):
+    """Inject faults with nvml-simctl; afterwards every GPU is healthy again and the kernel log empty."""
+    try:
+        for injection in injections:
+            host.check_output("nvml-simctl inject " + injection)
+        yield
+    finally:
+        for gpu in range(8):
+            host.check_output("nvml-simctl inject clear --gpu {0}".format(gpu))
+        host.check_output(": > " + KMSG)
+
+
+def test_a_healthy_node_passes_health_and_publishes_zero_gauges(host):
+    health = checks(host)["health"]
+    assert health["status"] == "pass", health
+    assert health["findings"] == [] or all(f["severity"] == "info" for f in health["findings"]), health
+    found = gauges(host)
+    assert {gpu for _check, gpu in found if gpu is not None} == {str(i) for i in range(8)}
+    assert set(found.values()) == {0}, found
+    assert host.file(TEXTFILE).mode == 0o644
+
+
+def test_each_hardware_fault_fails_health_naming_the_gpu_and_what_to_do(host):
+    """One fault per GPU of the 8-GPU node, all in one verify run; Xid 13 is on the ignore list."""
+    gpus = json.loads(host.check_output("nvml-simctl show"))["gpus"]
+    with sick(host, "ecc-burst --gpu 0 --uncorrected 1", "remap-failure --gpu 1", "link-degrade --gpu 2",
+              "nvlink-down --gpu 3 --link 5", "gpu-lost --gpu 4", "xid --gpu 5 --xid 79",
+              "xid --gpu 6 --xid 13", "xid --gpu 7 --fallen-off-bus"):
+        run = site(host, "--tags", "verify")
+        found = gauges(host)
+        health = checks(host)["health"]
+    assert run.returncode != 0, run.stdout
+    assert health["status"] == "fail", health
+    errors = [f for f in health["findings"] if f["severity"] == "error"]
+    expected = {0: "ecc_uncorrected_volatile", 1: "remap_failure", 2: "pcie_width", 3: "nvlink_down", 4: "gpu_lost",
+                5: "xid", 7: "fallen_off_bus"}
+    for index, check in expected.items():
+        gpu = gpus[index]
+        mine = [f for f in errors if "GPU {0} ".format(index) in f["message"] + " "]
+        assert mine, (index, health["findings"])
+        # Named by index, UUID and PCI bus id, with what to do.
+        assert any(gpu["uuid"] in f["message"] and gpu["bus_id"].lower() in f["message"].lower() for f in mine), mine
+        assert all(f["fix"] for f in mine), mine
+        assert found[(check, str(index))] == 2, (check, index, found)
+    assert not [f for f in health["findings"] if "GPU 6 " in f["message"] + " "], health["findings"]
+    assert found[("xid", "6")] == 0
+    assert "GPU 1" in run.stdout and "remap" in run.stdout.lower()
+
+
+def test_a_pending_row_remap_warns_without_failing_the_host(host):
+    """Below verify_fail_on: the run passes, the layer warns, the gauge says 1."""
+    gpu = json.loads(host.check_output("nvml-simctl show"))["gpus"][2]
+    with sick(host, "remap-pending --gpu 2"):
+        run = site(host, "--tags", "verify")
+        found = gauges(host)
+        health = checks(host)["health"]
+    assert run.returncode == 0, run.stdout
+    assert health["status"] == "warn", health
+    # The row waits for a GPU reset after an uncorrectable error: two warnings on GPU 2, nothing else.
+    warnings = {f["message"].split(":")[0]: f for f in health["findings"] if f["severity"] == "warning"}
+    assert sorted(warnings) == ["remap_pending", "remap_uncorrectable"], health["findings"]
+    assert all("GPU 2 " in w["message"] and gpu["uuid"] in w["message"] and w["fix"] for w in warnings.values())
+    assert found[("remap_pending", "2")] == 1 and found[("remap_uncorrectable", "2")] == 1
+    assert {value for key, value in found.items() if key[1] != "2"} == {0}
 
 
 def test_mig_switched_on_by_hand_is_found(host):

@@ -433,6 +433,8 @@ def _without_lost(gpu: dict[str, t.Any]) -> dict[str, t.Any]:
 
 @pytest.mark.parametrize("error", MATRIX_ERRORS)
 def test_injected_error(sim_node: t.Any, nvml_call: str, fixture: str, error: str) -> None:
+    if nvml_call == "nvmlDeviceGetRetiredPages" and error == "INSUFFICIENT_SIZE":
+        pytest.skip("not an error of this call: its sizing answer 'there are pages' (count read as given)")
     clean = clean_runs()[fixture]["result"]["nvml"]
     node = sim_node(fixture)
     node.fault(nvml_call, error)
