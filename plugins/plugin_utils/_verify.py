@@ -755,10 +755,10 @@ def check_health(settings: dict[str, t.Any], nvml: dict[str, t.Any], kernel_log:
     if status != "ok":
         return check("health", "not_available", "GPU health not read: NVML status {0}".format(status))
     try:
-        policy = _health.HealthPolicy.from_vars(
-            dict(settings.get("policy") or {}, **({} if settings.get("gpu_count") is None
-                                                   else {"gpu_count_expected": int(settings["gpu_count"])})),
-            prefix=HEALTH_POLICY_PREFIX)
+        variables = dict(settings.get("policy") or {})
+        if settings.get("gpu_count") is not None:
+            variables["gpu_count_expected"] = int(settings["gpu_count"])
+        policy = _health.HealthPolicy.from_vars(variables, prefix=HEALTH_POLICY_PREFIX)
         events = _health.parse_kernel_log(kernel_log or "")
         judged_findings = _health.judge(nvml, events, services or {}, policy)
     except ValueError as exc:

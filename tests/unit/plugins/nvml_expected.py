@@ -30,9 +30,8 @@ CLOCK_EVENT_BITS = ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "
                     "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "display_clock_setting")
 ARCH_AMPERE = 7
 ARCH_UNKNOWN = 0xFFFFFFFF
-# A gpu record of a simulator from before the health keys (FORMAT.md, issue 20)
-# has none of them; its library has none of the health entry points either, so
-# every health leaf is null.
+
+
 def expected_health(gpu: dict[str, t.Any]) -> dict[str, t.Any]:
     """nvml.gpus[].health for one `simctl show` gpu record (keys and defaults: tests/nvml-sim/FORMAT.md, Health).
 

@@ -187,8 +187,8 @@ def health_declaration(tmp_path: Path, node: nvml_sim.SimNode, **health: t.Any) 
     return declaration(tmp_path, spec_for(node), cdi=None, mig=None, health=wanted)
 
 
-def test_a_healthy_node_passes_health_and_writes_the_textfile_once(installed: Path, sim_node: t.Any,
-                                                                  tmp_path: Path) -> None:
+def test_a_healthy_node_passes_health_and_writes_the_textfile_once(
+        installed: Path, sim_node: t.Any, tmp_path: Path) -> None:
     node = sim_node("dgx-a100-8x40gb")
     (tmp_path / "kmsg").write_text("6,1,100,-;Linux version 6.12.0\n")
     config = health_declaration(tmp_path, node, gpu_count=8)

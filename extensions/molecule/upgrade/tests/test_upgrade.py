@@ -203,9 +203,8 @@ def test_a_node_sick_after_its_update_stops_the_roll_and_the_next_node_is_untouc
     the gate with the GPU and the action named; upg-node2, the next batch, is never reached."""
     sick = node("upg-node1")
     hook = "/etc/apt/apt.conf.d/99-upgrade-test-sick-gpu"
-    sick.check_output(
-        "printf '%s\\n' 'DPkg::Post-Invoke {\"nvml-simctl inject ecc-burst --gpu 0 --uncorrected 2 && rm -f {0}\";};'"
-        " > {0}".format(hook))
+    rule = 'DPkg::Post-Invoke {"nvml-simctl inject ecc-burst --gpu 0 --uncorrected 2 && rm -f ' + hook + '";};'
+    sick.check_output("printf '%s\\n' '" + rule + "' > " + hook)
     start = time.time()
     try:
         run = upgrade("--limit", "upg-node1,upg-node2", "-e", "container_toolkit_version=1.20.1",
