@@ -64,7 +64,7 @@ def test_bake_had_no_gpu_and_deferred_the_gpu_work(baked):
 def test_bake_report_defers_the_gpu_checks(baked):
     report = json.loads(baked.file("/var/lib/gpufleet/verify.json").content_string)
     checks = {c["layer"]: c for c in report["checks"]}
-    for layer in ("driver", "cdi", "mig"):
+    for layer in ("driver", "cdi", "mig", "health"):
         assert checks[layer]["status"] == "deferred", checks[layer]
     for layer in ("container_toolkit", "container_runtime", "crictl"):
         assert checks[layer]["status"] == "pass", checks[layer]
@@ -73,6 +73,10 @@ def test_bake_report_defers_the_gpu_checks(baked):
     assert declaration["cdi"] == {"spec": SPEC, "strategies": ["index", "uuid"]}
     assert declaration["mig"]["label"] == "all-disabled"
     assert declaration["persistence"] is True
+    # The boot check judges the GPUs' health as the health layer would have.
+    assert declaration["health"] == {"policy": {}, "gpu_count": None, "kernel_log": "/dev/kmsg",
+                                     "textfile": "/var/lib/prometheus/node-exporter/gpufleet-health.prom",
+                                     "persistenced": True, "fabricmanager": False}
 
 
 # -- the first boot ------------------------------------------------------------
@@ -120,7 +124,7 @@ def test_verify_boot_report_passes(instance):
     assert report["boot_id"] == instance.file("/proc/sys/kernel/random/boot_id").content_string.strip()
     assert report["driver_version"] == DRIVER
     checks = {c["layer"]: c["status"] for c in report["checks"]}
-    assert checks == {"driver": "pass", "persistence": "pass", "cdi": "pass", "mig": "pass"}
+    assert checks == {"driver": "pass", "persistence": "pass", "cdi": "pass", "mig": "pass", "health": "pass"}
     uuids = [g["uuid"] for g in sim_state(instance)["gpus"]]
     assert [g["uuid"] for g in report["gpus"]] == uuids
 
