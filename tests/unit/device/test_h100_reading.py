@@ -14,31 +14,18 @@ said, and that the comparison itself finds the differences it is there for.
 from __future__ import annotations
 
 import copy
-import importlib.util
-import json
 import os
 
 import pytest
 import yaml
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _nvml
-
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-_READING = os.path.join(_ROOT, "tests", "device", "h100-reading-2026-11-23.json")
-
-
-@pytest.fixture(scope="module")
-def check():
-    spec = importlib.util.spec_from_file_location("nvml_real_check", os.path.join(_ROOT, "tests/device/nvml_real_check.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from ansible_collections.gpufleet.nvidia.tests.unit.device.conftest import ROOT as _ROOT, load_reading
 
 
 @pytest.fixture(scope="module")
 def reading():
-    with open(_READING, encoding="utf-8") as f:
-        return json.load(f)
+    return load_reading("h100-reading-2026-11-23.json")
 
 
 def _compare(check, r):

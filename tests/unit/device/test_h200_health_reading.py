@@ -14,28 +14,15 @@ and shown to catch a difference it is there for.
 from __future__ import annotations
 
 import copy
-import importlib.util
-import json
-import os
 
 import pytest
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-_READING = os.path.join(_ROOT, "tests", "device", "h200-reading-2026-11-26.json")
-
-
-@pytest.fixture(scope="module")
-def check():
-    spec = importlib.util.spec_from_file_location("nvml_real_check", os.path.join(_ROOT, "tests/device/nvml_real_check.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from ansible_collections.gpufleet.nvidia.tests.unit.device.conftest import load_reading
 
 
 @pytest.fixture(scope="module")
 def reading():
-    with open(_READING, encoding="utf-8") as f:
-        return json.load(f)
+    return load_reading("h200-reading-2026-11-26.json")
 
 
 def _compare_health(check, r):

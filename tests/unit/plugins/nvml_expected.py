@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import typing as t
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _nvml_health
+
 MIB = 1024 * 1024
 
 
@@ -37,21 +39,8 @@ def expected_health(gpu: dict[str, t.Any]) -> dict[str, t.Any]:
 
     A record without health keys reads as a healthy GPU with ECC on and no
     PCIe, temperature, power, NVLink or fabric information."""
-    health: dict[str, t.Any] = {
-        "ecc": {"mode_current": None, "mode_pending": None,
-                "volatile": {"corrected": None, "uncorrected": None},
-                "aggregate": {"corrected": None, "uncorrected": None}},
-        "retired_pages": {"single_bit_ecc": None, "double_bit_ecc": None, "pending": None},
-        "remapped_rows": {"correctable": None, "uncorrectable": None, "pending": None, "failure": None},
-        "recovery_action": None,
-        "pcie": {"gen_current": None, "gen_max": None, "width_current": None, "width_max": None,
-                 "replay_counter": None},
-        "nvlink": [],
-        "fabric": None,
-        "temperature": {"current_c": None, "slowdown_c": None, "shutdown_c": None},
-        "clock_event_reasons": {"mask": None, "active": []},
-        "power": {"draw_w": None, "limit_w": None},
-    }
+    # The all-null shape is the binding's: what a GPU answers, below, is this file's own reading of FORMAT.md.
+    health = _nvml_health.empty_health()
     if gpu.get("lost"):
         return health
 
