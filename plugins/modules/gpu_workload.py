@@ -13,8 +13,9 @@ version_added: 0.1.0
 description:
   - "Starts one container per requested CDI device through the engine the node runs, the way a workload would -
     containerd and CRI-O through CRI (C(crictl runp), C(create), C(start), with the runtime handler given; all the
-    containers of one check run in one pod sandbox, as a pod's containers do), Docker with C(docker run --device). Inside, it runs the image's check command (default C(nvidia-smi -L)) and the
-    driver-version command, and compares what the container sees with what the host's NVML reports."
+    containers of one check run in one pod sandbox, as a pod's containers do), Docker with C(docker run --device).
+    Inside, it runs the image's check command (default C(nvidia-smi -L)) and the driver-version command, and
+    compares what the container sees with what the host's NVML reports."
   - Every pod and container it creates carries the label C(gpufleet.nvidia/workload-check) and is removed on
     success, failure and timeout; leftovers of an interrupted earlier run are removed first.
   - The image must be on the node, or be importable from O(image_archive) (C(ctr -n k8s.io images import),
