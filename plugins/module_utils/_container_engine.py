@@ -122,9 +122,11 @@ def archive_image_for(path: str, ref: str) -> dict[str, t.Any]:
 class Engine:
     """Start, exec in and remove labelled containers; subclasses speak to one engine.
 
-    start() records what it created in the caller's list before anything
-    else can fail, so the caller removes it whatever happens; containers of
-    one check may run at once from several threads."""
+    open() makes what the check's containers share (on CRI their pod sandbox)
+    once before the first of them, close() removes it after the last, whatever
+    happened; start() records what it created in the caller's list before
+    anything else can fail, so the caller removes it whatever happens;
+    containers of one check may run at once from several threads."""
 
     def __init__(self, params: dict[str, t.Any], program: t.Callable[[str], str]) -> None:
         # params: engine, image, runtime_handler, endpoint, hold_command, timeout
@@ -171,14 +173,16 @@ class Engine:
 
         In check mode nothing is imported or pulled: `present` false says it would be."""
         image: dict[str, t.Any] = {"local": ref, "present": False, "imported": False, "pulled": False}
+        local = image["local"] = self.local_ref(ref, archive)
+        if self.has_image(local):
+            # The archive is needed only to import: a caller may fetch it
+            # when this says the image is missing, not on every check.
+            image["present"] = True
+            return image
         if archive and not os.path.exists(archive):
             if check_mode:  # not downloaded in check mode
                 return image
             raise RunFailed("the archive {0} is not on the node".format(archive))
-        local = image["local"] = self.local_ref(ref, archive)
-        if self.has_image(local):
-            image["present"] = True
-            return image
         if check_mode:
             return image
         if archive:
@@ -210,6 +214,13 @@ class Engine:
 
     def remove_leftovers(self) -> int:
         raise NotImplementedError
+
+    def open(self, deadline: float, workdir: str) -> None:
+        """What every container of the check shares; RunFailed fails them all alike."""
+
+    def close(self) -> str | None:
+        """Removes what open() made (also after it failed half-way); what is left, if anything."""
+        return None
 
     def start(self, image: str, cdi: list[str], deadline: float, workdir: str, created: list[str]) -> str:
         raise NotImplementedError
@@ -261,42 +272,71 @@ class CRIEngine(Engine):
         done = self.quiet(self.crictl("pods", "-q", "--label", LABEL + "=true"))
         pods = done.stdout.decode().split() if done.returncode == 0 else []
         for pod in pods:
-            self.remove(pod)
+            self.remove_pod(pod)
         return len(pods)
 
-    def start(self, image: str, cdi: list[str], deadline: float, workdir: str, created: list[str]) -> str:
-        name = "gpufleet-workload-" + uuid.uuid4().hex[:10]
-        labels = {LABEL: "true"}
+    def __init__(self, params: dict[str, t.Any], program: t.Callable[[str], str]) -> None:
+        super().__init__(params, program)
+        self.pod_name = ""
+        self.pod_id = ""
+        self.pod_file = ""
+
+    def open(self, deadline: float, workdir: str) -> None:
+        """One pod sandbox for all the check's containers, as the kubelet runs a pod's containers in one.
+
+        The runtime handler is the pod's (runp --runtime): a check runs one
+        handler, so one sandbox; a sandbox per container cost a pause
+        container's start and removal each (seconds on a node with many MIG
+        devices)."""
+        self.pod_name = "gpufleet-workload-" + uuid.uuid4().hex[:10]
         pod = {
-            "metadata": {"name": name, "namespace": NAMESPACE, "uid": name, "attempt": 0},
-            "labels": labels,
+            "metadata": {"name": self.pod_name, "namespace": NAMESPACE, "uid": self.pod_name, "attempt": 0},
+            "labels": {LABEL: "true"},
             "log_directory": workdir,
             # Host network: the check needs no network, and a pod network
             # would add a CNI plugin to what it depends on.
             "linux": {"security_context": {"namespace_options": {"network": 2}}},
         }
+        self.pod_file = os.path.join(workdir, "pod.json")
+        with open(self.pod_file, "w") as handle:
+            json.dump(pod, handle)
+        runp = ["runp"] + (["--runtime", self.params["runtime_handler"]] if self.params["runtime_handler"] else [])
+        self.pod_id = self.run(self.crictl(*runp, self.pod_file), deadline, "crictl runp (the pod sandbox)").strip()
+
+    def close(self) -> str | None:
+        """Removes the sandbox and with it any container a failed removal left."""
+        pods = [self.pod_id] if self.pod_id else []
+        if not pods and self.pod_name:
+            # runp failed or ran out of time: a sandbox it made anyway is
+            # found by its name.
+            done = self.quiet(self.crictl("pods", "-q", "--label", LABEL + "=true", "--name", "^" + self.pod_name + "$"))
+            pods = done.stdout.decode().split() if done.returncode == 0 else []
+        problems = [problem for problem in (self.remove_pod(pod) for pod in pods) if problem]
+        self.pod_id = self.pod_name = ""
+        return "; ".join(problems) or None
+
+    def start(self, image: str, cdi: list[str], deadline: float, workdir: str, created: list[str]) -> str:
+        # Unique within the sandbox: CRI reserves a container name per pod.
+        name = "probe-" + uuid.uuid4().hex[:10]
+        labels = {LABEL: "true"}
         container = {
-            "metadata": {"name": "probe"},
+            "metadata": {"name": name},
             "image": {"image": image},
             "command": self.params["hold_command"],
             "labels": labels,
-            "log_path": "probe.log",
+            "log_path": name + ".log",
             # The CRI field (Kubernetes >= 1.28) and the annotation older
             # engines read; each engine de-duplicates the two.
             "CDI_devices": [{"name": device} for device in cdi],
             "annotations": {"cdi.k8s.io/gpufleet-verify": ",".join(cdi)},
             "linux": {},
         }
-        pod_file, container_file = os.path.join(workdir, "pod.json"), os.path.join(workdir, "container.json")
-        with open(pod_file, "w") as handle:
-            json.dump(pod, handle)
+        container_file = os.path.join(workdir, name + ".json")
         with open(container_file, "w") as handle:
             json.dump(container, handle)
-        runp = ["runp"] + (["--runtime", self.params["runtime_handler"]] if self.params["runtime_handler"] else [])
-        pod_id = self.run(self.crictl(*runp, pod_file), deadline, "crictl runp (the pod sandbox)").strip()
-        created.append(pod_id)  # removed by the caller, whatever happens next
-        container_id = self.run(self.crictl("create", pod_id, container_file, pod_file), deadline,
+        container_id = self.run(self.crictl("create", self.pod_id, container_file, self.pod_file), deadline,
                                 "crictl create (the GPU container)").strip()
+        created.append(container_id)  # removed by the caller, whatever happens next
         self.run(self.crictl("start", container_id), deadline, "crictl start (the GPU container)")
         return container_id
 
@@ -311,11 +351,18 @@ class CRIEngine(Engine):
             raise
 
     def remove(self, handle: str) -> str | None:
-        """Removes the pod (handle: pod id) and with it its containers."""
-        self.quiet(self.crictl("stopp", handle))
-        done = self.quiet(self.crictl("rmp", "--force", handle))
+        """Removes a container (killed first: its hold command ignores SIGTERM as PID 1)."""
+        done = self.quiet(self.crictl("rm", "--force", handle))
         if done.returncode != 0:
-            return done.stderr.decode("utf-8", "replace").strip()[-KEEP:]
+            return engine_error(done.stderr.decode("utf-8", "replace"))
+        return None
+
+    def remove_pod(self, pod: str) -> str | None:
+        """Removes a pod sandbox and with it its containers."""
+        self.quiet(self.crictl("stopp", pod))
+        done = self.quiet(self.crictl("rmp", "--force", pod))
+        if done.returncode != 0:
+            return "pod sandbox {0}: {1}".format(pod, engine_error(done.stderr.decode("utf-8", "replace")))
         return None
 
 

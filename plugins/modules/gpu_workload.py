@@ -12,9 +12,10 @@ short_description: Start short-lived GPU containers through the node's engine an
 version_added: 0.1.0
 description:
   - "Starts one container per requested CDI device through the engine the node runs, the way a workload would -
-    containerd and CRI-O through CRI (C(crictl runp), C(create), C(start), with the runtime handler given), Docker
-    with C(docker run --device). Inside, it runs the image's check command (default C(nvidia-smi -L)) and the
-    driver-version command, and compares what the container sees with what the host's NVML reports."
+    containerd and CRI-O through CRI (C(crictl runp), C(create), C(start), with the runtime handler given; all the
+    containers of one check run in one pod sandbox, as a pod's containers do), Docker with C(docker run --device).
+    Inside, it runs the image's check command (default C(nvidia-smi -L)) and the driver-version command, and
+    compares what the container sees with what the host's NVML reports."
   - Every pod and container it creates carries the label C(gpufleet.nvidia/workload-check) and is removed on
     success, failure and timeout; leftovers of an interrupted earlier run are removed first.
   - The image must be on the node, or be importable from O(image_archive) (C(ctr -n k8s.io images import),
@@ -79,7 +80,9 @@ options:
         description: Another image for this container (a CUDA image under test); pulled when missing and O(pull=true).
         type: str
   driver_version:
-    description: The host's driver version (NVML); the container must report the same. V("") skips the comparison.
+    description:
+      - The host's driver version (NVML); the container that reads it (O(driver_command)) must report the same.
+        V("") skips the comparison.
     type: str
     default: ""
   command:
@@ -88,7 +91,10 @@ options:
     elements: str
     default: [nvidia-smi, -L]
   driver_command:
-    description: The command that prints the driver version inside the container; V([]) skips it.
+    description:
+      - The command that prints the driver version inside the container; V([]) skips it.
+      - It runs in the first container of each image only; the driver's libraries reach every container through
+        the CDI spec's common edits, whichever device it asks for.
     type: list
     elements: str
     default: [nvidia-smi, --query-gpu=driver_version, "--format=csv,noheader"]
@@ -98,7 +104,9 @@ options:
     elements: str
     default: [sleep, "3600"]
   timeout:
-    description: Seconds one container may take from creation to removal; past it the run fails and is cleaned up.
+    description:
+      - Seconds one container may take from creation to removal; past it the run fails and is cleaned up.
+      - The pod sandbox on CRI has as long to start; past it every container fails.
     type: int
     default: 30
   parallel:
@@ -223,13 +231,12 @@ class WorkloadCheck:
         return {"cdi": item["cdi"], "image": ref, "status": "skipped" if self.module.check_mode else "fail",
                 "error": error, "seconds": 0.0, "gpus": [], "migs": [], "missing": [], "unexpected": []}
 
-    def one(self, item: dict[str, t.Any], image: str) -> dict[str, t.Any]:
+    def one(self, item: dict[str, t.Any], image: str, workdir: str, read_driver: bool) -> dict[str, t.Any]:
         result: dict[str, t.Any] = {"cdi": item["cdi"], "image": image, "status": "fail", "seconds": 0.0,
                                     "gpus": [], "migs": [], "driver_version": None, "missing": [], "unexpected": [],
                                     "error": None, "output": ""}
         started = time.monotonic()
         deadline = started + self.params["timeout"]
-        workdir = tempfile.mkdtemp(prefix="gpufleet-workload-")
         created: list[str] = []
         try:
             handle = self.engine.start(image, item["cdi"], deadline, workdir, created)
@@ -237,13 +244,13 @@ class WorkloadCheck:
                                        "the check command ({0})".format(" ".join(self.params["command"])))
             result["output"] = listing[-KEEP:]
             result["gpus"], result["migs"] = parse_listing(listing)
-            if self.params["driver_command"]:
+            if read_driver:
                 out = self.engine.exec(handle, self.params["driver_command"], deadline,
                                        "the driver version command ({0})".format(
                                            " ".join(self.params["driver_command"])))
                 versions = sorted({line.strip() for line in out.splitlines() if line.strip()})
                 result["driver_version"] = ", ".join(versions) or None
-            self.compare(item, result)
+            self.compare(item, result, read_driver)
         except RunFailed as exc:
             result["error"] = str(exc)
             result["timed_out"] = isinstance(exc, Timeout)
@@ -254,11 +261,10 @@ class WorkloadCheck:
                     result["error"] = (result["error"] or "") + " (and it could not be removed: {0})".format(
                         leftover)
                     result["status"] = "fail"
-            shutil.rmtree(workdir, ignore_errors=True)
             result["seconds"] = round(time.monotonic() - started, 2)
         return result
 
-    def compare(self, item: dict[str, t.Any], result: dict[str, t.Any]) -> None:
+    def compare(self, item: dict[str, t.Any], result: dict[str, t.Any], read_driver: bool) -> None:
         want = list(item["gpus"]) + list(item["migs"])
         seen = result["gpus"] + result["migs"]
         result["missing"] = [uuid_ for uuid_ in want if uuid_ not in seen]
@@ -269,7 +275,7 @@ class WorkloadCheck:
             problems.append("the container does not see {0}".format(", ".join(result["missing"])))
         if result["unexpected"]:
             problems.append("the container sees {0}, which it did not ask for".format(", ".join(result["unexpected"])))
-        if wanted_driver and self.params["driver_command"] and result["driver_version"] != wanted_driver:
+        if wanted_driver and read_driver and result["driver_version"] != wanted_driver:
             problems.append("the container reports driver {0}, the host runs {1}".format(
                 result["driver_version"], wanted_driver))
         if problems:
@@ -299,18 +305,50 @@ class WorkloadCheck:
                                                 else None)
             work.append((item, ref, images[ref]))
 
-        def check(job: tuple[dict[str, t.Any], str, dict[str, t.Any]]) -> dict[str, t.Any]:
-            item, ref, image = job
-            if not image["present"]:
-                return self.not_run(item, ref, "image {0}: {1}".format(ref, image["error"]))
-            result = self.one(item, image["local"])
-            result["image"] = ref
-            return result
+        # The driver's libraries reach a container through the CDI spec's
+        # common edits, whatever device it asks for: the first container of
+        # each image reads the driver version, the others (a node's MIG
+        # devices) only list what they see.
+        readers: dict[str, dict[str, t.Any]] = {}
+        for item, ref, _image in work:
+            readers.setdefault(ref, item)
+        # What the containers share (CRI: their pod sandbox) is made once,
+        # and only when a container will start; if it cannot be made, every
+        # container fails with its reason.
+        workdir = tempfile.mkdtemp(prefix="gpufleet-workload-")
+        shared: RunFailed | None = None
+        try:
+            if any(image["present"] for _item, _ref, image in work):
+                try:
+                    self.engine.open(time.monotonic() + self.params["timeout"], workdir)
+                except RunFailed as exc:
+                    shared = exc
 
-        # Containers are independent: a node with many MIG devices checks
-        # several at once (each still within its own time limit).
-        with ThreadPoolExecutor(max_workers=max(1, min(self.params["parallel"], len(work) or 1))) as pool:
-            out["runs"] = list(pool.map(check, work))
+            def check(job: tuple[dict[str, t.Any], str, dict[str, t.Any]]) -> dict[str, t.Any]:
+                item, ref, image = job
+                if not image["present"]:
+                    return self.not_run(item, ref, "image {0}: {1}".format(ref, image["error"]))
+                if shared is not None:
+                    result = self.not_run(item, ref, str(shared))
+                    result.update(status="fail", timed_out=isinstance(shared, Timeout))
+                    return result
+                read_driver = bool(self.params["driver_command"]) and item is readers[ref]
+                result = self.one(item, image["local"], workdir, read_driver)
+                result["image"] = ref
+                return result
+
+            # Containers are independent: a node with many MIG devices checks
+            # several at once (each still within its own time limit).
+            with ThreadPoolExecutor(max_workers=max(1, min(self.params["parallel"], len(work) or 1))) as pool:
+                out["runs"] = list(pool.map(check, work))
+        finally:
+            leftover = self.engine.close()
+            shutil.rmtree(workdir, ignore_errors=True)
+        if leftover:
+            for result, (_item, _ref, image) in zip(out["runs"], work):
+                if image["present"]:
+                    result["error"] = (result["error"] or "") + " (and it could not be removed: {0})".format(leftover)
+                    result["status"] = "fail"
         out["image"] = images.get(self.params["image"]) or {"ref": self.params["image"], "present": None}
         out["images"] = list(images.values())
         out["changed"] = any(image["imported"] or image["pulled"] for image in images.values())
