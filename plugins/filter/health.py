@@ -22,7 +22,7 @@ def _policy(name: str, policy: t.Any, prefix: str) -> _health.HealthPolicy:
         raise AnsibleFilterError("{0}: {1}".format(name, exc)) from None
 
 
-def health_policy_errors(policy: t.Any, prefix: str = "health_") -> list[str]:
+def health_policy_errors(policy: t.Any, prefix: str = _health.PREFIX) -> list[str]:
     """Every problem of the health variables (named with prefix) and its fix; [] when they are good."""
     return _health.policy_errors(policy, prefix)
 
@@ -36,7 +36,7 @@ def health_xid_events(kernel_log: t.Any) -> list[dict[str, t.Any]]:
 
 
 def health_findings(nvml: t.Any, kernel_log: t.Any = None, services: t.Any = None, policy: t.Any = None,
-                    prefix: str = "health_") -> list[dict[str, t.Any]]:
+                    prefix: str = _health.PREFIX) -> list[dict[str, t.Any]]:
     """The health findings of one node from its nvml_info facts, kernel log text and service states."""
     judged_by = _policy("health_findings", policy, prefix)
     try:

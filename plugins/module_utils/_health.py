@@ -179,8 +179,9 @@ def _xids_of(severity: str) -> list[int]:
     return sorted(row["xid"] for row in _kb.XID_CATALOG if row["severity"] == severity)
 
 
-# The policy's variables and defaults: the roles' <role>_health_* defaults
-# mirror this (health_ + name). Severities are ignore / warn / critical.
+# The policy's names and defaults: verify_health_policy overrides them by
+# name (docs/health.md). Severities are ignore / warn / critical.
+PREFIX = "verify_health_policy."
 POLICY_DEFAULTS: dict[str, t.Any] = {
     "gpu_count_expected": None,
     "gpu_count": "critical",
@@ -230,7 +231,7 @@ class HealthPolicy:
         return self.values[name]
 
     @classmethod
-    def from_vars(cls, variables: t.Any = None, prefix: str = "health_") -> HealthPolicy:
+    def from_vars(cls, variables: t.Any = None, prefix: str = PREFIX) -> HealthPolicy:
         """The policy from variables named without their prefix; unknown or bad ones raise one ValueError
         naming every variable (with the prefix) and its fix."""
         errors = policy_errors(variables, prefix)
@@ -266,7 +267,7 @@ def _xid_list_error(name: str, value: t.Any) -> str | None:
     return None
 
 
-def policy_errors(variables: t.Any, prefix: str = "health_") -> list[str]:
+def policy_errors(variables: t.Any, prefix: str = PREFIX) -> list[str]:
     """Every problem of the policy variables, each naming the variable and the fix; [] when it is good."""
     if variables is None:
         return []
@@ -541,7 +542,7 @@ class _Judge:
             self.add("gpu_count", None, "{0} GPUs visible to NVML, {1} expected".format(len(gpus), expected),
                      "reseat" if len(gpus) < expected else "none",
                      advice="; a GPU missing after a reboot is unseated, unpowered or failed" if len(gpus) < expected
-                     else "; set health_gpu_count_expected to this node's GPU count")
+                     else "; set verify_health_gpu_count to this node's GPU count")
         for check, unit in SERVICES.items():
             if unit not in services:
                 continue

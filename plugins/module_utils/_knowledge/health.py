@@ -8,8 +8,8 @@ line formats and the thresholds the health judgement starts from.
 
 Read by plugins/module_utils/_health.py (the judgement: verify's health layer,
 the upgrade gate, the fleet report and gpufleet-verify-boot on the node, so
-Python 3.8+, standard library only). The roles' health_* defaults mirror
-XID_CATALOG's default severities and HEALTH_THRESHOLDS.
+Python 3.8+, standard library only). verify_health_policy overrides the
+defaults XID_CATALOG's severities and HEALTH_THRESHOLDS give.
 
 `status`: "V" read in the cited source itself; "S" read through a
 transcription of the cited source (the catalog page is one large table the
@@ -35,8 +35,8 @@ _SMI = "https://docs.nvidia.com/deploy/nvidia-smi/index.html"
 # `catalog_action` NVIDIA's "Resolution Bucket (Immediate Action)";
 # `severity` the default: "ignore" for the device plugin's application-error
 # list (the GPU stays healthy: the application must restart), "critical" for
-# GKE's list, "warn" for every other Xid (health_xid_ignore /
-# health_xid_critical move them). `action` is what a finding asks for unless
+# GKE's list, "warn" for every other Xid (verify_health_policy's xid_ignore /
+# xid_critical move them). `action` is what a finding asks for unless
 # the driver's recovery action (RECOVERY_ACTIONS) says otherwise: the catalog's
 # RESET_GPU -> reset_gpu, RESTART_BM (restart the bare-metal node) -> reboot,
 # failures of the GPU's own repair (64) -> drain_and_repair, RESTART_APP and
@@ -174,7 +174,7 @@ HEALTH_THRESHOLDS: tuple[dict[str, t.Any], ...] = (
     {"variable": "pcie_width", "default": "critical", "status": "U",
      "why": "a data-center GPU trained below its maximum width (x16 -> x8/x4) is a seating, riser or slot fault "
             "that halves host bandwidth; nvidia-smi allows width to drop at idle too, so a fleet that sees it on "
-            "healthy GPUs sets health_pcie_width: warn",
+            "healthy GPUs sets verify_health_policy: {pcie_width: warn}",
      "source": _SMI, "checked": "2026-11-26"},
     {"variable": "remap_pending", "default": "warn", "status": "V",
      "why": "a row marked for remapping takes effect at the next GPU reset; the GPU works meanwhile",

@@ -155,14 +155,14 @@ def test_bad_policy_names_the_variable_and_the_fix(variables: dict[str, t.Any], 
 
 def test_every_problem_is_reported_at_once_and_good_values_pass() -> None:
     errors = _health.policy_errors({"pcie_width": "x", "pcie_gen": "y"})
-    assert [e.split(":")[0] for e in errors] == ["health_pcie_gen", "health_pcie_width"]
+    assert [e.split(":")[0] for e in errors] == ["verify_health_policy.pcie_gen", "verify_health_policy.pcie_width"]
     assert _health.policy_errors({"xid_ignore": [13, "31"], "xid_critical": [79], "gpu_count_expected": 8,
                                   "pcie_gen": "warn", "recovery_action_map": {"1": "reboot"}}) == []
     policy = _health.HealthPolicy.from_vars({"xid_ignore": [13, "31"], "recovery_action_map": {"1": "reboot"}})
     assert policy["xid_ignore"] == [13, 31]
     assert policy["recovery_action_map"] == {1: "reboot"}
-    assert _health.policy_errors("pcie_width=warn") == ["health_*: expected the health variables as a mapping, "
-                                                        "got str"]
+    assert _health.policy_errors("pcie_width=warn") == [
+        "verify_health_policy.*: expected the health variables as a mapping, got str"]
 
 
 # ---------------------------------------------------------------- judgement
