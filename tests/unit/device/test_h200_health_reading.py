@@ -17,6 +17,7 @@ import copy
 
 import pytest
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _health
 from ansible_collections.gpufleet.nvidia.tests.unit.device.conftest import load_reading
 
 
@@ -69,3 +70,12 @@ def test_health_comparison_catches_a_difference(check, reading, path, value):
     leaf[path[-1]] = value
     fields = {m["field"] for m in _compare_health(check, changed).mismatches}
     assert "gpu0.health." + ".".join(path) in fields
+
+
+def test_the_real_gpu_is_judged_healthy(reading):
+    """No false alarm on a real, idle, healthy GPU: the judgement of its recorded reading is a pass."""
+    gpu = reading["ours"]["devices"][0]
+    facts = {"status": "ok", "gpus": [{"index": 0, "uuid": "GPU-redacted", "pci": gpu["pci"],
+                                       "lost": False, "health": reading["health"]["ours"]["devices"][0]["health"]}]}
+    policy = _health.HealthPolicy.from_vars({"gpu_count_expected": 1})
+    assert _health.judge(facts, [], {"nvidia-persistenced": "active"}, policy) == []
