@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Read-only: gpufleet-verify-boot's driver and health checks on a node with a
+# real NVIDIA GPU, installed as the verify role installs it (the command and
+# the module_utils it imports), judging NVML's health fields, the real kernel
+# log (/dev/kmsg, without blocking) and systemd's view of the daemons.
+#
+#   tests/device/boot-health-check.sh OUTDIR
+#
+# Writes OUTDIR/report.json (the boot check's report), OUTDIR/gpufleet-health.prom
+# (the node-exporter textfile) and OUTDIR/stdout.txt. Nothing on the node
+# changes: no MIG, CDI or persistence check is configured, and the boot check
+# calls no NVML entry point that sets anything.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+out=${1:?usage: $0 OUTDIR}
+py=${PYTHON:-python3}
+work=$(mktemp -d)
+mkdir -p "$out" "$work/sbin" "$work/lib/gpufleet/gpufleet_verify/_knowledge"
+touch "$work/lib/gpufleet/gpufleet_verify/__init__.py"
+for f in _nvml.py _mig.py _mig_profiles.py _nvml_health.py _health.py _knowledge/__init__.py _knowledge/health.py; do
+  cp "$repo/plugins/module_utils/$f" "$work/lib/gpufleet/gpufleet_verify/$f"
+done
+cp "$repo/roles/verify/files/gpufleet-verify-boot" "$work/sbin/"
+cat > "$work/boot.json" <<JSON
+{"report": "$out/report.json",
+ "driver": {"version": "", "branch": ""},
+ "health": {"policy": {}, "gpu_count": null, "kernel_log": "/dev/kmsg",
+            "textfile": "$out/gpufleet-health.prom", "persistenced": false, "fabricmanager": false}}
+JSON
+"$py" "$work/sbin/gpufleet-verify-boot" --config "$work/boot.json" >"$out/stdout.txt" 2>&1
+rc=$?
+echo "rc=$rc" >>"$out/stdout.txt"
+cat "$out/stdout.txt"
+exit "$rc"
