@@ -647,12 +647,18 @@ def workload_plan(nvml: dict[str, t.Any], layers: dict[str, t.Any], settings: di
     plan["devices"].append({"cdi": [CDI_KIND + "=all"], "gpus": [g["uuid"] for g in seen],
                             "migs": [d["uuid"] for _g, d in migs if d.get("uuid")]})
     # Every MIG device NVML reports, whoever made it (the mig layer, or a MIG
-    # manager of its own): each is a device a pod can ask for.
+    # manager of its own), asked for by its CDI name, as a pod asks for MIG
+    # devices: those of one GPU in one container, which must see them and
+    # that GPU, nothing else. One container per GPU rather than per device:
+    # a container's start (its CDI hooks) is what the check costs, and an
+    # unresolvable device is named by the engine either way.
     strategies = _strategies(_vars(layers.get("cdi") or {}).get("cdi_device_name_strategy"))
     if settings.get("mig_devices") and "uuid" in strategies:
-        for gpu, device in migs:
-            plan["devices"].append({"cdi": [CDI_KIND + "=" + device["uuid"]], "gpus": [gpu["uuid"]],
-                                    "migs": [device["uuid"]]})
+        for gpu in gpus:
+            devices = [d["uuid"] for g, d in migs if g is gpu and d.get("uuid")]
+            if devices:
+                plan["devices"].append({"cdi": [CDI_KIND + "=" + uuid for uuid in devices], "gpus": [gpu["uuid"]],
+                                        "migs": devices})
     for image in cuda_images or []:
         if image.get("run"):
             plan["devices"].append({"cdi": [CDI_KIND + "=all"], "gpus": plan["devices"][0]["gpus"],

@@ -110,18 +110,22 @@ def test_gpu_containers_see_the_hosts_gpus_and_driver(host):
     assert leftovers(host) == []
 
 
-def test_each_mig_device_runs_alone(host):
+def test_each_mig_device_is_asked_for_by_its_cdi_name(host):
+    """The MIG devices of one GPU in one container: it sees them and that GPU, nothing else."""
     if name(host) != "workload-containerd17":
         pytest.skip("the MIG fixture runs on containerd 1.7")
     report = json.loads(host.file("/var/lib/gpufleet/verify.json").content_string)
-    runs = [run for run in layer(report, "workload")["observed"]["runs"] if run["cdi"] != ["nvidia.com/gpu=all"]]
+    runs = [run for run in layer(report, "workload")["observed"]["runs"]
+            if run["cdi"] != ["nvidia.com/gpu=all"] and not run.get("image")]
     migs = {ci["uuid"]: g["uuid"] for g in node_state(host)["gpus"] for gi in g["gis"] for ci in gi["cis"]}
     assert len(migs) == 14
-    assert sorted(run["cdi"][0] for run in runs) == sorted("nvidia.com/gpu=" + uuid for uuid in migs)
+    assert sorted(cdi for run in runs for cdi in run["cdi"]) == sorted("nvidia.com/gpu=" + uuid for uuid in migs)
+    assert len(runs) == len(set(migs.values()))  # one container per GPU in MIG mode
     for run in runs:
-        mig = run["cdi"][0].split("=", 1)[1]
-        # Alone: its own MIG device and the GPU it is on, nothing else.
-        assert (run["migs"], run["gpus"]) == ([mig], [migs[mig]]), run
+        asked = [cdi.split("=", 1)[1] for cdi in run["cdi"]]
+        assert run["status"] == "pass", run
+        assert (sorted(run["migs"]), run["gpus"]) == (sorted(asked), [migs[asked[0]]]), run
+        assert {migs[mig] for mig in asked} == set(run["gpus"])
 
 
 def test_the_fleet_report_shows_the_cuda_image_matrix(host):

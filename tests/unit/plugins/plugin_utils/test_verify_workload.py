@@ -18,6 +18,7 @@ IMAGE = "site/cuda-probe:1.0@sha256:" + "1" * 64
 NVML = {"status": "ok", "driver_version": "550.163.01", "gpus": [
     {"index": 0, "uuid": "GPU-0", "mig": {"devices": [{"uuid": "MIG-0a"}, {"uuid": "MIG-0b"}]}},
     {"index": 1, "uuid": "GPU-1", "mig": {"devices": []}},
+    {"index": 2, "uuid": "GPU-2", "mig": {"devices": [{"uuid": "MIG-2a"}]}},
 ]}
 
 
@@ -38,14 +39,15 @@ def settings(**kw: t.Any) -> dict[str, t.Any]:
     return base
 
 
-def test_one_container_for_every_gpu_and_one_per_mig_device() -> None:
+def test_one_container_for_every_gpu_and_one_per_gpu_for_its_mig_devices() -> None:
     plan = workload_plan(NVML, layers(), settings())
     assert (plan["managed"], plan["run"], plan["engine"], plan["runtime_handler"]) == (True, True, "containerd",
                                                                                        "nvidia")
     assert plan["devices"] == [
-        {"cdi": ["nvidia.com/gpu=all"], "gpus": ["GPU-0", "GPU-1"], "migs": ["MIG-0a", "MIG-0b"]},
-        {"cdi": ["nvidia.com/gpu=MIG-0a"], "gpus": ["GPU-0"], "migs": ["MIG-0a"]},
-        {"cdi": ["nvidia.com/gpu=MIG-0b"], "gpus": ["GPU-0"], "migs": ["MIG-0b"]},
+        {"cdi": ["nvidia.com/gpu=all"], "gpus": ["GPU-0", "GPU-1", "GPU-2"], "migs": ["MIG-0a", "MIG-0b", "MIG-2a"]},
+        # Each MIG device by its CDI name; those of one GPU together, seeing that GPU and nothing else.
+        {"cdi": ["nvidia.com/gpu=MIG-0a", "nvidia.com/gpu=MIG-0b"], "gpus": ["GPU-0"], "migs": ["MIG-0a", "MIG-0b"]},
+        {"cdi": ["nvidia.com/gpu=MIG-2a"], "gpus": ["GPU-2"], "migs": ["MIG-2a"]},
     ]
 
 
