@@ -68,7 +68,20 @@ class MigConfigError(ValueError):
 
 
 class MigPlanError(Exception):
-    """A GPU cannot take the layout asked for; the message says exactly why."""
+    """A GPU cannot take the layout asked for; the message says exactly why.
+
+    `gpu` and `reason` (the message without the GPU) let a node's problems be
+    grouped: eight GPUs refusing a layout for the same reason read as one line.
+    """
+
+    def __init__(self, message: str, gpu: GpuState | None = None, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.gpu = gpu
+        self.reason = reason
+
+
+def _gpu_error(gpu: GpuState, reason: str) -> MigPlanError:
+    return MigPlanError("{0}: {1}".format(gpu.label, reason), gpu, reason)
 
 
 # --------------------------------------------------------------------------
@@ -110,7 +123,7 @@ class ConfigEntry:
     """One item of a label's list: which GPUs, and what they should look like."""
 
     where: str  # "mig-configs.<label>[<n>]", for messages
-    devices: tuple[int, ...] | None  # None = all
+    devices: tuple[int, ...] | None  # None = all; () = none (mig-parted accepts `devices: []`)
     device_filter: tuple[DeviceFilter, ...]
     mig_enabled: bool
     mig_devices: tuple[tuple[str, int], ...]  # (profile, count), count > 0, sorted by name
@@ -139,10 +152,12 @@ def _unknown_keys(found: t.Iterable[str], allowed: t.Sequence[str], where: str, 
 def _parse_devices(value: t.Any, where: str) -> tuple[int, ...] | None:
     if value == "all":
         return None
-    if isinstance(value, list) and value and all(
-            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+    # An empty list selects no GPU: mig-parted reads it as an []int and
+    # accepts it (NVIDIA/mig-parted@28f9599079a9:api/spec/v1/spec.go,
+    # MigConfigSpec.UnmarshalJSON), so fleet configs use it to park an entry.
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
         return tuple(sorted(set(value)))
-    raise MigConfigError("{0}.devices: expected 'all' or a non-empty list of GPU indices such as [0, 1], got {1!r}"
+    raise MigConfigError("{0}.devices: expected 'all' or a list of GPU indices such as [0, 1], got {1!r}"
                          .format(where, value))
 
 
@@ -169,6 +184,14 @@ def _parse_mig_devices(value: t.Any, where: str) -> tuple[tuple[str, int], ...]:
                                  .format(where, name, count))
         if count:
             wanted.append((name, count))
+    # mig-parted refuses a non-empty mapping whose counts are all 0 ("all
+    # counts for all MigProfiles are 0", NVIDIA/mig-parted@f5e1171a2fda:
+    # pkg/types/mig_config.go, MigConfig.AssertValid): it would switch MIG on
+    # with no instance, which is what {} says explicitly.
+    if value and not wanted:
+        raise MigConfigError("{0}.mig-devices: every count is 0 ({1}); mig-parted rejects that. Write {{}} for MIG on "
+                             "without instances, mig-enabled: false for MIG off, or give a profile a count above 0"
+                             .format(where, ", ".join("{0}: 0".format(n) for n in value)))
     return tuple(sorted(wanted))
 
 
@@ -431,8 +454,8 @@ def resolve_target(gpu: GpuState, entry: ConfigEntry) -> GpuTarget:
     if not entry.mig_enabled:
         return GpuTarget(entry)
     if not gpu.mig_capable:
-        raise MigPlanError("{0}: {1} selects it with mig-enabled: true, but it does not support MIG; narrow the "
-                           "entry with 'devices' or 'device-filter'".format(gpu.label, entry.where))
+        raise _gpu_error(gpu, "{0} selects it with mig-enabled: true, but it does not support MIG; narrow the "
+                              "entry with 'devices' or 'device-filter'".format(entry.where))
     if gpu.profiles_from == "none":
         return GpuTarget(entry, deferred=True)
     devices = []  # (profile, compute slices)
@@ -440,12 +463,12 @@ def resolve_target(gpu: GpuState, entry: ConfigEntry) -> GpuTarget:
         compute, gi_name = _split_profile(name)
         profile = gpu.profile_named(gi_name)
         if profile is None:
-            raise MigPlanError("{0}: {1} asks for {2}, which this GPU does not offer; it offers {3}".format(
-                gpu.label, entry.where, name, ", ".join(p.name for p in gpu.profiles)))
+            raise _gpu_error(gpu, "{0} asks for {1}, which this GPU does not offer; it offers {2}".format(
+                entry.where, name, ", ".join(p.name for p in gpu.profiles)))
         if compute is not None and compute > profile.slices:
-            raise MigPlanError("{0}: {1} asks for {2}: a {3}-slice compute instance does not fit in a {4} GPU "
-                               "instance ({5} compute slices)".format(gpu.label, entry.where, name, compute,
-                                                                      profile.name, profile.slices))
+            raise _gpu_error(gpu, "{0} asks for {1}: a {2}-slice compute instance does not fit in a {3} GPU "
+                                  "instance ({4} compute slices)".format(entry.where, name, compute,
+                                                                         profile.name, profile.slices))
         devices.extend([(profile, compute or profile.slices)] * count)
     devices.sort(key=lambda d: (-d[0].slices, -d[0].size, d[0].id, -d[1]))
     instances: list[InstanceSpec] = []
@@ -513,7 +536,10 @@ class GpuPlan:
 
     @property
     def changed(self) -> bool:
-        return self.set_mode is not None or bool(self.destroy or self.recompute or self.create)
+        """Whether this run changes the GPU. Instances of a GPU waiting for its reset are made only after it."""
+        if self.set_mode is not None or self.destroy:
+            return True
+        return bool(self.recompute or self.create) and not self.awaiting_reset
 
     @property
     def awaiting_reset(self) -> bool:
@@ -525,11 +551,20 @@ class GpuPlan:
     def managed(self) -> bool:
         return self.target is not None and self.gpu.mig_capable and self.skipped is None
 
-    def steps(self) -> list[str]:
-        """Every NVML change this plan makes, in the order the applier makes them."""
+    def steps(self, reset_step: str | None = None) -> list[str]:
+        """Every NVML change this plan makes, in the order the applier makes them.
+
+        A GPU waiting for its reset gets its instances only after it: with
+        `reset_step` (the run resets it) that step comes first, without it they
+        are not made in this run and not listed.
+        """
         out = [d.describe() for d in self.destroy]
         if self.set_mode is not None:
             out.append(_mode_step(self.set_mode))
+        if self.awaiting_reset:
+            if reset_step is None:
+                return out
+            out.append(reset_step)
         out += [r.describe() for r in self.recompute]
         out += [c.describe() for c in self.create]
         if self.target is not None and self.target.deferred:
@@ -723,12 +758,11 @@ def plan_gpu(gpu: GpuState, target: GpuTarget | None) -> GpuPlan:
     wanted = list(target.instances)
     problems = _capacity_problems(gpu, wanted)
     if problems:
-        raise MigPlanError("{0}: {1} does not fit: {2}".format(gpu.label, target.selected_by, "; ".join(problems)))
+        raise _gpu_error(gpu, "{0} does not fit: {1}".format(target.selected_by, "; ".join(problems)))
     search = _LayoutSearch(gpu, wanted)
     layout = search.run()
     if layout is None:
-        raise MigPlanError("{0}: {1} does not fit: {2}".format(
-            gpu.label, target.selected_by, _no_fit_message(wanted, search)))
+        raise _gpu_error(gpu, "{0} does not fit: {1}".format(target.selected_by, _no_fit_message(wanted, search)))
     keep: set[int] = set()
     for profile, starts in layout:
         remaining = [spec.compute for spec in dict(search.groups)[profile]]
@@ -860,16 +894,22 @@ class NvmlReader:
             if err.code != NVML_ERROR_NOT_SUPPORTED:
                 raise
             return GpuState(mig_capable=False, **base)
-        if not mode.current:
+        # NVML's own answer first, with MIG off too: driver 580 on an H100
+        # described every profile and placement with MIG disabled
+        # (tests/device/h100-reading-2026-11-23.json), and it knows GPUs the
+        # built-in table does not. Drivers that answer NOT_SUPPORTED with MIG
+        # off (every profile) leave the table as the fallback.
+        infos = s.gpu_instance_profiles(dev)
+        if not mode.current and not infos:
             profiles = self._catalogue_profiles(dev, pci.pci_device_id)
             return GpuState(mig_capable=True, mig_enabled=False, mig_pending=mode.pending, profiles=profiles,
                             profiles_from="catalogue" if profiles else "none", **base)
-        infos = s.gpu_instance_profiles(dev)
         total = s.device_memory(dev).total
         profiles = tuple(self._profile(info, s.gpu_instance_possible_placements(dev, info.id), total)
                          for info in infos)
-        return GpuState(mig_capable=True, mig_enabled=True, mig_pending=mode.pending, profiles=profiles,
-                        profiles_from="nvml", gpu_instances=self._gpu_instances(dev, infos), **base)
+        return GpuState(mig_capable=True, mig_enabled=bool(mode.current), mig_pending=mode.pending,
+                        profiles=profiles, profiles_from="nvml",
+                        gpu_instances=self._gpu_instances(dev, infos) if mode.current else (), **base)
 
     @staticmethod
     def _profile(info: GpuInstanceProfile, placements: list[Placement], total_memory: int) -> Profile:
@@ -1083,29 +1123,45 @@ class MigApplier:
 class NodePlan:
     label: str
     plans: list[GpuPlan]
+    missing: list[str] = field(default_factory=list)  # entries naming GPUs the node lacks
 
     @property
     def changed(self) -> bool:
         return any(p.changed for p in self.plans)
 
+    def changes(self, resetting: bool) -> bool:
+        """Whether applying changes anything: with resetting, a GPU only waiting for its reset gets it."""
+        return self.changed or (resetting and bool(self.reset_gpus))
+
     @property
     def reset_gpus(self) -> list[int]:
         return [p.gpu.index for p in self.plans if p.awaiting_reset]
 
-    def differences(self) -> list[str]:
-        """Why the label is not applied, one line per GPU that differs."""
-        return ["GPU {0}: expected {1}, found {2}".format(p.gpu.index, describe_target(p.target), describe_gpu(p.gpu))
-                for p in self.plans if p.target is not None and p.managed and (p.changed or p.awaiting_reset)]
+    def differences(self, missing: bool = True) -> list[str]:
+        """Why the label is not applied: one line per GPU that differs, and per GPU the config names but lacks.
 
-    def clients_in_the_way(self) -> list[str]:
-        """One line per GPU whose planned change attached processes would block."""
+        An assert counts a named GPU that is not there (it may have fallen
+        off the bus); the check after an apply does not, since apply skips
+        those GPUs as mig-parted does and warns instead.
+        """
+        return ["GPU {0}: expected {1}, found {2}".format(p.gpu.index, describe_target(p.target), describe_gpu(p.gpu))
+                for p in self.plans if p.target is not None and p.managed and (p.changed or p.awaiting_reset)
+                ] + (self.missing if missing else [])
+
+    def clients_in_the_way(self, resetting: bool = False) -> list[str]:
+        """One line per GPU whose planned change (or, with resetting, its reset) attached processes would block."""
         out = []
         for plan in self.plans:
-            if plan.changed:
+            if resetting and plan.awaiting_reset:
+                # A reset fails on a GPU that processes hold; finding that
+                # out mid-way would leave the GPUs reset before it half-done.
+                blocking = list(plan.gpu.processes)
+            elif plan.changed:
                 blocking = blocking_clients(plan)
-                if blocking:
-                    out.append("{0} ({1}): {2}".format(plan.gpu.label, plan.gpu.uuid,
-                                                       ", ".join(str(p) for p in blocking)))
+            else:
+                continue
+            if blocking:
+                out.append("{0} ({1}): {2}".format(plan.gpu.label, plan.gpu.uuid, ", ".join(str(p) for p in blocking)))
         return out
 
 
@@ -1120,24 +1176,36 @@ class MigController:
         self.reader = NvmlReader(session, proc_root)
 
     def plan(self) -> NodePlan:
-        plans, problems = [], []
-        for gpu in self.reader.gpus():
+        plans, errors = [], []
+        gpus = self.reader.gpus()
+        for gpu in gpus:
             try:
                 plans.append(plan_gpu(gpu, self._target(gpu)))
             except MigPlanError as err:
-                problems.append(str(err))
-        problems += self._entries_reaching_no_mig(plans)
+                errors.append(err)
+        problems = group_gpu_problems(errors) + self._entries_reaching_no_mig(plans)
         if problems:
             raise MigPlanError("; ".join(problems))
-        return NodePlan(self.label, plans)
+        return NodePlan(self.label, plans, self._missing_devices(len(gpus)))
+
+    def _missing_devices(self, count: int) -> list[str]:
+        """Entries naming GPU indices this node lacks: mig-parted skips them silently, a lost GPU looks the same."""
+        out = []
+        for entry in self.entries:
+            absent = [i for i in entry.devices or () if i >= count]
+            if absent:
+                out.append("{0} selects GPU {1}, which this node does not have (it has {2})".format(
+                    entry.where, index_ranges(absent),
+                    "no GPU" if not count else "GPU " + index_ranges(range(count))))
+        return out
 
     def _target(self, gpu: GpuState) -> GpuTarget | None:
         chosen = [e for e in self.entries if e.selects(gpu.index, gpu.pci_device_id, gpu.pci_subsystem_id)]
         if not chosen:
             return None
         if len({(e.mig_enabled, e.mig_devices) for e in chosen}) > 1:
-            raise MigPlanError("{0} is selected by {1}, which ask for different layouts; make their devices or "
-                               "device-filter disjoint".format(gpu.label, " and ".join(e.where for e in chosen)))
+            raise _gpu_error(gpu, "selected by {0}, which ask for different layouts; make their devices or "
+                                  "device-filter disjoint".format(" and ".join(e.where for e in chosen)))
         entry = chosen[0]
         if not gpu.mig_capable and entry.devices is None:
             # mig-parted leaves GPUs without MIG alone when an entry selects
@@ -1164,6 +1232,236 @@ class MigController:
 
     def read_back(self, indices: t.Iterable[int]) -> dict[int, GpuState]:
         return {index: self.reader.gpu(index) for index in indices}
+
+
+# --------------------------------------------------------------------------
+# a whole run: plan, refuse, apply, reset every waiting GPU at once, finish
+# --------------------------------------------------------------------------
+# Resets the given GPUs in one call; returns (all reset, what the tool said).
+ResetGpus = t.Callable[[t.Sequence[int]], t.Tuple[bool, str]]
+
+
+class MigClientsError(Exception):
+    """Processes hold GPUs that the run must change or reset; nothing was touched."""
+
+    def __init__(self, clients: list[str], before_reset: bool = False) -> None:
+        super().__init__(
+            ("a GPU client attached after the MIG mode change was requested, so no GPU was reset and the new mode "
+             "stays pending: " if before_reset else "GPU clients are still attached, so nothing was changed: ")
+            + "; ".join(clients))
+        self.clients = clients
+        self.before_reset = before_reset
+
+
+@dataclass
+class RunResult:
+    """What one run did, for the module and the boot command alike."""
+
+    found: NodePlan  # the node as first read, and the plan made from it
+    done: list[str] = field(default_factory=list)
+    plans: list[GpuPlan] = field(default_factory=list)  # as carried out, in GPU order
+    reset: list[int] = field(default_factory=list)  # GPUs a reset was asked for
+    reset_output: str = ""
+    waiting: list[int] = field(default_factory=list)  # GPUs still waiting for a reset or reboot at the end
+    states: dict[int, GpuState] = field(default_factory=dict)  # read back at the end, per changed GPU
+
+
+class MigResetError(Exception):
+    """The GPU reset failed; the GPUs that did reset were finished, the others are as they were."""
+
+    def __init__(self, message: str, result: RunResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class MigRun:
+    """One label on the node, carried out so that no GPU is left half-done.
+
+    mig-parted's order: check everything first, then change. Every GPU the run
+    will change *or reset* must be free of processes before the first NVML
+    change; the mode changes are made; every GPU whose new mode waits for a
+    reset is reset in one call; then the layout is finished on every GPU that
+    did reset. A reset that fails part-way (a process that started after the
+    check) still gets the GPUs that reset finished, and leaves the others in
+    their old mode with the new one pending -- never MIG on without a layout.
+
+    NVML is closed around the reset: the reset tool must see a GPU that no
+    NVML client of ours holds, and the driver state is re-read after it.
+    """
+
+    def __init__(self, entries: t.Sequence[ConfigEntry], label: str, open_session: t.Callable[[], NvmlSession],
+                 proc_root: str = "/proc") -> None:
+        self.entries = list(entries)
+        self.label = label
+        self.open_session = open_session
+        self.proc_root = proc_root
+
+    def _with_controller(self, work: t.Callable[[MigController], t.Any]) -> t.Any:
+        session = self.open_session()
+        try:
+            return work(MigController(self.entries, self.label, session, self.proc_root))
+        finally:
+            session.shutdown()
+
+    def plan(self) -> NodePlan:
+        return self._with_controller(lambda c: c.plan())
+
+    def apply(self, reset: ResetGpus | None = None) -> RunResult:
+        """Raises MigPlanError, MigClientsError (nothing touched), MigApplyError, MigResetError or NvmlError."""
+        result: RunResult = self._with_controller(lambda c: self._first_pass(c, reset is not None))
+        if not result.waiting or reset is None:
+            return result
+        result.reset = list(result.waiting)
+        all_reset, result.reset_output = reset(result.reset)
+        self._with_controller(lambda c: self._finish(c, result))
+        if not all_reset or result.waiting:
+            finished = [i for i in result.reset if i not in result.waiting]
+            raise MigResetError("the GPU reset failed{0}: {1}. {2}GPU {3} {4} as {5} before the reset, with the new "
+                                "MIG mode pending until a reset or reboot".format(
+                                    " for GPU " + index_ranges(result.waiting) if result.waiting else "",
+                                    " ".join(result.reset_output.split()) or "no output",
+                                    "The layout was finished on GPU {0}, which did reset. ".format(
+                                        index_ranges(finished)) if finished else "",
+                                    index_ranges(result.waiting), "stay" if len(result.waiting) > 1 else "stays",
+                                    "they were" if len(result.waiting) > 1 else "it was"), result)
+        return result
+
+    def _first_pass(self, controller: MigController, resetting: bool) -> RunResult:
+        node = controller.plan()
+        result = RunResult(node)
+        clients = node.clients_in_the_way(resetting)
+        if clients:
+            raise MigClientsError(clients)
+        if not node.changed:
+            result.plans = list(node.plans)
+            result.waiting = node.reset_gpus
+            return result
+        applier = controller.apply(node)
+        result.done, result.plans = list(applier.done), list(applier.plans)
+        result.waiting = sorted(set(node.reset_gpus) | set(applier.reset_gpus))
+        result.states = controller.read_back(p.gpu.index for p in node.plans if p.changed)
+        if resetting and result.waiting:
+            # A process that attached while the modes were changed would make
+            # the reset fail part-way; look once more before resetting.
+            late = [(gpu, gpu.processes) for gpu in (controller.reader.gpu(i) for i in result.waiting)
+                    if gpu.processes]
+            if late:
+                raise MigClientsError(["{0} ({1}): {2}".format(gpu.label, gpu.uuid, ", ".join(str(p) for p in found))
+                                       for gpu, found in late], before_reset=True)
+        return result
+
+    def _finish(self, controller: MigController, result: RunResult) -> None:
+        node = controller.plan()
+        try:
+            applier = controller.apply(node)
+        except MigApplyError as err:
+            err.done[:0] = result.done
+            raise
+        result.done += applier.done
+        by_index = {p.gpu.index: p for p in applier.plans}
+        result.plans = [by_index.get(p.gpu.index, p) if p.gpu.index in result.reset else p for p in result.plans]
+        result.waiting = sorted(set(node.reset_gpus) | set(applier.reset_gpus))
+        result.states.update(controller.read_back(result.reset))
+
+
+# --------------------------------------------------------------------------
+# export: the node's layout as a mig-parted config
+# --------------------------------------------------------------------------
+def _exported_devices(gpu: GpuState) -> dict[str, int] | None:
+    """The mig-devices that describe `gpu` now; None when MIG is off.
+
+    A mode change waiting for its reset is exported as the mode the GPU is
+    headed for: applying the export then requests nothing new.
+    """
+    if not gpu.mig_pending:
+        return None
+    if not gpu.mig_enabled:
+        return {}  # MIG comes on at the reset; no instance can exist before
+    counts: Counter = Counter()
+    for gi in gpu.gpu_instances:
+        profile = gpu.profile_by_id(gi.profile_id)
+        if profile is None or not gi.compute_instances:
+            raise _gpu_error(gpu, "GPU instance {0} ({1}) has no compute instance, which a mig-parted config cannot "
+                                  "describe".format(gi.id, gpu.profile_name(gi.profile_id)))
+        counts.update(device_name(profile, c) for c in gi.compute)
+    return dict(sorted(counts.items()))
+
+
+def export_layout(gpus: t.Sequence[GpuState], label: str) -> tuple[dict[str, t.Any], list[str]]:
+    """The GPUs' current layout as a mig-parted v1 config, and the GPUs it had to leave out (and why).
+
+    Every GPU's entry is checked by planning it against the GPU itself: only
+    what re-applies without a change is exported. A layout the format cannot
+    say (two 3g instances with one 1c each read back as one 3g with 2 x 1c; a
+    GPU instance without a compute instance) is left out with the reason, so
+    applying the export never changes a GPU.
+    """
+    groups: dict[tuple[bool, tuple[tuple[str, int], ...]], list[int]] = {}
+    problems: list[str] = []
+    capable = [g for g in gpus if g.mig_capable]
+    for gpu in capable:
+        try:
+            devices = _exported_devices(gpu)
+            item: dict[str, t.Any] = {"devices": [gpu.index], "mig-enabled": devices is not None}
+            if devices is not None:
+                item["mig-devices"] = devices
+            (entry,) = parse_config({"version": CONFIG_VERSION, "mig-configs": {label: [item]}})[label]
+            plan = plan_gpu(gpu, resolve_target(gpu, entry))
+            if plan.changed:
+                raise _gpu_error(gpu, "re-applying {0} would change it ({1}); a mig-parted config cannot describe "
+                                      "this state".format(describe_target(plan.target), describe_gpu(gpu)))
+        except (MigPlanError, MigConfigError) as err:
+            problems.append("{0}; left out of the export".format(err))
+            continue
+        groups.setdefault((devices is not None, tuple((devices or {}).items())), []).append(gpu.index)
+    entries = []
+    whole = len(groups) == 1 and not problems
+    for (enabled, devices_items), indices in groups.items():
+        item = {"devices": "all" if whole else indices, "mig-enabled": enabled}
+        if enabled:
+            item["mig-devices"] = dict(devices_items)
+        entries.append(item)
+    if not entries:
+        # mig-parted needs at least one entry per label; this one selects no GPU.
+        entries.append({"devices": [], "mig-enabled": False})
+    return {"version": CONFIG_VERSION, "mig-configs": {label: entries}}, problems
+
+
+def export_config(open_session: t.Callable[[], NvmlSession], label: str,
+                  proc_root: str = "/proc") -> tuple[dict[str, t.Any], list[str]]:
+    """Read the node through NVML and export it (see export_layout)."""
+    session = open_session()
+    try:
+        gpus = NvmlReader(session, proc_root).gpus()
+    finally:
+        session.shutdown()
+    return export_layout(gpus, label)
+
+
+def index_ranges(indices: t.Iterable[int]) -> str:
+    """'0-3, 5' from [0, 1, 2, 3, 5]."""
+    out: list[list[int]] = []
+    for index in sorted(set(indices)):
+        if out and index == out[-1][1] + 1:
+            out[-1][1] = index
+        else:
+            out.append([index, index])
+    return ", ".join(str(a) if a == b else "{0}-{1}".format(a, b) for a, b in out)
+
+
+def group_gpu_problems(errors: t.Sequence[MigPlanError]) -> list[str]:
+    """One line per distinct reason: 'GPUs 0-7 (NVIDIA A100-SXM4-40GB): ...' instead of eight identical lines."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    lines: list[str] = []
+    for err in errors:
+        if err.gpu is None or err.reason is None:
+            lines.append(str(err))
+        else:
+            groups.setdefault((err.gpu.name, err.reason), []).append(err.gpu.index)
+    for (name, reason), indices in groups.items():
+        lines.append("{0} {1} ({2}): {3}".format("GPU" if len(indices) == 1 else "GPUs", index_ranges(indices),
+                                                 name, reason))
+    return lines
 
 
 def plan_to_dict(plan: GpuPlan) -> dict[str, t.Any]:

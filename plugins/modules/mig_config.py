@@ -14,10 +14,14 @@ description:
   - Takes a config in nvidia-mig-parted's C(version=v1) format (the format of C(nvidia-mig-parted) and of the GPU
     Operator's MIG ConfigMaps) and one of its labels, and makes the node's GPUs match it through NVML, or checks that
     they do.
-  - The config is validated like mig-parted validates it (unknown keys are rejected), then against the profiles and
-    placements each GPU really offers, as NVML reports them. For a GPU whose MIG mode is still off, NVML describes no
-    profiles; the module then plans from a built-in table of known MIG GPUs (A30, A100, H100, H20, H200, GH200, B200,
-    GB200, RTX PRO 6000) and plans again from NVML's answer once MIG is on.
+  - The config is validated like mig-parted validates it (unknown keys are rejected, a C(mig-devices) whose counts
+    are all 0 is refused, C(devices=[]) selects no GPU), then against the profiles and placements each GPU really
+    offers, as NVML reports them, also while MIG is off where the driver answers then (driver 580 on an H100 did).
+    Only where the driver describes no profile with MIG off does the module plan from a built-in table of known MIG
+    GPUs (A30, A100, H100, H20, H200, GH200, B200, GB200, RTX PRO 6000), and plans again from NVML's answer once MIG
+    is on.
+  - Device indices that the node does not have are skipped with a warning, as mig-parted skips them; with
+    O(state=asserted) they count as a difference (a GPU that fell off the bus looks the same).
   - The plan is the smallest change. GPU instances that already fit the layout are kept, the others destroyed, and
     the missing ones created with an explicit placement, each with its default compute instance (or the compute
     instances a C(<c>c.<profile>) entry asks for). A layout that cannot fit fails before anything is changed, with
@@ -27,7 +31,10 @@ description:
     them. Stop the GPU's clients first (the C(gpufleet.nvidia.mig) role does).
   - A MIG mode change that needs a GPU reset or a reboot (NVML's C(RESET_REQUIRED); typical of Ampere GPUs in VMs) is
     requested and reported in RV(reset_required) and RV(reset_gpus); the instances of those GPUs are created by the
-    next run after the reset.
+    next run after the reset. With O(reset=true) the module resets them itself, all in one C(nvidia-smi --gpu-reset)
+    call, and finishes every layout in the same run. A process on any GPU to be reset fails the run before anything
+    is changed; a reset that still fails part-way gets the layout finished on every GPU that did reset and leaves the
+    others in their old mode, never MIG on without its instances.
   - When an NVML call fails part-way, the module fails with the failed step, what it had already done (RV(done))
     and what it had not (RV(not_done)). Nothing is rolled back except a MIG mode it had just switched on; a second run
     plans from what is on the GPUs and converges.
@@ -41,26 +48,40 @@ options:
   config:
     description:
       - The mig-parted config, inline (C(version) and C(mig-configs)).
-      - Exactly one of O(config) and O(config_file) is required.
+      - Exactly one of O(config) and O(config_file) is required unless O(state=exported).
     type: dict
   config_file:
     description:
       - A mig-parted config file on the managed node, JSON or YAML (YAML needs PyYAML on the node).
-      - Exactly one of O(config) and O(config_file) is required.
+      - Exactly one of O(config) and O(config_file) is required unless O(state=exported).
     type: path
   label:
     description:
       - The entry of C(mig-configs) to apply or assert, for example C(all-1g.5gb) or C(all-balanced).
+      - Required unless O(state=exported), where it names the exported label (default C(current)).
     type: str
-    required: true
   state:
     description:
       - V(applied) changes the GPUs until they match the label.
       - V(asserted) changes nothing and fails when a GPU differs, with one line per GPU
         (for example C(GPU 3 - expected MIG enabled, 7 x 1g.5gb, found MIG disabled)).
+      - V(exported) changes nothing and returns the node's current layout as a mig-parted config in RV(exported),
+        under O(label) (default C(current)); applying it reports no change. O(config) and O(config_file) are not
+        used.
     type: str
-    choices: [applied, asserted]
+    choices: [applied, asserted, exported]
     default: applied
+  reset:
+    description:
+      - Reset the GPUs whose new MIG mode waits for a reset (all in one O(nvidia_smi) C(--gpu-reset) call) and finish
+        their layout in the same run. A GPU that only waits for its reset then counts as a change, in check mode too.
+      - V(false) only requests the mode and reports the GPUs in RV(reset_gpus).
+    type: bool
+    default: false
+  nvidia_smi:
+    description: The nvidia-smi that O(reset=true) runs.
+    type: str
+    default: nvidia-smi
   library:
     description:
       - The NVML shared library to load; by default C(libnvidia-ml.so.1) from the dynamic loader's path.
@@ -108,11 +129,19 @@ EXAMPLES = r"""
   become: true
   register: mig
 
-- name: Reset the GPUs whose new MIG mode waits for a reset
-  ansible.builtin.command: nvidia-smi --gpu-reset -i {{ item }}
-  loop: "{{ mig.reset_gpus }}"
-  changed_when: true
+- name: Apply it, resetting the GPUs whose new MIG mode waits for a reset (all at once), then finish them
+  gpufleet.nvidia.mig_config:
+    config_file: /etc/nvidia-mig-manager/config.yaml
+    label: all-balanced
+    reset: true
   become: true
+
+- name: Read the node's layout as a mig-parted config
+  gpufleet.nvidia.mig_config:
+    state: exported
+    label: this-node
+  become: true
+  register: layout
 
 - name: Fail unless the layout is in place (changes nothing)
   gpufleet.nvidia.mig_config:
@@ -179,8 +208,9 @@ plan:
       sample: enable
     profiles_from:
       description:
-        - Where the GPU-instance profiles used for the plan came from. V(nvml) when MIG was on; V(catalogue) (the
-          built-in table) or V(none) (an unknown GPU; planned once MIG is on) when it was off.
+        - Where the GPU-instance profiles used for the plan came from. V(nvml) when MIG was on or the driver
+          described them with MIG off; otherwise V(catalogue) (the built-in table) or V(none) (an unknown GPU;
+          planned once MIG is on).
       type: str
       returned: always
       sample: nvml
@@ -272,6 +302,29 @@ not_done:
   type: list
   elements: str
   sample: ["GPU 2: create 1g.5gb at memory slice 0"]
+missing_devices:
+  description: One line per config entry that names GPU indices this node does not have (also given as warnings).
+  returned: when O(state=applied) or O(state=asserted) and the GPUs could be read
+  type: list
+  elements: str
+  sample: ["mig-configs.all[0] selects GPU 9, which this node does not have (it has GPU 0-7)"]
+reset:
+  description: The GPU reset made with O(reset=true) (V(gpus) reset in one call, and what nvidia-smi said).
+  returned: when a reset was run
+  type: dict
+  sample: {gpus: [0, 1], output: "exit 0: GPU 00000000:07:00.0 was successfully reset. ..."}
+exported:
+  description: With O(state=exported), the node's current layout as a mig-parted C(version=v1) config.
+  returned: when O(state=exported)
+  type: dict
+  sample: {version: v1, mig-configs: {current: [{devices: all, mig-enabled: true, mig-devices: {1g.5gb: 7}}]}}
+left_out:
+  description: With O(state=exported), the GPUs a mig-parted config cannot describe so that it re-applies unchanged,
+    and why (also given as warnings).
+  returned: when O(state=exported)
+  type: list
+  elements: str
+  sample: []
 differences:
   description: With O(state=asserted), one line per GPU that does not match the label.
   returned: when O(state=asserted)
@@ -286,11 +339,15 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import (
     MigApplyError,
+    MigClientsError,
     MigConfigError,
-    MigController,
     MigPlanError,
+    MigResetError,
+    MigRun,
     NodePlan,
+    RunResult,
     describe_gpu,
+    export_config,
     gpu_layout,
     layout_lines,
     load_config_file,
@@ -328,44 +385,71 @@ class MigConfigManager:
         return select_label(parse_config(data), self.params["label"])
 
     def run(self) -> dict[str, t.Any]:
-        try:
-            entries = self.entries()
-        except MigConfigError as exc:
-            self.fail("invalid MIG config: {0}".format(exc))
+        if self.params["state"] != "exported":
+            if self.params["config"] is None and self.params["config_file"] is None:
+                self.fail("state={0} needs the config: set config (inline) or config_file (a file on the node)"
+                          .format(self.params["state"]))
+            try:
+                entries = self.entries()
+            except MigConfigError as exc:
+                self.fail("invalid MIG config: {0}".format(exc))
         library = self.params["library"] or DEFAULT_LIBRARY
         try:
-            session = NvmlSession(library)
+            NvmlSession(library)
         except NvmlLibraryNotFoundError as exc:
             self.fail("NVML cannot be loaded from {0}: {1}; {2}. On an image being built without a GPU, install "
                       "the boot unit instead (gpufleet.nvidia.mig with mig_bake: true)".format(library, exc.text, exc.hint))
-        try:
-            session.init()
-        except NvmlError as exc:
-            self.fail("NVML is not usable: {0}".format(exc))
-        try:
-            self._run(MigController(entries, self.params["label"], session))
-        finally:
+
+        def open_session() -> NvmlSession:
+            session = NvmlSession(library)
             try:
-                session.shutdown()
+                session.init()
             except NvmlError as exc:
-                self.module.warn("nvmlShutdown failed: {0}".format(exc))
+                self.fail("NVML is not usable: {0}".format(exc))
+            return session
+
+        if self.params["state"] == "exported":
+            self._export(open_session)
+        else:
+            self._run(MigRun(entries, self.params["label"], open_session))
         return self.result
 
-    def _run(self, controller: MigController) -> None:
+    def _export(self, open_session: t.Callable[[], NvmlSession]) -> None:
         try:
-            node = controller.plan()
+            config, problems = export_config(open_session, self.params["label"] or "current")
+        except NvmlError as exc:
+            self.fail("reading the GPUs failed: {0}".format(exc))
+        for line in problems:
+            self.module.warn(line)
+        self.result.update(exported=config, left_out=problems, label=self.params["label"] or "current")
+
+    def _run(self, run: MigRun) -> None:
+        try:
+            node = run.plan()
         except MigPlanError as exc:
             self.fail("the MIG layout {0!r} cannot be applied: {1}".format(self.params["label"], exc))
         except NvmlError as exc:
             self.fail("reading the GPUs failed: {0}".format(exc))
-        self.result["plan"] = [plan_to_dict(p) for p in node.plans]
+        self.result["missing_devices"] = node.missing
+        for line in node.missing:
+            self.module.warn("{0}; mig-parted skips such indices, so does this module{1}".format(
+                line, "" if self.params["state"] == "applied" else ", but the assert fails"))
+        self.result["plan"] = [self._plan_dict(p) for p in node.plans]
         self._reset(node.reset_gpus)
         if self.params["state"] == "asserted":
             self._assert(node)
         elif self.module.check_mode:
             self._predict(node)
         else:
-            self._apply(controller, node)
+            self._apply(run, node)
+
+    def _plan_dict(self, plan: t.Any) -> dict[str, t.Any]:
+        found = plan_to_dict(plan)
+        if self.params["reset"] and plan.awaiting_reset:
+            # The apply resets it and finishes it: a change check mode must predict too.
+            found["steps"] = plan.steps(RESET_STEP)
+            found["changed"] = True
+        return found
 
     def _reset(self, gpus: t.Sequence[int]) -> None:
         self.result.update(reset_required=bool(gpus), reboot_required=bool(gpus), reset_gpus=sorted(set(gpus)))
@@ -392,45 +476,66 @@ class MigConfigManager:
             self.fail("the MIG layout {0!r} is not applied: {1}".format(self.params["label"], "; ".join(differences)))
 
     def _predict(self, node: NodePlan) -> None:
-        clients = node.clients_in_the_way()
+        resetting = self.params["reset"]
+        clients = node.clients_in_the_way(resetting)
         if clients:
             self.module.warn("client processes would block the change (stop them before applying): "
                              + "; ".join(clients))
-        self.result["changed"] = node.changed
+        self.result["changed"] = node.changes(resetting)
         self.result["summary"] = [
-            "{0}: {1}".format(p.gpu.label, "{0} (planned)".format(plan_to_dict(p)["after"]) if p.changed
-                              else describe_gpu(p.gpu))
+            "{0}: {1}".format(p.gpu.label, "{0} (planned)".format(plan_to_dict(p)["after"])
+                              if p.changed or (resetting and p.awaiting_reset) else describe_gpu(p.gpu))
             for p in node.plans]
-        self._diff(node, lambda p: layout_lines(p.gpu, p.mig_after(), p.layout_after()))
+        self._diff(node, lambda p: layout_lines(p.gpu, (True, True) if resetting and p.awaiting_reset and
+                                                p.gpu.mig_pending else p.mig_after(), p.layout_after()))
 
-    def _apply(self, controller: MigController, node: NodePlan) -> None:
-        clients = node.clients_in_the_way()
-        if clients:
-            self.fail("GPU clients are still attached, so nothing was changed. Stop them (for services, list them "
-                      "in mig_gpu_clients) and run again: " + "; ".join(clients))
-        if not node.changed:
+    def _gpu_reset(self, gpus: t.Sequence[int]) -> tuple[bool, str]:
+        """Every waiting GPU in one call (mig-parted's order): none is reset while another still waits."""
+        rc, out, err = self.module.run_command(
+            [self.params["nvidia_smi"], "--gpu-reset", "-i", ",".join(str(i) for i in gpus)])
+        return rc == 0, "exit {0}: {1}".format(rc, " ".join((out + err).split()))
+
+    def _apply(self, run: MigRun, node: NodePlan) -> None:
+        if not node.changes(self.params["reset"]):
             self.result["done"] = []
             self.result["summary"] = self._summary(node.plans)
             return
         try:
-            applier = controller.apply(node)
+            result = run.apply(self._gpu_reset if self.params["reset"] else None)
+        except MigClientsError as exc:
+            if exc.before_reset:
+                self.fail("{0}. Stop it and run again (the pending mode needs only the reset)".format(exc))
+            self.fail("GPU clients are still attached, so nothing was changed. Stop them (for services, list them in "
+                      "mig_gpu_clients) and run again: " + "; ".join(exc.clients))
+        except MigResetError as exc:
+            self._report(node, exc.result)
+            self.fail("{0}. Stop what holds those GPUs and run again, or reboot (the boot unit applies the "
+                      "layout)".format(exc))
         except MigApplyError as exc:
             self.result.update(changed=bool(exc.done), done=exc.done, not_done=exc.not_done)
             advice = ("Run again to converge: the next run plans from what is on the GPUs now." if exc.converges else
-                      "Running again will not help: the driver reports other MIG profiles for this GPU than "
-                      "gpufleet's table of known GPUs, and the layout does not fit them; change the config.")
+                      "Running again will not help: once MIG was on, the driver reported other MIG profiles than "
+                      "the plan used (gpufleet's table of known GPUs, where the driver describes none with MIG off), "
+                      "and the layout does not fit them; change the config.")
             self.fail("{0}. Done before the failure: {1}. Not done: {2}. {3}".format(
                 exc, "; ".join(exc.done) or "nothing", "; ".join(exc.not_done) or "nothing", advice))
+        except MigPlanError as exc:
+            self.fail("the MIG layout {0!r} cannot be applied: {1}".format(self.params["label"], exc))
         except NvmlError as exc:
             self.fail("NVML failed: {0}".format(exc))
-        self._reset(sorted(set(node.reset_gpus) | set(applier.reset_gpus)))
-        states = controller.read_back(p.gpu.index for p in node.plans if p.changed)
-        self.result.update(changed=bool(applier.done), done=applier.done,
+        self._report(node, result)
+
+    def _report(self, node: NodePlan, result: RunResult) -> None:
+        self._reset(result.waiting)
+        states = result.states
+        self.result.update(changed=bool(result.done or result.reset), done=result.done,
                            summary=self._summary(node.plans, states))
+        if result.reset:
+            self.result["reset"] = {"gpus": result.reset, "output": result.reset_output}
         # As carried out: a GPU whose MIG just came on was planned again from
         # NVML's profiles. "before" stays what the GPU was when read.
         self.result["plan"] = [dict(plan_to_dict(done), before=describe_gpu(found.gpu))
-                               for done, found in zip(applier.plans, node.plans)]
+                               for done, found in zip(result.plans, node.plans)]
         self._diff(node, lambda p: layout_lines(states.get(p.gpu.index, p.gpu),
                                                 self._mode(states.get(p.gpu.index, p.gpu)),
                                                 gpu_layout(states.get(p.gpu.index, p.gpu))))
@@ -440,17 +545,22 @@ class MigConfigManager:
         return gpu.mig_enabled, gpu.mig_pending
 
 
+RESET_STEP = "reset the GPU so its new MIG mode takes effect (one nvidia-smi --gpu-reset for all waiting GPUs)"
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
             config=dict(type="dict"),
             config_file=dict(type="path"),
-            label=dict(type="str", required=True),
-            state=dict(type="str", choices=["applied", "asserted"], default="applied"),
+            label=dict(type="str"),
+            state=dict(type="str", choices=["applied", "asserted", "exported"], default="applied"),
+            reset=dict(type="bool", default=False),
+            nvidia_smi=dict(type="str", default="nvidia-smi"),
             library=dict(type="path"),
         ),
         mutually_exclusive=[("config", "config_file")],
-        required_one_of=[("config", "config_file")],
+        required_if=[("state", "applied", ("label",)), ("state", "asserted", ("label",))],
         supports_check_mode=True,
     )
     result = MigConfigManager(module).run()

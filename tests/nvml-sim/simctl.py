@@ -87,7 +87,8 @@ SYSTEM_KEYS = ("driver_version", "cuda_driver_version", "nvml_version", "driver_
 GPU_KEYS = (
     "name", "uuid", "serial", "board_part_number", "bus_id", "pci_domain", "pci_bus", "pci_device",
     "pci_device_id", "pci_subsystem_id", "minor", "memory_total", "memory_reserved", "arch", "cc_major",
-    "cc_minor", "sm_count", "persistence", "mig_capable", "mig_current", "mig_pending", "mig_toggle")
+    "cc_minor", "sm_count", "persistence", "mig_capable", "mig_current", "mig_pending", "mig_toggle",
+    "mig_profiles_off")
 # gpu-record health keys (FORMAT.md "Health"); absent keys read as a healthy GPU
 HEALTH_KEYS = (
     "lost", "ecc_supported", "ecc_mode", "ecc_pending", "ecc_vol_corr", "ecc_vol_uncorr", "ecc_agg_corr",
@@ -439,7 +440,8 @@ def ci_profiles(gi_prof: Dict[str, Any]) -> List[Dict[str, Any]]:
 NODE_KEYS = frozenset(("name", "description", "system", "gpus", "overrides", "bus_ids", "fabric"))
 GPU_FIXTURE_KEYS = frozenset((
     "model", "count", "name", "persistence", "mig", "mig_current", "mig_pending", "mig_toggle", "uuid",
-    "serial", "bus_id", "minor", "memory_reserved_mib", "board_part_number", "gis", "processes", "health"))
+    "serial", "bus_id", "minor", "memory_reserved_mib", "board_part_number", "gis", "processes", "health",
+    "mig_profiles_off"))
 # a model's `health:` block -> gpu-record keys (the model's healthy idle values)
 MODEL_HEALTH_KEYS = {
     "ecc_supported": "ecc_supported", "retired_pages_supported": "retired_pages_supported",
@@ -627,6 +629,8 @@ def gpu_record(node: Dict[str, Any], index: int, gpu: Dict[str, Any], model: Dic
         "persistence": as_flag(gpu.get("persistence", 0)), "mig_capable": "1" if mig_capable else "0",
         "mig_current": current, "mig_pending": pending,
         "mig_toggle": str(gpu.get("mig_toggle", model.get("mig_toggle", "immediate"))),
+        # Only models whose source says so: the record stays as before for the others.
+        **({"mig_profiles_off": "1"} if gpu.get("mig_profiles_off", model.get("mig_profiles_off")) else {}),
     })
 
 

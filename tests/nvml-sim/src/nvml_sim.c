@@ -144,6 +144,8 @@ typedef struct {
     unsigned persistence;
     unsigned mig_capable, mig_current, mig_pending;
     int mig_toggle_reboot;
+    /* the driver answers GPU-instance profile queries with MIG off (FORMAT.md) */
+    int mig_profiles_off;
     unsigned nprofiles;
     sim_profile_t profiles[MAX_PROFILES];
     sim_gi_t gis[MAX_GI_IDS];
@@ -911,6 +913,9 @@ static int on_gpu(sim_state_t *st, rec_t *r, const pctx_t *c)
     g->mig_current = g->mig_current ? 1 : 0;
     g->mig_pending = g->mig_pending ? 1 : 0;
     if (!parse_health(r, c, &g->health))
+        return 0;
+    g->mig_profiles_off = 0;
+    if (!peek_flag(r, c, "mig_profiles_off", &g->mig_profiles_off))
         return 0;
     keep_extra_n(r, g->extra, sizeof g->extra, c);
     return 1;
@@ -2688,7 +2693,9 @@ static nvmlReturn_t gi_profile_lookup(const char *call, nvmlDevice_t device, uns
         return rc;
     if (!info || bad_version || (!by_id && key >= NVML_GPU_INSTANCE_PROFILE_COUNT))
         return NVML_ERROR_INVALID_ARGUMENT;
-    rc = mig_gate(&d, NEED_MIG_ON);
+    /* Some drivers describe profiles only with MIG on; 580 on an H100 also
+     * answered with MIG off (tests/device/h100-reading-2026-11-23.json). */
+    rc = mig_gate(&d, d.gpu->mig_profiles_off ? 0 : NEED_MIG_ON);
     if (rc != NVML_SUCCESS)
         return rc;
     *out = by_id ? profile_by_id(d.gpu, key) : profile_by_index(d.gpu, key);

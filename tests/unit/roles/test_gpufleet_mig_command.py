@@ -114,13 +114,92 @@ def test_reset_then_finish(installed: Path, sim_node: t.Any, tmp_path: Path) -> 
     assert mig_expected.device_counts(node.show()["gpus"][1]) == Counter(wanted)
 
 
+def waiting_for_reset(installed: Path, node: nvml_sim.SimNode, tmp_path: Path) -> tuple[tuple[str, ...], Counter]:
+    """Issue 25's setup: a MIG mode change that waits for a reset on GPUs 0-7 (requested, not yet reset)."""
+    for index in range(8):
+        node.set("mig_toggle=reboot", gpu=index)
+    wanted = layouts(node)["all-3g"]
+    config = write_config(tmp_path, mig_expected.config("x", {"devices": "all", "mig-enabled": True,
+                                                              "mig-devices": wanted}))
+    args = ("--config", str(config), "--label", "x")
+    requested = run(installed, node, "apply", *args)
+    assert requested.returncode == 1, requested.stdout
+    assert [(g["mig_current"], g["mig_pending"]) for g in node.show()["gpus"]] == [(0, 1)] * 8
+    return args, Counter(wanted)
+
+
+def half_done(node: nvml_sim.SimNode, wanted: Counter) -> list[int]:
+    """GPUs in MIG mode without their layout: no CUDA work runs on them."""
+    return [g["index"] for g in node.show()["gpus"]
+            if g["mig_current"] and mig_expected.device_counts(g) != wanted]
+
+
+def test_a_process_on_a_gpu_waiting_for_its_reset_refuses_before_any_reset(
+        installed: Path, sim_node: t.Any, tmp_path: Path) -> None:
+    """Issue 25's reproduction: the old command reset GPUs 0 and 1, stopped at GPU 2, and left 0-1 without instances."""
+    node = sim_node("dgx-a100-8x40gb")
+    args, wanted = waiting_for_reset(installed, node, tmp_path)
+    node.simctl("process", "add", "--gpu", "2", "--pid", "4242", "--name", "python3")
+    before = node.state.read_bytes()
+    refused = run(installed, node, "apply", "--reset", *args)
+    assert refused.returncode == 1, refused.stdout
+    assert half_done(node, wanted) == [] and node.state.read_bytes() == before, refused.stdout
+    assert "GPU clients are still attached, so nothing was changed: GPU 2 (NVIDIA A100-SXM4-40GB)" in refused.stdout
+    assert "pid 4242" in refused.stdout and "resetting" not in refused.stdout
+    node.simctl("process", "clear", "--gpu", "2")
+    done = run(installed, node, "apply", "--reset", *args)
+    assert done.returncode == 0, done.stdout
+    # One reset for all eight, as mig-parted does it.
+    assert done.stdout.count("resetting GPU") == 1 and "resetting GPU 0,1,2,3,4,5,6,7 " in done.stdout
+    assert [mig_expected.device_counts(g) for g in node.show()["gpus"]] == [wanted] * 8
+
+
+def test_a_reset_that_fails_part_way_finishes_every_gpu_that_did_reset(
+        installed: Path, sim_node: t.Any, tmp_path: Path) -> None:
+    """A process that starts after the check, met by an nvidia-smi that resets GPU by GPU and stops at it."""
+    node = sim_node("dgx-a100-8x40gb")
+    args, wanted = waiting_for_reset(installed, node, tmp_path)
+    # The simulator's own nvidia-smi, driven as a GPU-by-GPU reset would go:
+    # GPUs 0-3 reset, then a CUDA job lands on GPU 5 and the rest is refused.
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text("#!/bin/sh\n{0} {1} --gpu-reset -i 0,1,2,3 || exit 1\n"
+                   "{0} {2} process add --gpu 5 --pid 777 --name late || exit 1\n"
+                   "exec {0} {1} \"$@\"\n".format(sys.executable, nvml_sim.SIM_DIR / "nvidia-smi", nvml_sim.SIMCTL))
+    smi.chmod(0o755)
+    path = "{0}:{1}:{2}".format(smi.parent, nvml_sim.SIM_DIR, os.environ.get("PATH", ""))
+    failed = run(installed, node, "apply", "--reset", *args, env={"PATH": path})
+    assert failed.returncode == 1, failed.stdout
+    assert half_done(node, wanted) == [], failed.stdout
+    assert ("The layout was finished on GPU 0-3, which did reset. GPU 4-7 stay as they were before the reset, with "
+            "the new MIG mode pending") in failed.stdout
+    gpus = node.show()["gpus"]
+    assert [mig_expected.device_counts(g) for g in gpus[:4]] == [wanted] * 4
+    assert [(g["mig_current"], g["mig_pending"]) for g in gpus[4:]] == [(0, 1)] * 4
+
+
+def test_export_then_apply_changes_nothing(installed: Path, sim_node: t.Any, tmp_path: Path) -> None:
+    node = sim_node("dgx-a100-mig-mixed")
+    before = node.state.read_bytes()
+    exported = run(installed, node, "export", "--label", "here",
+                   env={"GPUFLEET_MIG_ENV": str(tmp_path / "absent.env")})
+    assert exported.returncode == 0, exported.stdout
+    config = tmp_path / "exported.json"
+    config.write_text(exported.stdout)  # stdout is the config alone
+    assert sorted(json.loads(exported.stdout)["mig-configs"]) == ["here"]
+    applied = run(installed, node, "apply", "--config", str(config), "--label", "here")
+    # GPU 4's enable waits for its reset; nothing else is to do.
+    assert "done:" not in applied.stdout and node.state.read_bytes() == before, applied.stdout
+    assert "GPU 4: MIG mode change pending until a GPU reset or reboot" in applied.stdout
+
+
 @pytest.mark.parametrize(
     ("setup", "args", "code", "text"),
     [
         ("none", ("apply",), 2, "--config and --label (or GPUFLEET_MIG_CONFIG and GPUFLEET_MIG_LABEL) are required"),
         ("bad", ("apply", "--label", "x"), 2, "invalid MIG config"),
         ("label", ("apply", "--label", "nope"), 2, "label 'nope' is not in the config"),
-        ("client", ("apply", "--label", "x"), 1, "GPU clients are still attached, nothing was changed"),
+        ("client", ("apply", "--label", "x"), 1, "GPU clients are still attached, so nothing was changed"),
     ],
 )
 def test_errors(installed: Path, sim_node: t.Any, tmp_path: Path, setup: str, args: tuple[str, ...], code: int,

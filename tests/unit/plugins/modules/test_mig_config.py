@@ -22,7 +22,7 @@ from collections import Counter
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _mig, _nvml
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _mig, _mig_profiles, _nvml
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins import mig_expected, nvml_sim
 
 NVIDIA_SMI = nvml_sim.SIM_DIR / "nvidia-smi"
@@ -68,7 +68,8 @@ def label_sequence(node: nvml_sim.SimNode) -> list[tuple[str, dict[str, t.Any]]]
         ("mixed", mig_expected.config(
             "mixed",
             {"devices": low, "mig-enabled": True, "mig-devices": found["all-1g"]},
-            {"devices": [i for i in range(count) if i not in low][:-1] or [count], "mig-enabled": True,
+            # [] on a 2-GPU node: mig-parted accepts an entry that selects no GPU
+            {"devices": [i for i in range(count) if i not in low][:-1], "mig-enabled": True,
              "mig-devices": found["all-3g"]},
             {"devices": [count - 1], "mig-enabled": False})),
         ("by-filter", mig_expected.config("by-filter", {
@@ -304,7 +305,7 @@ def test_overlapping_entries_are_refused(sim_node: t.Any) -> None:
     config = mig_expected.config("both", {"devices": "all", "mig-enabled": False},
                                  {"devices": [3], "mig-enabled": True, "mig-devices": {}})
     result = run(node, config, "both")
-    assert ("GPU 3 (NVIDIA A100-SXM4-40GB) is selected by mig-configs.both[0] and mig-configs.both[1], which ask "
+    assert ("GPU 3 (NVIDIA A100-SXM4-40GB): selected by mig-configs.both[0] and mig-configs.both[1], which ask "
             "for different layouts") in result["msg"]
 
 
@@ -372,3 +373,128 @@ def test_driver_reported_profile_names_and_mig_parted_names_both_match() -> None
     unnamed = dataclasses.replace(profile, name=None, index=7)
     read = _mig.NvmlReader._profile(unnamed, [_nvml.Placement(0, 8)], 81920 * 1024 * 1024)  # pylint: disable=W0212
     assert (read.name, read.aliases) == ("7g.80gb+me", ())
+
+
+def test_reset_true_counts_a_waiting_gpu_as_a_change_in_check_mode_and_apply_alike(sim_node: t.Any) -> None:
+    """Issue 25: check mode said changed while apply said not changed for a GPU waiting for its reset."""
+    node = sim_node("dgx-a100-8x40gb")
+    node.set("mig_toggle=reboot", gpu=2)
+    config = mig_expected.config("x", {"devices": [2], "mig-enabled": True, "mig-devices": layouts(node)["all-3g"]})
+    assert run(node, config, "x")["reset_gpus"] == [2]  # requested; waits for the reset
+    waiting = state_hash(node)
+    for reset in (False, True):
+        predicted = run(node, config, "x", check=True, reset=reset, nvidia_smi=str(NVIDIA_SMI))
+        assert state_hash(node) == waiting
+        assert predicted["changed"] is reset and predicted["plan"][2]["changed"] is reset, reset
+    kept = run(node, config, "x", reset=False)
+    assert (kept["changed"], kept["reset_gpus"], state_hash(node)) == (False, [2], waiting)
+    done = run(node, config, "x", reset=True, nvidia_smi=str(NVIDIA_SMI))
+    assert not done.get("failed"), done.get("msg")
+    assert (done["changed"], done["reset_gpus"], done["reset"]["gpus"]) == (True, [], [2])
+    assert mig_expected.device_counts(node.show()["gpus"][2]) == Counter(layouts(node)["all-3g"])
+    again = run(node, config, "x", reset=True, nvidia_smi=str(NVIDIA_SMI), check=True)
+    assert again["changed"] is False
+
+
+# --- a GPU the built-in table does not know --------------------------------------------------
+def test_a_gpu_missing_from_the_table_is_planned_from_nvml_with_mig_off(sim_node: t.Any) -> None:
+    node = sim_node("hgx-h100-94gb-4x")
+    assert _mig_profiles.known_model(node.show()["gpus"][0]["pci_device_id"]) is None
+    before = state_hash(node)
+    balanced = layouts(node)["all-balanced"]
+    config = mig_expected.config("ok", {"devices": "all", "mig-enabled": True, "mig-devices": balanced})
+    predicted = run(node, config, "ok", check=True)
+    assert state_hash(node) == before
+    assert predicted["changed"] is True
+    assert {p["profiles_from"] for p in predicted["plan"]} == {"nvml"}
+    assert all(p["create"] and "once MIG is on" not in " ".join(p["steps"]) for p in predicted["plan"])
+    applied = run(node, config, "ok")
+    assert applied["done"] == steps(predicted)  # planned before MIG came on, carried out as planned
+    assert all(mig_expected.device_counts(g) == Counter(balanced) for g in node.show()["gpus"])
+
+
+@pytest.mark.parametrize("check", [True, False])
+def test_a_bad_layout_on_a_gpu_missing_from_the_table_is_refused_with_mig_off(sim_node: t.Any, check: bool) -> None:
+    """Before: apply switched MIG on, found the layout impossible and switched it off again (two mode changes)."""
+    node = sim_node("hgx-h100-94gb-4x")
+    before = state_hash(node)
+    config = mig_expected.config("bad", {"devices": "all", "mig-enabled": True, "mig-devices": {"3g.47gb": 3}})
+    refused = run(node, config, "bad", check=check)
+    assert refused["failed"] and state_hash(node) == before
+    # One line for the four GPUs, not four identical ones.
+    assert refused["msg"] == (
+        "the MIG layout 'bad' cannot be applied: GPUs 0-3 (NVIDIA H100 SXM5 94GB): mig-configs.bad[0] does not "
+        "fit: 3 x 3g.47gb asked for, but at most 2 fit on this GPU; 3 x 3g.47gb need 9 compute slices, the GPU "
+        "has 7; 3 x 3g.47gb need 12 memory slices, the GPU has 8")
+    assert all(g["mig_current"] == 0 and g["mig_pending"] == 0 for g in node.show()["gpus"])
+
+
+# --- mig-parted's acceptance rules -------------------------------------------------------
+def test_all_zero_counts_are_refused_before_the_node_is_touched(sim_node: t.Any) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    before = state_hash(node)
+    config = mig_expected.config("zero", {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 0}})
+    refused = run(node, config, "zero")
+    assert refused["failed"] and state_hash(node) == before
+    assert "mig-configs.zero[0].mig-devices: every count is 0 (1g.5gb: 0); mig-parted rejects that" in refused["msg"]
+
+
+def test_empty_devices_is_accepted_and_changes_nothing(sim_node: t.Any) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    before = state_hash(node)
+    config = mig_expected.config("none", {"devices": [], "mig-enabled": True, "mig-devices": {"1g.5gb": 7}})
+    for state in ("applied", "asserted"):
+        result = run(node, config, "none", state=state)
+        assert not result.get("failed") and result["changed"] is False, result.get("msg")
+    assert state_hash(node) == before
+
+
+def test_device_indices_the_node_lacks_warn_on_apply_and_fail_the_assert(sim_node: t.Any) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    config = mig_expected.config("nine", {"devices": [0, 9], "mig-enabled": True,
+                                          "mig-devices": layouts(node)["all-7g"]})
+    applied = run(node, config, "nine")
+    assert not applied.get("failed") and applied["changed"] is True, applied.get("msg")
+    line = "mig-configs.nine[0] selects GPU 9, which this node does not have (it has GPU 0-7)"
+    assert applied["missing_devices"] == [line]  # and a warning
+    assert mig_expected.device_counts(node.show()["gpus"][0]) == Counter(layouts(node)["all-7g"])
+    asserted = run(node, config, "nine", state="asserted")
+    assert asserted["failed"] and asserted["differences"] == [line]
+
+
+# --- export ------------------------------------------------------------------------------
+@pytest.mark.parametrize("fixture", [p.stem for p in nvml_sim.node_fixtures()])
+def test_export_reapplies_unchanged_on_every_fixture(fixture: str, sim_node: t.Any) -> None:
+    node = sim_node(fixture)
+    before = state_hash(node)
+    outcome = node.run("mig_config", state="exported", label="exported")
+    assert outcome["kind"] == "exit", outcome
+    exported = outcome["result"]
+    assert exported["changed"] is False and exported["left_out"] == [] and state_hash(node) == before
+    config = exported["exported"]
+    _mig.parse_config(config)  # valid as mig-parted reads it
+    for check in (True, False):
+        again = run(node, config, "exported", check=check)
+        assert not again.get("failed") and again["changed"] is False, (check, again.get("msg"))
+    assert state_hash(node) == before
+    # An assert still names a GPU whose exported mode waits for its reset.
+    assert run(node, config, "exported", state="asserted").get("differences", []) == [
+        "GPU {0}: expected MIG enabled, no GPU instances, found MIG disabled (enable pending until a GPU reset or "
+        "reboot)".format(g["index"]) for g in node.show()["gpus"] if g["mig_current"] != g["mig_pending"]]
+    # The export says what is there: every MIG-capable GPU is named with its mode.
+    shown = node.show()["gpus"]
+    named = {i for item in config["mig-configs"]["exported"] for i in
+             (range(len(shown)) if item["devices"] == "all" else item["devices"])}
+    assert named >= {g["index"] for g in shown if g["mig_capable"]}
+
+
+def test_export_of_a_mixed_node(sim_node: t.Any) -> None:
+    node = sim_node("dgx-a100-mig-mixed")
+    config = node.run("mig_config", state="exported")["result"]["exported"]
+    assert config == {"version": "v1", "mig-configs": {"current": [
+        {"devices": [0], "mig-enabled": True, "mig-devices": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}},
+        {"devices": [1], "mig-enabled": True, "mig-devices": {"1g.5gb": 7}},
+        {"devices": [2], "mig-enabled": True, "mig-devices": {"1c.3g.20gb": 3}},
+        {"devices": [3, 4], "mig-enabled": True, "mig-devices": {}},
+        {"devices": [5, 6, 7], "mig-enabled": False},
+    ]}}
