@@ -533,3 +533,15 @@ def test_identical_reasons_are_grouped_across_gpus() -> None:
     errors.append(_mig._gpu_error(dataclasses.replace(gpu, index=4), "other"))
     assert _mig.group_gpu_problems(errors) == [
         "GPUs 0-3, 5-7 (NVIDIA A100-SXM4-40GB): too big", "GPU 4 (NVIDIA A100-SXM4-40GB): other"]
+
+
+def test_reader_asks_nvml_first_with_mig_off_and_falls_back(sim_node: t.Any, open_session: t.Any) -> None:
+    """The simulated driver answers profile queries with MIG off only where the fixture says so (mig_profiles_off)."""
+    node = sim_node("hgx-h100-94gb-4x")
+    node.set("mig_profiles_off=0", gpu=1)
+    with open_session(node) as s:
+        answers, silent = _mig.NvmlReader(s).gpus()[:2]
+    assert (answers.mig_enabled, answers.profiles_from) == (False, "nvml")
+    assert {p.name for p in answers.profiles} >= {"1g.12gb", "3g.47gb", "7g.94gb"}
+    # A driver that describes nothing with MIG off, on a GPU the table lacks: planned once MIG is on.
+    assert (silent.profiles_from, silent.profiles) == ("none", ())
