@@ -1148,6 +1148,18 @@ class NodePlan:
                 for p in self.plans if p.target is not None and p.managed and (p.changed or p.awaiting_reset)
                 ] + (self.missing if missing else [])
 
+    def mode_differences(self) -> list[str]:
+        """Like differences, for the MIG mode alone (mig-parted's `assert --mode-only`): current and pending."""
+        out = []
+        for plan in self.plans:
+            if plan.target is None or not plan.managed:
+                continue
+            wanted = plan.target.mig_enabled
+            if (plan.gpu.mig_enabled, plan.gpu.mig_pending) != (wanted, wanted):
+                out.append("GPU {0}: expected MIG {1}, found {2}".format(
+                    plan.gpu.index, "enabled" if wanted else "disabled", describe_gpu(plan.gpu)))
+        return out + self.missing
+
     def clients_in_the_way(self, resetting: bool = False) -> list[str]:
         """One line per GPU whose planned change (or, with resetting, its reset) attached processes would block."""
         out = []

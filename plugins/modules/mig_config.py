@@ -78,6 +78,13 @@ options:
       - V(false) only requests the mode and reports the GPUs in RV(reset_gpus).
     type: bool
     default: false
+  mode_only:
+    description:
+      - With O(state=asserted), compare only the MIG mode (current and pending) of each selected GPU, not its
+        instances, as C(nvidia-mig-parted assert --mode-only) does. Useful right after a mode change, before the
+        instances are made.
+    type: bool
+    default: false
   nvidia_smi:
     description: The nvidia-smi that O(reset=true) runs.
     type: str
@@ -469,7 +476,7 @@ class MigConfigManager:
                                    "after": "\n".join(line for p in node.plans for line in after(p)) + "\n"}
 
     def _assert(self, node: NodePlan) -> None:
-        differences = node.differences()
+        differences = node.mode_differences() if self.params["mode_only"] else node.differences()
         self.result["differences"] = differences
         self.result["summary"] = self._summary(node.plans)
         if differences:
@@ -556,6 +563,7 @@ def main() -> None:
             label=dict(type="str"),
             state=dict(type="str", choices=["applied", "asserted", "exported"], default="applied"),
             reset=dict(type="bool", default=False),
+            mode_only=dict(type="bool", default=False),
             nvidia_smi=dict(type="str", default="nvidia-smi"),
             library=dict(type="path"),
         ),

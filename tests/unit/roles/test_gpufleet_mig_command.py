@@ -193,6 +193,15 @@ def test_export_then_apply_changes_nothing(installed: Path, sim_node: t.Any, tmp
     assert "GPU 4: MIG mode change pending until a GPU reset or reboot" in applied.stdout
 
 
+def test_assert_mode_only(installed: Path, sim_node: t.Any, tmp_path: Path) -> None:
+    node = sim_node("dgx-a100-mig-mixed")  # GPU 3: MIG on, no GPU instances
+    config = write_config(tmp_path, mig_expected.config("x", {"devices": [3], "mig-enabled": True,
+                                                              "mig-devices": {"1g.5gb": 7}}))
+    args = ("--config", str(config), "--label", "x")
+    assert run(installed, node, "assert", *args).returncode == 1
+    assert run(installed, node, "assert", "--mode-only", *args).returncode == 0
+
+
 @pytest.mark.parametrize(
     ("setup", "args", "code", "text"),
     [

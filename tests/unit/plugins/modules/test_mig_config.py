@@ -498,3 +498,17 @@ def test_export_of_a_mixed_node(sim_node: t.Any) -> None:
         {"devices": [3, 4], "mig-enabled": True, "mig-devices": {}},
         {"devices": [5, 6, 7], "mig-enabled": False},
     ]}}
+
+
+def test_mode_only_assert_checks_the_mode_and_not_the_instances(sim_node: t.Any) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    config = mig_expected.config("x", {"devices": [0], "mig-enabled": True, "mig-devices": layouts(node)["all-1g"]})
+    off = run(node, config, "x", state="asserted", mode_only=True)
+    assert off["failed"] and off["differences"] == ["GPU 0: expected MIG enabled, found MIG disabled"]
+    node.set("mig_current=1", "mig_pending=1", gpu=0)  # MIG on, no instances yet
+    assert not run(node, config, "x", state="asserted", mode_only=True).get("failed")
+    assert run(node, config, "x", state="asserted")["failed"]
+    node.set("mig_pending=0", gpu=0)  # a disable waits for its reset: not the mode asked for
+    pending = run(node, config, "x", state="asserted", mode_only=True)
+    assert pending["differences"] == [
+        "GPU 0: expected MIG enabled, found MIG enabled (disable pending until a GPU reset or reboot), no GPU instances"]
