@@ -33,6 +33,7 @@ import itertools
 import json
 import os
 import re
+import subprocess
 import typing as t
 from collections import Counter
 from dataclasses import dataclass, field
@@ -1286,6 +1287,105 @@ class MigResetError(Exception):
         self.result = result
 
 
+# --------------------------------------------------------------------------
+# user hooks, in mig-parted's hooks file format
+# --------------------------------------------------------------------------
+# mig-parted's hook points (NVIDIA/mig-parted@2f087e947abe:cmd/nvidia-mig-parted/
+# apply/apply.go, ApplyMigConfigWithHooks): apply-start first; pre-apply-mode
+# when a MIG mode changes; pre-apply-config when instances change; apply-exit
+# last, whatever happened. Hooks files written for it work unchanged.
+HOOK_NAMES = ("apply-start", "pre-apply-mode", "pre-apply-config", "apply-exit")
+_HOOK_KEYS = ("command", "args", "envs", "workdir")
+
+
+class MigHookError(Exception):
+    """A user hook failed; the message names it, its exit status and its output."""
+
+
+@dataclass(frozen=True)
+class Hook:
+    where: str
+    command: str
+    args: tuple[str, ...] = ()
+    envs: tuple[tuple[str, str], ...] = ()
+    workdir: str | None = None
+
+
+def parse_hooks(data: t.Any) -> dict[str, tuple[Hook, ...]]:
+    """Check a mig-parted hooks file (version: v1, hooks: {name: [{command, args, envs, workdir}]})."""
+    if not data:
+        return {}
+    if not isinstance(data, dict):
+        raise MigConfigError("hooks: expected a mapping with 'version: v1' and 'hooks', got {0}".format(_type_name(data)))
+    _unknown_keys(data, ("version", "hooks"), "hooks", "top-level key")
+    if data.get("version") != CONFIG_VERSION:
+        raise MigConfigError("hooks.version: expected 'v1' (mig-parted's hooks format), got {0!r}".format(
+            data.get("version")))
+    named = data.get("hooks") or {}
+    if not isinstance(named, dict):
+        raise MigConfigError("hooks.hooks: expected a mapping of hook name to a list of commands")
+    _unknown_keys(named, HOOK_NAMES, "hooks.hooks", "hook")
+    parsed = {}
+    for name, items in named.items():
+        if not isinstance(items, list):
+            raise MigConfigError("hooks.hooks.{0}: expected a list of commands, got {1}".format(name, _type_name(items)))
+        hooks = []
+        for n, item in enumerate(items):
+            where = "hooks.hooks.{0}[{1}]".format(name, n)
+            if not isinstance(item, dict):
+                raise MigConfigError("{0}: expected a mapping with command (and args, envs, workdir)".format(where))
+            _unknown_keys(item, _HOOK_KEYS, where, "key")
+            command, args, envs = item.get("command"), item.get("args") or [], item.get("envs") or {}
+            if not isinstance(command, str) or not command:
+                raise MigConfigError("{0}.command: expected the program to run, e.g. /bin/sh".format(where))
+            if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+                raise MigConfigError("{0}.args: expected a list of strings".format(where))
+            if not isinstance(envs, dict) or not all(isinstance(v, str) for v in envs.values()):
+                raise MigConfigError("{0}.envs: expected a mapping of name to string value".format(where))
+            workdir = item.get("workdir") or None
+            if workdir is not None and not isinstance(workdir, str):
+                raise MigConfigError("{0}.workdir: expected a directory path".format(where))
+            hooks.append(Hook(where, command, tuple(args), tuple(sorted(envs.items())), workdir))
+        parsed[name] = tuple(hooks)
+    return parsed
+
+
+class HookRunner:
+    """Runs the hooks of one point in order; the first that fails stops the run.
+
+    Each hook gets this process's environment, the hook's `envs`, and the
+    MIG_PARTED_* variables mig-parted gives its hooks (config file, selected
+    config, hooks file, skip reset, mode only), so its scripts read the same.
+    """
+
+    def __init__(self, hooks: dict[str, tuple[Hook, ...]], env: dict[str, str]) -> None:
+        self.hooks = hooks
+        self.env = env
+        self.ran: list[str] = []
+
+    def run(self, name: str) -> None:
+        for hook in self.hooks.get(name, ()):
+            env = dict(os.environ)
+            env.update(hook.envs)
+            env.update(self.env)
+            try:
+                done = subprocess.run([hook.command] + list(hook.args), cwd=hook.workdir, env=env, check=False,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+            except OSError as exc:
+                raise MigHookError("{0} ({1}) could not run: {2}".format(hook.where, hook.command, exc.strerror))
+            self.ran.append(hook.where)
+            if done.returncode != 0:
+                raise MigHookError("{0} ({1}) failed with exit {2}: {3}".format(
+                    hook.where, hook.command, done.returncode, " ".join(done.stdout.split()) or "no output"))
+
+
+def hook_env(config_file: str, label: str, hooks_file: str, reset: bool) -> dict[str, str]:
+    """The variables mig-parted's apply gives its hooks (its flags' EnvVars), with our values."""
+    return {"MIG_PARTED_CONFIG_FILE": config_file, "MIG_PARTED_SELECTED_CONFIG": label,
+            "MIG_PARTED_HOOKS_FILE": hooks_file, "MIG_PARTED_SKIP_RESET": "false" if reset else "true",
+            "MIG_PARTED_MODE_CHANGE_ONLY": "false"}
+
+
 class MigRun:
     """One label on the node, carried out so that no GPU is left half-done.
 
@@ -1318,8 +1418,31 @@ class MigRun:
     def plan(self) -> NodePlan:
         return self._with_controller(lambda c: c.plan())
 
-    def apply(self, reset: ResetGpus | None = None) -> RunResult:
-        """Raises MigPlanError, MigClientsError (nothing touched), MigApplyError, MigResetError or NvmlError."""
+    def apply(self, reset: ResetGpus | None = None, hooks: HookRunner | None = None) -> RunResult:
+        """Raises MigPlanError, MigClientsError (nothing touched), MigApplyError, MigResetError, MigHookError or
+        NvmlError. apply-exit runs whatever happened; its failure counts only when nothing else failed."""
+        if hooks is None:
+            return self._apply(reset)
+        try:
+            hooks.run("apply-start")
+            # The hooks before a change see what will change, and may stop
+            # the GPU's clients: the run reads the GPUs again after them.
+            node = self.plan()
+            if any(p.set_mode is not None for p in node.plans) or (reset is not None and node.reset_gpus):
+                hooks.run("pre-apply-mode")
+            if any(p.destroy or p.recompute or p.create for p in node.plans):
+                hooks.run("pre-apply-config")
+            result = self._apply(reset)
+        except BaseException:
+            try:
+                hooks.run("apply-exit")
+            except MigHookError:
+                pass  # the first failure is the one to report
+            raise
+        hooks.run("apply-exit")
+        return result
+
+    def _apply(self, reset: ResetGpus | None) -> RunResult:
         result: RunResult = self._with_controller(lambda c: self._first_pass(c, reset is not None))
         if not result.waiting or reset is None:
             return result

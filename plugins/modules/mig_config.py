@@ -85,6 +85,19 @@ options:
         instances are made.
     type: bool
     default: false
+  hooks:
+    description:
+      - User hooks in nvidia-mig-parted's hooks file format (C(version=v1), C(hooks) mapping C(apply-start),
+        C(pre-apply-mode), C(pre-apply-config) and C(apply-exit) to lists of C(command), C(args), C(envs),
+        C(workdir)), inline. Run with O(state=applied) only, and not in check mode.
+      - C(apply-start) runs first; C(pre-apply-mode) when a MIG mode changes (or a waiting GPU is reset);
+        C(pre-apply-config) when GPU instances change; C(apply-exit) last, also after a failure. The GPUs are read
+        again after the hooks before a change, so a hook may stop the GPU's clients. A hook that fails stops the
+        run. Each hook gets the C(MIG_PARTED_*) variables mig-parted gives its hooks.
+    type: dict
+  hooks_file:
+    description: Like O(hooks), from a file on the managed node (JSON, or YAML with PyYAML).
+    type: path
   nvidia_smi:
     description: The nvidia-smi that O(reset=true) runs.
     type: str
@@ -309,6 +322,12 @@ not_done:
   type: list
   elements: str
   sample: ["GPU 2: create 1g.5gb at memory slice 0"]
+hooks_ran:
+  description: The user hooks run, in order, as C(hooks.hooks.<name>[<n>]).
+  returned: when O(hooks) or O(hooks_file) is given and the apply ran
+  type: list
+  elements: str
+  sample: ["hooks.hooks.apply-start[0]", "hooks.hooks.apply-exit[0]"]
 missing_devices:
   description: One line per config entry that names GPU indices this node does not have (also given as warnings).
   returned: when O(state=applied) or O(state=asserted) and the GPUs could be read
@@ -345,9 +364,11 @@ import typing as t
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import (
+    HookRunner,
     MigApplyError,
     MigClientsError,
     MigConfigError,
+    MigHookError,
     MigPlanError,
     MigResetError,
     MigRun,
@@ -356,9 +377,11 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import (
     describe_gpu,
     export_config,
     gpu_layout,
+    hook_env,
     layout_lines,
     load_config_file,
     parse_config,
+    parse_hooks,
     plan_to_dict,
     select_label,
 )
@@ -431,6 +454,7 @@ class MigConfigManager:
         self.result.update(exported=config, left_out=problems, label=self.params["label"] or "current")
 
     def _run(self, run: MigRun) -> None:
+        hooks = self._hooks() if self.params["state"] == "applied" else None  # refused before NVML is read
         try:
             node = run.plan()
         except MigPlanError as exc:
@@ -448,7 +472,7 @@ class MigConfigManager:
         elif self.module.check_mode:
             self._predict(node)
         else:
-            self._apply(run, node)
+            self._apply(run, node, hooks)
 
     def _plan_dict(self, plan: t.Any) -> dict[str, t.Any]:
         found = plan_to_dict(plan)
@@ -502,13 +526,25 @@ class MigConfigManager:
             [self.params["nvidia_smi"], "--gpu-reset", "-i", ",".join(str(i) for i in gpus)])
         return rc == 0, "exit {0}: {1}".format(rc, " ".join((out + err).split()))
 
-    def _apply(self, run: MigRun, node: NodePlan) -> None:
-        if not node.changes(self.params["reset"]):
+    def _hooks(self) -> HookRunner | None:
+        source = self.params["hooks_file"] or "hooks"
+        try:
+            data = load_config_file(source) if self.params["hooks_file"] else self.params["hooks"]
+            hooks = parse_hooks(data)
+        except MigConfigError as exc:
+            self.fail("invalid hooks ({0}): {1}".format(source, exc))
+        if not hooks:
+            return None
+        return HookRunner(hooks, hook_env(self.params["config_file"] or "", self.params["label"],
+                                          self.params["hooks_file"] or "", self.params["reset"]))
+
+    def _apply(self, run: MigRun, node: NodePlan, hooks: HookRunner | None) -> None:
+        if not node.changes(self.params["reset"]) and hooks is None:
             self.result["done"] = []
             self.result["summary"] = self._summary(node.plans)
             return
         try:
-            result = run.apply(self._gpu_reset if self.params["reset"] else None)
+            result = run.apply(self._gpu_reset if self.params["reset"] else None, hooks)
         except MigClientsError as exc:
             if exc.before_reset:
                 self.fail("{0}. Stop it and run again (the pending mode needs only the reset)".format(exc))
@@ -528,8 +564,12 @@ class MigConfigManager:
                 exc, "; ".join(exc.done) or "nothing", "; ".join(exc.not_done) or "nothing", advice))
         except MigPlanError as exc:
             self.fail("the MIG layout {0!r} cannot be applied: {1}".format(self.params["label"], exc))
+        except MigHookError as exc:
+            self.fail("a user hook failed: {0}".format(exc), hooks_ran=hooks.ran if hooks else [])
         except NvmlError as exc:
             self.fail("NVML failed: {0}".format(exc))
+        if hooks is not None:
+            self.result["hooks_ran"] = hooks.ran
         self._report(node, result)
 
     def _report(self, node: NodePlan, result: RunResult) -> None:
@@ -564,10 +604,12 @@ def main() -> None:
             state=dict(type="str", choices=["applied", "asserted", "exported"], default="applied"),
             reset=dict(type="bool", default=False),
             mode_only=dict(type="bool", default=False),
+            hooks=dict(type="dict"),
+            hooks_file=dict(type="path"),
             nvidia_smi=dict(type="str", default="nvidia-smi"),
             library=dict(type="path"),
         ),
-        mutually_exclusive=[("config", "config_file")],
+        mutually_exclusive=[("config", "config_file"), ("hooks", "hooks_file")],
         required_if=[("state", "applied", ("label",)), ("state", "asserted", ("label",))],
         supports_check_mode=True,
     )

@@ -202,6 +202,62 @@ def test_assert_mode_only(installed: Path, sim_node: t.Any, tmp_path: Path) -> N
     assert run(installed, node, "assert", "--mode-only", *args).returncode == 0
 
 
+def hooks_file(tmp_path: Path, log: Path, pre_apply_mode: str) -> Path:
+    """A mig-parted hooks file (version v1) whose hooks append to `log`."""
+    def hook(text: str) -> list[dict[str, t.Any]]:
+        return [{"command": "/bin/sh", "args": ["-c", "{ " + text + '; } >> "$LOG"'], "envs": {"LOG": str(log)}}]
+    path = tmp_path / "hooks.json"
+    path.write_text(json.dumps({"version": "v1", "hooks": {
+        "apply-start": hook("echo start $MIG_PARTED_SELECTED_CONFIG skip-reset=$MIG_PARTED_SKIP_RESET"),
+        "pre-apply-mode": hook(pre_apply_mode),
+        "pre-apply-config": hook("echo config"),
+        "apply-exit": hook("echo exit"),
+    }}))
+    return path
+
+
+def test_hooks_run_where_mig_parted_runs_them(installed: Path, sim_node: t.Any, tmp_path: Path) -> None:
+    """pre-apply-mode stops what holds a GPU (as the GPU Operator's hooks do); the run reads the GPUs after it."""
+    node = sim_node("dgx-a100-8x40gb")
+    node.simctl("process", "add", "--gpu", "2", "--pid", "4242", "--name", "dcgm")
+    config = write_config(tmp_path, mig_expected.config("x", {"devices": "all", "mig-enabled": True,
+                                                              "mig-devices": layouts(node)["all-1g"]}))
+    args = ("--config", str(config), "--label", "x")
+    assert "GPU clients are still attached" in run(installed, node, "apply", *args).stdout
+    log = tmp_path / "hooks.log"
+    clear = "echo mode; {0} {1} process clear --gpu 2 >/dev/null".format(sys.executable, nvml_sim.SIMCTL)
+    done = run(installed, node, "apply", *args, "--hooks", str(hooks_file(tmp_path, log, clear)))
+    assert done.returncode == 0, done.stdout
+    assert log.read_text().split("\n") == ["start x skip-reset=true", "mode", "config", "exit", ""]
+    assert [mig_expected.device_counts(g) for g in node.show()["gpus"]] == [Counter(layouts(node)["all-1g"])] * 8
+    log.unlink()
+    again = run(installed, node, "apply", *args, "--hooks", str(tmp_path / "hooks.json"))
+    assert again.returncode == 0 and log.read_text().split("\n") == ["start x skip-reset=true", "exit", ""]
+
+
+def test_a_failing_hook_stops_the_run_before_any_change(installed: Path, sim_node: t.Any, tmp_path: Path) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    config = write_config(tmp_path, mig_expected.config("x", {"devices": "all", "mig-enabled": True,
+                                                              "mig-devices": layouts(node)["all-1g"]}))
+    log = tmp_path / "hooks.log"
+    before = node.state.read_bytes()
+    failed = run(installed, node, "apply", "--config", str(config), "--label", "x",
+                 "--hooks", str(hooks_file(tmp_path, log, "echo stopping; exit 3")))
+    assert failed.returncode == 1 and node.state.read_bytes() == before
+    assert "hooks.hooks.pre-apply-mode[0] (/bin/sh) failed with exit 3" in failed.stdout
+    assert log.read_text().split("\n") == ["start x skip-reset=true", "stopping", "exit", ""]  # apply-exit still ran
+
+
+def test_a_bad_hooks_file_is_refused_naming_the_field(installed: Path, sim_node: t.Any, tmp_path: Path) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    config = write_config(tmp_path, mig_expected.config("x", {"devices": "all", "mig-enabled": False}))
+    hooks = tmp_path / "hooks.json"
+    hooks.write_text(json.dumps({"version": "v1", "hooks": {"pre-apply": [{"command": "/bin/true"}]}}))
+    bad = run(installed, node, "apply", "--config", str(config), "--label", "x", "--hooks", str(hooks))
+    assert bad.returncode == 2, bad.stdout
+    assert "hooks.hooks: unknown hook 'pre-apply'" in bad.stdout and "apply-start, pre-apply-mode" in bad.stdout
+
+
 @pytest.mark.parametrize(
     ("setup", "args", "code", "text"),
     [

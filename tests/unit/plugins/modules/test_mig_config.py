@@ -512,3 +512,20 @@ def test_mode_only_assert_checks_the_mode_and_not_the_instances(sim_node: t.Any)
     pending = run(node, config, "x", state="asserted", mode_only=True)
     assert pending["differences"] == [
         "GPU 0: expected MIG enabled, found MIG enabled (disable pending until a GPU reset or reboot), no GPU instances"]
+
+
+def test_hooks_run_around_the_change_and_not_in_check_mode(sim_node: t.Any, tmp_path: t.Any) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    log = tmp_path / "hooks.log"
+    hooks = {"version": "v1", "hooks": {name: [{"command": "/bin/sh", "args": ["-c", "echo {0} >> {1}".format(
+        name, log)]}] for name in ("apply-start", "pre-apply-mode", "pre-apply-config", "apply-exit")}}
+    config = mig_expected.config("x", {"devices": [0], "mig-enabled": True, "mig-devices": layouts(node)["all-7g"]})
+    assert run(node, config, "x", check=True, hooks=hooks)["changed"] is True and not log.exists()
+    bad_hooks = {"version": "v1", "hooks": {"post-apply": []}}
+    assert "unknown hook 'post-apply'" in run(node, config, "x", check=True, hooks=bad_hooks)["msg"]
+    done = run(node, config, "x", hooks=hooks)
+    assert done["changed"] is True and done["hooks_ran"] == [
+        "hooks.hooks.{0}[0]".format(n) for n in ("apply-start", "pre-apply-mode", "pre-apply-config", "apply-exit")]
+    assert log.read_text().split() == ["apply-start", "pre-apply-mode", "pre-apply-config", "apply-exit"]
+    bad = run(node, config, "x", hooks={"version": "v1", "hooks": {"post-apply": []}})
+    assert bad["failed"] and "invalid hooks (hooks): hooks.hooks: unknown hook 'post-apply'" in bad["msg"]
