@@ -169,7 +169,7 @@ def expected_gpu(gpu: dict[str, t.Any], gather: bool, gather_health: bool = True
                 "placements": sorted((_placement(pl) for pl in p["placements"]), key=lambda pl: pl["start"]),
             }
             for p in sorted(gpu.get("profiles", []), key=lambda p: p["index"])
-        ] if mig_on else []
+        ] if mig_on or gpu.get("mig_profiles_off") else []  # a driver that answers with MIG off (FORMAT.md)
 
     def instance(value: int) -> int | None:
         return value if mig_on and value >= 0 else None
