@@ -306,3 +306,29 @@ def test_attached_clients_are_named_and_nothing_changes(host: t.Any, faults: dic
         "mig_gpu_clients) and run again: GPU 1 (NVIDIA A100-SXM4-40GB) ({0}): pid 4242 (not visible here, GPU "
         "instance {1} / compute instance 0, 1024 MiB)".format(gpu["uuid"], process["gi"]))
     assert seen["untouched"] == seen["attached"]
+
+
+# --- stage 6: issue 25's reproduction: a process on a GPU waiting for its reset -------------------
+@pytest.fixture(scope="session")
+def reset_case(faults: dict[str, t.Any]) -> dict[str, dict[str, t.Any]]:
+    del faults  # runs after it
+    return play("reset")
+
+
+def test_a_process_on_a_gpu_waiting_for_its_reset_refuses_before_any_reset(
+        host: t.Any, reset_case: dict[str, t.Any]) -> None:
+    seen = reset_case[host.backend.host]
+    assert [(g["mig_current"], g["mig_pending"]) for g in seen["requested"]["gpus"]] == [(0, 1)] * 8
+    refused = seen["refused"]
+    assert refused["failed"]
+    assert refused["msg"].startswith("GPU clients are still attached, so nothing was changed.")
+    assert "GPU 2 (NVIDIA A100-SXM4-40GB)" in refused["msg"] and "pid 4343" in refused["msg"]
+    # No GPU was reset, so none is in MIG mode without its layout.
+    assert seen["after_refusal"]["gpus"] == seen["requested"]["gpus"]
+
+
+def test_then_all_eight_are_reset_in_one_call_and_finished(host: t.Any, reset_case: dict[str, t.Any]) -> None:
+    seen = reset_case[host.backend.host]
+    assert seen["finish"]["reset"]["gpus"] == list(range(8))
+    assert seen["finish"]["reset_gpus"] == []
+    assert_label_applied("all-balanced", seen["finished"])
