@@ -1543,8 +1543,10 @@ def export_layout(gpus: t.Sequence[GpuState], label: str) -> tuple[dict[str, t.A
             (entry,) = parse_config({"version": CONFIG_VERSION, "mig-configs": {label: [item]}})[label]
             plan = plan_gpu(gpu, resolve_target(gpu, entry))
             if plan.changed:
-                raise _gpu_error(gpu, "re-applying {0} would change it ({1}); a mig-parted config cannot describe "
-                                      "this state".format(describe_target(plan.target), describe_gpu(gpu)))
+                raise _gpu_error(gpu, "re-applying mig-devices {0} would change it ({1}); a mig-parted config "
+                                      "cannot describe this state".format(
+                                          "{" + ", ".join("{0}: {1}".format(*i) for i in (devices or {}).items()) + "}",
+                                          "; ".join(plan.steps())))
         except (MigPlanError, MigConfigError) as err:
             problems.append("{0}; left out of the export".format(err))
             continue

@@ -545,3 +545,21 @@ def test_reader_asks_nvml_first_with_mig_off_and_falls_back(sim_node: t.Any, ope
     assert {p.name for p in answers.profiles} >= {"1g.12gb", "3g.47gb", "7g.94gb"}
     # A driver that describes nothing with MIG off, on a GPU the table lacks: planned once MIG is on.
     assert (silent.profiles_from, silent.profiles) == ("none", ())
+
+
+def test_export_leaves_out_what_the_format_cannot_say() -> None:
+    """Two 3g instances with one 1c each would come back as one 3g with 2 x 1c: left out, with the reason."""
+    gpu = empty_gpu("dgx-a100-8x40gb")
+    three = gpu.profile_named("3g.20gb")
+    split = dataclasses.replace(gpu, gpu_instances=tuple(
+        _mig.GpuInstanceState(gi_id, three.id, start, three.size, (_mig.ComputeInstanceState(0, 1, 0),))
+        for gi_id, start in ((1, 0), (2, 4))))
+    other = dataclasses.replace(gpu, index=1)
+    config, problems = _mig.export_layout([split, other], "x")
+    assert config == {"version": "v1", "mig-configs": {"x": [{"devices": [1], "mig-enabled": True, "mig-devices": {}}]}}
+    (problem,) = problems
+    assert problem == (
+        "GPU 0 (NVIDIA A100-SXM4-40GB): re-applying mig-devices {1c.3g.20gb: 2} would change it (destroy GPU "
+        "instance 1 (3g.20gb at memory slice 0); replace the compute instances of GPU instance 2 (3g.20gb at memory "
+        "slice 4) with compute instances 1c.3g.20gb + 1c.3g.20gb); a mig-parted config cannot describe this state; "
+        "left out of the export")

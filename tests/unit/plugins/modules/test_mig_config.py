@@ -463,9 +463,7 @@ def test_device_indices_the_node_lacks_warn_on_apply_and_fail_the_assert(sim_nod
 
 
 # --- export ------------------------------------------------------------------------------
-@pytest.mark.parametrize("fixture", [p.stem for p in nvml_sim.node_fixtures()])
-def test_export_reapplies_unchanged_on_every_fixture(fixture: str, sim_node: t.Any) -> None:
-    node = sim_node(fixture)
+def export_reapplies_unchanged(node: nvml_sim.SimNode) -> None:
     before = state_hash(node)
     outcome = node.run("mig_config", state="exported", label="exported")
     assert outcome["kind"] == "exit", outcome
@@ -486,6 +484,28 @@ def test_export_reapplies_unchanged_on_every_fixture(fixture: str, sim_node: t.A
     named = {i for item in config["mig-configs"]["exported"] for i in
              (range(len(shown)) if item["devices"] == "all" else item["devices"])}
     assert named >= {g["index"] for g in shown if g["mig_capable"]}
+
+
+@pytest.mark.parametrize("fixture", [p.stem for p in nvml_sim.node_fixtures()])
+def test_export_reapplies_unchanged_on_every_fixture(fixture: str, sim_node: t.Any) -> None:
+    """As found, then (where the node has MIG) with layouts applied: balanced, and split compute instances."""
+    node = sim_node(fixture)
+    export_reapplies_unchanged(node)
+    capable = [g for g in node.show()["gpus"] if g["mig_capable"]]
+    if not capable:
+        return
+    found = layouts(node)
+    three_g = next(name for name in found["all-3g"])
+    config = mig_expected.config(
+        "laid-out",
+        {"devices": [capable[0]["index"]], "mig-enabled": True, "mig-devices": {"2c." + three_g: 1, "1c." + three_g: 1}},
+        {"devices": [g["index"] for g in capable[1:]],
+         "device-filter": "0x{0:08X}".format(capable[0]["pci_device_id"]), "mig-enabled": True,
+         "mig-devices": found["all-balanced"]})
+    node.simctl("process", "clear")  # the mixed fixture's CUDA jobs would block the layout
+    applied = run(node, config, "laid-out")
+    assert not applied.get("failed"), applied.get("msg")
+    export_reapplies_unchanged(node)
 
 
 def test_export_of_a_mixed_node(sim_node: t.Any) -> None:
