@@ -116,7 +116,7 @@ def test_each_mig_device_is_asked_for_by_its_cdi_name(host):
         pytest.skip("the MIG fixture runs on containerd 1.7")
     report = json.loads(host.file("/var/lib/gpufleet/verify.json").content_string)
     runs = [run for run in layer(report, "workload")["observed"]["runs"]
-            if run["cdi"] != ["nvidia.com/gpu=all"] and not run.get("image")]
+            if all(cdi.startswith("nvidia.com/gpu=MIG-") for cdi in run["cdi"])]
     migs = {ci["uuid"]: g["uuid"] for g in node_state(host)["gpus"] for gi in g["gis"] for ci in gi["cis"]}
     assert len(migs) == 14
     assert sorted(cdi for run in runs for cdi in run["cdi"]) == sorted("nvidia.com/gpu=" + uuid for uuid in migs)
