@@ -358,6 +358,28 @@ def parse_systemctl_show(text: t.Any) -> dict[str, dict[str, str]]:
     return units
 
 
+# What systemd is asked about the driver's daemons (the verify role's
+# node_reads_info call reads the same knowledge entry).
+SYSTEMCTL_SHOW = list(_kb.SERVICE_STATES_COMMAND["value"])
+
+
+def service_states(show: str, persistenced: bool, fabricmanager: bool) -> dict[str, str]:
+    """The driver daemons the node must run and their ActiveState ("" when not installed), from SYSTEMCTL_SHOW.
+
+    nvidia-persistenced wherever the driver layer installs a driver;
+    nvidia-fabricmanager where the driver layer asks for it or its unit is
+    enabled (the driver role enables it on nodes with NVSwitches)."""
+    units = parse_systemctl_show(show)
+    states = {}
+    for unit in SERVICES.values():
+        found = units.get(unit) or {}
+        wanted = persistenced if unit == "nvidia-persistenced" else (
+            fabricmanager or found.get("UnitFileState") == "enabled")
+        if wanted:
+            states[unit] = "" if found.get("LoadState") == "not-found" else found.get("ActiveState", "")
+    return states
+
+
 def _finding(check: str, severity: str, gpu: dict[str, t.Any] | None, seen: str, action: str,
              advice: str = "") -> dict[str, t.Any]:
     what = _DO[action].format(index=gpu.get("index") if gpu else "")

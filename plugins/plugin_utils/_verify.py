@@ -730,26 +730,14 @@ def check_workload(plan: dict[str, t.Any], result: dict[str, t.Any] | None) -> d
 # The judgement's severities as verify's.
 HEALTH_SEVERITY = {"critical": "error", "warn": "warning"}
 HEALTH_POLICY_PREFIX = "verify_health_policy."
-SERVICE_UNITS = ("nvidia-persistenced", "nvidia-fabricmanager")
 
 
 def service_states(show: t.Any, persistenced: bool, fabricmanager: bool) -> dict[str, str] | None:
-    """The driver daemons the node must run and their ActiveState, from `systemctl show`; None when unknown.
-
-    nvidia-persistenced wherever the driver layer installs a driver;
-    nvidia-fabricmanager where the driver layer asks for it or its unit is
-    enabled (the driver role enables it on nodes with NVSwitches)."""
+    """The driver daemons' states from node_reads_info's `systemctl show` (_health.SYSTEMCTL_SHOW); None when
+    systemd did not answer."""
     if not isinstance(show, dict) or show.get("rc") != 0:
         return None
-    units = _health.parse_systemctl_show(show.get("stdout") or "")
-    states = {}
-    for unit in SERVICE_UNITS:
-        found = units.get(unit) or {}
-        wanted = persistenced if unit == "nvidia-persistenced" else (
-            fabricmanager or found.get("UnitFileState") == "enabled")
-        if wanted:
-            states[unit] = "" if found.get("LoadState") == "not-found" else found.get("ActiveState", "")
-    return states
+    return _health.service_states(show.get("stdout") or "", persistenced, fabricmanager)
 
 
 def check_health(settings: dict[str, t.Any], nvml: dict[str, t.Any], kernel_log: t.Any,

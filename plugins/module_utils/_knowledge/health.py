@@ -203,3 +203,15 @@ HEALTH_THRESHOLDS: tuple[dict[str, t.Any], ...] = (
      "why": "PCIe replays are link-level retries; a count in the thousands points at a marginal link",
      "source": _NVML_H, "checked": "2026-11-26"},
 )
+
+
+# The driver daemons' states, in one call: `systemctl show` prints one block
+# of KEY=value lines per unit; a unit that is not installed reads
+# LoadState=not-found. Read by the verify role (node_reads_info) and by
+# gpufleet-verify-boot, judged by _health.service_states.
+SERVICE_STATES_COMMAND = {
+    "value": ["systemctl", "show", "--property=Id,LoadState,ActiveState,UnitFileState",
+              "nvidia-persistenced.service", "nvidia-fabricmanager.service"],
+    "source": "https://www.freedesktop.org/software/systemd/man/latest/systemctl.html#show%20PATTERN%E2%80%A6%7CJOB%E2%80%A6",
+    "checked": "2026-11-26",
+}
