@@ -36,24 +36,14 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _collection import ROOT  # pylint: disable=wrong-import-order
 SIM = os.path.join(ROOT, "tests", "nvml-sim")
 LIBRARY = os.path.join(SIM, "build", "libnvidia-ml.so.1")
-sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
-sys.path.insert(0, os.path.dirname(os.path.dirname(ROOT)))  # when the checkout is already the collection path
 
 BUDGET_S = 0.5
 RUNNER = "ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner"
 
 
-def _collection() -> None:
-    link = os.path.join(ROOT, "build", "collections", "ansible_collections", "gpufleet", "nvidia")
-    if not os.path.exists(link):
-        os.makedirs(os.path.dirname(link), exist_ok=True)
-        os.symlink(ROOT, link)
-
-
-_collection()
 # pylint: disable=wrong-import-position
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _nvml_health  # noqa: E402
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _nvml  # noqa: E402
