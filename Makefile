@@ -15,7 +15,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 export GPUFLEET_ROOT := $(CURDIR)
 
-.PHONY: help demo test check host venv sim collection images images-all mirror real-nvml \
+.PHONY: help demo test check host venv sim collection images images-all mirror mirror-demo real-nvml \
         lint sanity sanity-changed units molecule molecule-smoke build clean
 
 help:
@@ -23,7 +23,8 @@ help:
 	@echo "make test   - yamllint, ansible-lint, ansible-test sanity, unit tests, Molecule"
 	@echo "make check  - the inner loop: lint, sanity on changed files, unit tests, one scenario"
 
-demo: host venv collection mirror
+# The demo's mirror holds what the demo installs, no more (mirror-seed.sh).
+demo: host venv collection mirror-demo
 	$(HARNESS)/demo.sh
 
 # One make, every phase timed (tests/harness/phase.sh) and the table printed
@@ -73,6 +74,9 @@ images-all: images
 # wait for the venv, or it starts a half-made one.
 mirror: host venv
 	@$(HARNESS)/mirror-seed.sh
+
+mirror-demo: host venv
+	@$(HARNESS)/mirror-seed.sh demo
 
 real-nvml: mirror
 	@$(HARNESS)/real-nvml.sh >/dev/null
