@@ -14,7 +14,7 @@ inventory=$GPUFLEET_ROOT/inventory/examples/simulated
 # fails with "Connection refused", which does not say what to start.
 if ! python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=10)' \
   "$GPUFLEET_MIRROR_URL/keys/gpufleet-mirror.asc" 2>/dev/null; then
-  die "the local mirror does not answer at $GPUFLEET_MIRROR_URL: start it with 'make mirror-demo' (make demo does), then run this again"
+  die "the local mirror does not answer at $GPUFLEET_MIRROR_URL: start it with 'make mirror SET=demo' (make demo does), then run this again"
 fi
 
 # Whatever the playbooks print also goes to this log, which is searched for
