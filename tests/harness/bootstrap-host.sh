@@ -15,10 +15,20 @@ PACKAGES=(
   gcc make libc6-dev                        # the simulated NVML library
   gnupg apt-utils                           # the signed local apt mirror
   python3 python3-venv                      # the tool venv
+)
+# What only the tests use; `bootstrap-host.sh demo` (make demo) leaves it out,
+# which keeps a fresh machine's demo within its ten minutes (chromium alone
+# is a few hundred MB).
+TEST_PACKAGES=(
   git rsync shellcheck                      # collection tree for ansible-test
   chromium                                  # renders the fleet report in a test (headless)
   libdpkg-dev rpm                           # dpkg's and rpm's version order, diffed in test_version_order.py
 )
+case "${1:-all}" in
+  all) PACKAGES+=("${TEST_PACKAGES[@]}") ;;
+  demo) ;;
+  *) die "usage: $0 [demo]" ;;
+esac
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

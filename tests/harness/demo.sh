@@ -1,52 +1,90 @@
 #!/usr/bin/env bash
-# make demo: the main job on the embedded default. A simulated 8 x A100 node
-# (Debian 12, systemd, simulated NVML), then playbooks/site.yml against it.
+# make demo: the main job on the embedded default, on a current stack. A
+# simulated 8 x A100 node (Debian 13, systemd, simulated NVML) running the
+# newest containerd the test ground builds, then playbooks/site.yml against
+# it. The demo fails when Ansible printed a warning: a newcomer reads one as
+# "this does not work yet", so each is a bug of ours to fix.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=env.sh
 . "$(dirname "$0")/env.sh"
 here=$(cd "$(dirname "$0")" && pwd)
+inventory=$GPUFLEET_ROOT/inventory/examples/simulated
 
-image=$("$here/images.sh" gpusim debian12)
+# Every layer installs from the local mirror: without it the first download
+# fails with "Connection refused", which does not say what to start.
+if ! python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=10)' \
+  "$GPUFLEET_MIRROR_URL/keys/gpufleet-mirror.asc" 2>/dev/null; then
+  die "the local mirror does not answer at $GPUFLEET_MIRROR_URL: start it with 'make mirror SET=demo' (make demo does), then run this again"
+fi
+
+# Whatever the playbooks print also goes to this log, which is searched for
+# warnings at the end.
+log_file=$GPUFLEET_ROOT/tests/output/demo.log
+mkdir -p "$(dirname "$log_file")"
+: >"$log_file"
+# Piped into tee, Ansible would drop its colours on a terminal.
+[ -t 1 ] && export ANSIBLE_FORCE_COLOR=1
+playbook() { ansible-playbook "$@" 2>&1 | tee -a "$log_file"; }
+
+# The driver the inventory pins, from the newest branch the mirror carries
+# (Debian 13's); the simulated NVML reports it and its CUDA version.
+driver=$(sed -n 's/^driver_version: "\(.*\)"$/\1/p' "$inventory/group_vars/gpu_nodes.yml")
+case "$driver" in
+  550.*) cuda=12040 ;;
+  *) die "demo.sh knows no CUDA version for driver_version '$driver' (inventory/examples/simulated/group_vars/gpu_nodes.yml): add its branch here" ;;
+esac
+# The newest containerd line of go-tools.txt, which the mirror serves.
+containerd=$(awk '$1 == "containerd" { version = $3 } END { print version }' "$here/go-tools.txt")
+
+image=$("$here/images.sh" gpusim debian13)
 "$here/node.sh" up gpufleet-demo-node "$image"
-# The node runs the driver the inventory pins (driver_version in
-# inventory/examples/simulated/group_vars), as after the driver role's reboot
-# into it: a container cannot load a kernel module. nvidia-ctk finds the
-# driver by its versioned library names, as a driver install lays them out;
-# the simulated library stands in for them.
-podman exec gpufleet-demo-node sh -c '
+# The node runs the pinned driver, as after the driver role's reboot into
+# it: a container cannot load a kernel module. nvidia-ctk finds the driver by
+# its versioned library names, as a driver install lays them out; the
+# simulated library stands in for them.
+podman exec -e driver="$driver" -e cuda="$cuda" gpufleet-demo-node sh -c '
   set -e
-  nvml-simctl set driver_version=535.261.03 cuda_driver_version=12020
+  nvml-simctl set driver_version="$driver" cuda_driver_version="$cuda"
   # nvidia-persistenced needs device nodes the simulated GPUs lack: a stand-in.
   mkdir -p /etc/systemd/system/nvidia-persistenced.service.d
   printf "[Service]\nType=simple\nExecStart=\nExecStart=/bin/sleep infinity\nExecStopPost=\n" \
     >/etc/systemd/system/nvidia-persistenced.service.d/gpufleet-sim.conf
   cd /usr/local/lib/x86_64-linux-gnu
   real=$(readlink -f libnvidia-ml.so.1)
-  if [ "$real" != "$PWD/libnvidia-ml.so.535.261.03" ]; then
-    mv "$real" libnvidia-ml.so.535.261.03; ln -sfn libnvidia-ml.so.535.261.03 libnvidia-ml.so.1; ldconfig
+  if [ "$real" != "$PWD/libnvidia-ml.so.$driver" ]; then
+    mv "$real" "libnvidia-ml.so.$driver"; ln -sfn "libnvidia-ml.so.$driver" libnvidia-ml.so.1; ldconfig
   fi'
 GPUFLEET_MIRROR_FINGERPRINT=$(python3 "$here/mirror.py" status | sed -n 's/^key=//p')
 export GPUFLEET_MIRROR_FINGERPRINT
 cd "$GPUFLEET_ROOT"
-# The driver layer first: Debian 12's packages point libnvidia-ml.so.1 at the
+log "the node's container engine: containerd $containerd from the mirror"
+playbook "$here/demo-containerd.yml" -i "$inventory" -e demo_containerd_version="$containerd"
+# The driver layer first: Debian's packages point libnvidia-ml.so.1 at the
 # real library through an alternative, which nvidia-ctk (the cdi layer) would
 # load and find no kernel module; the simulated library stands in for it, as
 # it stands in for the loaded driver.
-ansible-playbook playbooks/site.yml -i inventory/examples/simulated --tags preflight,facts,driver "$@"
+playbook playbooks/site.yml -i "$inventory" --tags preflight,facts,driver "$@"
 podman exec gpufleet-demo-node sh -c '
   link=/etc/alternatives/nvidia--libnvidia-ml.so.1-x86_64-linux-gnu
   if [ -L "$link" ]; then ln -sfn /usr/local/lib/x86_64-linux-gnu/libnvidia-ml.so.1 "$link"; ldconfig; fi'
 # Then the whole site.yml. Reports (per-host JSON, fleet-report.html/.md) land
 # in tests/output/demo-reports.
-ansible-playbook playbooks/site.yml -i inventory/examples/simulated \
+playbook playbooks/site.yml -i "$inventory" \
   -e verify_report_dir="$GPUFLEET_ROOT/tests/output/demo-reports" "$@"
 log "the running containerd, as crictl info reports it:"
 podman exec gpufleet-demo-node crictl info | python3 -c '
 import json, sys
 config = json.load(sys.stdin)["config"]
-for name, runtime in sorted(config["containerd"]["runtimes"].items()):
-    default = " (default)" if name == config["containerd"]["defaultRuntimeName"] else ""
+containerd = config["containerd"]
+for name, runtime in sorted(containerd["runtimes"].items()):
+    default = " (default)" if name == containerd["defaultRuntimeName"] else ""
     print("  runtime {0}{1}: {2}".format(name, default, (runtime.get("options") or {}).get("BinaryName") or "runc"))
 print("  CDI: " + ("on, specs in " + ", ".join(config.get("cdiSpecDirs") or []) if config.get("enableCDI")
-                  else "not in this containerd (1.7+); devices come through the nvidia runtime"))' >&2
+                  else "off; devices come through the nvidia runtime"))' >&2
 log "fleet report: $GPUFLEET_ROOT/tests/output/demo-reports/fleet-report.html (and fleet-report.md, gpufleet-demo-node.json)"
+# [WARNING] and [DEPRECATION WARNING]; colour codes, if any, come after.
+if grep -q 'WARNING\]' "$log_file"; then
+  grep 'WARNING\]' "$log_file" >&2
+  die "the demo converged, but Ansible printed the warnings above (whole output: $log_file); each is a bug to fix"
+fi
+log "no Ansible warnings (whole output: $log_file)"

@@ -16,6 +16,15 @@ GPUFLEET_VENV=${GPUFLEET_VENV:-$GPUFLEET_ROOT/.venv}
 export GPUFLEET_ROOT GPUFLEET_CACHE GPUFLEET_MIRROR_ROOT GPUFLEET_MIRROR_PORT \
   GPUFLEET_MIRROR_URL GPUFLEET_IMAGE_PREFIX GPUFLEET_DEBIAN_MIRROR GPUFLEET_VENV
 
+# go_tool_versions NAME: the versions of NAME that go-tools.txt pins, one a
+# line. With GPUFLEET_MIRROR_SET=demo (mirror-seed.sh demo) only the newest:
+# the one `make demo` installs, so a cold demo builds nothing it leaves unused.
+go_tool_versions() {
+  local versions
+  versions=$(awk -v name="$1" '$1 == name { print $3 }' "$GPUFLEET_ROOT/tests/harness/go-tools.txt")
+  if [ "${GPUFLEET_MIRROR_SET:-all}" = demo ]; then sort -V <<<"$versions" | tail -n1; else echo "$versions"; fi
+}
+
 log() { printf '\033[1m[harness]\033[0m %s\n' "$*" >&2; }
 die() { printf '\033[1;31m[harness] error:\033[0m %s\n' "$*" >&2; exit 1; }
 # timed NAME COMMAND...: run COMMAND (a shell function too) and record it as

@@ -11,7 +11,10 @@ sim=$GPUFLEET_ROOT/tests/nvml-sim
 key=$(cd "$sim" && find Makefile src -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 cached=$GPUFLEET_CACHE/nvml-sim/$key
 if [ ! -f "$cached/libnvidia-ml.so.1" ]; then
-  make -s -C "$sim" clean all
+  # A make of its own: under `make --jobs` (make demo, make test) the
+  # inherited MAKEFLAGS name a jobserver this script was not handed, and make
+  # would warn "jobserver unavailable".
+  env -u MAKEFLAGS -u MFLAGS make -s -C "$sim" clean all
   mkdir -p "$cached.tmp"
   cp -a "$sim/build/." "$cached.tmp/"
   rm -rf "$cached"

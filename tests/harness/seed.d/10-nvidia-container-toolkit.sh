@@ -114,4 +114,4 @@ PY
 
 while read -r version; do
   package "$version"
-done < <(awk '$1 == "nvidia-container-toolkit" { sub(/^v/, "", $3); print $3 }' "$harness/go-tools.txt")
+done < <(go_tool_versions nvidia-container-toolkit | sed 's/^v//')

@@ -41,4 +41,4 @@ while read -r version; do
   fi
   python3 "$harness/mirror.py" add-file "cri-tools/$version" "$out/$name" >/dev/null
   python3 "$harness/mirror.py" add-file "cri-tools-tampered/$version" "$out/out-tampered/$name" >/dev/null
-done < <(awk '$1 == "cri-tools" { print $3 }' "$harness/go-tools.txt")
+done < <(go_tool_versions cri-tools)

@@ -29,4 +29,4 @@ while read -r version; do
     mv "$stage" "$out"
   fi
   python3 "$harness/mirror.py" add-file "containerd/$version" "$out/$name" "$out/containerd.service" >/dev/null
-done < <(awk '$1 == "containerd" { print $3 }' "$harness/go-tools.txt")
+done < <(go_tool_versions containerd)

@@ -90,6 +90,8 @@ def bad_fleet(tmp_path_factory) -> Path:
     """The example fleet with three bad declarations, each on some hosts only."""
     root = tmp_path_factory.mktemp("bad") / "fleet"
     shutil.copytree(EXAMPLES / "fleet", root)
+    # The MIG config the inventory points at, beside it as in the examples.
+    shutil.copytree(EXAMPLES / "files" / "fleet", root.parent / "files" / "fleet")
     # A V100 tier on driver branch 590 (R580 is Volta's last branch).
     (root / "group_vars" / "dev.yml").write_text(
         '---\ndriver_gpu_models: ["Tesla V100-SXM2-16GB"]\ndriver_branch: "590"\ndriver_version: ""\n')
