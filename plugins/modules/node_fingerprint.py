@@ -199,13 +199,22 @@ def read_paths(roots: t.Iterable[str]) -> dict[str, str]:
 
 
 def parse_systemctl_show(text: str) -> dict[str, str]:
-    """Unit -> "LoadState ActiveState UnitFileState" from `systemctl show` blocks."""
+    """Unit -> "LoadState ActiveState UnitFileState" from `systemctl show` blocks.
+
+    A oneshot unit (the boot units: gpufleet-mig, gpufleet-verify-boot) is
+    inactive after a converge that did its work directly and active after a
+    boot that ran it: both are healthy, so either reads "ran-or-idle" and
+    only "failed" tells. Otherwise every reboot would cost a full run.
+    """
     found = {}
     for block in text.strip().split("\n\n"):
         fields = dict(line.partition("=")[::2] for line in block.splitlines() if "=" in line)
         if fields.get("Id"):
+            active = fields.get("ActiveState", "?")
+            if fields.get("Type") == "oneshot" and active != "failed":
+                active = "ran-or-idle"
             found["unit:" + fields["Id"]] = "{0} {1} {2}".format(
-                fields.get("LoadState", "?"), fields.get("ActiveState", "?"), fields.get("UnitFileState", "?") or "-")
+                fields.get("LoadState", "?"), active, fields.get("UnitFileState", "?") or "-")
     return found
 
 
@@ -283,7 +292,7 @@ class NodeFingerprint:
         if not systemctl:
             return {"unit:*": "no systemctl"}
         rc, out, err = self.module.run_command(
-            [systemctl, "show", "--property=Id,LoadState,ActiveState,UnitFileState", "--"] + names)
+            [systemctl, "show", "--property=Id,Type,LoadState,ActiveState,UnitFileState", "--"] + names)
         if rc != 0:
             return {"unit:*": "systemctl show failed: " + err.strip()}
         return parse_systemctl_show(out)

@@ -173,6 +173,19 @@ def test_systemctl_show_blocks() -> None:
                                              "unit:crio.service": "not-found inactive -"}
 
 
+def test_oneshot_boot_units_read_the_same_before_and_after_a_boot() -> None:
+    # gpufleet-mig.service: inactive after the converge applied MIG itself, active (RemainAfterExit) after a boot.
+    def show(active: str) -> str:
+        return ("Id=gpufleet-mig.service\nType=oneshot\nLoadState=loaded\nActiveState={0}\nUnitFileState=enabled\n\n"
+                "Id=containerd.service\nType=notify\nLoadState=loaded\nActiveState={0}\nUnitFileState=enabled\n"
+                ).format(active)
+    after_converge, after_boot = fp.parse_systemctl_show(show("inactive")), fp.parse_systemctl_show(show("active"))
+    assert after_converge["unit:gpufleet-mig.service"] == after_boot["unit:gpufleet-mig.service"]
+    # A failed boot unit still tells, and a long-running service's state still counts.
+    assert fp.parse_systemctl_show(show("failed"))["unit:gpufleet-mig.service"] == "loaded failed enabled"
+    assert after_converge["unit:containerd.service"] != after_boot["unit:containerd.service"]
+
+
 def test_unit_patterns_expand_over_unit_files(tmp_path: Path) -> None:
     for name in ("gpufleet-mig.service", "gpufleet-verify-boot.service", "ssh.service"):
         (tmp_path / name).write_text("")
