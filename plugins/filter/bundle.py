@@ -79,8 +79,9 @@ def bundle_unstaged(plan: t.Any, bundle_dir: str, new_dirs: t.Any) -> list[str]:
 def bundle_manifest(written: t.Any) -> dict[str, t.Any]:
     """The bundle's manifest.json content."""
     written = _mapping("bundle_manifest", written, "a mapping of what the bundle wrote")
-    return _call("bundle_manifest", _bundle.manifest, written["signing_key"], written["repositories"],
-                 written["files"], written["images"], written["keys"], written["site_key"])
+    return _call("bundle_manifest", lambda: _bundle.manifest(
+        written["signing_key"], written["repositories"], written["files"], written["images"], written["keys"],
+        written["site_key"]))
 
 
 class FilterModule:
