@@ -187,10 +187,10 @@ def _platform_error(platform: t.Any, mirror: str) -> str | None:
     if not re.match(r"^https?://", mirror):
         return ('bundle_mirror_url: give the URL the nodes will reach the bundle at (for example'
                 ' "{{ gpufleet_mirror_url }}"); every mirror variable of the roles must lie under it.')
-    return ('bundle_platform is {0}: the bundle never contacts the nodes, so declare the OS they run, for example'
-            ' {{distribution: Debian, version: "13", release: trixie, architecture: x86_64}} (distribution one of'
-            ' {1}; architecture one of {2}).'.format(json.dumps(_plain(platform)), ", ".join(DISTRIBUTIONS),
-                                                      ", ".join(DEB_ARCH)))
+    message = ('bundle_platform is {0}: the bundle never contacts the nodes, so declare the OS they run, for example'
+               ' {{distribution: Debian, version: "13", release: trixie, architecture: x86_64}} (distribution one of'
+               ' {1}; architecture one of {2}).')
+    return message.format(json.dumps(_plain(platform)), ", ".join(DISTRIBUTIONS), ", ".join(DEB_ARCH))
 
 
 def data_files(platform: t.Any, roles_dir: str) -> list[str]:

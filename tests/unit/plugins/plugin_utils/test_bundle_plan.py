@@ -79,7 +79,7 @@ def request(platform: dict | None = None, **over) -> dict:
     platform = platform or {"distribution": "Debian", "version": "12", "release": "bookworm", "architecture": "x86_64"}
     # A platform the bundle does not carry has no data of its own: the plan stops before it reads any.
     known = platform.get("distribution") in _bundle.DISTRIBUTIONS and "version" in platform
-    data = role_data(platform["distribution"], str(platform["version"]).split(".")[0]) if known else {}
+    data = role_data(platform["distribution"], str(platform["version"]).split(".", maxsplit=1)[0]) if known else {}
     req = {"platform": platform, "mirror_url": MIRROR + "/", "signing_key": SITE.lower(), "upstream": {},
            "role_defaults": DEFAULTS, "role_data": data}
     req.update(over)
