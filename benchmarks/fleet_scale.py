@@ -152,7 +152,7 @@ def close_orphans(control_dir: Path) -> None:
     deadline = time.monotonic() + 10
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid = os.waitpid(-1, os.WNOHANG)[0]
         except ChildProcessError:
             return
         if pid:
@@ -174,8 +174,8 @@ class Bench:
         self.args = args
         self.work = work
         self.golden = args.prefix + "golden"
-        self.image = "{0}/fleet-scale-node:{1}".format(os.environ.get("GPUFLEET_IMAGE_PREFIX", "localhost/gpufleet"),
-                                                        os.getpid())
+        prefix = os.environ.get("GPUFLEET_IMAGE_PREFIX", "localhost/gpufleet")
+        self.image = "{0}/fleet-scale-node:{1}".format(prefix, os.getpid())
         self.nodes: list[str] = []
         self.started: list[str] = []
         self.converged: list[str] = []
@@ -433,8 +433,8 @@ def refuse_what_will_not_fit(bench: Bench, cost: dict[str, float], largest: int)
     need = int(new * cost["memory_held_mib"] * MIB * NODE_MARGIN + CONTROLLER_RESERVE)
     available = meminfo()["MemAvailable"]
     if need > available:
-        fits = len(bench.started) + max(0, int((available - CONTROLLER_RESERVE) / (cost["memory_held_mib"] * MIB
-                                                                                     * NODE_MARGIN)))
+        per_node = cost["memory_held_mib"] * MIB * NODE_MARGIN
+        fits = len(bench.started) + max(0, int((available - CONTROLLER_RESERVE) / per_node))
         problems.append(
             "memory: {0} more nodes need about {1:.1f} GiB ({0} x {2:.0f} MiB measured on an idle node, + {3:.0%}, "
             "+ {4:.1f} GiB for the controller) but {5:.1f} GiB is available: at most {6} nodes fit now; run with "
@@ -515,9 +515,9 @@ def table(data: dict) -> str:
     m = data["machine"]
     lines.append("")
     lines.append("{0}, {1} CPUs, {2} MiB, ansible-core {3}, {4} forks, transport {5}; load average {6} at the "
-                 "start, {7} at the end.".format(m["date"][:10], m["nproc"], m["memory_total_mib"], m["ansible_core"],
-                                                data["settings"]["forks"], data["settings"]["transport"],
-                                                " ".join(m["load_average"]), " ".join(data["load_average_end"])))
+                 "start, {7} at the end.".format(
+                     m["date"][:10], m["nproc"], m["memory_total_mib"], m["ansible_core"], data["settings"]["forks"],
+                     data["settings"]["transport"], " ".join(m["load_average"]), " ".join(data["load_average_end"])))
     return "\n".join(lines)
 
 
