@@ -102,7 +102,7 @@ def decide(declaration: dict, os_data: dict, info: dict, nvml: dict,
         return result
 
     # driver_version, when set, decides the branch.
-    branch = version.split(".")[0] if version else branch_given
+    branch = version.split(".", maxsplit=1)[0] if version else branch_given
     # NVIDIA's Ubuntu packages carry the branch in their names up to 580, none from 590 on.
     result["branch"] = branch
     result["branch_tag"] = "" if int(branch) >= 590 else "-" + branch
@@ -124,8 +124,8 @@ def decide(declaration: dict, os_data: dict, info: dict, nvml: dict,
                                "driver_module_build: dkms (or auto)")
         else:
             result["error"] = ("driver_source: {0} has no NVIDIA driver for {1} {2}; use driver_source: cuda "
-                               "(NVIDIA's repository)".format(source, os_data.get("distribution"),
-                                                               os_data.get("distribution_version")))
+                               "(NVIDIA's repository)").format(source, os_data.get("distribution"),
+                                                               os_data.get("distribution_version"))
         return result
 
     enroll = truthy(declaration.get("secure_boot_enroll"))
@@ -273,7 +273,7 @@ def plan(decision: dict, declaration: dict, os_data: dict, facts: dict, info: di
                           if name in installed), None)
     # Installed as declared: the installed versions are the plan, nothing to look up.
     satisfied = (installed_version is not None and version_package not in unconfigured
-                 and (installed_version == version if version else installed_version.split(".")[0] == branch)
+                 and (installed_version == version if version else installed_version.split(".", maxsplit=1)[0] == branch)
                  and all(name in installed for name in top))
     # Everything of the installed driver: its version's packages and the named ones.
     named = set(top + pinning + [version_package, other_flavour_package])

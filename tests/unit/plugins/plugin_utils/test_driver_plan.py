@@ -135,9 +135,8 @@ def plan_for(declaration=None, checks=None, os_data=None, facts=None, node=None,
     declaration = dict(DECLARATION, **(declaration or {}))
     node = node or info()
     decision = driver_decision(declaration, checks or UBUNTU_CHECKS, node, nvml or NOT_LOADED)
-    return driver_plan(decision, declaration, os_data or ubuntu_os(decision["branch"] or "580",
-                                                                    decision["flavour"] or "open"),
-                       facts or UBUNTU_FACTS, node)
+    os_data = os_data or ubuntu_os(decision["branch"] or "580", decision["flavour"] or "open")
+    return driver_plan(decision, declaration, os_data, facts or UBUNTU_FACTS, node)
 
 
 UBUNTU_580 = {name: ["580.95.05-0ubuntu1", "580.82.07-0ubuntu1"]
