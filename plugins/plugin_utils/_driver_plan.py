@@ -170,8 +170,12 @@ def decide(declaration: dict, os_data: dict, info: dict, nvml: dict,
 # 2. plan
 
 
-def _repository(declaration: dict, os_data: dict, facts: dict) -> dict[str, t.Any]:
-    """The repository the driver comes from, as the probe, the sources file and the key task need it."""
+def repository(declaration: dict, os_data: dict, facts: dict) -> dict[str, t.Any]:
+    """The repository the driver comes from, as the probe, the sources file and the key task need it.
+
+    declaration: source, cuda_repo_url, cuda_repo_key_url, cuda_repo_key_fingerprint, distribution_mirror_url,
+    distribution_key_url. os_data: keyring_dir, cuda_repo_arch, cuda_repo_name, cuda_repo_key,
+    cuda_repo_fingerprint, distribution_repo. facts: architecture, distribution."""
     keyring_dir = os_data.get("keyring_dir") or ""
     if declaration["source"] == "cuda":
         arch = os_data["cuda_repo_arch"].get(facts["architecture"], facts["architecture"])
@@ -250,7 +254,7 @@ def plan(decision: dict, declaration: dict, os_data: dict, facts: dict, info: di
     fabricmanager = fabricmanager_setting == "true" or (fabricmanager_setting == "auto"
                                                         and len(info.get("nvswitches") or []) > 0)
     nvlsm = any(gpu["architecture"] in os_data["nvlsm_architectures"] for gpu in decision.get("gpus") or [])
-    repo = _repository(declaration, os_data, facts)
+    repo = repository(declaration, os_data, facts)
 
     result: dict[str, t.Any] = {"error": None}
     fabricmanager_packages = list((os_data.get("fabricmanager_packages") or {}).get(source) or [])
