@@ -163,4 +163,6 @@ def test_incomplete_repository():
 
 
 def test_filters_are_registered():
-    assert set(FilterModule().filters()) == {"driver_upstream_version", "driver_kernel_module", "driver_select_versions"}
+    assert set(FilterModule().filters()) == {"driver_upstream_version", "driver_kernel_module", "driver_select_versions",
+                                             "driver_decision", "driver_plan", "driver_selection", "driver_files",
+                                             "driver_package_actions", "driver_kernels_missing", "driver_reboot"}

@@ -47,7 +47,7 @@ def info(kernels=("6.8.0-45-generic",), headers=False, secure_boot=False, nvswit
         "secure_boot": {"efi": secure_boot, "enabled": secure_boot, "setup_mode": False,
                         "mok_certificates_sha256": [], "mok_certificate": "/var/lib/dkms/mok.pub",
                         "mok_certificate_sha256": None, "mok_certificate_enrolled": None},
-        "nvswitches": list(nvswitches), "nouveau_loaded": False,
+        "nvswitches": list(nvswitches), "nouveau_loaded": False, "files": {},
     }
 
 

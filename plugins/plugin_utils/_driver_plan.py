@@ -1,0 +1,510 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The driver role's plan: pure functions of the declaration, the OS data and
+what driver_info / nvml_info / package_versions_info read. Controller side.
+
+The role applies the plan in four steps, because the node is asked twice in
+between and the OS data (vars/<OS>.yml) names packages after the branch and
+the flavour decided first:
+
+1. decide()     declaration + node -> branch, module build, flavour, or the
+                first error (naming the variable and the fix);
+2. plan()       + the OS data      -> packages, repository, kernels, what is
+                installed, whether the repository must be asked, removal;
+3. select()     + the repository's offer -> exact versions, what to install,
+                release and hold, the rollback set;
+4. holds() / rollback() / stale_files() / reboot_reason(): the small
+   decisions the tasks take after the node changed.
+
+Every function returns plain data; errors are returned as {"error": "..."}
+so that the role fails in one assert, with the message, before the node is
+touched.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import typing as t
+
+# "3:580.95.05-1.el9" / "535.216.03-2~bpo12+1" / "535.183.01-0ubuntu0.22.04.1" -> the NVIDIA version.
+_UPSTREAM = re.compile(r"^(?:\d+:)?(?P<upstream>[0-9][0-9.]*[0-9])")
+
+# `apt-cache policy` output: a package with a candidate version.
+_APT_POLICY = re.compile(r"(?m)^(\S+):\n +Installed: .*\n +Candidate: (\S+)")
+
+SUPPORTED = ("the role installs the driver on Debian 12/13, Ubuntu 22.04/24.04 and RHEL, Rocky, "
+             "AlmaLinux 8/9/10.")
+
+
+def upstream_version(version: t.Any) -> str | None:
+    """NVIDIA's version inside a package version; None for anything else."""
+    if version is None:
+        return None
+    match = _UPSTREAM.match(str(version))
+    return match.group("upstream") if match else None
+
+
+def truthy(value: t.Any) -> bool:
+    """Ansible's `bool` filter: yes/on/1/true (any case) and True are true."""
+    if isinstance(value, bool):
+        return value
+    if value is None:
+        return False
+    if isinstance(value, str):
+        value = value.lower()
+    return value in ("yes", "on", "1", "true", 1)
+
+
+def _unique(items: t.Iterable[str]) -> list[str]:
+    seen: list[str] = []
+    for item in items:
+        if item not in seen:
+            seen.append(item)
+    return seen
+
+
+# ---------------------------------------------------------------------------
+# 1. decide
+
+
+def decide(declaration: dict, os_data: dict, info: dict, nvml: dict,
+           kernel_module: t.Callable[[list, str, str, str], dict]) -> dict[str, t.Any]:
+    """Validate the declaration and settle the branch, the module build and the flavour.
+
+    declaration: the role's driver_* variables without the prefix (state, branch, version, kernel_module,
+    gpu_models, source, module_build, secure_boot_enroll, secure_boot_enroll_password).
+    os_data: backend (None when the OS has no data), sources (the keys of __driver_packages, None likewise),
+    distribution_repo (whether the OS has a distribution repository), cuda_repo_key (None when unknown),
+    distribution, distribution_version, branch_pattern, version_pattern, nvml_gpus_known.
+    kernel_module: the driver_kernel_module decision (the knowledge base's flavour rules).
+    """
+    result: dict[str, t.Any] = {"error": None, "branch": None, "branch_tag": None, "build": None,
+                                "flavour": None, "gpus": []}
+    if os_data.get("backend") is None or os_data.get("sources") is None:
+        result["error"] = "driver: {0} {1} is not supported; {2}".format(
+            os_data.get("distribution"), os_data.get("distribution_version"), SUPPORTED)
+        return result
+
+    branch_given = str(declaration["branch"])
+    version = str(declaration["version"])
+    if not re.match(os_data["branch_pattern"], branch_given):
+        result["error"] = ("driver_branch {0} is not a driver branch: give its three digits as a string, "
+                           "for example \"580\"".format(json.dumps(branch_given)))
+        return result
+    if version and not re.match(os_data["version_pattern"], version):
+        result["error"] = ("driver_version {0} is not an NVIDIA driver version: give it as nvidia-smi prints it, "
+                           "for example \"580.95.05\", or \"\" for the newest of driver_branch".format(
+                               json.dumps(version)))
+        return result
+
+    # driver_version, when set, decides the branch.
+    branch = version.split(".", maxsplit=1)[0] if version else branch_given
+    # NVIDIA's Ubuntu packages carry the branch in their names up to 580, none from 590 on.
+    result["branch"] = branch
+    result["branch_tag"] = "" if int(branch) >= 590 else "-" + branch
+
+    source = declaration["source"]
+    sources = list(os_data["sources"])
+    build = declaration["module_build"]
+    if build == "auto":
+        build = "precompiled" if source == "distribution" and "precompiled" in sources else "dkms"
+    result["build"] = build
+    source_ok = (source in sources
+                 and (build == "dkms" or (source == "distribution" and "precompiled" in sources))
+                 and (source == "cuda" or os_data.get("distribution_repo"))
+                 and (source != "cuda" or os_data.get("cuda_repo_key") is not None))
+    if not source_ok:
+        if build == "precompiled":
+            result["error"] = ("driver_module_build: precompiled modules are Canonical's signed linux-modules-nvidia "
+                               "packages and exist only on Ubuntu with driver_source: distribution; use "
+                               "driver_module_build: dkms (or auto)")
+        else:
+            result["error"] = ("driver_source: {0} has no NVIDIA driver for {1} {2}; use driver_source: cuda "
+                               "(NVIDIA's repository)").format(source, os_data.get("distribution"),
+                                                               os_data.get("distribution_version"))
+        return result
+
+    enroll = truthy(declaration.get("secure_boot_enroll"))
+    if enroll and not declaration.get("secure_boot_enroll_password"):
+        result["error"] = ("driver_secure_boot_enroll: true queues the signing certificate for enrolment at the "
+                           "next boot, which asks for a one-time password at the console: set "
+                           "driver_secure_boot_enroll_password (from a vault).")
+        return result
+
+    # NVML lists the GPUs only while a driver whose library matches its module is loaded.
+    nvml_gpus = nvml.get("gpus") or [] if nvml.get("status") in os_data["nvml_gpus_known"] else []
+    if nvml_gpus:
+        flavour = kernel_module(nvml_gpus, declaration["kernel_module"], branch, "nvml")
+    else:
+        flavour = kernel_module(declaration.get("gpu_models") or [], declaration["kernel_module"], branch,
+                                "driver_gpu_models")
+    result["gpus"] = flavour["gpus"]
+    present = declaration["state"] == "present"
+    if not present:
+        # Removal needs no decision: both flavours' packages go.
+        result["flavour"] = "open"
+        return result
+    if flavour["error"] is not None:
+        result["error"] = flavour["error"]
+        return result
+    result["flavour"] = flavour["flavour"]
+
+    secure_boot = info["secure_boot"]
+    if (secure_boot["enabled"] and build != "precompiled" and not secure_boot["mok_certificate_enrolled"]
+            and not enroll):
+        result["error"] = (
+            "Secure Boot is enabled and DKMS would sign the nvidia modules with {0}, which is not enrolled as a "
+            "Machine Owner Key, so the kernel would refuse them. Enrol it (driver_secure_boot_enroll: true with "
+            "driver_secure_boot_enroll_password; confirm at the console on the next boot), point "
+            "driver_secure_boot_mok_key/driver_secure_boot_mok_cert at an enrolled key pair, or use modules signed "
+            "by your distribution (Ubuntu: driver_source: distribution, driver_module_build: precompiled).".format(
+                secure_boot.get("mok_certificate") or "a key"))
+    return result
+
+
+# ---------------------------------------------------------------------------
+# 2. plan
+
+
+def repository(declaration: dict, os_data: dict, facts: dict) -> dict[str, t.Any]:
+    """The repository the driver comes from, as the probe, the sources file and the key task need it.
+
+    declaration: source, cuda_repo_url, cuda_repo_key_url, cuda_repo_key_fingerprint, distribution_mirror_url,
+    distribution_key_url. os_data: keyring_dir, cuda_repo_arch, cuda_repo_name, cuda_repo_key,
+    cuda_repo_fingerprint, distribution_repo. facts: architecture, distribution."""
+    keyring_dir = os_data.get("keyring_dir") or ""
+    if declaration["source"] == "cuda":
+        arch = os_data["cuda_repo_arch"].get(facts["architecture"], facts["architecture"])
+        path = "{0}/{1}".format(os_data["cuda_repo_name"], arch)
+        base = re.sub("/+$", "", declaration["cuda_repo_url"]) + "/" + path
+        return {
+            "name": "NVIDIA CUDA repository " + path,
+            "base": base,
+            "apt_lines": ["deb {0}/ /".format(base)],
+            "key": declaration["cuda_repo_key_url"] or base + "/" + os_data["cuda_repo_key"],
+            "fingerprint": declaration["cuda_repo_key_fingerprint"] or os_data["cuda_repo_fingerprint"],
+            "keyring": keyring_dir + "/gpufleet-nvidia-cuda.asc",
+        }
+    repo = os_data["distribution_repo"]
+    url = declaration["distribution_mirror_url"] or repo["url"]
+    components = list(repo["components"])
+    return {
+        "name": "{0} {1}".format(facts["distribution"], "/".join(components)),
+        "base": url,
+        "apt_lines": ["deb {0} {1} {2}".format(url, suite, " ".join(components)) for suite in repo["suites"]],
+        "key": declaration["distribution_key_url"] or repo["keyring"],
+        "fingerprint": "",
+        "keyring": (keyring_dir + "/gpufleet-nvidia-distribution.asc") if declaration["distribution_key_url"]
+        else repo["keyring"],
+    }
+
+
+def _owned_files(os_data: dict) -> list[str]:
+    """Every file the role may have written, as node_files removes them in one call."""
+    keyring_dir = os_data.get("keyring_dir")
+    candidates = [os_data.get("sources_file"), os_data.get("pin_file"), os_data.get("unattended_upgrades_file"),
+                  keyring_dir + "/gpufleet-nvidia-cuda.asc" if keyring_dir else None,
+                  keyring_dir + "/gpufleet-nvidia-distribution.asc" if keyring_dir else None,
+                  os_data.get("repo_file"), os_data.get("module_stream_file"),
+                  os_data["nouveau_file"], os_data["dkms_signing_file"]]
+    return [{"path": path, "state": "absent"} for path in candidates if path]
+
+
+def plan(decision: dict, declaration: dict, os_data: dict, facts: dict, info: dict) -> dict[str, t.Any]:
+    """What to install and from where, and how far the node is from it.
+
+    decision: decide()'s result (its error is passed through: nothing is planned then).
+    declaration: the driver_* variables without the prefix (source, package_set, version, fabricmanager,
+    cuda_repo_url, cuda_repo_key_url, cuda_repo_key_fingerprint, distribution_mirror_url, distribution_key_url,
+    secure_boot_mok_key, secure_boot_mok_cert, secure_boot_enroll, bake, state).
+    os_data: the role's vars (without the __driver_ prefix), templated with the decided branch and flavour.
+    facts: distribution, architecture. info: driver_info's `driver`.
+    """
+    if decision.get("error") is not None:
+        return {"error": decision["error"]}
+    source = declaration["source"]
+    build = decision["build"]
+    flavour = decision["flavour"]
+    branch = decision["branch"]
+    backend = os_data["backend"]
+    present = declaration["state"] == "present"
+    key = "precompiled" if build == "precompiled" else source
+    other_flavour = "proprietary" if flavour == "open" else "open"
+
+    packages = info["packages"]
+    installed = {p["name"]: p["version"] for p in packages}
+    unconfigured = [p["name"] for p in packages if not p["configured"]]
+    held = [p["name"] for p in packages if p["held"]]
+    kernels = info["kernels"]["installed"]
+    in_container = info.get("container") is not None
+    bake = truthy(declaration.get("bake"))
+
+    top = list(os_data["packages"][key][declaration["package_set"]][flavour])
+    version_package = os_data["module_package"][key][flavour]
+    other_flavour_package = os_data["module_package"][key][other_flavour]
+    independent = list((os_data.get("independent_packages") or {}).get(source) or [])
+    version = str(declaration["version"])
+    # NVIDIA's apt repositories publish pinning packages from about R580 on.
+    pinning = ["nvidia-driver-pinning-" + (version or branch)] if source == "cuda" and backend == "apt" else []
+    fabricmanager_setting = str(declaration["fabricmanager"]).lower()
+    fabricmanager = fabricmanager_setting == "true" or (fabricmanager_setting == "auto"
+                                                        and len(info.get("nvswitches") or []) > 0)
+    nvlsm = any(gpu["architecture"] in os_data["nvlsm_architectures"] for gpu in decision.get("gpus") or [])
+    repo = repository(declaration, os_data, facts)
+
+    result: dict[str, t.Any] = {"error": None}
+    fabricmanager_packages = list((os_data.get("fabricmanager_packages") or {}).get(source) or [])
+    nvlsm_packages = list((os_data.get("nvlsm_packages") or {}).get(source) or [])
+    if fabricmanager and not fabricmanager_packages:
+        result["error"] = (
+            "{0}Fabric Manager is needed, but {1} does not package it; use driver_source: cuda (NVIDIA's repository "
+            "has Fabric Manager at every driver version){2}.".format(
+                "NVSwitches were found, so " if fabricmanager_setting == "auto" else "", repo["name"],
+                "" if fabricmanager_setting == "true"
+                else ", or set driver_fabricmanager: false if these GPUs do not use the NVSwitches"))
+        return result
+    # Fabric Manager is versioned with the driver (pinned and held with it); NVLSM has its own versions.
+    if fabricmanager:
+        top += fabricmanager_packages + (nvlsm_packages if nvlsm else [])
+    independent += nvlsm_packages
+
+    installed_version = upstream_version(installed.get(version_package))
+    installed_any = next((upstream_version(installed[name]) for name in (version_package, other_flavour_package)
+                          if name in installed), None)
+    # Installed as declared: the installed versions are the plan, nothing to look up.
+    satisfied = (installed_version is not None and version_package not in unconfigured
+                 and (installed_version == version if version else installed_version.split(".", maxsplit=1)[0] == branch)
+                 and all(name in installed for name in top))
+    # Everything of the installed driver: its version's packages and the named ones.
+    named = set(top + pinning + [version_package, other_flavour_package])
+    driver_packages = [p["name"] for p in packages
+                       if (installed_any is not None and upstream_version(p["version"]) == installed_any)
+                       or p["name"] in named]
+
+    # DKMS builds from headers; precompiled modules come one package per kernel.
+    if build == "dkms":
+        kernel_packages = [os_data["headers_prefix"] + k["release"] for k in kernels if not k["headers"]]
+    else:
+        kernel_packages = [os_data["precompiled_module_package"] + k["release"] for k in kernels]
+    if not kernel_packages:
+        kernel_query: list[str] = []
+    elif backend == "apt":
+        kernel_query = ["apt-cache", "policy"] + kernel_packages
+    else:
+        kernel_query = ["dnf", "-q", "repoquery", "--qf", "%{name}-%{version}-%{release}.%{arch}"] + kernel_packages
+    # A container runs its host's kernel and a bake runs the builder's: neither is a kernel of the node.
+    running_foreign = not info["kernels"]["running_installed"] and (in_container or bake)
+    if present and not info["kernels"]["running_installed"] and not running_foreign:
+        result["error"] = (
+            "the running kernel {0} is not installed any more (no /boot/vmlinuz-{0}), so no module can be built for "
+            "it; reboot into an installed kernel ({1}) first.".format(
+                info["kernels"]["running"], ", ".join(k["release"] for k in kernels) or "none"))
+        return result
+
+    secure_boot = info["secure_boot"]
+    mok_key = declaration.get("secure_boot_mok_key") or os_data.get("dkms_mok_key")
+    mok_cert = declaration.get("secure_boot_mok_cert") or os_data.get("dkms_mok_cert")
+    enroll = truthy(declaration.get("secure_boot_enroll"))
+
+    # The role's own files, written whole, by the step that needs them: the repository and its locks before
+    # the packages, the nouveau blacklist with the configuration.
+    files = []
+    if backend == "apt":
+        files = [{"path": os_data["sources_file"], "template": "apt-sources.list.j2", "step": "repository"},
+                 {"path": os_data["pin_file"], "template": "apt-preferences.j2", "step": "repository"},
+                 {"path": os_data["unattended_upgrades_file"], "template": "apt-unattended-upgrades.j2",
+                  "step": "repository"}]
+    elif truthy(os_data.get("module_streams")):
+        files = [{"path": os_data["module_stream_file"], "template": "dnf-module-stream.j2", "step": "repository"}]
+    files.append({"path": os_data["nouveau_file"], "template": "blacklist-nouveau.conf.j2", "step": "configure"})
+
+    result.update({
+        "branch": branch,
+        "build": build,
+        "flavour": flavour,
+        "backend": backend,
+        "installed": installed,
+        "unconfigured": unconfigured,
+        "held": held,
+        "kernels": kernels,
+        "in_container": in_container,
+        "top_packages": top,
+        "version_package": version_package,
+        "other_flavour_package": other_flavour_package,
+        "independent": independent,
+        "pinning_packages": pinning,
+        "probe_packages": _unique(top + [version_package] + pinning),
+        # EL 8/9: NVIDIA's streams are <branch>-open and <branch>-dkms (proprietary).
+        "module_stream": "{0}-{1}".format(branch, "open" if flavour == "open" else "dkms"),
+        "fabricmanager": fabricmanager,
+        "services": ["nvidia-persistenced"] + (["nvidia-fabricmanager"] if fabricmanager else []),
+        "repo": repo,
+        "mok_key": mok_key,
+        "mok_cert": mok_cert,
+        "mok_enrolment_needed": bool(secure_boot["enabled"] and build == "dkms"
+                                     and not secure_boot["mok_certificate_enrolled"] and enroll),
+        "secure_boot": bool(secure_boot["enabled"] or enroll),
+        "installed_version": installed_version,
+        "installed_any": installed_any,
+        "satisfied": satisfied,
+        "driver_packages": driver_packages,
+        "release_for_removal": [name for name in held if name in driver_packages],
+        "owned_files": _owned_files(os_data),
+        "kernel_packages": kernel_packages,
+        "kernel_query": kernel_query,
+        "running_kernel_foreign": running_foreign,
+        "files": files,
+    })
+    return result
+
+
+def kernels_missing(planned: dict, query_output: str) -> list[str]:
+    """The kernel packages the node's repositories cannot install, from the output of the plan's kernel_query
+    (apt-cache policy: a package with a candidate; dnf repoquery: one offered package a line)."""
+    if planned["backend"] == "apt":
+        offered = [name for name, candidate in _APT_POLICY.findall(query_output) if candidate != "(none)"]
+    else:
+        offered = query_output.splitlines()
+    return [name for name in planned["kernel_packages"] if name not in offered]
+
+
+# ---------------------------------------------------------------------------
+# 3. select
+
+
+def select(planned: dict, offered: dict | None, version: str, nvml: dict, bake: t.Any,
+           select_versions: t.Callable[..., dict]) -> dict[str, t.Any]:
+    """The exact versions to install, and what changes on the node for them.
+
+    offered: package_versions_info's `versions` (newest first), or None when the node is already as declared.
+    select_versions: the driver_select_versions decision.
+    """
+    installed = planned["installed"]
+    top = planned["top_packages"]
+    if planned["satisfied"]:
+        chosen = {"version": planned["installed_version"],
+                  "packages": {name: installed[name] for name in top}, "error": None}
+        pinning = [name for name in planned["pinning_packages"] if name in installed]
+    else:
+        offered = offered or {}
+        chosen = select_versions(offered, top, planned["version_package"], planned["branch"], str(version),
+                                 planned["independent"], installed, planned["repo"]["name"])
+        # NVIDIA's pinning package, when the repository has it.
+        pinning = [name for name in planned["pinning_packages"] if offered.get(name)]
+    if chosen["error"] is not None:
+        return {"error": chosen["error"]}
+    target = chosen["version"]
+    packages = chosen["packages"]
+    new_pinning = [name for name in pinning if name not in installed]
+
+    if planned["backend"] == "apt":
+        install = ["{0}={1}".format(name, v) for name, v in packages.items()] + new_pinning
+        # Packages missing, at another version, or left half-configured by an earlier failure.
+        changing = [name for name, v in packages.items()
+                    if installed.get(name) != v or name in planned["unconfigured"]] + new_pinning
+    else:
+        install = ["{0}-{1}".format(name, v) for name, v in packages.items()]
+        changing = [name for name, v in packages.items() if installed.get(name) != v]
+    # The old driver's held packages (all versioned alike) must be released for apt to replace them.
+    old_held = [name for name in planned["held"] if upstream_version(installed[name]) == planned["installed_any"]]
+    release = _unique(old_held + [name for name in changing if name in planned["held"]]) if changing else []
+    other = planned["other_flavour_package"]
+    return {
+        "error": None,
+        "version": target,
+        "packages": packages,
+        "pinning": pinning,
+        "install": install,
+        "changing": changing,
+        "release": release,
+        "remove_other_flavour": other in installed and other != planned["version_package"],
+        # The new module is running already: services can be started now, no reboot.
+        "module_current": bool(nvml.get("status") == "ok" and nvml.get("driver_version") == target
+                               and not truthy(bake)),
+        # dnf's rollback: the old versions of the packages the plan installs.
+        "rollback_packages": {name: v for name, v in installed.items() if name in packages},
+        "rollback_install": ["{0}-{1}".format(name, v) for name, v in installed.items() if name in packages],
+    }
+
+
+def files_to_write(planned: dict, rendered: list[str], found: dict) -> dict[str, t.Any]:
+    """The role's own files as rendered (`rendered` in the order of the plan's files), those that differ on the
+    node (content or mode, as driver_info read them), and node_files' entries for them by step."""
+    desired = {entry["path"]: content for entry, content in zip(planned["files"], rendered)}
+    stale = [path for path, content in desired.items()
+             if (found.get(path) or {}).get("content") != content or (found.get(path) or {}).get("mode") != "0644"]
+    write: dict[str, list[dict]] = {"repository": [], "configure": []}
+    for entry in planned["files"]:
+        if entry["path"] in stale:
+            write[entry["step"]].append({"path": entry["path"], "content": desired[entry["path"]], "mode": "0644"})
+    return {"desired": desired, "stale": stale, "write": write}
+
+
+# ---------------------------------------------------------------------------
+# 4. after the node changed
+
+
+def holds(selection: dict, packages_now: list[dict]) -> list[str]:
+    """The driver's packages to hold: the planned ones and every installed one of the driver's version,
+    of those installed now (check mode has not installed the new ones) and not held yet."""
+    wanted = list(selection["packages"]) + list(selection["pinning"])
+    wanted += [p["name"] for p in packages_now if upstream_version(p["version"]) == selection["version"]]
+    installed_now = [p["name"] for p in packages_now]
+    held_now = [p["name"] for p in packages_now if p["held"]]
+    return [name for name in _unique(wanted) if name in installed_now and name not in held_now]
+
+
+def rollback(planned: dict, packages_after: list[dict]) -> dict[str, list[str]]:
+    """apt's rollback after a failed installation: what it added goes, what it changed comes back."""
+    installed = planned["installed"]
+    return {
+        "remove": [p["name"] for p in packages_after if p["name"] not in installed],
+        "restore": ["{0}={1}".format(p["name"], installed[p["name"]]) for p in packages_after
+                    if p["name"] in installed and (p["version"] != installed[p["name"]] or not p["configured"])],
+    }
+
+
+def reboot_reason(nvml: dict, target_version: str, mok_import_changed: bool, reboot: str,
+                  changing: list) -> str:
+    """Why the node must reboot into the installed driver; '' when it needn't."""
+    status = nvml.get("status")
+    if status in ("driver_not_loaded", "library_not_found"):
+        return "the nvidia module is not loaded ({0})".format(status)
+    if status == "version_mismatch":
+        return "the loaded nvidia module does not match the installed libraries (version mismatch)"
+    if nvml.get("driver_version") != target_version:
+        return "the loaded nvidia module is {0}, the installed driver is {1}".format(
+            nvml.get("driver_version"), target_version)
+    if mok_import_changed:
+        return "a Machine Owner Key enrolment is queued (confirm it at the console)"
+    if reboot == "always" and changing:
+        return "driver_reboot: always and this run changed the driver"
+    return ""
+
+
+def reboot_forbidden(bake: t.Any, container: str | None, reboot: str) -> str:
+    """Whose reboot it would not be: the image builder's or the container host's; '' when it is ours."""
+    if truthy(bake):
+        return "an image bake (driver_bake)"
+    if container is not None:
+        return "a container ({0})".format(container)
+    if reboot == "never":
+        return "driver_reboot: never"
+    return ""
+
+
+def reboot_marks(found: dict, required_file: str, packages_file: str) -> list[dict]:
+    """node_files' entries that tell Debian's tools a reboot is needed: /run/reboot-required as they write it,
+    and the driver named in /run/reboot-required.pkgs (appended, as lineinfile would); none already there."""
+    marks = []
+    if not (found.get(required_file) or {}).get("exists"):
+        marks.append({"path": required_file, "content": "*** System restart required ***\n", "mode": "0644"})
+    listed = (found.get(packages_file) or {}).get("content") or ""
+    if "nvidia-driver" not in listed.splitlines():
+        separator = "\n" if listed and not listed.endswith("\n") else ""
+        marks.append({"path": packages_file, "content": listed + separator + "nvidia-driver\n", "mode": "0644"})
+    return marks
