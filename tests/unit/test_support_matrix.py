@@ -10,6 +10,7 @@ version_added of every module, plugin and option names a version of this
 collection that exists: a released one (changelogs/changelog.yaml) or the
 one being made (galaxy.yml), never a later one.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,10 +23,10 @@ from ansible.module_utils.compat.version import LooseVersion
 ROOT = Path(__file__).resolve().parents[2]
 HARNESS = ROOT / "tests" / "harness"
 LOCKS = {"oldest": HARNESS / "requirements-oldest.txt", "newest": HARNESS / "requirements.txt"}
-PIN = re.compile(r"^ansible-core==(\d+)\.(\d+)\.(\d+)\s*$", re.M)
+PIN = re.compile(r"^ansible-core==(\d+)\.(\d+)\.(\d+)\s*$", re.MULTILINE)
 # One clause of a PEP 440 specifier set, as requires_ansible writes them.
 CLAUSE = re.compile(r"^\s*(>=|<)\s*(\d+)\.(\d+)\.(\d+)\s*$")
-VERSION_ADDED = re.compile(r"^\s*version_added:\s*['\"]?([^'\"\s#]+)", re.M)
+VERSION_ADDED = re.compile(r"^\s*version_added:\s*['\"]?([^'\"\s#]+)", re.MULTILINE)
 
 
 def locked_minor(lock: Path) -> tuple[int, int]:
@@ -51,8 +52,8 @@ def test_the_oldest_claimed_minor_is_the_oldest_venvs():
     assert lower[2] == 0, "requires_ansible: the lower bound is a minor's first release (>={0}.{1}.0)".format(*lower)
     assert locked_minor(LOCKS["oldest"]) == lower[:2], (
         "meta/runtime.yml claims ansible-core >= {0}.{1}; tests/harness/requirements-oldest.in pins {2}.{3}: "
-        "change the pin and the claim together (tests/harness/lock-requirements.sh oldest)".format(
-            *lower[:2], *locked_minor(LOCKS["oldest"])))
+        "change the pin and the claim together (tests/harness/lock-requirements.sh oldest)".format(*lower[:2], *locked_minor(LOCKS["oldest"]))
+    )
 
 
 def test_the_newest_claimed_minor_is_the_main_venvs():
@@ -62,15 +63,17 @@ def test_the_newest_claimed_minor_is_the_main_venvs():
     assert "<" in clauses, "requires_ansible has no upper bound: it claims minors no venv tests"
     upper = clauses["<"]
     assert upper[2] == 0 and upper[:2] == (newest[0], newest[1] + 1), (
-        "requires_ansible's upper bound must be <{0}.{1}.0, the minor after the newest tested "
-        "(tests/harness/requirements.txt pins {0}.{2})".format(newest[0], newest[1] + 1, newest[1]))
+        "requires_ansible's upper bound must be <{0}.{1}.0, the minor after the newest tested (tests/harness/requirements.txt pins {0}.{2})".format(
+            newest[0], newest[1] + 1, newest[1]
+        )
+    )
 
 
 def test_every_tested_minor_between_oldest_and_newest():
     oldest, newest = locked_minor(LOCKS["oldest"]), locked_minor(LOCKS["newest"])
     assert oldest[0] == newest[0] and newest[1] - oldest[1] <= 1, (
-        "the claim spans {0}.{1} to {2}.{3}: a minor between them is not tested; add a venv for it or narrow "
-        "requires_ansible".format(*oldest, *newest))
+        "the claim spans {0}.{1} to {2}.{3}: a minor between them is not tested; add a venv for it or narrow requires_ansible".format(*oldest, *newest)
+    )
 
 
 @pytest.mark.parametrize("venv", sorted(LOCKS))
@@ -88,8 +91,7 @@ def collection_versions() -> tuple[str, set[str]]:
 
 def documented_files() -> list[Path]:
     plugins = ROOT / "plugins"
-    return sorted(p for p in plugins.rglob("*") if p.suffix in (".py", ".yml", ".yaml")
-                  and "module_utils" not in p.parts and "plugin_utils" not in p.parts)
+    return sorted(p for p in plugins.rglob("*") if p.suffix in (".py", ".yml", ".yaml") and "module_utils" not in p.parts and "plugin_utils" not in p.parts)
 
 
 def test_version_added_names_a_version_of_this_collection():
@@ -99,8 +101,9 @@ def test_version_added_names_a_version_of_this_collection():
         for version in VERSION_ADDED.findall(path.read_text()):
             if version not in known or LooseVersion(version) > LooseVersion(current):
                 wrong.append("{0}: version_added {1}".format(path.relative_to(ROOT), version))
-    assert not wrong, "galaxy.yml's version is {0}, released: {1}; set these to the version that added them:\n{2}" \
-        .format(current, sorted(known - {current}) or "none", "\n".join(wrong))
+    assert not wrong, "galaxy.yml's version is {0}, released: {1}; set these to the version that added them:\n{2}".format(
+        current, sorted(known - {current}) or "none", "\n".join(wrong)
+    )
 
 
 def test_the_version_added_check_reads_the_plugins():
