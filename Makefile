@@ -9,18 +9,22 @@ SHELL := /bin/bash
 HARNESS := tests/harness
 PHASE := $(HARNESS)/phase.sh
 VENV := .venv
+# The oldest ansible-core meta/runtime.yml claims; sanity and the unit tests
+# run on it too (tests/harness/requirements-oldest.in).
+VENV_OLDEST := .venv-oldest
 PYTHON_FOR_VENV := $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)
 COLLECTION_LINK := build/collections/ansible_collections/gpufleet/nvidia
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 export GPUFLEET_ROOT := $(CURDIR)
 
-.PHONY: help demo test check host venv sim collection images images-all demo-image mirror real-nvml \
-        lint sanity sanity-changed units molecule molecule-smoke build clean
+.PHONY: help demo test check host venv venv-oldest sim collection images images-all demo-image mirror real-nvml \
+        lint sanity sanity-oldest sanity-changed units units-oldest molecule molecule-smoke build clean
 
 help:
 	@echo "make demo   - simulated GPU node + playbooks/site.yml (see README.md)"
-	@echo "make test   - yamllint, ansible-lint, ansible-test sanity, unit tests, Molecule"
+	@echo "make test   - yamllint, ansible-lint, ruff, ansible-test sanity and unit tests (newest and oldest"
+	@echo "              ansible-core meta/runtime.yml claims), Molecule"
 	@echo "make check  - the inner loop: lint, sanity on changed files, unit tests, one scenario"
 
 # What the harness sets up: all (make test) or what the demo installs, no
@@ -37,13 +41,16 @@ demo: host venv collection
 
 # One make, every phase timed (tests/harness/phase.sh) and the table printed
 # at the end, also after a failure. Downloads and image builds wait mostly on
-# the network, so lint, sanity and the unit tests run beside them. Four jobs,
-# one per goal: Molecule, the longest path, must not wait for a free job
-# slot; it starts as soon as its images and the mirror are ready. Each job's
-# output is printed whole when it ends.
+# the network, so lint, sanity and the unit tests run beside them. One job
+# per goal: Molecule, the longest path, must not wait for a free job slot; it
+# starts as soon as its images and the mirror are ready. Sanity and the unit
+# tests run twice: on the newest ansible-core meta/runtime.yml claims (.venv)
+# and on the oldest (.venv-oldest). Each job's output is printed whole when
+# it ends.
 test:
 	@$(PHASE) start
-	@status=0; $(MAKE) --no-print-directory --jobs=4 --output-sync=target lint sanity units molecule || status=$$?; \
+	@status=0; $(MAKE) --no-print-directory --jobs=6 --output-sync=target \
+	  lint sanity sanity-oldest units units-oldest molecule || status=$$?; \
 	  $(PHASE) table; exit $$status
 
 # The inner loop (docs/contributing.md): lint, sanity on the files changed
@@ -59,6 +66,9 @@ host:
 
 venv: host
 	@$(PHASE) run venv $(HARNESS)/venv.sh $(PYTHON_FOR_VENV)
+
+venv-oldest: host
+	@$(PHASE) run "venv (oldest ansible-core)" $(HARNESS)/venv.sh $(PYTHON_FOR_VENV) oldest
 
 sim: host
 	@$(PHASE) run "simulated NVML" $(HARNESS)/sim.sh
@@ -89,12 +99,21 @@ mirror: host venv
 real-nvml: mirror
 	@$(HARNESS)/real-nvml.sh >/dev/null
 
+# ruff reads ruff.toml. `ruff format --check` fails on any file the
+# formatter would change: run `ruff format` before committing.
 lint: venv collection
 	@$(PHASE) run yamllint yamllint --strict .
+	@$(PHASE) run "ruff check" ruff check --no-cache .
+	@$(PHASE) run "ruff format" ruff format --no-cache --check .
 	@$(PHASE) run ansible-lint ansible-lint
 
 sanity: venv
 	@$(PHASE) run sanity $(HARNESS)/sanity.sh
+
+# The same under the oldest claimed ansible-core: its ansible-test, its
+# sanity tests (tests/sanity/ignore-<minor>.txt).
+sanity-oldest: venv-oldest
+	@PATH=$(CURDIR)/$(VENV_OLDEST)/bin:$$PATH $(PHASE) run "sanity (oldest ansible-core)" $(HARNESS)/sanity.sh
 
 # Sanity on what differs from main (committed, staged, unstaged, untracked).
 sanity-changed: venv
@@ -102,6 +121,14 @@ sanity-changed: venv
 
 units: venv sim real-nvml collection
 	@GPUFLEET_REAL_LIBNVML=$$($(HARNESS)/real-nvml.sh) $(PHASE) run units python -m pytest -q tests/unit
+
+# The unit tests under the oldest claimed ansible-core, but for those of the
+# simulated NVML and of the harness: they test the test ground, which never
+# imports ansible-core.
+units-oldest: venv-oldest sim real-nvml collection
+	@lib=$$($(HARNESS)/real-nvml.sh); PATH=$(CURDIR)/$(VENV_OLDEST)/bin:$$PATH GPUFLEET_REAL_LIBNVML=$$lib \
+	  $(PHASE) run "units (oldest ansible-core)" python -m pytest -q tests/unit \
+	  --ignore=tests/unit/nvml_sim --ignore=tests/unit/harness
 
 molecule: venv collection images-all mirror
 	$(HARNESS)/molecule.sh

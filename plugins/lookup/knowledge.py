@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: knowledge
 short_description: A table of the collection's knowledge base
-version_added: 0.3.0
+version_added: 0.1.0
 author: gpufleet maintainers (@gpufleet)
 description:
   - Returns a table of the knowledge base under C(plugins/module_utils/_knowledge/), the one place where the

@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: apt_install
 short_description: Install Debian packages at exact versions in one apt-get call, fetching only the lists needed
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Installs the packages of O(name) that are not installed and configured at the version asked for, with one
     C(apt-get install), and nothing when all of them are.

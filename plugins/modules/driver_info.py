@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: driver_info
 short_description: Read how the NVIDIA driver is installed on a node
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Reports, in one pass and without changing anything, what the NVIDIA driver's installation depends on
     and what it left behind. The installed driver packages with their versions and holds (dpkg selections

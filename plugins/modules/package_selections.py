@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: package_selections
 short_description: Hold or release a list of Debian packages in one call
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Sets dpkg's selection (V(hold) or V(install)) of every package in O(name) that does not have it yet, with one
     C(dpkg --set-selections), where M(ansible.builtin.dpkg_selections) takes one round trip to the node per

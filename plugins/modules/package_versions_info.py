@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: package_versions_info
 short_description: List the versions a package repository offers, without adding it to the node
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Reads a signed apt or dnf repository in a scratch package-manager configuration under a temporary
     directory, and reports the versions it offers of the given packages. The node's own sources, lists,

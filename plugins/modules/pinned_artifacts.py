@@ -12,7 +12,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: pinned_artifacts
 short_description: Resolve every pinned artifact of a run against its source before any layer changes a node
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - The preflight role's check that what the layers will install exists where they will fetch it, so that a bad pin,
     a missing release or a mirror that is down stops the run before the driver, toolkit or runtime layers change a

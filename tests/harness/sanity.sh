@@ -21,7 +21,12 @@ if [ "${1:-}" = --changed-from ]; then
   log "sanity: ${#targets[@]} changed file(s)"
 fi
 
-tree="$GPUFLEET_ROOT/build/sanity/ansible_collections/gpufleet/nvidia"
+# The ansible-test that runs is the first python's on PATH (make sanity: the
+# tool venv's; make sanity-oldest: .venv-oldest's). One tree per ansible-core
+# minor, so that both can run side by side.
+core_minor=$(python -c 'import ansible.release as r; print(".".join(r.__version__.split(".")[:2]))')
+log "sanity: ansible-core $core_minor"
+tree="$GPUFLEET_ROOT/build/sanity/$core_minor/ansible_collections/gpufleet/nvidia"
 mkdir -p "$tree"
 (cd "$GPUFLEET_ROOT" && git ls-files -co --exclude-standard -z) \
   | rsync -a --delete --from0 --files-from=- "$GPUFLEET_ROOT/" "$tree/"

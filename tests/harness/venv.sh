@@ -8,8 +8,14 @@ set -euo pipefail
 . "$(dirname "$0")/env.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 
-python=${1:?usage: venv.sh PYTHON}
-requirements=$here/requirements.txt
+python=${1:?usage: venv.sh PYTHON [oldest]}
+flavour=${2:-}
+case "$flavour" in
+  "") link=$GPUFLEET_VENV ;;
+  oldest) link=$GPUFLEET_VENV_OLDEST ;;
+  *) die "venv.sh: unknown venv '$flavour' (none, or oldest)" ;;
+esac
+requirements=$here/requirements${flavour:+-$flavour}.txt
 key=$({ "$python" -c 'import sys; print(sys.version)'; cat "$requirements" "$0"; } | sha256sum | cut -c1-16)
 target=$GPUFLEET_CACHE/venv/$key
 
@@ -17,7 +23,7 @@ mkdir -p "$GPUFLEET_CACHE/venv"
 exec 9>"$target.lock"
 flock 9
 if [ ! -f "$target/.installed" ]; then
-  log "building the tool venv $target"
+  log "building the ${flavour:-tool} venv $target"
   # A venv is not relocatable: build it where it stays, from scratch.
   rm -rf "$target"
   "$python" -m venv "$target"
@@ -25,5 +31,5 @@ if [ ! -f "$target/.installed" ]; then
   touch "$target/.installed"
 fi
 # Replace an old in-checkout venv (a directory) or a link to another key.
-if [ -d "$GPUFLEET_VENV" ] && [ ! -L "$GPUFLEET_VENV" ]; then rm -rf "$GPUFLEET_VENV"; fi
-ln -sfn "$target" "$GPUFLEET_VENV"
+if [ -d "$link" ] && [ ! -L "$link" ]; then rm -rf "$link"; fi
+ln -sfn "$target" "$link"

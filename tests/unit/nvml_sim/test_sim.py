@@ -309,7 +309,7 @@ nvmlDeviceGetMaxPcieLinkWidth nvmlDeviceGetPcieReplayCounter nvmlDeviceGetNvLink
 nvmlDeviceGetGpuFabricInfoV nvmlDeviceGetTemperature nvmlDeviceGetTemperatureThreshold
 nvmlDeviceGetCurrentClocksEventReasons nvmlDeviceGetCurrentClocksThrottleReasons nvmlDeviceGetPowerUsage
 nvmlDeviceGetEnforcedPowerLimit
-""".split())
+""".split())  # noqa: SIM905 - the symbol table reads better as whitespace-separated text
 
 
 def test_exports_exactly_the_nvml_subset(libpath: str) -> None:

@@ -14,6 +14,7 @@ loads an NVML library goes through a fresh subprocess.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import sys
@@ -22,7 +23,15 @@ import typing as t
 from unittest import mock
 
 from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
+
+try:
+    from ansible.module_utils.testing import patch_module_args
+except ImportError:  # ansible-core 2.18, the oldest meta/runtime.yml claims: no helper yet
+    @contextlib.contextmanager
+    def patch_module_args(args: dict[str, t.Any]) -> t.Iterator[None]:
+        """What 2.19's helper does: AnsibleModule reads its arguments from basic._ANSIBLE_ARGS first."""
+        with mock.patch.object(basic, "_ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": args}).encode()):
+            yield
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _nvml
 
