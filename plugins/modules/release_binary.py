@@ -23,7 +23,7 @@ description:
     calls the module only when that differs.
   - In check mode the tarball is still fetched and verified (a wrong checksum fails a check run too), and the
     module reports whether the program would change.
-  - Downloads go through C(ansible.module_utils.urls), as M(ansible.builtin.get_url)'s do, with its options:
+  - Downloads go through C(ansible.module_utils.urls), as M(ansible.builtin.get_url)'s do, with its options -
     proxies from the node's environment (C(https_proxy), C(http_proxy), C(no_proxy)) unless O(use_proxy=false),
     credentials from O(url_username) and O(url_password) or C(~/.netrc), client certificates, GSSAPI, headers,
     ciphers and a timeout. Both downloads (the tarball and its O(sha256_url)) use them.
@@ -140,7 +140,7 @@ options:
     elements: str
     default: []
   force:
-    description: Ask caches and proxies for a fresh copy (C(Cache-Control: no-cache)).
+    description: "Ask caches and proxies for a fresh copy (C(Cache-Control: no-cache))."
     type: bool
     default: false
   decompress:

@@ -279,7 +279,8 @@ def test_credentials_come_from_the_options_or_netrc(
 
 def _certificate(name: str, key: t.Any, issuer: tuple[t.Any, t.Any] | None = None, ca: bool = False) -> t.Any:
     """An X.509 certificate for `name` (a CA's when `ca`), signed by `issuer` (certificate, key) or itself."""
-    # pylint: disable=import-outside-toplevel - cryptography comes with ansible-core on the controller only
+    # cryptography comes with ansible-core on the controller only: imported where it is used.
+    # pylint: disable=import-outside-toplevel
     import datetime
     import ipaddress
 
@@ -328,8 +329,11 @@ def _pem(tmp_path: Path, name: str, *objects: t.Any) -> str:
 
 def test_https_is_verified_against_ca_path_and_a_client_certificate_is_presented(
         release: tuple[Path, str], tmp_path: Path) -> None:
-    ec = pytest.importorskip("cryptography.hazmat.primitives.asymmetric.ec")
-    ca_key, server_key, client_key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(3))
+    # pylint: disable-next=import-outside-toplevel
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    ca_key, server_key, client_key = (ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1()),
+                                      ec.generate_private_key(ec.SECP256R1()))
     ca = _certificate("gpufleet test CA", ca_key, ca=True)
     ca_path = _pem(tmp_path, "ca.pem", ca)
     client_cert = _pem(tmp_path, "client.pem", _certificate("node-7", client_key, (ca, ca_key)))
@@ -372,7 +376,7 @@ def test_a_server_that_does_not_answer_times_out(tmp_path: Path) -> None:
 
 
 def test_a_password_in_the_url_is_masked_in_messages(release: tuple[Path, str], tmp_path: Path) -> None:
-    root, _ = release
+    root = release[0]
     with serving(root) as (url, _requests):
         masked = run(tmp_path / "crictl", url=url.replace("//", "//fleet:hunter2@") + "/crictl.tar.gz",
                      sha256="0" * 64)
