@@ -20,6 +20,9 @@ description:
   - A file is replaced atomically (written beside it, then renamed), and only when its content differs; owner,
     group and mode are set when they differ.
   - Not for files that people or other tools also edit; those keep their own modules, with backups.
+  - A file's content is never logged or returned (it is C(no_log)); with C(--diff) a changed file shows as a
+    diff of its text, unless it is larger than O(diff_max_bytes) or binary, when the diff names its sizes and
+    sha256 before and after instead.
 author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
@@ -44,7 +47,9 @@ options:
         choices: [file, directory, link, absent]
         default: file
       content:
-        description: The file's whole content (text). Required with O(files[].state=file).
+        description:
+          - The file's whole content (text). Required with O(files[].state=file).
+          - Never logged or returned; only the diff shows it (see O(diff_max_bytes)).
         type: str
       src:
         description: What the link points at. Required with O(files[].state=link); it need not exist yet.
@@ -60,6 +65,17 @@ options:
         description: The group of a file or directory.
         type: str
         default: root
+  diff_max_bytes:
+    description:
+      - The largest file, before or after, whose text a diff shows. A larger file, and a binary one (with a NUL
+        byte, or not UTF-8), is shown as its sizes and sha256 before and after, with the reason.
+      - The default is ansible-core's own for M(ansible.builtin.copy) and M(ansible.builtin.template)
+        (C(MAX_FILE_SIZE_FOR_DIFF), 104448 bytes), so these files diff as those modules' would. It keeps
+        a changed private library or generated config from flooding the output and the controller's memory
+        with a diff per host.
+      - V(0) shows every changed file as sizes and sha256 only.
+    type: int
+    default: 104448
 notes:
   - A file's mode defaults to C(0644) and a directory's to C(0755) when they are created without O(files[].mode).
   - A path that exists as another kind (a directory where a file is declared, for example) is an error, not
@@ -95,6 +111,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+diff:
+  description:
+    - With C(--diff), one entry per change, in the order given. A file's text is shown only where it is at most
+      O(diff_max_bytes) and not binary; otherwise C(before) and C(after) give its sizes and sha256, and
+      C(dst_larger), C(src_larger), C(dst_binary) or C(src_binary) say why, as ansible-core's own diffs do.
+  type: list
+  elements: dict
+  returned: changed and diff mode
 changed_paths:
   description: The paths that were (or in check mode would be) changed, in the order given.
   type: list
@@ -103,6 +127,7 @@ changed_paths:
   sample: [/etc/systemd/system/example.service]
 """
 
+import hashlib
 import os
 import shutil
 import stat
@@ -113,6 +138,49 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes
 
 _DEFAULT_MODES = {"file": "0644", "directory": "0755"}
+# What a no_log value is replaced by in a result, as ansible-core writes it.
+_HIDDEN = "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
+
+
+def _is_text(data: bytes) -> bool:
+    """Text a diff can show: no NUL byte (ansible-core's test for binary) and valid UTF-8."""
+    if b"\x00" in data:
+        return False
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _summary(data: bytes | None) -> str:
+    """A file as a diff names it when its text is not shown."""
+    if data is None:
+        return "(absent)\n"
+    return "({0} bytes, sha256 {1})\n".format(len(data), hashlib.sha256(data).hexdigest())
+
+
+def content_diff(path: str, before: bytes | None, after: bytes, max_bytes: int) -> dict[str, t.Any]:
+    """The diff of a file's content: its text, or sizes and sha256 where it is too large or binary.
+
+    `before` is None for a file that does not exist yet. The reasons use
+    ansible-core's diff keys, which its callbacks print as "diff skipped: ...".
+    """
+    diff: dict[str, t.Any] = {"before_header": path, "after_header": path}
+    if before is not None and len(before) > max_bytes:
+        diff["dst_larger"] = max_bytes
+    if len(after) > max_bytes:
+        diff["src_larger"] = max_bytes
+    if before is not None and not _is_text(before):
+        diff["dst_binary"] = 1
+    if not _is_text(after):
+        diff["src_binary"] = 1
+    if len(diff) > 2:
+        diff["before"], diff["after"] = _summary(before), _summary(after)
+    else:
+        diff["before"] = "" if before is None else before.decode("utf-8")
+        diff["after"] = after.decode("utf-8")
+    return diff
 
 
 class NodeFiles:
@@ -122,14 +190,19 @@ class NodeFiles:
         self.module = module
         self.changed_paths: list[str] = []
         self.diffs: list[dict[str, t.Any]] = []
+        if module.params["diff_max_bytes"] < 0:
+            self.fail("diff_max_bytes: {0} is negative; give 0 or more bytes".format(module.params["diff_max_bytes"]))
         for index, entry in enumerate(module.params["files"]):
             field = "files[{0}]".format(index)
             if not os.path.isabs(entry["path"]):
-                module.fail_json(msg="{0}.path: '{1}' is not absolute; give the full path".format(field, entry["path"]))
+                self.fail("{0}.path: '{1}' is not absolute; give the full path".format(field, entry["path"]))
             if entry["state"] == "file" and entry["content"] is None:
-                module.fail_json(msg="{0}.content: required with state=file (path {1})".format(field, entry["path"]))
+                self.fail("{0}.content: required with state=file (path {1})".format(field, entry["path"]))
             if entry["state"] == "link" and not entry["src"]:
-                module.fail_json(msg="{0}.src: required with state=link (path {1})".format(field, entry["path"]))
+                self.fail("{0}.src: required with state=link (path {1})".format(field, entry["path"]))
+
+    def fail(self, msg: str, **result: t.Any) -> t.NoReturn:
+        self.module.fail_json(msg=msg, invocation=self.invocation(), **result)
 
     # -- one path ------------------------------------------------------------------------------
     @staticmethod
@@ -147,7 +220,7 @@ class NodeFiles:
         return "other"
 
     def _mismatch(self, path: str, kind: str, declared: str) -> None:
-        self.module.fail_json(msg="{0} is a {1}, declared a {2}; remove it by hand if it may go".format(
+        self.fail("{0} is a {1}, declared a {2}; remove it by hand if it may go".format(
             path, kind, declared), changed_paths=self.changed_paths)
 
     def _attributes(self, entry: dict[str, t.Any], diff: dict[str, t.Any]) -> bool:
@@ -160,18 +233,17 @@ class NodeFiles:
         if kind not in ("absent", "file"):
             self._mismatch(path, kind, "file")
         wanted = to_bytes(entry["content"], errors="surrogate_or_strict")
-        before = b""
+        before: bytes | None = None
         if kind == "file":
             with open(path, "rb") as handle:
                 before = handle.read()
-        changed = kind == "absent" or before != wanted
+        changed = before != wanted
         if changed:
-            self._record(path, True, {"before_header": path, "after_header": path,
-                                      "before": before.decode("utf-8", "replace"), "after": entry["content"]})
+            self._record(path, True, content_diff(path, before, wanted, self.module.params["diff_max_bytes"]))
         if changed and not self.module.check_mode:
             directory = os.path.dirname(path)
             if not os.path.isdir(directory):
-                self.module.fail_json(msg="{0}: its directory {1} does not exist; declare it first".format(
+                self.fail("{0}: its directory {1} does not exist; declare it first".format(
                     path, directory), changed_paths=self.changed_paths)
             handle, temp = tempfile.mkstemp(dir=directory, prefix=".gpufleet-")
             with os.fdopen(handle, "wb") as out:
@@ -237,6 +309,19 @@ class NodeFiles:
             self.diffs.append(diff)
 
     # -- all paths -----------------------------------------------------------------------------
+    def invocation(self) -> dict[str, t.Any]:
+        """The arguments as a result may show them: every content hidden.
+
+        ansible-core hides a no_log value wherever it appears in the result,
+        the diff included; the diff is the one place a file's text may show
+        (under --diff, capped), so the contents are taken off that list and
+        hidden here instead, in the one other place they would appear.
+        """
+        files = self.module.params["files"]
+        self.module.no_log_values.difference_update(entry["content"] for entry in files if entry["content"])
+        shown = [dict(entry, content=_HIDDEN) if entry["content"] is not None else entry for entry in files]
+        return {"module_args": dict(self.module.params, files=shown)}
+
     def run(self) -> dict[str, t.Any]:
         handlers = {"file": self._file, "directory": self._directory, "link": self._link, "absent": self._absent}
         for entry in self.module.params["files"]:
@@ -246,6 +331,7 @@ class NodeFiles:
         result: dict[str, t.Any] = {"changed": bool(self.changed_paths), "changed_paths": self.changed_paths}
         if self.module._diff and self.diffs:
             result["diff"] = self.diffs
+        result["invocation"] = self.invocation()
         return result
 
 
@@ -257,13 +343,14 @@ def main() -> None:
                 "options": {
                     "path": {"type": "path", "required": True},
                     "state": {"type": "str", "choices": ["file", "directory", "link", "absent"], "default": "file"},
-                    "content": {"type": "str"},
+                    "content": {"type": "str", "no_log": True},
                     "src": {"type": "path"},
                     "mode": {"type": "raw"},
                     "owner": {"type": "str", "default": "root"},
                     "group": {"type": "str", "default": "root"},
                 },
             },
+            "diff_max_bytes": {"type": "int", "default": 104448},
         },
         supports_check_mode=True,
     )

@@ -23,6 +23,12 @@ description:
     calls the module only when that differs.
   - In check mode the tarball is still fetched and verified (a wrong checksum fails a check run too), and the
     module reports whether the program would change.
+  - Downloads go through C(ansible.module_utils.urls), as M(ansible.builtin.get_url)'s do, with its options -
+    proxies from the node's environment (C(https_proxy), C(http_proxy), C(no_proxy)) unless O(use_proxy=false),
+    credentials from O(url_username) and O(url_password) or C(~/.netrc), client certificates, GSSAPI, headers,
+    ciphers and a timeout. Both downloads (the tarball and its O(sha256_url)) use them.
+  - HTTPS certificates are always verified, so there is no C(validate_certs); a mirror with a private CA is trusted
+    with O(ca_path).
 author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
@@ -30,8 +36,9 @@ extends_documentation_fragment:
   - gpufleet.nvidia.attributes.mutating
 options:
   url:
-    description: The release tarball (C(.tar.gz), C(.tgz), C(.tar.xz) or C(.tar)); HTTPS certificates are always
-      verified.
+    description:
+      - The release tarball (C(.tar.gz), C(.tgz), C(.tar.xz) or C(.tar)), by HTTP, HTTPS or FTP, in the form
+        C((http|https|ftp)://[user[:pass]]@host.domain[:port]/path). HTTPS certificates are always verified.
     type: str
     required: true
   sha256:
@@ -66,8 +73,94 @@ options:
     description: Seconds to wait for each download to answer.
     type: int
     default: 30
+  ca_path:
+    description:
+      - PEM formatted file that contains a CA certificate to be used for validation, for a mirror whose
+        certificate a private CA signed. Without it, the node's own CA certificates are used.
+    type: path
+  client_cert:
+    description:
+      - PEM formatted certificate chain file to be used for SSL client authentication.
+      - This file can also include the key as well, and if the key is included, O(client_key) is not required.
+    type: path
+  client_key:
+    description:
+      - PEM formatted file that contains your private key to be used for SSL client authentication.
+      - If O(client_cert) contains both the certificate and key, this option is not required.
+    type: path
+  url_username:
+    description:
+      - The username for use in HTTP basic authentication.
+      - This parameter can be used without O(url_password) for sites that allow empty passwords.
+    type: str
+    aliases: [username]
+  url_password:
+    description:
+      - The password for use in HTTP basic authentication.
+      - If the O(url_username) parameter is not specified, the O(url_password) parameter will not be used.
+    type: str
+    aliases: [password]
+  force_basic_auth:
+    description:
+      - Send the Basic authentication header with the first request, for servers that do not answer 401 first.
+    type: bool
+    default: false
+  use_netrc:
+    description:
+      - Use credentials from C(~/.netrc) (as Basic authentication headers) when the URL's host is in it.
+      - When V(false), C(.netrc) credentials are ignored.
+    type: bool
+    default: true
+  use_gssapi:
+    description:
+      - Use GSSAPI to perform the authentication, typically this is for Kerberos or Kerberos through Negotiate
+        authentication.
+      - Requires the Python library L(gssapi,https://github.com/pythongssapi/python-gssapi) to be installed.
+      - Credentials for GSSAPI can be specified with O(url_username)/O(url_password) or with the GSSAPI env var
+        E(KRB5CCNAME) that specified a custom Kerberos credential cache.
+    type: bool
+    default: false
+  use_proxy:
+    description:
+      - If V(false), it will not use a proxy, even if one is defined in an environment variable on the node.
+    type: bool
+    default: true
+  http_agent:
+    description: Header to identify as, generally appears in web server logs.
+    type: str
+    default: ansible-httpget
+  headers:
+    description: Custom HTTP headers for both downloads, as a dictionary.
+    type: dict
+  unredirected_headers:
+    description:
+      - Header names (case insensitive) not sent again on a redirected request, such as C(Authorization), so that
+        credentials for the mirror do not follow a redirect to another host.
+    type: list
+    elements: str
+    default: []
+  force:
+    description: "Ask caches and proxies for a fresh copy (C(Cache-Control: no-cache))."
+    type: bool
+    default: false
+  decompress:
+    description:
+      - Whether to decompress a gzip C(Content-Encoding) of the response (not the tarball's own compression).
+        The sha256 is taken of what remains.
+    type: bool
+    default: true
+  ciphers:
+    description:
+      - SSL/TLS Ciphers to use for the request.
+      - 'When a list is provided, all ciphers are joined in order with C(:).'
+      - See the L(OpenSSL Cipher List Format,https://www.openssl.org/docs/manmaster/man1/openssl-ciphers.html#CIPHER-LIST-FORMAT)
+        for more details.
+    type: list
+    elements: str
 notes:
   - The member must be a regular file; links and directories in the tarball are refused.
+  - Retries are the task's, as with M(ansible.builtin.get_url) (C(retries), C(delay), C(until)); nothing on the
+    node changes unless a download matched, so a retried task is safe.
 requirements:
   - Python 3.8 or later on the target (standard library only).
 """
@@ -80,12 +173,21 @@ EXAMPLES = r"""
     member: crictl
     dest: /usr/local/bin/crictl
 
-- name: The same with a digest pinned in the inventory
+- name: The same with a digest pinned in the inventory, from a mirror that wants a client certificate
   gpufleet.nvidia.release_binary:
     url: "{{ mirror }}/v1.36.0/crictl-v1.36.0-linux-amd64.tar.gz"
     sha256: 83855e114566a8a8c44c548d515670f51de3a5e1da8b2effb59870e2f10c25a3
     member: crictl
     dest: /usr/local/bin/crictl
+    ca_path: /etc/ssl/private-ca.pem
+    client_cert: /etc/ssl/node.pem
+    client_key: /etc/ssl/node.key
+  environment:
+    https_proxy: http://proxy.internal:3128
+  register: crictl_install
+  retries: 3
+  delay: 5
+  until: crictl_install is succeeded
 """
 
 RETURN = r"""
@@ -113,7 +215,7 @@ import tempfile
 import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import fetch_url
+from ansible.module_utils.urls import fetch_url, mask_url, url_argument_spec
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _CHUNK = 1 << 20
@@ -141,6 +243,8 @@ class ReleaseBinary:
         self.module = module
         params = module.params
         self.url: str = params["url"]
+        # What messages and results name: the URL without a password in it.
+        self.shown_url: str = mask_url(self.url)
         self.dest: str = params["dest"]
         self.member: str = _inside(params["member"].lstrip("/"))
         if not os.path.isabs(self.dest):
@@ -152,10 +256,18 @@ class ReleaseBinary:
 
     # -- downloads -----------------------------------------------------------------------------
     def _open(self, url: str) -> t.Any:
-        response, info = fetch_url(self.module, url, timeout=self.module.params["timeout"])
-        if info["status"] != 200:
-            self.module.fail_json(msg="could not fetch {0}: {1}".format(url, info.get("msg", info["status"])),
-                                  status=info["status"], url=url)
+        """A response to read, as get_url opens one; anything but the file itself fails the task."""
+        params = self.module.params
+        response, info = fetch_url(
+            self.module, url, headers=params["headers"], use_proxy=params["use_proxy"], force=params["force"],
+            timeout=params["timeout"], ca_path=params["ca_path"], unredirected_headers=params["unredirected_headers"],
+            decompress=params["decompress"], ciphers=params["ciphers"], use_netrc=params["use_netrc"])
+        # file:// and ftp:// answer without an HTTP status; get_url accepts them on the same terms.
+        fetched = info["status"] == 200 or (url.startswith("file:/") and response is not None) or (
+            url.startswith("ftp:/") and str(info.get("msg", "")).startswith("OK"))
+        if not fetched:
+            self.module.fail_json(msg="could not fetch {0}: {1}".format(mask_url(url), info.get("msg", info["status"])),
+                                  status=info["status"], url=mask_url(url))
         return response
 
     def expected_sha256(self) -> str:
@@ -164,7 +276,7 @@ class ReleaseBinary:
         url = self.module.params["sha256_url"]
         words = self._open(url).read(4096).decode("ascii", "replace").split()
         if not words or not _SHA256.match(words[0].lower()):
-            self.module.fail_json(msg="{0} does not start with a sha256 (64 hexadecimal digits)".format(url))
+            self.module.fail_json(msg="{0} does not start with a sha256 (64 hexadecimal digits)".format(mask_url(url)))
         return words[0].lower()
 
     def fetch(self, into: t.BinaryIO) -> str:
@@ -181,13 +293,13 @@ class ReleaseBinary:
             with tarfile.open(fileobj=tarball, mode="r:*") as archive:
                 found = next((info for info in archive if _inside(info.name) == self.member), None)
                 if found is None:
-                    self.module.fail_json(msg="{0} has no member '{1}'".format(self.url, self.member))
+                    self.module.fail_json(msg="{0} has no member '{1}'".format(self.shown_url, self.member))
                 if not found.isfile():
                     self.module.fail_json(msg="{0}: '{1}' is not a regular file in the tarball".format(
-                        self.url, self.member))
+                        self.shown_url, self.member))
                 digest = _copy_hashing(archive.extractfile(found), into)
         except tarfile.TarError as error:
-            self.module.fail_json(msg="{0} is not a readable tarball: {1}".format(self.url, error))
+            self.module.fail_json(msg="{0} is not a readable tarball: {1}".format(self.shown_url, error))
         into.flush()
         return digest
 
@@ -230,7 +342,8 @@ class ReleaseBinary:
             if actual != expected:
                 self.module.fail_json(
                     msg="checksum mismatch: {0} has sha256 {1}, expected {2}; it is corrupt or was tampered with, "
-                        "and nothing was installed".format(self.url, actual, expected), sha256=actual, url=self.url)
+                        "and nothing was installed".format(self.shown_url, actual, expected), sha256=actual,
+                    url=self.shown_url)
             wanted = self.extract(tarball, program)
             before = self.current_sha256(self.dest)
             diff: dict[str, t.Any] = {"before": {"path": self.dest, "sha256": before or "(absent)"},
@@ -247,19 +360,36 @@ class ReleaseBinary:
         return result
 
 
+def argument_spec() -> dict[str, dict[str, t.Any]]:
+    """ansible.module_utils.urls' options as get_url takes them, less validate_certs, and the module's own."""
+    spec = url_argument_spec()
+    # HTTPS is always verified: with sha256_url, the certificate is all that vouches for the digest.
+    del spec["validate_certs"]
+    spec["url_username"]["aliases"] = ["username"]
+    spec["url_password"]["aliases"] = ["password"]
+    spec.update({
+        "url": {"type": "str", "required": True},
+        "sha256": {"type": "str"},
+        "sha256_url": {"type": "str"},
+        "member": {"type": "str", "required": True},
+        "dest": {"type": "path", "required": True},
+        "mode": {"type": "raw", "default": "0755"},
+        "owner": {"type": "str", "default": "root"},
+        "group": {"type": "str", "default": "root"},
+        "timeout": {"type": "int", "default": 30},
+        "ca_path": {"type": "path"},
+        "headers": {"type": "dict"},
+        "unredirected_headers": {"type": "list", "elements": "str", "default": []},
+        "decompress": {"type": "bool", "default": True},
+        "ciphers": {"type": "list", "elements": "str"},
+        "use_netrc": {"type": "bool", "default": True},
+    })
+    return spec
+
+
 def main() -> None:
     module = AnsibleModule(
-        argument_spec={
-            "url": {"type": "str", "required": True},
-            "sha256": {"type": "str"},
-            "sha256_url": {"type": "str"},
-            "member": {"type": "str", "required": True},
-            "dest": {"type": "path", "required": True},
-            "mode": {"type": "raw", "default": "0755"},
-            "owner": {"type": "str", "default": "root"},
-            "group": {"type": "str", "default": "root"},
-            "timeout": {"type": "int", "default": 30},
-        },
+        argument_spec=argument_spec(),
         required_one_of=[("sha256", "sha256_url")],
         mutually_exclusive=[("sha256", "sha256_url")],
         supports_check_mode=True,

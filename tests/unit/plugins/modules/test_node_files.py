@@ -8,9 +8,12 @@
 from __future__ import annotations
 
 import grp
+import hashlib
 import os
 import pwd
 import stat
+import subprocess
+import sys
 import typing as t
 from pathlib import Path
 
@@ -18,6 +21,7 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import module_result
 
+ROOT = Path(__file__).resolve().parents[4]
 ME = {"owner": pwd.getpwuid(os.getuid()).pw_name, "group": grp.getgrgid(os.getgid()).gr_name}
 
 
@@ -120,3 +124,87 @@ def test_a_path_of_another_kind_is_an_error_not_replaced(tmp_path: Path) -> None
 def test_a_file_whose_directory_is_missing_says_to_declare_it(tmp_path: Path) -> None:
     result = run([{"path": str(tmp_path / "nowhere" / "file"), "content": "x", **ME}])
     assert result["failed"] and "declare it first" in result["msg"]
+
+
+# -- what a diff and the output may show --------------------------------------------------------------------------
+def test_a_file_over_the_cap_or_binary_diffs_as_its_sizes_and_sha256(tmp_path: Path) -> None:
+    big, small = tmp_path / "big.json", tmp_path / "small.conf"
+    big.write_text("old\n" * 40)
+    small.write_bytes(b"\x00\x01binary")
+    files = [{"path": str(big), "content": "new\n" * 40, **ME}, {"path": str(small), "content": "text\n", **ME}]
+    result = module_result("node_files", {"files": files, "diff_max_bytes": 100}, diff=True)
+    assert result["changed_paths"] == [str(big), str(small)]
+    assert result["diff"] == [
+        {"before_header": str(big), "after_header": str(big), "dst_larger": 100, "src_larger": 100,
+         "before": "(160 bytes, sha256 {0})\n".format(hashlib.sha256(b"old\n" * 40).hexdigest()),
+         "after": "(160 bytes, sha256 {0})\n".format(hashlib.sha256(b"new\n" * 40).hexdigest())},
+        {"before_header": str(small), "after_header": str(small), "dst_binary": 1,
+         "before": "(8 bytes, sha256 {0})\n".format(hashlib.sha256(b"\x00\x01binary").hexdigest()),
+         "after": "(5 bytes, sha256 {0})\n".format(hashlib.sha256(b"text\n").hexdigest())},
+    ]
+    assert big.read_text() == "new\n" * 40 and small.read_text() == "text\n"
+
+
+def test_a_new_file_at_the_cap_diffs_as_text_and_zero_shows_no_text(tmp_path: Path) -> None:
+    path = str(tmp_path / "new.conf")
+    exact = module_result("node_files", {"files": [{"path": path, "content": "12345\n", **ME}], "diff_max_bytes": 6},
+                          check=True, diff=True)
+    assert exact["diff"] == [{"before_header": path, "after_header": path, "before": "", "after": "12345\n"}]
+    none = module_result("node_files", {"files": [{"path": path, "content": "12345\n", **ME}], "diff_max_bytes": 0},
+                         check=True, diff=True)
+    assert none["diff"][0]["before"] == "(absent)\n" and none["diff"][0]["src_larger"] == 0
+    assert "12345" not in str(none)
+    negative = module_result("node_files", {"files": [{"path": path, "content": "x", **ME}], "diff_max_bytes": -1})
+    assert negative["failed"] and "diff_max_bytes: -1 is negative" in negative["msg"]
+
+
+PLAY = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - gpufleet.nvidia.node_files:
+        files:
+          - {{path: "{root}/small.conf", content: "{small}\\n", owner: {owner}, group: {group}}}
+          - {{path: "{root}/big.conf", content: "{big}", owner: {owner}, group: {group}}}
+        diff_max_bytes: 4096
+"""
+
+
+def playbook(tmp_path: Path, small: str, big: str, *options: str, play_text: str = PLAY, rc: int = 0) -> str:
+    """ansible-playbook's whole output for PLAY, run on this machine with `options`."""
+    play = tmp_path / "play.yml"
+    play.write_text(play_text.format(root=tmp_path, small=small, big=big, **ME))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"),
+               ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+         "-e", "ansible_python_interpreter=" + sys.executable, str(play), *options],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, check=False)
+    assert done.returncode == rc, done.stdout
+    return done.stdout
+
+
+def test_content_is_never_printed_and_a_diff_is_capped(tmp_path: Path) -> None:
+    secret, huge = "small-secret-4f1c", "big-secret-9a2e " * 400
+    verbose = playbook(tmp_path, secret, huge, "-vvv")
+    assert "changed: [localhost]" in verbose and "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER" in verbose
+    assert (tmp_path / "small.conf").read_text() == secret + "\n" and (tmp_path / "big.conf").read_text() == huge
+    assert "secret" not in verbose, verbose
+    # Under --diff the small file's new text shows in its diff; the big file's text nowhere.
+    changed_small, changed_huge = "small-secret-77b0", "big-secret-c3d1 " * 400
+    diffed = playbook(tmp_path, changed_small, changed_huge, "-vvv", "--diff")
+    assert "-" + secret in diffed and "+" + changed_small in diffed, diffed
+    assert "big-secret" not in diffed, diffed
+    assert "diff skipped: source file size is greater than 4096" in diffed
+    assert "(6400 bytes, sha256 {0})".format(hashlib.sha256(changed_huge.encode()).hexdigest()) in diffed
+    # Only the diff shows it (printed, and as the result's diff at -vvv): not the arguments the result echoes.
+    for text, sign, side in ((changed_small, "+", "after"), (secret, "-", "before")):
+        assert diffed.count(text) == diffed.count(sign + text) + diffed.count('"{0}": "{1}'.format(side, text)), diffed
+
+
+def test_content_is_hidden_where_the_arguments_are_refused(tmp_path: Path) -> None:
+    # Refused by the argument spec, before the module's own code runs: only no_log hides the content there.
+    bad = PLAY.replace("diff_max_bytes: 4096", "diff_max_bytes: many")
+    output = playbook(tmp_path, "refused-secret-5d2a", "", "-vvv", play_text=bad, rc=2)
+    assert "diff_max_bytes" in output and "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER" in output, output
+    assert "refused-secret" not in output, output

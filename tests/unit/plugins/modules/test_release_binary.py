@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import functools
 import grp
 import hashlib
@@ -14,10 +16,14 @@ import http.server
 import io
 import os
 import pwd
+import socket
+import ssl
 import stat
 import tarfile
 import threading
+import time
 import typing as t
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -175,3 +181,204 @@ def test_bad_arguments_name_the_field(tmp_path: Path) -> None:
     assert both["failed"] and "mutually exclusive" in both["msg"]
     neither = run(tmp_path / "crictl", url=url)
     assert neither["failed"] and "sha256" in neither["msg"]
+
+
+# -- the HTTP client: ansible.module_utils.urls, with get_url's options -------------------------------------------
+class Recorder(http.server.SimpleHTTPRequestHandler):
+    """Serves a directory and notes each request; a proxy's absolute URI is served from the same directory.
+
+    `password` (class attribute of a subclass) asks for HTTP Basic authentication as user "fleet".
+    """
+
+    requests: list[dict[str, t.Any]] = []
+    password: str | None = None
+
+    def log_message(self, *args: t.Any) -> None:  # pylint: disable=arguments-differ
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+        proxied = self.path.startswith("http://")
+        self.requests.append({"path": self.path, "proxied": proxied, "headers": dict(self.headers)})
+        if proxied:
+            self.path = urllib.parse.urlsplit(self.path).path
+        if self.password is not None:
+            token = base64.b64encode("fleet:{0}".format(self.password).encode()).decode()
+            if self.headers.get("Authorization") != "Basic " + token:
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="mirror"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+        super().do_GET()
+
+
+@contextlib.contextmanager
+def serving(root: Path, password: str | None = None,
+            tls: ssl.SSLContext | None = None) -> t.Iterator[tuple[str, list[dict[str, t.Any]]]]:
+    """`root` over HTTP (or HTTPS with `tls`) on loopback: (its URL, the requests it got)."""
+    handler = type("Handler", (Recorder,), {"requests": [], "password": password})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield "{0}://127.0.0.1:{1}".format("https" if tls else "http", server.server_address[1]), handler.requests
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(name="release")
+def fixture_release(tmp_path: Path) -> tuple[Path, str]:
+    """A directory with a published crictl tarball: (the directory, the tarball's digest)."""
+    root = tmp_path / "release"
+    root.mkdir()
+    data = tarball({"crictl": NEW})
+    (root / "crictl.tar.gz").write_bytes(data)
+    return root, sha256(data)
+
+
+def test_a_proxy_from_the_environment_is_used_unless_use_proxy_is_false(
+        release: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root, digest = release
+    with serving(root) as (proxy, requests):
+        monkeypatch.setenv("http_proxy", proxy)
+        monkeypatch.delenv("no_proxy", raising=False)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        # A name that resolves nowhere (RFC 6761): only the proxy can answer for it.
+        url = "http://mirror.invalid/crictl.tar.gz"
+        through = run(tmp_path / "crictl", url=url, sha256=digest)
+        assert through["changed"] and (tmp_path / "crictl").read_bytes() == NEW, through
+        assert [(r["path"], r["proxied"]) for r in requests] == [(url, True)]
+        direct = run(tmp_path / "other", url=url, sha256=digest, use_proxy=False)
+        assert direct["failed"] and len(requests) == 1, direct
+
+
+def test_credentials_come_from_the_options_or_netrc(
+        release: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root, digest = release
+    with serving(root, password="s3cret") as (url, requests):
+        tarball_url = url + "/crictl.tar.gz"
+        denied = run(tmp_path / "crictl", url=tarball_url, sha256=digest)
+        assert denied["failed"] and denied["status"] == 401, denied
+        given = run(tmp_path / "crictl", url=tarball_url, sha256=digest, url_username="fleet", url_password="s3cret",
+                    force_basic_auth=True, headers={"X-Fleet": "node-7"}, http_agent="gpufleet-test")
+        assert given["changed"], given
+        assert requests[-1]["headers"]["X-Fleet"] == "node-7"
+        assert requests[-1]["headers"]["User-Agent"] == "gpufleet-test"
+        netrc = tmp_path / "netrc"
+        netrc.write_text("machine 127.0.0.1 login fleet password s3cret\n")
+        netrc.chmod(0o600)
+        monkeypatch.setenv("NETRC", str(netrc))
+        from_netrc = run(tmp_path / "netrc-crictl", url=tarball_url, sha256=digest)
+        assert from_netrc["changed"] and (tmp_path / "netrc-crictl").read_bytes() == NEW, from_netrc
+        ignored = run(tmp_path / "no-netrc", url=tarball_url, sha256=digest, use_netrc=False)
+        assert ignored["failed"] and ignored["status"] == 401, ignored
+
+
+def _certificate(name: str, key: t.Any, issuer: tuple[t.Any, t.Any] | None = None, ca: bool = False) -> t.Any:
+    """An X.509 certificate for `name` (a CA's when `ca`), signed by `issuer` (certificate, key) or itself."""
+    # cryptography comes with ansible-core on the controller only: imported where it is used.
+    # pylint: disable=import-outside-toplevel
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    signer_cert, signer_key = issuer if issuer else (None, key)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    builder = (x509.CertificateBuilder().subject_name(subject)
+               .issuer_name(signer_cert.subject if signer_cert else subject)
+               .public_key(key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+    if ca:
+        builder = builder.add_extension(x509.KeyUsage(
+            digital_signature=True, content_commitment=False, key_encipherment=False, data_encipherment=False,
+            key_agreement=False, key_cert_sign=True, crl_sign=True, encipher_only=False, decipher_only=False),
+            critical=True)
+        builder = builder.add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+    else:
+        builder = builder.add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(name))])
+                                        if name == "127.0.0.1" else x509.SubjectAlternativeName([x509.DNSName(name)]),
+                                        critical=False)
+        builder = builder.add_extension(x509.ExtendedKeyUsage(
+            [ExtendedKeyUsageOID.SERVER_AUTH if name == "127.0.0.1" else ExtendedKeyUsageOID.CLIENT_AUTH]),
+            critical=False)
+        builder = builder.add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
+            signer_key.public_key()), critical=False)
+    return builder.sign(signer_key, hashes.SHA256())
+
+
+def _pem(tmp_path: Path, name: str, *objects: t.Any) -> str:
+    # pylint: disable=import-outside-toplevel
+    from cryptography.hazmat.primitives import serialization
+
+    path = tmp_path / name
+    path.write_bytes(b"".join(
+        item.public_bytes(serialization.Encoding.PEM) if hasattr(item, "public_bytes") and not hasattr(item, "sign")
+        else item.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+        for item in objects))
+    return str(path)
+
+
+def test_https_is_verified_against_ca_path_and_a_client_certificate_is_presented(
+        release: tuple[Path, str], tmp_path: Path) -> None:
+    # pylint: disable-next=import-outside-toplevel
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    ca_key, server_key, client_key = (ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1()),
+                                      ec.generate_private_key(ec.SECP256R1()))
+    ca = _certificate("gpufleet test CA", ca_key, ca=True)
+    ca_path = _pem(tmp_path, "ca.pem", ca)
+    client_cert = _pem(tmp_path, "client.pem", _certificate("node-7", client_key, (ca, ca_key)))
+    client_key_path = _pem(tmp_path, "client.key", client_key)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(_pem(tmp_path, "server.pem", _certificate("127.0.0.1", server_key, (ca, ca_key))),
+                        _pem(tmp_path, "server.key", server_key))
+    tls.load_verify_locations(ca_path)
+    tls.verify_mode = ssl.CERT_REQUIRED  # the mirror takes only nodes with a certificate of its CA
+    root, digest = release
+    with serving(root, tls=tls) as (url, requests):
+        tarball_url = url + "/crictl.tar.gz"
+        untrusted = run(tmp_path / "crictl", url=tarball_url, sha256=digest, client_cert=client_cert,
+                        client_key=client_key_path)
+        assert untrusted["failed"] and "CERTIFICATE_VERIFY_FAILED" in untrusted["msg"], untrusted
+        anonymous = run(tmp_path / "crictl", url=tarball_url, sha256=digest, ca_path=ca_path)
+        assert anonymous["failed"] and not (tmp_path / "crictl").exists(), anonymous
+        assert requests == []
+        presented = run(tmp_path / "crictl", url=tarball_url, sha256=digest, ca_path=ca_path,
+                        client_cert=client_cert, client_key=client_key_path)
+        assert presented["changed"] and (tmp_path / "crictl").read_bytes() == NEW, presented
+        assert [r["path"] for r in requests] == ["/crictl.tar.gz"]
+
+
+def test_certificates_cannot_be_switched_off(tmp_path: Path) -> None:
+    refused = run(tmp_path / "crictl", url="https://127.0.0.1:9/crictl.tar.gz", sha256="0" * 64,
+                  validate_certs=False)
+    assert refused["failed"] and "validate_certs" in refused["msg"], refused
+
+
+def test_a_server_that_does_not_answer_times_out(tmp_path: Path) -> None:
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)  # accepted by the kernel, never answered
+        started = time.monotonic()
+        result = run(tmp_path / "crictl", url="http://127.0.0.1:{0}/crictl.tar.gz".format(silent.getsockname()[1]),
+                     sha256="0" * 64, timeout=1)
+        assert result["failed"] and "timed out" in result["msg"], result
+        assert time.monotonic() - started < 15
+
+
+def test_a_password_in_the_url_is_masked_in_messages(release: tuple[Path, str], tmp_path: Path) -> None:
+    root = release[0]
+    with serving(root) as (url, _requests):
+        masked = run(tmp_path / "crictl", url=url.replace("//", "//fleet:hunter2@") + "/crictl.tar.gz",
+                     sha256="0" * 64)
+    assert masked["failed"] and masked["msg"].startswith("checksum mismatch"), masked
+    assert "hunter2" not in masked["msg"] and "hunter2" not in masked["url"], masked
