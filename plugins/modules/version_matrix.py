@@ -188,8 +188,8 @@ options:
     type: str
 notes:
   - The module only computes; it never changes the node and reports C(changed=false).
-  - An action plugin of the same name runs it on the controller, in the process that runs the task: nothing is sent
-    to or run on the host, no connection is opened and the host needs no Python. C(delegate_to) is not needed.
+  - An action plugin of the same name runs it on the controller, in the process that runs the task. Nothing is sent
+    to or run on the host, no connection is opened and the host needs no Python, so C(delegate_to) is not needed.
     The same options, checks and return values apply when the module runs as a module.
 seealso:
   - module: gpufleet.nvidia.nvml_info

@@ -16,8 +16,8 @@ import yaml
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.nvidia.plugins.filter.preflight_verdict import (
-    FilterModule, effective_values, involved_variables, named, preflight_verdict)
+from ansible_collections.gpufleet.nvidia.plugins.filter.preflight import (
+    FilterModule, effective_values, involved_variables, named, preflight_desired, preflight_verdict)
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._version_matrix import argument_spec, judge
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -108,4 +108,22 @@ def test_bad_input_is_named(result: dict[str, t.Any], fail_on: str, message: str
 
 
 def test_registered_as_a_filter() -> None:
-    assert FilterModule().filters()["preflight_verdict"] is preflight_verdict
+    assert FilterModule().filters() == {"preflight_desired": preflight_desired, "preflight_verdict": preflight_verdict}
+
+
+def test_desired_takes_the_managed_layers_matrix_variables_and_the_read_mig_config() -> None:
+    declared = {"driver": {"managed": True, "vars": {"driver_branch": "580", "driver_version": None,
+                                                     "driver_source": "cuda"}},
+                "crictl": {"managed": False, "vars": {"crictl_version": "v1.33.0"}},
+                "mig": {"managed": True, "vars": {"mig_label": "inference", "mig_config": {},
+                                                  "mig_config_src": "/srv/mig.yaml"}}}
+    assert preflight_desired(declared, DECLARED) == {"driver_branch": "580", "mig_label": "inference",
+                                                     "mig_config": {}}
+    read = {"version": "v1", "mig-configs": {"inference": []}}
+    assert preflight_desired(declared, DECLARED, read)["mig_config"] == read
+    assert preflight_desired(declared, DECLARED, {})["mig_config"] == {}
+
+
+def test_desired_names_bad_input() -> None:
+    with pytest.raises(AnsibleFilterError, match="declared_layers lookup's answer"):
+        preflight_desired(["driver"], DECLARED)

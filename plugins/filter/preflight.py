@@ -3,8 +3,10 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""preflight_verdict: the preflight gate's verdict on one host, from the version
-matrix's result (documented in preflight_verdict.yml beside this file).
+"""preflight_desired and preflight_verdict: what the preflight gate gives the
+version matrix, and its verdict on one host from the matrix's result
+(documented in preflight_desired.yml and preflight_verdict.yml beside this
+file).
 
 The gate (roles/preflight/tasks/gate.yml) stops a host whose findings reach
 preflight_fail_on and names the variables behind them with their values; this
@@ -86,6 +88,22 @@ def named(names: t.Iterable[str], values: Mapping[str, t.Any]) -> str:
                      for name in names)
 
 
+def preflight_desired(layers: Mapping[str, Mapping[str, t.Any]], keys: t.Collection[str],
+                      mig_config: Mapping[str, t.Any] | None = None) -> dict[str, t.Any]:
+    """The declared versions the matrix judges (its `desired` option): the managed layers' variables named in
+    `keys`, without nulls; `mig_config` (read from mig_config_src) wins over the layers' when given."""
+    if not isinstance(layers, Mapping):
+        raise AnsibleFilterError("preflight_desired: the input must be the gpufleet.nvidia.declared_layers lookup's "
+                                 "answer (layer name to its declaration)")
+    values: dict[str, t.Any] = {}
+    for layer in layers.values():
+        if (layer or {}).get("managed"):
+            values.update((layer or {}).get("vars") or {})
+    if mig_config:
+        values["mig_config"] = mig_config
+    return {name: value for name, value in values.items() if name in keys and value is not None}
+
+
 def preflight_verdict(result: Mapping[str, t.Any], fail_on: str, rule_variables: Mapping[str, t.Sequence[str]],
                       layers: Mapping[str, Mapping[str, t.Any]], extra: Mapping[str, t.Any] | None = None,
                       declared: t.Collection[str] = ()) -> dict[str, t.Any]:
@@ -120,7 +138,7 @@ def preflight_verdict(result: Mapping[str, t.Any], fail_on: str, rule_variables:
 
 
 class FilterModule:
-    """The preflight gate's verdict."""
+    """The preflight gate's input and verdict."""
 
     def filters(self) -> dict[str, t.Callable[..., t.Any]]:
-        return {"preflight_verdict": preflight_verdict}
+        return {"preflight_desired": preflight_desired, "preflight_verdict": preflight_verdict}
