@@ -177,8 +177,8 @@ def test_through_ansible_no_host_is_contacted(tmp_path: Path) -> None:
                ANSIBLE_NOCOLOR="1", ANSIBLE_HOST_KEY_CHECKING="0",
                ANSIBLE_LOCALHOST_WARNING="0", PATH="{0}{1}{2}".format(BIN, os.pathsep, os.environ.get("PATH", "")))
     for check in ((), ("--check",)):
-        proc = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory), str(playbook), *check], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False,
-                              timeout=120)
+        proc = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory), str(playbook), *check], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False, timeout=120)
         recap = dict(re.findall(r"^(node-\d)\s+: (ok=.*)$", proc.stdout, re.M))
         assert set(recap) == {"node-1", "node-2", "node-3"}, proc.stdout
         assert all("unreachable=0" in line for line in recap.values()), proc.stdout
