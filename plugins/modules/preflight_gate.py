@@ -19,7 +19,7 @@ description:
     decides with O(fail_on) whether the host stops, names the variables behind the failing findings with their
     effective values (mappings are named, not printed) and the fixes, and returns the judgement to AWX as
     M(ansible.builtin.set_stats) with C(per_host=false) and C(aggregate=true) would - under C(gpufleet_preflight),
-    host name to RV(ansible_stats.data.gpufleet_preflight) - so that a job's artifacts hold every host's judgement.
+    host name to judgement (RV(ansible_stats.data)) - so that a job's artifacts hold every host's judgement.
   - It does not fail the host for a finding (Ansible keeps the custom stats of a task only when it did not fail);
     stop the host with the next task, for example M(ansible.builtin.assert) on RV(verdict.stop) with
     RV(verdict.message).
@@ -127,7 +127,7 @@ summary:
   returned: success
   type: dict
 messages:
-  description: One line per finding (C([severity] rule: message -- fix: fix)).
+  description: "One line per finding: C([severity] rule: message -- fix: fix)."
   returned: success
   type: list
   elements: str
