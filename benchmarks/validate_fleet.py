@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -47,8 +48,12 @@ PING = """---
 
 def inventory(work: Path, hosts: int) -> Path:
     """The example fleet's group_vars and files, with N local hosts spread over its tiers."""
+    # The examples' files sit beside the inventories (the fleet's group_vars
+    # read them from {{ inventory_dir }}/../files): the same layout here.
+    shutil.copytree(ROOT / "inventory" / "examples" / "files", work / "files")
+    work = work / "inv"
+    work.mkdir()
     shutil.copytree(FLEET / "group_vars", work / "group_vars")
-    shutil.copytree(FLEET / "files", work / "files")
     lines = ["---", "all:", "  children:", "    gpu_nodes:", "      children:"]
     start = 0
     for index, (tier, share) in enumerate(TIERS):
@@ -105,6 +110,9 @@ def tree_memory(pid: int) -> tuple[int, int, int]:
 
 def measure(command: list[str], env: dict[str, str]) -> dict[str, float]:
     peak = {"main": 0, "rss": 0, "pss": 0}
+    # CPU time of the whole process tree (ansible-playbook, its forks, their module processes): the children this
+    # script has waited for, which the run's descendants are once each has been reaped by its parent.
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     done = threading.Event()
@@ -123,7 +131,9 @@ def measure(command: list[str], env: dict[str, str]) -> dict[str, float]:
     sampler.join()
     if process.returncode != 0:
         sys.exit("{0} failed:\n{1}".format(" ".join(command[:2]), output[-4000:]))
-    return {"seconds": elapsed, **{key: value / 2**20 for key, value in peak.items()}}
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"seconds": elapsed, "cpu": cpu, **{key: value / 2**20 for key, value in peak.items()}}
 
 
 def main() -> None:
@@ -145,7 +155,9 @@ def main() -> None:
         for run in range(args.runs):
             for name, command in plays.items():
                 results[name].append(measure(command, env))
-                print("run {0}: {1:<8} {2:6.1f} s".format(run + 1, name, results[name][-1]["seconds"]), flush=True)
+                print("run {0}: {1:<8} {2:6.1f} s  cpu {3:6.1f} s  load {4}".format(
+                    run + 1, name, results[name][-1]["seconds"], results[name][-1]["cpu"],
+                    Path("/proc/loadavg").read_text().split()[0]), flush=True)
     median = {name: statistics.median(r["seconds"] for r in runs) for name, runs in results.items()}
     print()
     print("{0} hosts, {1} forks, {2} CPU(s), load average {3}".format(
@@ -155,6 +167,9 @@ def main() -> None:
               "module processes PSS {3:.0f} MiB (RSS summed {4:.0f} MiB)".format(
                   name, median[name], *(max(r[key] for r in runs) for key in ("main", "pss", "rss"))))
     print("validate / ping: {0:.2f}".format(median["validate"] / median["ping"]))
+    cpu = {name: statistics.median(r["cpu"] for r in runs) for name, runs in results.items()}
+    print("CPU-seconds (process tree) median: validate {0:.1f}, ping {1:.1f}, ratio {2:.2f}".format(
+        cpu["validate"], cpu["ping"], cpu["validate"] / cpu["ping"]))
 
 
 if __name__ == "__main__":

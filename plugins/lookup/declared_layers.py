@@ -63,6 +63,7 @@ _value:
       elements: str
 """
 
+import copy
 import typing as t
 from pathlib import Path
 
@@ -79,13 +80,32 @@ display = Display()
 ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
 
 
+# libyaml's parser where PyYAML has it: the lookup runs once per host and
+# reads six roles' defaults; the pure-Python parser took half its time.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+# Each role's parsed defaults by file, with the file's modification time, so
+# a process that runs the lookup for many hosts (ansible-playbook's own
+# process where a task runs in it, a test) parses each file once; an edited
+# file (a new mtime) is read again. A worker forked for one host's task starts
+# from what the controller's process holds, which is nothing unless it ran the
+# lookup itself.
+_DEFAULTS: dict[Path, tuple[int, dict[str, t.Any]]] = {}
+
+
 def role_defaults(layer: str, roles_dir: Path = ROLES_DIR) -> dict[str, t.Any] | None:
-    """The layer role's defaults, or None when the role is not in the collection."""
+    """The layer role's defaults, or None when the role is not in the collection. The caller gets its own copy."""
     path = roles_dir / layer / "defaults" / "main.yml"
     if not path.is_file():
         return None
-    with path.open(encoding="utf-8") as handle:
-        return yaml.safe_load(handle) or {}
+    mtime = path.stat().st_mtime_ns
+    cached = _DEFAULTS.get(path)
+    if cached is None or cached[0] != mtime:
+        with path.open(encoding="utf-8") as handle:
+            cached = (mtime, yaml.load(handle, Loader=_YAML_LOADER) or {})
+        _DEFAULTS[path] = cached
+    # A deep copy (the caller templates and keeps values of it); cheaper than YAML parsing by far.
+    return copy.deepcopy(cached[1])
 
 
 def declare(layer: str, host: dict[str, t.Any], defaults: dict[str, t.Any] | None,

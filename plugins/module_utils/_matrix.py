@@ -628,6 +628,18 @@ class CustomRule:
 # =============================================================================
 
 
+_BUILTIN: dict[str, t.Any] = {}
+
+
+def _builtin_cuda_rows() -> dict[tuple[int, ...], tuple[str, tuple[int, ...] | None]]:
+    """The knowledge base's CUDA rows, parsed once per process: every host's Matrix starts from them, and the
+    controller parses them before it forks its workers (the action plugin builds a Matrix at import)."""
+    if "cuda" not in _BUILTIN:
+        _BUILTIN["cuda"] = {parse_version(cuda): (label, parse_version(driver) if driver else None)
+                            for cuda, label, driver in CUDA_TOOLKIT_DRIVERS}
+    return _BUILTIN["cuda"]
+
+
 class Matrix:
     """The tables (built in, plus user rows) and the rules over them."""
 
@@ -650,8 +662,7 @@ class Matrix:
     # -- tables -------------------------------------------------------------------
     @staticmethod
     def _cuda_rows(extra: list[t.Any]) -> dict[tuple[int, ...], tuple[str, tuple[int, ...] | None]]:
-        rows = {parse_version(cuda): (label, parse_version(driver) if driver else None)
-                for cuda, label, driver in CUDA_TOOLKIT_DRIVERS}
+        rows = dict(_builtin_cuda_rows())
         for row in extra:
             if not isinstance(row, dict) or not row.get("cuda") or not row.get("driver"):
                 raise MatrixError("tables.cuda_drivers: each row needs `cuda` and `driver`, got {0!r}".format(row))

@@ -29,6 +29,13 @@ author:
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.info_module
+attributes:
+  action:
+    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the
+      controller.
+    support: full
+    details:
+      - The action plugin judges on the controller in the task's own process; nothing is sent to the host.
 options:
   desired:
     description:
@@ -181,6 +188,9 @@ options:
     type: str
 notes:
   - The module only computes; it never changes the node and reports C(changed=false).
+  - An action plugin of the same name runs it on the controller, in the process that runs the task. Nothing is sent
+    to or run on the host, no connection is opened and the host needs no Python, so C(delegate_to) is not needed.
+    The same options, checks and return values apply when the module runs as a module.
 seealso:
   - module: gpufleet.nvidia.nvml_info
   - name: CUDA toolkit and driver versions
@@ -345,118 +355,16 @@ rules:
     cuda_driver: the driver runs every CUDA version the fleet's images use
 """
 
-import datetime
-import typing as t
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import (
-    RULES,
-    SEVERITIES,
-    Matrix,
-    MatrixError,
-    fails,
-    worst,
-)
-
-DESIRED_OPTIONS = dict(
-    driver_state=dict(type="str", choices=["present", "absent"]),
-    driver_branch=dict(type="str"),
-    driver_version=dict(type="str"),
-    driver_kernel_module=dict(type="str", choices=["auto", "open", "proprietary"]),
-    driver_gpu_models=dict(type="list", elements="str"),
-    driver_fabricmanager=dict(type="raw"),
-    container_toolkit_version=dict(type="str"),
-    container_runtime_engine=dict(type="str", choices=["containerd", "docker", "crio"]),
-    container_runtime_cdi=dict(type="bool"),
-    cdi_spec_dir=dict(type="str"),
-    cdi_device_name_strategy=dict(type="list", elements="str"),
-    container_runtime_set_default=dict(type="bool"),
-    device_plugin_device_list_strategy=dict(type="str"),
-    crictl_version=dict(type="str"),
-    crictl_kubernetes_version=dict(type="str"),
-    mig_label=dict(type="str"),
-    mig_config=dict(type="dict"),
-)
-
-INSTALLED_OPTIONS = dict(
-    nvml=dict(type="dict"),
-    packages=dict(type="dict"),
-    versions=dict(type="dict"),
-)
-
-
-class VersionMatrixManager:
-    """Builds the matrix from the module's options and judges one node."""
-
-    def __init__(self, params: dict[str, t.Any]) -> None:
-        self.params = params
-
-    def _today(self) -> datetime.date:
-        text = self.params.get("today")
-        if not text:
-            return datetime.date.today()
-        try:
-            return datetime.datetime.strptime(text, "%Y-%m-%d").date()
-        except ValueError:
-            raise MatrixError("today '{0}' is not a date (YYYY-MM-DD)".format(text)) from None
-
-    def run(self) -> dict[str, t.Any]:
-        matrix = Matrix(
-            tables=self.params["tables"],
-            custom_rules=self.params["custom_rules"],
-            today=self._today(),
-            eol_warning_days=self.params["eol_warning_days"],
-            ignore_rules=self.params["ignore_rules"],
-        )
-        desired = {k: v for k, v in (self.params["desired"] or {}).items() if v is not None}
-        installed = {k: v for k, v in (self.params["installed"] or {}).items() if v is not None}
-        view, findings = matrix.evaluate(desired, installed, self.params["cuda_versions"], self.params["target"],
-                                         self.params["cuda_compat"])
-        failing = fails(findings, self.params["fail_on"])
-        summary: dict[str, t.Any] = {level: sum(1 for f in findings if f["severity"] == level) for level in SEVERITIES}
-        summary.update(worst=worst(findings), failed=bool(failing))
-        return {"findings": findings, "summary": summary, "matrix": view.as_dict(), "rules": dict(RULES),
-                "messages": [line(f) for f in findings], "failing": failing}
-
-
-def line(found: dict[str, t.Any]) -> str:
-    return "[{0}] {1}: {2} -- fix: {3}".format(found["severity"], found["rule"], found["message"], found["fix"])
-
-
-def failure_message(failing: list[dict[str, t.Any]]) -> str:
-    counts = {level: sum(1 for f in failing if f["severity"] == level) for level in SEVERITIES}
-    what = ", ".join("{0} {1}{2}".format(n, level, "s" if n != 1 else "")
-                     for level, n in sorted(counts.items(), key=lambda kv: -SEVERITIES.index(kv[0])) if n)
-    lines = ["version matrix: {0}".format(what)]
-    lines += [line(f) for f in failing]
-    return "\n".join(lines)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._version_matrix import argument_spec, judge
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec=dict(
-            desired=dict(type="dict", default={}, options=DESIRED_OPTIONS),
-            installed=dict(type="dict", default={}, options=INSTALLED_OPTIONS),
-            cuda_versions=dict(type="list", elements="str", default=[]),
-            cuda_compat=dict(type="bool", default=False),
-            target=dict(type="str", choices=["desired", "installed"], default="desired"),
-            fail_on=dict(type="str", choices=["error", "warning", "never"], default="error"),
-            tables=dict(type="dict", default={}),
-            custom_rules=dict(type="list", elements="dict", default=[]),
-            ignore_rules=dict(type="list", elements="str", default=[]),
-            eol_warning_days=dict(type="int", default=180),
-            today=dict(type="str"),
-        ),
-        supports_check_mode=True,
-    )
-    try:
-        result = VersionMatrixManager(module.params).run()
-    except MatrixError as exc:
-        module.fail_json(msg="version_matrix: {0}".format(exc))
-    failing = result.pop("failing")
-    if failing:
-        module.fail_json(msg=failure_message(failing), changed=False, **result)
-    module.exit_json(changed=False, **result)
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    result, failure = judge(module.params)
+    if failure:
+        module.fail_json(msg=failure, **result)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.gpufleet.nvidia.plugins.lookup import declared_layers
 from ansible_collections.gpufleet.nvidia.plugins.lookup.declared_layers import declare, role_defaults
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._layers import LAYER_VARIABLES, LAYERS
 
@@ -54,6 +55,27 @@ def test_role_defaults_are_read_from_the_collection(tmp_path: Path):
     (defaults / "main.yml").write_text("---\ncrictl_version: v1.33.0\ncrictl_kubernetes_version: '1.33'\n")
     assert role_defaults("crictl", tmp_path) == {"crictl_version": "v1.33.0", "crictl_kubernetes_version": "1.33"}
     assert role_defaults("driver", tmp_path) is None
+
+
+def test_role_defaults_are_parsed_once_per_file_version(tmp_path: Path, monkeypatch):
+    defaults = tmp_path / "crictl" / "defaults"
+    defaults.mkdir(parents=True)
+    path = defaults / "main.yml"
+    path.write_text("---\ncrictl_version: v1.33.0\ncrictl_checksums: {a: b}\n")
+    os.utime(path, ns=(1, 1_000_000_000))
+    parsed = []
+    real_load = declared_layers.yaml.load
+    monkeypatch.setattr(declared_layers.yaml, "load", lambda *a, **k: parsed.append(1) or real_load(*a, **k))
+    first = role_defaults("crictl", tmp_path)
+    # A caller's change stays its own.
+    first["crictl_checksums"]["a"] = "changed"
+    assert role_defaults("crictl", tmp_path) == {"crictl_version": "v1.33.0", "crictl_checksums": {"a": "b"}}
+    assert len(parsed) == 1
+    # An edited file (a new modification time) is read again.
+    path.write_text("---\ncrictl_version: v1.34.0\n")
+    os.utime(path, ns=(1, 2_000_000_000))
+    assert role_defaults("crictl", tmp_path) == {"crictl_version": "v1.34.0"}
+    assert len(parsed) == 2
 
 
 def test_layers_are_in_site_order():

@@ -1,0 +1,55 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""gpufleet.nvidia.version_matrix on the controller.
+
+The matrix only computes from its options: run as a module, each host costs
+a module transfer and a Python process (about three pings' worth per host
+over a fleet). Here it runs in the worker that runs the task, against the
+module's own argument spec, with the module's own code
+(module_utils/_version_matrix.py), so the options, their checks and the
+return values are the module's. No connection is opened: a host is judged
+without being contacted, whatever its ansible_connection.
+
+The knowledge tables and the matrix code are imported with this plugin, which
+the controller loads before it forks its workers; a Matrix with the built-in
+tables is built then too, so each host's task starts from parsed tables.
+"""
+
+from __future__ import annotations
+
+import datetime
+import typing as t
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._version_matrix import argument_spec, judge, matrix_for
+
+# The built-in tables parsed in the controller's process, before it forks (the
+# strategy loads this class once): every worker inherits them.
+matrix_for({"tables": {}, "custom_rules": [], "eol_warning_days": 180, "ignore_rules": []}, datetime.date.today())
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    # Pure computation on the controller: no connection to the host, so
+    # neither delegate_to nor the host's Python is needed.
+    _requires_connection = False
+    _supports_check_mode = True
+
+    def run(self, tmp: t.Any = None, task_vars: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
+        result = super().run(tmp, task_vars)
+        # The module's argument spec: unknown options, types and choices fail here with the field named, as
+        # AnsibleModule would fail them (also in check mode).
+        validation = self.validate_argument_spec(argument_spec=argument_spec())[0]
+        # Only the validated options (with their defaults), as AnsibleModule's params.
+        params = dict(validation.validated_parameters)
+        judged, failure = judge(params)
+        result.update(judged)
+        result["changed"] = False
+        if failure:
+            result["failed"] = True
+            result["msg"] = failure
+        return result
