@@ -12,7 +12,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: preflight_gate
 short_description: Judge one host's declaration with the version matrix and say whether the preflight gate stops it
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - The preflight role's gate (C(roles/preflight/tasks/gate.yml)) in one task per host. It judges the declared
     versions as M(gpufleet.nvidia.version_matrix) does with O(gpufleet.nvidia.version_matrix#module:fail_on=never),

@@ -86,17 +86,17 @@ options:
           Toolkit 1.15.0 or newer.
         type: list
         elements: str
-        version_added: 0.2.0
+        version_added: 0.1.0
       container_runtime_set_default:
         description: Whether the nvidia runtime is the engine's default runtime.
         type: bool
-        version_added: 0.2.0
+        version_added: 0.1.0
       device_plugin_device_list_strategy:
         description: The NVIDIA device plugin's device-list strategy (C(envvar), C(volume-mounts), C(cdi-annotations),
           C(cdi-cri), or several comma-separated); C(envvar) needs the nvidia runtime as the default runtime or an
           nvidia RuntimeClass on the GPU pods.
         type: str
-        version_added: 0.2.0
+        version_added: 0.1.0
       crictl_version:
         description: The crictl release, for example V(v1.33.0); empty to derive it from the Kubernetes minor.
         type: str
@@ -140,7 +140,7 @@ options:
       - With O(target=installed) an installed C(cuda-compat*) package counts as well.
     type: bool
     default: false
-    version_added: 0.2.0
+    version_added: 0.1.0
   target:
     description:
       - V(desired) judges the declared versions; V(installed) judges the versions the node runs now.
