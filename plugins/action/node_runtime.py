@@ -193,9 +193,9 @@ class ActionModule(ActionBase):
         result.update(changed=decided["install"] or bool(decided["remove"]), path=found["path"], package=PACKAGE,
                       version=built.version, digest=built.digest, changed_files=decided["changed_files"],
                       removed=decided["remove"], released=[{"path": p, "state": "absent"} for p in decided["released"]])
-        if self._task.diff and result["changed"]:
+        if self._play_context.diff and result["changed"]:
             result["diff"] = diff_of(found, built, decided)
-        if result["changed"] and not self._task.check_mode:
+        if result["changed"] and not self._play_context.check_mode:
             entries = install_entries(built, found["path"], decided["changed_files"], decided["remove"])
             written = self._execute_module(module_name="gpufleet.nvidia.node_files", module_args={"files": entries},
                                            task_vars=task_vars)

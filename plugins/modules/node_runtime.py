@@ -149,7 +149,7 @@ ARGUMENT_SPEC: dict[str, t.Any] = {
     "root": {"type": "path", "default": "/usr/local/lib/gpufleet"},
     "name": {"type": "str"},
     "manifest": {"type": "str"},
-    "users": {"type": "list", "elements": "path", "default": []},
+    "users": {"type": "list", "elements": "path"},
 }
 
 
@@ -211,7 +211,7 @@ def probe(params: dict[str, t.Any]) -> dict[str, t.Any]:
         "path": current,
         "differing": differing_files(current, manifest, manifest_text),
         "manifest_before": before or "",
-        "versions": {path: importers(path, params["users"]) for path in installed_versions(params["root"])},
+        "versions": {path: importers(path, params["users"] or []) for path in installed_versions(params["root"])},
     }
 
 
