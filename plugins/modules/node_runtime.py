@@ -23,20 +23,11 @@ description:
   - Old versions are removed as soon as no command still imports them, never while one does - O(users) are read for
     the directory they name. A version only O(user) imports is returned in RV(released) for the role to remove in
     the same call that rewrites O(user) (or removes it, with O(state=absent)).
-author:
-  - gpufleet maintainers (@gpufleet)
+  - Check mode reports whether the runtime would be installed or an old version removed; the diff is the manifest
+    before and after (which files change, by sha256) and the old versions removed.
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
-attributes:
-  check_mode:
-    support: full
-    details: Reports whether the runtime would be installed or an old version removed, and changes nothing.
-  diff_mode:
-    support: full
-    details: The manifest before and after (which files change, by sha256) and the old versions removed.
-  idempotent:
-    support: full
-    details: Files are sent only when the node's manifest or a file's sha256 differs from the runtime's.
+  - gpufleet.nvidia.attributes.mutating
 options:
   user:
     description:
@@ -75,6 +66,8 @@ requirements:
   - Python 3.8 or later on the target (standard library only).
 seealso:
   - module: gpufleet.nvidia.node_files
+author:
+  - gpufleet maintainers (@gpufleet)
 """
 
 EXAMPLES = r"""
