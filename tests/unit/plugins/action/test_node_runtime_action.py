@@ -193,3 +193,15 @@ def test_state_absent_installs_nothing_and_releases_the_runtime_only_its_user_im
     fresh = tmp_path / "fresh"
     assert not playbook(tmp_path, task(fresh, user, "first", state="absent"))["first"]["changed"]
     assert not fresh.exists()
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda p: p.name)
+def test_a_command_whose_runtime_is_gone_says_which_and_how_to_fix_it(command: Path, tmp_path: Path) -> None:
+    installed = tmp_path / command.name
+    gone = tmp_path / "lib" / "0.0.1-000000000000"
+    installed.write_text(command.read_text().replace("@GPUFLEET_NODE_RUNTIME@", str(gone)))
+    done = subprocess.run([sys.executable, str(installed), "--help"], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, check=False, timeout=60)
+    assert done.returncode == 1
+    assert "node runtime {0} is missing; run the gpufleet.nvidia.{1} role again".format(
+        gone, command.parent.parent.name) in done.stdout
