@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Read-only: gpufleet-verify-boot's driver and health checks on a node with a
 # real NVIDIA GPU, installed as the verify role installs it (the command and
-# the module_utils it imports), judging NVML's health fields, the real kernel
+# the node runtime it imports), judging NVML's health fields, the real kernel
 # log (/dev/kmsg, without blocking) and systemd's view of the daemons.
 #
 #   tests/device/boot-health-check.sh OUTDIR
@@ -16,12 +16,17 @@ repo=$(cd "$here/../.." && pwd)
 out=${1:?usage: $0 OUTDIR}
 py=${PYTHON:-python3}
 work=$(mktemp -d)
-mkdir -p "$out" "$work/sbin" "$work/lib/gpufleet/gpufleet_verify/_knowledge"
-touch "$work/lib/gpufleet/gpufleet_verify/__init__.py"
+# The node runtime's layout (gpufleet.nvidia.node_runtime): the files the
+# boot check imports, as a package in a versioned directory that the role
+# writes into the command. The list is the runtime's (build_runtime() in
+# plugins/action/node_runtime.py), spelled out: no Ansible on this machine.
+runtime="$work/lib/gpufleet/device-check"
+mkdir -p "$out" "$work/sbin" "$runtime/gpufleet_runtime/_knowledge"
+touch "$runtime/gpufleet_runtime/__init__.py"
 for f in _nvml.py _mig.py _mig_profiles.py _nvml_health.py _health.py _knowledge/__init__.py _knowledge/health.py; do
-  cp "$repo/plugins/module_utils/$f" "$work/lib/gpufleet/gpufleet_verify/$f"
+  cp "$repo/plugins/module_utils/$f" "$runtime/gpufleet_runtime/$f"
 done
-cp "$repo/roles/verify/files/gpufleet-verify-boot" "$work/sbin/"
+sed "s|@GPUFLEET_NODE_RUNTIME@|$runtime|" "$repo/roles/verify/files/gpufleet-verify-boot" >"$work/sbin/gpufleet-verify-boot"
 cat > "$work/boot.json" <<JSON
 {"report": "$out/report.json",
  "driver": {"version": "", "branch": ""},

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shutil
 import subprocess
 import sys
 import typing as t
@@ -18,32 +16,17 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-import yaml
 
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins import mig_expected, nvml_sim
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins import mig_expected, nvml_sim, runtime_install
 
 ROOT = Path(__file__).resolve().parents[3]
 COMMAND = ROOT / "roles" / "mig" / "files" / "gpufleet-mig"
-MODULE_UTILS = ROOT / "plugins" / "module_utils"
-# The applier's files as roles/mig/vars/main.yml installs them (__mig_install_files).
-LIB_FILES = tuple(sorted(
-    re.search(r"__mig_module_utils ~ '/(_\w+\.py)'", entry["content"]).group(1)
-    for entry in yaml.safe_load((ROOT / "roles" / "mig" / "vars" / "main.yml").read_text())["__mig_install_files"]
-    if "__mig_module_utils" in entry.get("content", "")))
 
 
 @pytest.fixture
 def installed(tmp_path: Path) -> Path:
-    """sbin/gpufleet-mig and lib/gpufleet/gpufleet_mig/, the layout of /usr/local on a node."""
-    package = tmp_path / "lib" / "gpufleet" / "gpufleet_mig"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    for name in LIB_FILES:
-        shutil.copy(str(MODULE_UTILS / name), str(package / name))
-    (tmp_path / "sbin").mkdir()
-    command = tmp_path / "sbin" / "gpufleet-mig"
-    shutil.copy(str(COMMAND), str(command))
-    return command
+    """sbin/gpufleet-mig and the node runtime under lib/gpufleet/, the layout of /usr/local on a node."""
+    return runtime_install.install_command(tmp_path, COMMAND)
 
 
 def layouts(node: nvml_sim.SimNode) -> dict[str, dict[str, int]]:

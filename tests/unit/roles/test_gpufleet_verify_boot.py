@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import typing as t
@@ -19,34 +18,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins import nvml_sim
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins import nvml_sim, runtime_install
 
 ROOT = Path(__file__).resolve().parents[3]
 COMMAND = ROOT / "roles" / "verify" / "files" / "gpufleet-verify-boot"
-MODULE_UTILS = ROOT / "plugins" / "module_utils"
 DRIVER = "550.127.05"  # the fixtures' driver
-
-
-def lib_files() -> list[str]:
-    """The module_utils files roles/verify/vars/main.yml installs (__verify_boot_files)."""
-    entries = yaml.safe_load((ROOT / "roles" / "verify" / "vars" / "main.yml").read_text())["__verify_boot_files"]
-    return [re.search(r"__verify_module_utils ~ '/([\w/]+\.py)'", entry["content"]).group(1)
-            for entry in entries if "__verify_module_utils" in entry.get("content", "")]
 
 
 @pytest.fixture
 def installed(tmp_path: Path) -> Path:
-    """sbin/gpufleet-verify-boot and lib/gpufleet/gpufleet_verify/, the layout of /usr/local on a node."""
-    package = tmp_path / "lib" / "gpufleet" / "gpufleet_verify"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    for name in lib_files():
-        (package / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(str(MODULE_UTILS / name), str(package / name))
-    (tmp_path / "sbin").mkdir()
-    command = tmp_path / "sbin" / "gpufleet-verify-boot"
-    shutil.copy(str(COMMAND), str(command))
-    return command
+    """sbin/gpufleet-verify-boot and the node runtime under lib/gpufleet/, the layout of /usr/local on a node."""
+    return runtime_install.install_command(tmp_path, COMMAND)
 
 
 def spec_for(node: nvml_sim.SimNode, fmt: str = "yaml", drop: int | None = None) -> str:

@@ -56,7 +56,12 @@ def props(unit, *names):
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
 files = ["/etc/gpufleet/mig/config.json", "/etc/gpufleet/mig/gpufleet-mig.env", "/usr/local/sbin/gpufleet-mig"]
-files += ["/usr/local/lib/gpufleet/gpufleet_mig/" + n for n in ("__init__.py", "_nvml.py", "_mig.py", "_mig_profiles.py")]
+# The node runtime the command imports: the directory the role wrote into it.
+runtime = ([line.split('"')[1] for line in (read("/usr/local/sbin/gpufleet-mig") or "").splitlines()
+            if line.startswith("RUNTIME = ")] or [None])[0]
+if runtime:
+    files += [runtime + "/MANIFEST.json"]
+    files += [runtime + "/gpufleet_runtime/" + n for n in ("__init__.py", "_nvml.py", "_mig.py", "_mig_profiles.py")]
 stats = {}
 for path in files:
     try:
@@ -70,6 +75,8 @@ print(json.dumps({
     "config": read("/etc/gpufleet/mig/config.json"),
     "env": read("/etc/gpufleet/mig/gpufleet-mig.env"),
     "files": stats,
+    "runtime": runtime,
+    "runtimes": sorted(os.listdir("/usr/local/lib/gpufleet")) if os.path.isdir("/usr/local/lib/gpufleet") else [],
     "unit": props("gpufleet-mig.service", "ActiveState", "Result", "ExecMainStatus", "After", "Before", "Type",
                   "UnitFileState", "ActiveEnterTimestampMonotonic"),
     "dcgm": props("nvidia-dcgm.service", "ActiveState", "MainPID", "ExecMainStartTimestampMonotonic"),
@@ -173,6 +180,8 @@ def test_config_label_and_applier_are_installed(host: t.Any, converged: dict[str
         assert stat is not None, path
         assert (stat["mode"], stat["uid"]) == (0o755 if path.endswith("gpufleet-mig") else 0o644, 0), path
     assert seen["assert_rc"] == 0  # gpufleet-mig assert: the node has the label
+    # One runtime version, the one the command imports; no private copy beside it.
+    assert seen["runtime"] and seen["runtimes"] == [os.path.basename(seen["runtime"])], seen["runtimes"]
 
 
 def test_boot_unit_is_enabled_and_ordered(host: t.Any, converged: dict[str, t.Any]) -> None:

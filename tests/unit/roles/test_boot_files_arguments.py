@@ -1,0 +1,82 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The mig and verify roles' boot files carry no library source: the `files` argument each role's node_files task
+gets, rendered by ansible-playbook from the task's own expression, holds the command, unit and config only; the
+collection's code goes once per version through gpufleet.nvidia.node_runtime."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from ansible_collections.gpufleet.nvidia.plugins.action.node_runtime import build_runtime
+
+ROOT = Path(__file__).resolve().parents[3]
+# Each role's node_files task for its boot files, by (role, tasks file).
+BOOT_TASKS = {"mig": ("mig", "install.yml"), "verify": ("verify", "boot.yml")}
+# The most the arguments may weigh: the commands themselves (~9 and ~19 KB) and their configs; a single runtime
+# module (_nvml.py alone is ~60 KB) would not fit.
+LIMIT = 32 * 1024
+
+
+def files_expression(role: str, tasks: str) -> str:
+    for entry in yaml.safe_load((ROOT / "roles" / role / "tasks" / tasks).read_text()):
+        if "gpufleet.nvidia.node_files" in entry:
+            return entry["gpufleet.nvidia.node_files"]["files"]
+    raise AssertionError("{0}/tasks/{1} has no node_files task".format(role, tasks))
+
+
+def test_the_boot_files_carry_the_command_unit_and_config_but_no_library(tmp_path: Path) -> None:
+    """Rendered in check mode on this machine as the node, with a MIG layout and the boot check on (a bake)."""
+    expressions = {name: files_expression(*where) for name, where in BOOT_TASKS.items()}
+    # Outside its role, a lookup finds files and templates beside the playbook: the roles' own, linked.
+    for role in ("mig", "verify"):
+        for kind in ("files", "templates"):
+            (tmp_path / kind).mkdir(exist_ok=True)
+            for source in (ROOT / "roles" / role / kind).iterdir():
+                (tmp_path / kind / source.name).symlink_to(source)
+    book = tmp_path / "play.yml"
+    book.write_text("""
+- hosts: localhost
+  gather_facts: false
+  vars:
+    gpufleet_bake: true
+    mig_label: all-balanced
+    mig_config_src: %(root)s/extensions/molecule/mig/files/mig-parted-config.yaml
+    driver_version: "550.163.01"
+  tasks:
+    - ansible.builtin.set_fact:
+        __verify_layers: "{{ lookup('gpufleet.nvidia.declared_layers') }}"
+    - {ansible.builtin.include_role: {name: gpufleet.nvidia.verify, tasks_from: boot.yml, public: true}}
+    - {ansible.builtin.include_role: {name: gpufleet.nvidia.mig, tasks_from: preflight.yml, public: true}}
+    - {ansible.builtin.include_role: {name: gpufleet.nvidia.mig, tasks_from: install.yml, public: true}}
+    - ansible.builtin.copy:
+        content: "{{ {'mig': %(mig)s, 'verify': %(verify)s} | to_json }}"
+        dest: %(out)s
+      check_mode: false
+""" % {"root": ROOT, "out": tmp_path / "out.json", "mig": expressions["mig"].strip("{} "),
+       "verify": expressions["verify"].strip("{} ")})
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"), GPUFLEET_ROOT=str(ROOT))
+    proc = subprocess.run([str(Path(sys.executable).with_name("ansible-playbook")), "-i", "localhost,", "-c", "local",
+                           "--check", str(book), "-e", "ansible_python_interpreter={0}".format(sys.executable)],
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False, timeout=300)
+    assert proc.returncode == 0, proc.stdout.decode()[-6000:]
+    rendered = json.loads((tmp_path / "out.json").read_text())
+    runtime = build_runtime()
+    sources = [content.decode() for rel, content in runtime.files.items() if not rel.endswith("__init__.py")]
+    for role, files in rendered.items():
+        size = len(json.dumps(files))
+        print("{0}: node_files `files` argument {1} bytes".format(role, size))
+        contents = [entry.get("content") or "" for entry in files]
+        assert not [source for source in sources if any(source in content for content in contents)], role
+        assert size < LIMIT, (role, size)
+        command = [entry for entry in files if entry["path"].startswith("/usr/local/sbin/")]
+        assert len(command) == 1 and "/usr/local/lib/gpufleet/" + runtime.name in command[0]["content"], role
