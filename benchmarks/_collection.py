@@ -7,6 +7,7 @@ Imported first by each of them (the script's own directory is on sys.path):
 build/collections/ansible_collections/gpufleet/nvidia is linked to the
 checkout when missing, as `make collection` links it.
 """
+
 from __future__ import annotations
 
 import os

@@ -49,6 +49,7 @@ plot from that file (--plot, default docs/fleet-scale.png) and prints a
 Markdown table for README. Nothing is asserted about the figures (a script,
 not a test); the runs themselves must succeed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,14 +73,13 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # pylint: disable=wrong-import-position
-from validate_fleet import pss, tree_memory  # noqa: E402
+from validate_fleet import pss, tree_memory
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 RESULTS = ROOT / "benchmarks" / "results"
 KINDS = ("noop", "ping", "validate", "check")
-LABELS = {"noop": "no-op site.yml (fast path)", "ping": "ping + facts", "validate": "validate.yml",
-          "check": "site.yml --check (every layer)"}
+LABELS = {"noop": "no-op site.yml (fast path)", "ping": "ping + facts", "validate": "validate.yml", "check": "site.yml --check (every layer)"}
 MIB = 2**20
 # Headroom kept free besides the nodes: the controller's ansible-playbook and
 # its forks (validate_fleet.py measured 270 MiB PSS at 200 hosts, 5 forks),
@@ -98,7 +98,7 @@ PING = """---
     - name: Ping
       ansible.builtin.ping:
 """
-RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.MULTILINE)
 FAST_PATH = "every layer is skipped"
 
 
@@ -109,8 +109,9 @@ class Refused(Exception):
 def stack(*args: str, env: dict[str, str]) -> None:
     """A function of benchmarks/_sim_stack.sh (with tests/harness/env.sh), as site_noop.sh calls them."""
     script = 'set -euo pipefail; . tests/harness/env.sh; . benchmarks/_sim_stack.sh; "$@"'
-    result = subprocess.run(["bash", "-c", script, "fleet_scale", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
+    result = subprocess.run(
+        ["bash", "-c", script, "fleet_scale", *args], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False
+    )
     if result.returncode != 0:
         raise RuntimeError("{0} failed:\n{1}".format(" ".join(args[:2]), result.stdout[-4000:]))
 
@@ -147,8 +148,9 @@ def own_children() -> list[int]:
 def close_orphans(control_dir: Path) -> None:
     """Close the run's SSH masters (they exit after their clients' work) and reap every adopted process."""
     for sock in sorted(control_dir.glob("*")) if control_dir.is_dir() else []:
-        subprocess.run(["ssh", "-o", "ControlPath={0}".format(sock), "-O", "exit", "gpufleet-bench"],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        subprocess.run(
+            ["ssh", "-o", "ControlPath={0}".format(sock), "-O", "exit", "gpufleet-bench"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False
+        )
     deadline = time.monotonic() + 10
     while True:
         try:
@@ -180,11 +182,16 @@ class Bench:
         self.started: list[str] = []
         self.converged: list[str] = []
         self.image_made = False
-        self.env = dict(os.environ, GPUFLEET_ROOT=str(ROOT), BENCH_TRANSPORT=args.transport,
-                        BENCH_SSH_PORT_BASE=str(args.ssh_port_base), ANSIBLE_NOCOLOR="1",
-                        ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"),
-                        ANSIBLE_FORKS=str(args.forks),
-                        PATH="{0}{1}{2}".format(BIN, os.pathsep, os.environ.get("PATH", "")))
+        self.env = dict(
+            os.environ,
+            GPUFLEET_ROOT=str(ROOT),
+            BENCH_TRANSPORT=args.transport,
+            BENCH_SSH_PORT_BASE=str(args.ssh_port_base),
+            ANSIBLE_NOCOLOR="1",
+            ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"),
+            ANSIBLE_FORKS=str(args.forks),
+            PATH="{0}{1}{2}".format(BIN, os.pathsep, os.environ.get("PATH", "")),
+        )
         self.ports: dict[str, int] = {}
 
     def cleanup(self) -> None:
@@ -240,8 +247,7 @@ class Bench:
 
     def start_clone(self, node: str) -> None:
         self.started.append(node)
-        subprocess.run([str(ROOT / "tests" / "harness" / "node.sh"), "up", node, self.image], cwd=ROOT, env=self.env,
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([str(ROOT / "tests" / "harness" / "node.sh"), "up", node, self.image], cwd=ROOT, env=self.env, check=True, stdout=subprocess.DEVNULL)
         # The simulator's boot marker lives in /run, which a commit does not keep: this state is the boot's.
         podman("exec", node, "nvml-simctl", "mark-booted")
         if self.args.transport == "ssh":
@@ -259,21 +265,24 @@ class Bench:
         new = [node for node in self.nodes[:size] if node not in self.converged]
         start = time.monotonic()
         if new:
-            output = self.playbook_checked(["playbooks/site.yml", "-i", str(self.inventory(size)),
-                                            "--limit", ",".join(new)], "converge-{0}".format(size))
+            output = self.playbook_checked(["playbooks/site.yml", "-i", str(self.inventory(size)), "--limit", ",".join(new)], "converge-{0}".format(size))
             # Why a clone does not match its image's record (then it ran every layer): worth knowing.
             reasons = sorted(set(re.findall(r'every layer runs: ([^\'"\n]*)', output)))
-            print("{0} new node(s) converged in {1:.0f} s, {2} on the fast path{3}".format(
-                len(new), time.monotonic() - start, output.count(FAST_PATH),
-                "; the others ran every layer: " + " | ".join(reasons) if reasons else ""), flush=True)
+            print(
+                "{0} new node(s) converged in {1:.0f} s, {2} on the fast path{3}".format(
+                    len(new), time.monotonic() - start, output.count(FAST_PATH), "; the others ran every layer: " + " | ".join(reasons) if reasons else ""
+                ),
+                flush=True,
+            )
             self.converged.extend(new)
         return time.monotonic() - start
 
     # --- runs ----------------------------------------------------------------------------
 
     def playbook_checked(self, argv: list[str], log: str) -> str:
-        result = subprocess.run([str(BIN / "ansible-playbook"), *argv], cwd=ROOT, env=self.env, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
+        result = subprocess.run(
+            [str(BIN / "ansible-playbook"), *argv], cwd=ROOT, env=self.env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False
+        )
         (self.work / (log + ".log")).write_text(result.stdout)
         if result.returncode != 0:
             raise RuntimeError("ansible-playbook {0} failed:\n{1}".format(" ".join(argv), result.stdout[-4000:]))
@@ -300,8 +309,9 @@ class Bench:
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             sampler = threading.Thread(target=sample)
             start = time.monotonic()
-            process = subprocess.Popen([str(BIN / "ansible-playbook"), *argv], cwd=ROOT, env=self.env, text=True,
-                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            process = subprocess.Popen(
+                [str(BIN / "ansible-playbook"), *argv], cwd=ROOT, env=self.env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            )
             sampler.start()
             try:
                 output = process.communicate()[0]
@@ -322,15 +332,21 @@ class Bench:
         if process.returncode != 0:
             raise RuntimeError("ansible-playbook {0} failed:\n{1}".format(" ".join(argv), output[-4000:]))
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "pss_peak_mib": round(peak["pss"] / MIB, 1),
-                "rss_peak_mib": round(peak["rss"] / MIB, 1)}, output
+        return {
+            "wall_s": round(wall, 3),
+            "cpu_s": round(cpu, 3),
+            "pss_peak_mib": round(peak["pss"] / MIB, 1),
+            "rss_peak_mib": round(peak["rss"] / MIB, 1),
+        }, output
 
     def run(self, kind: str, size: int, number: int) -> dict[str, float]:
         hosts = str(self.inventory(size))
-        argv = {"noop": ["playbooks/site.yml", "-i", hosts],
-                "ping": [str(self.work / "ping.yml"), "-i", hosts],
-                "validate": ["playbooks/validate.yml", "-i", hosts],
-                "check": ["playbooks/site.yml", "-i", hosts, "--check", "--skip-tags", "fast_path"]}[kind]
+        argv = {
+            "noop": ["playbooks/site.yml", "-i", hosts],
+            "ping": [str(self.work / "ping.yml"), "-i", hosts],
+            "validate": ["playbooks/validate.yml", "-i", hosts],
+            "check": ["playbooks/site.yml", "-i", hosts, "--check", "--skip-tags", "fast_path"],
+        }[kind]
         figures, output = self.measure(argv, "{0}-{1}-{2}".format(kind, size, number))
         recap = {host: [int(n) for n in numbers] for host, *numbers in RECAP.findall(output)}
         missing = [node for node in self.nodes[:size] if node not in recap]
@@ -343,8 +359,9 @@ class Bench:
         figures["changed"] = sum(numbers[1] for numbers in recap.values())
         if kind == "noop":
             if figures["changed"]:
-                raise RuntimeError("the no-op site.yml changed something at {0} nodes (see {1})".format(
-                    size, self.work / "noop-{0}-{1}.log".format(size, number)))
+                raise RuntimeError(
+                    "the no-op site.yml changed something at {0} nodes (see {1})".format(size, self.work / "noop-{0}-{1}.log".format(size, number))
+                )
             skipped = output.count(FAST_PATH)
             if skipped != size:
                 raise RuntimeError("the no-op site.yml took the fast path on {0} of {1} nodes".format(skipped, size))
@@ -353,6 +370,7 @@ class Bench:
 
 
 # --- the machine and what one node costs ----------------------------------------------------
+
 
 def meminfo() -> dict[str, int]:
     info = {}
@@ -364,14 +382,17 @@ def meminfo() -> dict[str, int]:
 
 def machine() -> dict[str, object]:
     info = meminfo()
-    version = subprocess.run([str(BIN / "ansible-playbook"), "--version"], stdout=subprocess.PIPE, text=True,
-                             check=True).stdout.splitlines()[0]
-    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "nproc": os.cpu_count(), "memory_total_mib": info["MemTotal"] // MIB,
-            "memory_available_mib": info["MemAvailable"] // MIB,
-            "load_average": Path("/proc/loadavg").read_text().split()[:3],
-            "ansible_core": re.sub(r"^.*\[core (.*)\].*$", r"\1", version), "python": platform.python_version(),
-            "kernel": platform.release()}
+    version = subprocess.run([str(BIN / "ansible-playbook"), "--version"], stdout=subprocess.PIPE, text=True, check=True).stdout.splitlines()[0]
+    return {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "nproc": os.cpu_count(),
+        "memory_total_mib": info["MemTotal"] // MIB,
+        "memory_available_mib": info["MemAvailable"] // MIB,
+        "load_average": Path("/proc/loadavg").read_text().split()[:3],
+        "ansible_core": re.sub(r"^.*\[core (.*)\].*$", r"\1", version),
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+    }
 
 
 def node_cost(node: str) -> dict[str, float]:
@@ -389,14 +410,12 @@ def node_cost(node: str) -> dict[str, float]:
     else:
         v2 = Path("/sys/fs/cgroup") / path.lstrip("/")
         stat = dict(line.split() for line in (v2 / "memory.stat").read_text().splitlines())
-        kernel = int(stat.get("kernel", 0)) or sum(int(stat.get(k, 0)) for k in
-                                                   ("kernel_stack", "pagetables", "slab", "sock"))
+        kernel = int(stat.get("kernel", 0)) or sum(int(stat.get(k, 0)) for k in ("kernel_stack", "pagetables", "slab", "sock"))
         held = int(stat["anon"]) + int(stat["shmem"]) + kernel
         working = int((v2 / "memory.current").read_text()) - int(stat["inactive_file"])
     namespace = os.readlink("/proc/{0}/ns/pid".format(pid))
     inotify = sum(count_inotify(p) for p in pids() if pid_namespace(p) == namespace)
-    return {"memory_held_mib": round(held / MIB, 1), "memory_working_set_mib": round(working / MIB, 1),
-            "inotify_instances": inotify}
+    return {"memory_held_mib": round(held / MIB, 1), "memory_working_set_mib": round(working / MIB, 1), "inotify_instances": inotify}
 
 
 def pids() -> list[int]:
@@ -439,8 +458,9 @@ def refuse_what_will_not_fit(bench: Bench, cost: dict[str, float], largest: int)
             "memory: {0} more nodes need about {1:.1f} GiB ({0} x {2:.0f} MiB measured on an idle node, + {3:.0%}, "
             "+ {4:.1f} GiB for the controller) but {5:.1f} GiB is available: at most {6} nodes fit now; run with "
             "--sizes up to {6}, or on a machine with more free memory".format(
-                new, need / 2**30, cost["memory_held_mib"], NODE_MARGIN - 1, CONTROLLER_RESERVE / 2**30,
-                available / 2**30, fits))
+                new, need / 2**30, cost["memory_held_mib"], NODE_MARGIN - 1, CONTROLLER_RESERVE / 2**30, available / 2**30, fits
+            )
+        )
     limit = int(Path("/proc/sys/fs/inotify/max_user_instances").read_text())
     in_use = sum(count_inotify(pid, uid=0) for pid in pids())
     wanted = in_use + new * cost["inotify_instances"]
@@ -449,9 +469,15 @@ def refuse_what_will_not_fit(bench: Bench, cost: dict[str, float], largest: int)
             "inotify: {0} more nodes need {1} inotify instances ({2} each, measured; root holds {3} now) but "
             "fs.inotify.max_user_instances is {4}: their systemd would fail to boot. Raise it as root "
             "(sysctl -w fs.inotify.max_user_instances={5}) or run with --sizes up to {6}".format(
-                new, new * cost["inotify_instances"], cost["inotify_instances"], in_use, limit,
+                new,
+                new * cost["inotify_instances"],
+                cost["inotify_instances"],
+                in_use,
+                limit,
                 max(1024, wanted * 2),
-                len(bench.started) + max(0, (limit - in_use) // max(1, int(cost["inotify_instances"])))))
+                len(bench.started) + max(0, (limit - in_use) // max(1, int(cost["inotify_instances"]))),
+            )
+        )
     if problems:
         raise Refused("size {0} will not fit on this machine:\n  - {1}".format(largest, "\n  - ".join(problems)))
 
@@ -466,21 +492,26 @@ def refuse_taken_ports(args: argparse.Namespace, largest: int) -> None:
             if probe.connect_ex(("127.0.0.1", port)) == 0:
                 taken.append(port)
     if taken:
-        raise Refused("127.0.0.1 ports {0} are taken (the nodes' sshd need {1}-{2}, one each): set "
-                      "--ssh-port-base to a free range".format(taken, args.ssh_port_base,
-                                                               args.ssh_port_base + largest))
+        raise Refused(
+            "127.0.0.1 ports {0} are taken (the nodes' sshd need {1}-{2}, one each): set --ssh-port-base to a free range".format(
+                taken, args.ssh_port_base, args.ssh_port_base + largest
+            )
+        )
 
 
 # --- results: JSON, table, plot ---------------------------------------------------------------
+
 
 def summarise(runs: dict[str, list[dict[str, float]]], size: int) -> dict[str, object]:
     summary: dict[str, object] = {}
     for kind, figures in runs.items():
         if not figures:
             continue
-        summary[kind] = {"wall_s": round(statistics.median(f["wall_s"] for f in figures), 2),
-                         "cpu_s_per_host": round(statistics.median(f["cpu_s"] for f in figures) / size, 3),
-                         "pss_peak_mib": max(f["pss_peak_mib"] for f in figures)}
+        summary[kind] = {
+            "wall_s": round(statistics.median(f["wall_s"] for f in figures), 2),
+            "cpu_s_per_host": round(statistics.median(f["cpu_s"] for f in figures) / size, 3),
+            "pss_peak_mib": max(f["pss_peak_mib"] for f in figures),
+        }
     if "noop" in summary and "ping" in summary:
         summary["ratio_noop_ping"] = round(summary["noop"]["wall_s"] / summary["ping"]["wall_s"], 2)
         # Controller CPU moves much less than wall time with other work on the machine.
@@ -490,8 +521,10 @@ def summarise(runs: dict[str, list[dict[str, float]]], size: int) -> dict[str, o
 
 def table(data: dict) -> str:
     sizes = data["sizes"]
-    head = ("| nodes | no-op site.yml s | ping + facts s | ratio | ratio of CPU | validate.yml s | --check s | "
-            "CPU s/host (no-op / ping / validate / check) | peak PSS MiB (no-op / ping / validate / check) |")
+    head = (
+        "| nodes | no-op site.yml s | ping + facts s | ratio | ratio of CPU | validate.yml s | --check s | "
+        "CPU s/host (no-op / ping / validate / check) | peak PSS MiB (no-op / ping / validate / check) |"
+    )
     lines = [head, "|---" * 9 + "|"]
     for size in sorted(sizes, key=int):
         s = sizes[size]["summary"]
@@ -499,25 +532,40 @@ def table(data: dict) -> str:
         def cell(kind: str, key: str, fmt: str = "{0:.2f}") -> str:
             return fmt.format(s[kind][key]) if kind in s else "-"
 
-        lines.append("| {0} | {1} | {2} | {3} | {4} | {5} | {6} | {7} | {8} |".format(
-            size, cell("noop", "wall_s"), cell("ping", "wall_s"),
-            "**{0:.2f}**".format(s["ratio_noop_ping"]) if "ratio_noop_ping" in s else "-",
-            "{0:.2f}".format(s["ratio_noop_ping_cpu"]) if "ratio_noop_ping_cpu" in s else "-",
-            cell("validate", "wall_s"), cell("check", "wall_s"),
-            " / ".join(cell(k, "cpu_s_per_host") for k in KINDS),
-            " / ".join(cell(k, "pss_peak_mib", "{0:.0f}") for k in KINDS)))
+        lines.append(
+            "| {0} | {1} | {2} | {3} | {4} | {5} | {6} | {7} | {8} |".format(
+                size,
+                cell("noop", "wall_s"),
+                cell("ping", "wall_s"),
+                "**{0:.2f}**".format(s["ratio_noop_ping"]) if "ratio_noop_ping" in s else "-",
+                "{0:.2f}".format(s["ratio_noop_ping_cpu"]) if "ratio_noop_ping_cpu" in s else "-",
+                cell("validate", "wall_s"),
+                cell("check", "wall_s"),
+                " / ".join(cell(k, "cpu_s_per_host") for k in KINDS),
+                " / ".join(cell(k, "pss_peak_mib", "{0:.0f}") for k in KINDS),
+            )
+        )
     growth = memory_growth(data)
     if growth:
         lines.append("")
-        lines.append("Peak controller memory per added node (PSS, between consecutive sizes): " + "; ".join(
-            "{0} {1}".format(LABELS[kind], ", ".join("{0}->{1}: {2:+.1f} MiB".format(*step) for step in steps))
-            for kind, steps in growth.items()))
+        lines.append(
+            "Peak controller memory per added node (PSS, between consecutive sizes): "
+            + "; ".join("{0} {1}".format(LABELS[kind], ", ".join("{0}->{1}: {2:+.1f} MiB".format(*step) for step in steps)) for kind, steps in growth.items())
+        )
     m = data["machine"]
     lines.append("")
-    lines.append("{0}, {1} CPUs, {2} MiB, ansible-core {3}, {4} forks, transport {5}; load average {6} at the "
-                 "start, {7} at the end.".format(
-                     m["date"][:10], m["nproc"], m["memory_total_mib"], m["ansible_core"], data["settings"]["forks"],
-                     data["settings"]["transport"], " ".join(m["load_average"]), " ".join(data["load_average_end"])))
+    lines.append(
+        "{0}, {1} CPUs, {2} MiB, ansible-core {3}, {4} forks, transport {5}; load average {6} at the start, {7} at the end.".format(
+            m["date"][:10],
+            m["nproc"],
+            m["memory_total_mib"],
+            m["ansible_core"],
+            data["settings"]["forks"],
+            data["settings"]["transport"],
+            " ".join(m["load_average"]),
+            " ".join(data["load_average_end"]),
+        )
+    )
     return "\n".join(lines)
 
 
@@ -525,8 +573,7 @@ def memory_growth(data: dict) -> dict[str, list[tuple[int, int, float]]]:
     sizes = sorted(data["sizes"], key=int)
     growth: dict[str, list[tuple[int, int, float]]] = {}
     for kind in KINDS:
-        points = [(int(n), data["sizes"][n]["summary"][kind]["pss_peak_mib"]) for n in sizes
-                  if kind in data["sizes"][n]["summary"]]
+        points = [(int(n), data["sizes"][n]["summary"][kind]["pss_peak_mib"]) for n in sizes if kind in data["sizes"][n]["summary"]]
         steps = [(a, b, (mb - ma) / (b - a)) for (a, ma), (b, mb) in zip(points, points[1:])]
         if steps:
             growth[kind] = steps
@@ -537,20 +584,24 @@ def plot(data: dict, path: Path) -> None:
     try:
         import matplotlib  # pylint: disable=import-outside-toplevel
     except ImportError:
-        sys.exit("the plot needs matplotlib: .venv/bin/python -m pip install -r benchmarks/requirements.txt, "
-                 "then --plot-only {0}".format(data.get("file", "THE_JSON_FILE")))
+        sys.exit(
+            "the plot needs matplotlib: .venv/bin/python -m pip install -r benchmarks/requirements.txt, then --plot-only {0}".format(
+                data.get("file", "THE_JSON_FILE")
+            )
+        )
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
 
     sizes = sorted(data["sizes"], key=int)
     figure, axes = plt.subplots(2, 2, figsize=(11, 8))
-    panels = ((axes[0][0], "wall_s", "wall time, s (median; log scale)"),
-              (axes[0][1], "cpu_s_per_host", "controller CPU, s per host (median)"),
-              (axes[1][0], "pss_peak_mib", "peak controller memory, PSS MiB"))
+    panels = (
+        (axes[0][0], "wall_s", "wall time, s (median; log scale)"),
+        (axes[0][1], "cpu_s_per_host", "controller CPU, s per host (median)"),
+        (axes[1][0], "pss_peak_mib", "peak controller memory, PSS MiB"),
+    )
     for axis, key, title in panels:
         for kind in KINDS:
-            points = [(int(n), data["sizes"][n]["summary"][kind][key]) for n in sizes
-                      if kind in data["sizes"][n]["summary"]]
+            points = [(int(n), data["sizes"][n]["summary"][kind][key]) for n in sizes if kind in data["sizes"][n]["summary"]]
             if points:
                 axis.plot(*zip(*points), marker="o", label=LABELS[kind])
         axis.set_title(title)
@@ -562,12 +613,10 @@ def plot(data: dict, path: Path) -> None:
     axes[0][0].set_yscale("log")
     axes[0][0].legend(fontsize=8)
     ratio = axes[1][1]
-    points = [(int(n), data["sizes"][n]["summary"]["ratio_noop_ping"]) for n in sizes
-              if "ratio_noop_ping" in data["sizes"][n]["summary"]]
+    points = [(int(n), data["sizes"][n]["summary"]["ratio_noop_ping"]) for n in sizes if "ratio_noop_ping" in data["sizes"][n]["summary"]]
     if points:
         ratio.plot(*zip(*points), marker="o", color="black", label="no-op / (ping + facts), wall time")
-    points = [(int(n), data["sizes"][n]["summary"]["ratio_noop_ping_cpu"]) for n in sizes
-              if "ratio_noop_ping_cpu" in data["sizes"][n]["summary"]]
+    points = [(int(n), data["sizes"][n]["summary"]["ratio_noop_ping_cpu"]) for n in sizes if "ratio_noop_ping_cpu" in data["sizes"][n]["summary"]]
     if points:
         ratio.plot(*zip(*points), marker="s", color="grey", linestyle=":", label="the same, controller CPU")
     ratio.axhline(1.5, color="red", linestyle="--", label="target at 64 nodes: 1.5")
@@ -579,11 +628,19 @@ def plot(data: dict, path: Path) -> None:
     ratio.grid(True, alpha=0.3)
     ratio.legend(fontsize=8)
     m = data["machine"]
-    figure.suptitle("gpufleet.nvidia fleet scale: simulated Debian 13 nodes over {0}, {1} forks\n{2}, {3} CPUs, "
-                    "{4} GiB, ansible-core {5}, load average {6} -> {7}".format(
-                        data["settings"]["transport"], data["settings"]["forks"], m["date"][:10], m["nproc"],
-                        round(m["memory_total_mib"] / 1024), m["ansible_core"], " ".join(m["load_average"]),
-                        " ".join(data["load_average_end"])), fontsize=10)
+    figure.suptitle(
+        "gpufleet.nvidia fleet scale: simulated Debian 13 nodes over {0}, {1} forks\n{2}, {3} CPUs, {4} GiB, ansible-core {5}, load average {6} -> {7}".format(
+            data["settings"]["transport"],
+            data["settings"]["forks"],
+            m["date"][:10],
+            m["nproc"],
+            round(m["memory_total_mib"] / 1024),
+            m["ansible_core"],
+            " ".join(m["load_average"]),
+            " ".join(data["load_average_end"]),
+        ),
+        fontsize=10,
+    )
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=100)
@@ -600,29 +657,27 @@ def result_path() -> Path:
 
 # --- main ---------------------------------------------------------------------------------------
 
+
 def parse_sizes(text: str) -> list[int]:
     try:
         sizes = sorted({int(part) for part in text.split(",") if part.strip()})
     except ValueError:
-        raise argparse.ArgumentTypeError("--sizes {0!r}: expected node counts separated by commas, e.g. 1,8,32,64"
-                                         .format(text)) from None
+        raise argparse.ArgumentTypeError("--sizes {0!r}: expected node counts separated by commas, e.g. 1,8,32,64".format(text)) from None
     if not sizes or sizes[0] < 1:
         raise argparse.ArgumentTypeError("--sizes {0!r}: every size must be at least 1".format(text))
     return sizes
 
 
 def arguments() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=parse_sizes, default=[1, 8, 32, 64], help="node counts (default 1,8,32,64)")
     parser.add_argument("--runs", type=int, default=3, help="runs of noop, ping and validate per size (default 3)")
-    parser.add_argument("--check-runs", type=int, default=1, help="runs of the --check converge per size (default 1; "
-                        "0 leaves it out)")
+    parser.add_argument("--check-runs", type=int, default=1, help="runs of the --check converge per size (default 1; 0 leaves it out)")
     parser.add_argument("--forks", type=int, default=16, help="ansible forks (default 16)")
-    parser.add_argument("--transport", choices=("ssh", "podman"), default="ssh",
-                        help="ssh: pipelining and ControlPersist, as fleets run (default); podman: containers.podman")
-    parser.add_argument("--ssh-port-base", type=int, default=2400,
-                        help="the nodes' sshd listen on 127.0.0.1, from this port up (default 2400)")
+    parser.add_argument(
+        "--transport", choices=("ssh", "podman"), default="ssh", help="ssh: pipelining and ControlPersist, as fleets run (default); podman: containers.podman"
+    )
+    parser.add_argument("--ssh-port-base", type=int, default=2400, help="the nodes' sshd listen on 127.0.0.1, from this port up (default 2400)")
     parser.add_argument("--prefix", default="gpufleet-scale-", help="container name prefix (default gpufleet-scale-)")
     parser.add_argument("--sample-ms", type=int, default=50, help="memory sampling interval (default 50 ms)")
     parser.add_argument("--output", type=Path, help="the JSON file (default benchmarks/results/fleet-scale-DATE.json)")
@@ -639,10 +694,19 @@ def arguments() -> argparse.Namespace:
 def benchmark(args: argparse.Namespace, bench: Bench) -> dict:
     largest = args.sizes[-1]
     refuse_taken_ports(args, largest)
-    data: dict = {"settings": {"sizes": args.sizes, "runs": args.runs, "check_runs": args.check_runs,
-                               "forks": args.forks, "transport": args.transport, "sample_ms": args.sample_ms,
-                               "node_image": "localhost/gpufleet/debian13-gpusim (+ one converge, committed)"},
-                  "machine": machine(), "sizes": {}}
+    data: dict = {
+        "settings": {
+            "sizes": args.sizes,
+            "runs": args.runs,
+            "check_runs": args.check_runs,
+            "forks": args.forks,
+            "transport": args.transport,
+            "sample_ms": args.sample_ms,
+            "node_image": "localhost/gpufleet/debian13-gpusim (+ one converge, committed)",
+        },
+        "machine": machine(),
+        "sizes": {},
+    }
     (bench.work / "ping.yml").write_text(PING)
     print("converging the golden node ...", flush=True)
     data["golden_converge_s"] = round(bench.make_golden(), 1)
@@ -652,8 +716,12 @@ def benchmark(args: argparse.Namespace, bench: Bench) -> dict:
     time.sleep(5)
     cost = node_cost(bench.nodes[0])
     data["node"] = cost
-    print("idle node: {0} MiB held (anonymous, shmem, kernel), {1} MiB working set, {2} inotify instances".format(
-        cost["memory_held_mib"], cost["memory_working_set_mib"], cost["inotify_instances"]), flush=True)
+    print(
+        "idle node: {0} MiB held (anonymous, shmem, kernel), {1} MiB working set, {2} inotify instances".format(
+            cost["memory_held_mib"], cost["memory_working_set_mib"], cost["inotify_instances"]
+        ),
+        flush=True,
+    )
     refuse_what_will_not_fit(bench, cost, largest)
     for size in args.sizes:
         refuse_what_will_not_fit(bench, cost, size)
@@ -662,17 +730,26 @@ def benchmark(args: argparse.Namespace, bench: Bench) -> dict:
         for number in range(1, args.runs + 1):
             for kind in (("noop", "ping") if number % 2 else ("ping", "noop")) + ("validate",):
                 runs[kind].append(bench.run(kind, size, number))
-                print("{0:>3} nodes  {1:<8} run {2}: {3:7.2f} s  CPU {4:7.2f} s  peak PSS {5:6.0f} MiB".format(
-                    size, kind, number, runs[kind][-1]["wall_s"], runs[kind][-1]["cpu_s"],
-                    runs[kind][-1]["pss_peak_mib"]), flush=True)
+                print(
+                    "{0:>3} nodes  {1:<8} run {2}: {3:7.2f} s  CPU {4:7.2f} s  peak PSS {5:6.0f} MiB".format(
+                        size, kind, number, runs[kind][-1]["wall_s"], runs[kind][-1]["cpu_s"], runs[kind][-1]["pss_peak_mib"]
+                    ),
+                    flush=True,
+                )
         for number in range(1, args.check_runs + 1):
             runs["check"].append(bench.run("check", size, number))
-            print("{0:>3} nodes  check    run {1}: {2:7.2f} s  CPU {3:7.2f} s  peak PSS {4:6.0f} MiB".format(
-                size, number, runs["check"][-1]["wall_s"], runs["check"][-1]["cpu_s"],
-                runs["check"][-1]["pss_peak_mib"]), flush=True)
-        data["sizes"][str(size)] = {"converge_new_nodes_s": round(converge, 1), "runs": runs,
-                                    "summary": summarise(runs, size),
-                                    "load_average": Path("/proc/loadavg").read_text().split()[:3]}
+            print(
+                "{0:>3} nodes  check    run {1}: {2:7.2f} s  CPU {3:7.2f} s  peak PSS {4:6.0f} MiB".format(
+                    size, number, runs["check"][-1]["wall_s"], runs["check"][-1]["cpu_s"], runs["check"][-1]["pss_peak_mib"]
+                ),
+                flush=True,
+            )
+        data["sizes"][str(size)] = {
+            "converge_new_nodes_s": round(converge, 1),
+            "runs": runs,
+            "summary": summarise(runs, size),
+            "load_average": Path("/proc/loadavg").read_text().split()[:3],
+        }
     data["load_average_end"] = Path("/proc/loadavg").read_text().split()[:3]
     return data
 

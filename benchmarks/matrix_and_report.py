@@ -9,6 +9,7 @@ the fleet report (HTML and Markdown) for N hosts of 8 MIG-partitioned GPUs.
 Host data comes from the simulator's mixed-MIG DGX A100 through nvml_info.
 Prints the median of several runs; nothing is asserted (a script, not a test).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,14 +25,20 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "build" / "collections"))
 
 # pylint: disable=wrong-import-position
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import Matrix  # noqa: E402
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _report, _verify  # noqa: E402
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins import nvml_sim  # noqa: E402
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import Matrix
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _report, _verify
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins import nvml_sim
 
 DESIRED = {
-    "driver_branch": "580", "driver_version": "580.95.05", "driver_kernel_module": "auto",
-    "container_toolkit_version": "1.17.8", "container_runtime_engine": "containerd", "container_runtime_cdi": True,
-    "cdi_spec_dir": "/etc/cdi", "crictl_version": "v1.33.0", "crictl_kubernetes_version": "1.33",
+    "driver_branch": "580",
+    "driver_version": "580.95.05",
+    "driver_kernel_module": "auto",
+    "container_toolkit_version": "1.17.8",
+    "container_runtime_engine": "containerd",
+    "container_runtime_cdi": True,
+    "cdi_spec_dir": "/etc/cdi",
+    "crictl_version": "v1.33.0",
+    "crictl_kubernetes_version": "1.33",
     "mig_label": "all-1g.5gb",
 }
 
@@ -69,8 +76,11 @@ def main() -> int:
     declared = {"managed": True, "reason": "benchmark", "vars": {"driver_version": nvml["driver_version"]}}
 
     def host_report(name: str) -> dict:
-        checks = [_verify.check_driver(declared, nvml), _verify.check_mig(declared, False),
-                  _verify.check_matrix({"findings": matrix.evaluate(DESIRED, installed, ["12.4"])[1]})]
+        checks = [
+            _verify.check_driver(declared, nvml),
+            _verify.check_mig(declared, False),
+            _verify.check_matrix({"findings": matrix.evaluate(DESIRED, installed, ["12.4"])[1]}),
+        ]
         return _verify.build_report(name, checks, nvml, {"driver": nvml["driver_version"]})
 
     checks = timed(lambda: host_report("gpu-0001"), 50)
@@ -82,8 +92,7 @@ def main() -> int:
     print("version matrix, one host (all rules, 3 CUDA versions): {0:.2f} ms".format(per_host * 1000))
     print("matrix construction (tables, no user rows):            {0:.2f} ms".format(build * 1000))
     print("verify checks + report, one host:                      {0:.2f} ms".format(checks * 1000))
-    print("fleet report HTML, {0} hosts x 8 GPUs:               {1:.2f} s ({2:.1f} MiB)".format(
-        args.hosts, html, size / 2 ** 20))
+    print("fleet report HTML, {0} hosts x 8 GPUs:               {1:.2f} s ({2:.1f} MiB)".format(args.hosts, html, size / 2**20))
     print("fleet report Markdown, {0} hosts:                    {1:.2f} s".format(args.hosts, markdown))
     return 0
 

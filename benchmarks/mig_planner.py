@@ -18,6 +18,7 @@ GPU full of instances that partly fit the new layout, so the search has to
 compare many layouts to keep the most). Prints min / median / max per case
 and exits 1 if any whole-node median exceeds the 1 s budget.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,14 +33,15 @@ import time
 import typing as t
 
 from _collection import ROOT  # pylint: disable=wrong-import-order
+
 SIM = os.path.join(ROOT, "tests", "nvml-sim")
 
 BUDGET_S = 1.0
 
 
 # pylint: disable=wrong-import-position
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _mig, _nvml  # noqa: E402
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins import mig_expected  # noqa: E402
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _mig, _nvml
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins import mig_expected
 
 
 def simctl() -> t.Any:
@@ -78,20 +80,20 @@ def cases(ctl: t.Any) -> list[tuple[str, list[_mig.GpuState], list[dict[str, int
     return [
         ("8 x A100, empty -> all-balanced", a100, [layouts["all-balanced"]] * 8),
         ("8 x H100, empty -> all-1g", h100, [mig_expected.layouts_for(h100[0])["all-1g"]] * 8),
-        ("8 x A100, 7 x 1g each -> 3 x 1g + 2 x 2g (keep the most)", churned,
-         [{one.name: 3, two.name: 2}] * 8),
+        ("8 x A100, 7 x 1g each -> 3 x 1g + 2 x 2g (keep the most)", churned, [{one.name: 3, two.name: 2}] * 8),
         ("8 x A100, 7 x 1g each -> 1 x 1g + 3 x 1g.10gb", churned, [{one.name: 1, double.name: 3}] * 8),
-        ("mixed MIG node -> per-device layouts", mixed_now,
-         [layouts[k] for k in ("all-1g", "all-balanced", "all-3g", "all-2g", "all-7g", "all-1g", "all-balanced",
-                               "all-3g")]),
+        (
+            "mixed MIG node -> per-device layouts",
+            mixed_now,
+            [layouts[k] for k in ("all-1g", "all-balanced", "all-3g", "all-2g", "all-7g", "all-1g", "all-balanced", "all-3g")],
+        ),
     ]
 
 
 def plan_node(gpus: list[_mig.GpuState], wanted: list[dict[str, int]]) -> int:
     steps = 0
     for gpu, devices in zip(gpus, wanted):
-        entry = _mig.parse_config({"version": "v1", "mig-configs": {"x": [
-            {"devices": "all", "mig-enabled": True, "mig-devices": devices}]}})["x"][0]
+        entry = _mig.parse_config({"version": "v1", "mig-configs": {"x": [{"devices": "all", "mig-enabled": True, "mig-devices": devices}]}})["x"][0]
         steps += len(_mig.plan_gpu(gpu, _mig.resolve_target(gpu, entry)).steps())
     return steps
 
@@ -115,8 +117,7 @@ def nvml_case(ctl: t.Any, repeat: int) -> list[float]:
     ctl.mark_booted(rundir)
     os.environ.update(NVML_SIM_STATE=state, NVML_SIM_RUNDIR=rundir)
     os.environ.pop("NVML_SIM_EUID", None)
-    config = {"version": "v1", "mig-configs": {"x": [
-        {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}}]}}
+    config = {"version": "v1", "mig-configs": {"x": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}}]}}
     entries = _mig.parse_config(config)["x"]
 
     def once() -> None:
@@ -140,10 +141,8 @@ def main(argv: list[str]) -> int:
     for kind, name, times in rows:
         median = statistics.median(times)
         worst = max(worst, median)
-        print("{0:<8} {1:<60} {2:>9.2f} {3:>9.2f} {4:>9.2f}".format(
-            kind, name, min(times) * 1e3, median * 1e3, max(times) * 1e3))
-    print("worst median {0:.1f} ms; budget {1:.0f} ms per node: {2}".format(
-        worst * 1e3, BUDGET_S * 1e3, "ok" if worst < BUDGET_S else "OVER"))
+        print("{0:<8} {1:<60} {2:>9.2f} {3:>9.2f} {4:>9.2f}".format(kind, name, min(times) * 1e3, median * 1e3, max(times) * 1e3))
+    print("worst median {0:.1f} ms; budget {1:.0f} ms per node: {2}".format(worst * 1e3, BUDGET_S * 1e3, "ok" if worst < BUDGET_S else "OVER"))
     return 0 if worst < BUDGET_S else 1
 
 

@@ -24,6 +24,7 @@ answers every health read with FUNCTION_NOT_FOUND, which costs next to
 nothing and makes the figure meaningless). Exits 1 when the added median
 exceeds the 0.5 s budget of issue 20.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,6 +38,7 @@ import tempfile
 import time
 
 from _collection import ROOT  # pylint: disable=wrong-import-order
+
 SIM = os.path.join(ROOT, "tests", "nvml-sim")
 LIBRARY = os.path.join(SIM, "build", "libnvidia-ml.so.1")
 
@@ -45,17 +47,20 @@ RUNNER = "ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner"
 
 
 # pylint: disable=wrong-import-position
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _nvml_health  # noqa: E402
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _nvml  # noqa: E402
-from ansible_collections.gpufleet.nvidia.plugins.modules import nvml_info  # noqa: E402
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import test_nvml_health as fake  # noqa: E402
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import (
+    _nvml,
+    _nvml_health,
+)
+from ansible_collections.gpufleet.nvidia.plugins.modules import nvml_info
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import test_nvml_health as fake
 
 
 def render(fixture: str, workdir: str) -> dict[str, str]:
     subprocess.run(["make", "-s", "-C", SIM], check=True)
     state = os.path.join(workdir, "state")
-    subprocess.run([sys.executable, os.path.join(SIM, "simctl.py"), "render",
-                    os.path.join(SIM, "nodes", fixture + ".yml"), "-o", state, "--booted"], check=True)
+    subprocess.run(
+        [sys.executable, os.path.join(SIM, "simctl.py"), "render", os.path.join(SIM, "nodes", fixture + ".yml"), "-o", state, "--booted"], check=True
+    )
     return {"NVML_SIM_STATE": state, "NVML_SIM_RUNDIR": os.path.join(workdir, "run")}
 
 
@@ -74,8 +79,7 @@ def as_module(gather_health: bool, workdir: str, env: dict[str, str]) -> float:
         json.dump({"library": LIBRARY, "gather_health": gather_health}, handle)
     child_env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), **env)
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", RUNNER, "nvml_info", args, out], env=child_env, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, "-m", RUNNER, "nvml_info", args, out], env=child_env, check=True, stdout=subprocess.DEVNULL)
     elapsed = time.perf_counter() - start
     with open(out, encoding="utf-8") as handle:
         outcome = json.load(handle)
@@ -100,15 +104,15 @@ def binding(repeat: int) -> list[float]:
         samples.append(time.perf_counter() - start)
     calls = len(library.calls) // repeat
     print("binding: read_health x 8 GPUs against the fake library, {0} NVML calls per node".format(calls))
-    print("  min {0:7.4f}  median {1:7.4f}  max {2:7.4f} s  (n={3})".format(
-        min(samples), statistics.median(samples), max(samples), repeat))
+    print("  min {0:7.4f}  median {1:7.4f}  max {2:7.4f} s  (n={3})".format(min(samples), statistics.median(samples), max(samples), repeat))
     return samples
 
 
 def summary(name: str, off: list[float], on: list[float]) -> float:
     def row(label: str, samples: list[float]) -> str:
         return "  {0:<22} min {1:7.4f}  median {2:7.4f}  max {3:7.4f} s  (n={4})".format(
-            label, min(samples), statistics.median(samples), max(samples), len(samples))
+            label, min(samples), statistics.median(samples), max(samples), len(samples)
+        )
 
     added = statistics.median(on) - statistics.median(off)
     print(name)
@@ -130,9 +134,11 @@ def main() -> int:
         os.environ.update(env)
         library = ctypes.CDLL(LIBRARY)
         exported = [name for name in _nvml_health.HEALTH_CALLS if hasattr(library, name)]
-        print("fixture {0}; the simulator exports {1} of {2} health entry points{3}".format(
-            opts.fixture, len(exported), len(_nvml_health.HEALTH_CALLS),
-            "" if exported else " (the figure below only measures failed symbol lookups)"))
+        print(
+            "fixture {0}; the simulator exports {1} of {2} health entry points{3}".format(
+                opts.fixture, len(exported), len(_nvml_health.HEALTH_CALLS), "" if exported else " (the figure below only measures failed symbol lookups)"
+            )
+        )
 
         in_process(True)  # warm: first symbol resolution, page cache
         off, on = [], []

@@ -7,6 +7,7 @@ real containerd outputs (tests/unit/plugins/fixtures/containerd), per call.
 
     .venv/bin/python benchmarks/toml_read.py [ROUNDS]
 """
+
 from __future__ import annotations
 
 import sys
@@ -17,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "build" / "collections"))
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _toml  # noqa: E402
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _toml
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ share them; forks share most of theirs) and, for comparison, the plain sum
 of RSS, which counts shared pages once per process. Nothing is asserted (a
 script, not a test).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -68,8 +69,7 @@ def inventory(work: Path, hosts: int) -> Path:
     host_vars = work / "host_vars"
     host_vars.mkdir()
     for name in [line.strip().rstrip(":") for line in lines if line.startswith("            bench-")]:
-        (host_vars / (name + ".yml")).write_text(
-            "ansible_connection: local\nansible_python_interpreter: {0}\n".format(sys.executable))
+        (host_vars / (name + ".yml")).write_text("ansible_connection: local\nansible_python_interpreter: {0}\n".format(sys.executable))
     return path
 
 
@@ -143,33 +143,50 @@ def main() -> None:
     parser.add_argument("--forks", type=int, default=5)
     args = parser.parse_args()
     bin_dir = Path(sys.executable).parent
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_FORKS=str(args.forks), PATH="{0}{1}{2}".format(bin_dir, os.pathsep, os.environ.get("PATH", "")))
+    env = dict(
+        os.environ,
+        ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"),
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_FORKS=str(args.forks),
+        PATH="{0}{1}{2}".format(bin_dir, os.pathsep, os.environ.get("PATH", "")),
+    )
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         hosts = inventory(work, args.hosts)
         (work / "ping.yml").write_text(PING)
-        plays = {"validate": [str(bin_dir / "ansible-playbook"), "playbooks/validate.yml", "-i", str(hosts)],
-                 "ping": [str(bin_dir / "ansible-playbook"), str(work / "ping.yml"), "-i", str(hosts)]}
+        plays = {
+            "validate": [str(bin_dir / "ansible-playbook"), "playbooks/validate.yml", "-i", str(hosts)],
+            "ping": [str(bin_dir / "ansible-playbook"), str(work / "ping.yml"), "-i", str(hosts)],
+        }
         results: dict[str, list[dict[str, float]]] = {name: [] for name in plays}
         for run in range(args.runs):
             for name, command in plays.items():
                 results[name].append(measure(command, env))
-                print("run {0}: {1:<8} {2:6.1f} s  cpu {3:6.1f} s  load {4}".format(
-                    run + 1, name, results[name][-1]["seconds"], results[name][-1]["cpu"],
-                    Path("/proc/loadavg").read_text().split()[0]), flush=True)
+                print(
+                    "run {0}: {1:<8} {2:6.1f} s  cpu {3:6.1f} s  load {4}".format(
+                        run + 1, name, results[name][-1]["seconds"], results[name][-1]["cpu"], Path("/proc/loadavg").read_text().split()[0]
+                    ),
+                    flush=True,
+                )
     median = {name: statistics.median(r["seconds"] for r in runs) for name, runs in results.items()}
     print()
-    print("{0} hosts, {1} forks, {2} CPU(s), load average {3}".format(
-        args.hosts, args.forks, os.cpu_count(), " ".join(Path("/proc/loadavg").read_text().split()[:3])))
+    print(
+        "{0} hosts, {1} forks, {2} CPU(s), load average {3}".format(
+            args.hosts, args.forks, os.cpu_count(), " ".join(Path("/proc/loadavg").read_text().split()[:3])
+        )
+    )
     for name, runs in results.items():
-        print("{0:<8} median {1:6.1f} s; peak memory: ansible-playbook RSS {2:.0f} MiB; with its forks and "
-              "module processes PSS {3:.0f} MiB (RSS summed {4:.0f} MiB)".format(
-                  name, median[name], *(max(r[key] for r in runs) for key in ("main", "pss", "rss"))))
+        print(
+            "{0:<8} median {1:6.1f} s; peak memory: ansible-playbook RSS {2:.0f} MiB; with its forks and "
+            "module processes PSS {3:.0f} MiB (RSS summed {4:.0f} MiB)".format(
+                name, median[name], *(max(r[key] for r in runs) for key in ("main", "pss", "rss"))
+            )
+        )
     print("validate / ping: {0:.2f}".format(median["validate"] / median["ping"]))
     cpu = {name: statistics.median(r["cpu"] for r in runs) for name, runs in results.items()}
-    print("CPU-seconds (process tree) median: validate {0:.1f}, ping {1:.1f}, ratio {2:.2f}".format(
-        cpu["validate"], cpu["ping"], cpu["validate"] / cpu["ping"]))
+    print(
+        "CPU-seconds (process tree) median: validate {0:.1f}, ping {1:.1f}, ratio {2:.2f}".format(cpu["validate"], cpu["ping"], cpu["validate"] / cpu["ping"])
+    )
 
 
 if __name__ == "__main__":

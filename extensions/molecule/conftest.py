@@ -10,6 +10,7 @@ the host's name and variables, and host.ansible(...) for modules.
 
 pytest loads this file for every scenario because its tests live below it.
 """
+
 from __future__ import annotations
 
 import testinfra

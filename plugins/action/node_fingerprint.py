@@ -18,7 +18,6 @@ import typing as t
 from pathlib import Path
 
 import yaml
-
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
@@ -62,8 +61,7 @@ def canonical(value: t.Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def declaration(values: dict[str, t.Any], groups: t.Sequence[str], secrets: t.Collection[str],
-                content: str) -> dict[str, str]:
+def declaration(values: dict[str, t.Any], groups: t.Sequence[str], secrets: t.Collection[str], content: str) -> dict[str, str]:
     """Variable -> digest of its value; a secret counts only as set or unset, so no digest of it leaves here."""
     declared = {"(collection)": content, "(groups)": _digest(canonical(sorted(groups)).encode())}
     for name, value in values.items():
@@ -97,8 +95,6 @@ class ActionModule(ActionBase):
             except Exception as error:  # pylint: disable=broad-except
                 # The roles would fail on it too; the marker keeps the run a full one until it is fixed.
                 values[name] = "unresolved ({0}): {1!r}".format(type(error).__name__, task_vars[name])
-        args["declaration"] = declaration(values, task_vars.get("group_names") or [], _cache["secrets"],
-                                          _cache["content"])
-        result.update(self._execute_module(module_name="gpufleet.nvidia.node_fingerprint", module_args=args,
-                                           task_vars=task_vars))
+        args["declaration"] = declaration(values, task_vars.get("group_names") or [], _cache["secrets"], _cache["content"])
+        result.update(self._execute_module(module_name="gpufleet.nvidia.node_fingerprint", module_args=args, task_vars=task_vars))
         return result

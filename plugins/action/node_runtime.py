@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
@@ -37,8 +36,10 @@ ENTRY_MODULES = ("_mig", "_nvml", "_nvml_health", "_health")
 # The commands that import a runtime; a version stays while one of them names it.
 # They are the collection's own (the mig and verify roles' boot commands).
 USERS = ("/usr/local/sbin/gpufleet-mig", "/usr/local/sbin/gpufleet-verify-boot")
-PACKAGE_INIT = (b"# gpufleet.nvidia's node runtime: the collection's module_utils that commands on the node import.\n"
-                b"# Installed by gpufleet.nvidia.node_runtime, once per collection version; managed by Ansible.\n")
+PACKAGE_INIT = (
+    b"# gpufleet.nvidia's node runtime: the collection's module_utils that commands on the node import.\n"
+    b"# Installed by gpufleet.nvidia.node_runtime, once per collection version; managed by Ansible.\n"
+)
 
 _cache: dict[Path, "Runtime"] = {}
 
@@ -65,8 +66,9 @@ def collection_version(root: Path) -> str:
         try:
             version = json.loads((root / "MANIFEST.json").read_text(encoding="utf-8"))["collection_info"]["version"]
         except (OSError, ValueError, KeyError) as exc:
-            raise AnsibleActionFail("node_runtime: cannot read the collection version from {0}/galaxy.yml or "
-                                    "MANIFEST.json ({1}); reinstall the collection".format(root, exc)) from exc
+            raise AnsibleActionFail(
+                "node_runtime: cannot read the collection version from {0}/galaxy.yml or MANIFEST.json ({1}); reinstall the collection".format(root, exc)
+            ) from exc
     if not version:
         raise AnsibleActionFail("node_runtime: {0} has no version; set one".format(galaxy))
     return str(version)
@@ -79,7 +81,7 @@ def _imported(source: str, package: list[str]) -> list[str]:
     for node in ast.walk(ast.parse(source)):
         if not isinstance(node, ast.ImportFrom) or not node.level:
             continue
-        target = package[:len(package) - (node.level - 1)] + (node.module.split(".") if node.module else [])
+        target = package[: len(package) - (node.level - 1)] + (node.module.split(".") if node.module else [])
         if node.module:
             found.append("/".join(target))
         found.extend("/".join(target + [alias.name]) for alias in node.names)
@@ -114,8 +116,7 @@ def build_runtime(root: Path = COLLECTION_ROOT) -> Runtime:
     sums = {rel: hashlib.sha256(content).hexdigest() for rel, content in sorted(files.items())}
     digest = hashlib.sha256(json.dumps(sums, sort_keys=True).encode()).hexdigest()
     version = collection_version(root)
-    manifest = json.dumps({"collection": "gpufleet.nvidia", "version": version, "digest": digest, "files": sums},
-                          indent=2, sort_keys=True) + "\n"
+    manifest = json.dumps({"collection": "gpufleet.nvidia", "version": version, "digest": digest, "files": sums}, indent=2, sort_keys=True) + "\n"
     return Runtime(version=version, digest=digest, files=files, manifest=manifest)
 
 
@@ -139,12 +140,10 @@ def plan(found: dict[str, t.Any], user: str, state: str) -> dict[str, t.Any]:
             remove.append(path)
         elif set(users) <= {user}:
             released.append(path)
-    return {"install": install, "changed_files": found["differing"] if install else [], "remove": remove,
-            "released": released}
+    return {"install": install, "changed_files": found["differing"] if install else [], "remove": remove, "released": released}
 
 
-def install_entries(built: Runtime, version_dir: str, changed: t.Collection[str],
-                    remove: t.Sequence[str]) -> list[dict[str, t.Any]]:
+def install_entries(built: Runtime, version_dir: str, changed: t.Collection[str], remove: t.Sequence[str]) -> list[dict[str, t.Any]]:
     """node_files entries: the directories (a parent before its children), the files that differ, the manifest
     last (a run cut short leaves it stale, and the next run finishes the job), then the old versions."""
     entries: list[dict[str, t.Any]] = []
@@ -152,8 +151,11 @@ def install_entries(built: Runtime, version_dir: str, changed: t.Collection[str]
         directories = {posixpath.dirname(version_dir), version_dir}
         directories.update(posixpath.dirname(posixpath.join(version_dir, rel)) for rel in built.files)
         entries += [{"path": d, "state": "directory", "mode": "0755"} for d in sorted(directories)]
-        entries += [{"path": posixpath.join(version_dir, rel), "content": built.files[rel].decode("utf-8"),
-                     "mode": "0644"} for rel in sorted(built.files) if rel in changed]
+        entries += [
+            {"path": posixpath.join(version_dir, rel), "content": built.files[rel].decode("utf-8"), "mode": "0644"}
+            for rel in sorted(built.files)
+            if rel in changed
+        ]
     if MANIFEST in changed:
         entries.append({"path": posixpath.join(version_dir, MANIFEST), "content": built.manifest, "mode": "0644"})
     entries += [{"path": path, "state": "absent"} for path in remove]
@@ -164,10 +166,8 @@ def diff_of(found: dict[str, t.Any], built: Runtime, decided: dict[str, t.Any]) 
     diffs: list[dict[str, t.Any]] = []
     if decided["install"]:
         header = posixpath.join(found["path"], MANIFEST)
-        diffs.append({"before_header": header, "after_header": header, "before": found["manifest_before"],
-                      "after": built.manifest})
-    diffs += [{"before": {"path": path, "state": "directory"}, "after": {"path": path, "state": "absent"}}
-              for path in decided["remove"]]
+        diffs.append({"before_header": header, "after_header": header, "before": found["manifest_before"], "after": built.manifest})
+    diffs += [{"before": {"path": path, "state": "directory"}, "after": {"path": path, "state": "absent"}} for path in decided["remove"]]
     return diffs
 
 
@@ -185,21 +185,25 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("node_runtime: user is required: the command on the node that imports the runtime")
         built = runtime()
         args.update(name=built.name, manifest=built.manifest, users=sorted(set(USERS) | {args["user"]}))
-        found = self._execute_module(module_name="gpufleet.nvidia.node_runtime", module_args=args,
-                                     task_vars=task_vars)
+        found = self._execute_module(module_name="gpufleet.nvidia.node_runtime", module_args=args, task_vars=task_vars)
         if found.get("failed"):
             return found
         decided = plan(found, args["user"], state)
-        result.update(changed=decided["install"] or bool(decided["remove"]), path=found["path"], package=PACKAGE,
-                      version=built.version, digest=built.digest, changed_files=decided["changed_files"],
-                      removed=decided["remove"], released=[{"path": p, "state": "absent"} for p in decided["released"]])
+        result.update(
+            changed=decided["install"] or bool(decided["remove"]),
+            path=found["path"],
+            package=PACKAGE,
+            version=built.version,
+            digest=built.digest,
+            changed_files=decided["changed_files"],
+            removed=decided["remove"],
+            released=[{"path": p, "state": "absent"} for p in decided["released"]],
+        )
         if self._play_context.diff and result["changed"]:
             result["diff"] = diff_of(found, built, decided)
         if result["changed"] and not self._play_context.check_mode:
             entries = install_entries(built, found["path"], decided["changed_files"], decided["remove"])
-            written = self._execute_module(module_name="gpufleet.nvidia.node_files", module_args={"files": entries},
-                                           task_vars=task_vars)
+            written = self._execute_module(module_name="gpufleet.nvidia.node_files", module_args={"files": entries}, task_vars=task_vars)
             if written.get("failed"):
-                result.update(failed=True, msg="node_runtime: installing {0} failed: {1}".format(
-                    found["path"], written.get("msg")))
+                result.update(failed=True, msg="node_runtime: installing {0} failed: {1}".format(found["path"], written.get("msg")))
         return result

@@ -19,21 +19,33 @@ from ansible.plugins.action import ActionBase
 try:
     from ansible.template import trust_as_template
 except ImportError:  # ansible-core before 2.19 templates every string it is given
+
     def trust_as_template(value: str) -> str:  # type: ignore[misc]
         return value
 
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._artifacts import (
-    DRIVER_OS_VARS, ArtifactResolver, plan_host, role_data, role_os_vars)
+
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._artifacts import DRIVER_OS_VARS, ArtifactResolver, plan_host, role_data, role_os_vars
 
 # The driver, toolkit and crictl roles' settings that say what is fetched and from where.
 SETTINGS = {
-    "driver": ("driver_state", "driver_source", "driver_cuda_repo_url", "driver_cuda_repo_key_url",
-               "driver_distribution_mirror_url", "driver_distribution_key_url", "driver_distribution_backports"),
-    "container_toolkit": ("container_toolkit_version", "container_toolkit_package_set",
-                          "container_toolkit_operator_extensions", "container_toolkit_repo_manage",
-                          "container_toolkit_apt_repo_url", "container_toolkit_gpg_key_url"),
-    "crictl": ("crictl_version", "crictl_kubernetes_version", "crictl_download_url", "crictl_checksum_source",
-               "crictl_checksums"),
+    "driver": (
+        "driver_state",
+        "driver_source",
+        "driver_cuda_repo_url",
+        "driver_cuda_repo_key_url",
+        "driver_distribution_mirror_url",
+        "driver_distribution_key_url",
+        "driver_distribution_backports",
+    ),
+    "container_toolkit": (
+        "container_toolkit_version",
+        "container_toolkit_package_set",
+        "container_toolkit_operator_extensions",
+        "container_toolkit_repo_manage",
+        "container_toolkit_apt_repo_url",
+        "container_toolkit_gpg_key_url",
+    ),
+    "crictl": ("crictl_version", "crictl_kubernetes_version", "crictl_download_url", "crictl_checksum_source", "crictl_checksums"),
 }
 BOOLEANS = ("container_toolkit_operator_extensions", "container_toolkit_repo_manage", "driver_distribution_backports")
 
@@ -70,8 +82,7 @@ class ActionModule(ActionBase):
                 values[name] = boolean(values[name], strict=False)
         return values
 
-    def driver_os(self, task_vars: dict[str, t.Any], values: dict[str, t.Any],
-                  facts: dict[str, t.Any]) -> dict[str, t.Any] | None:
+    def driver_os(self, task_vars: dict[str, t.Any], values: dict[str, t.Any], facts: dict[str, t.Any]) -> dict[str, t.Any] | None:
         """The driver role's OS data for this host (its own vars files, in its own order), templated with the
         host's facts and settings as the role would; None when the node's OS has none or it cannot be templated."""
         if not facts.get("os_family") or not facts.get("distribution"):
@@ -96,24 +107,20 @@ class ActionModule(ActionBase):
         if "plans" in args:
             plans = args["plans"]
             if not isinstance(plans, dict):
-                raise AnsibleActionFail("pinned_artifacts: plans must be a mapping of host to the plan its "
-                                        "pinned_artifacts call returned")
+                raise AnsibleActionFail("pinned_artifacts: plans must be a mapping of host to the plan its pinned_artifacts call returned")
             resolver = ArtifactResolver()
             result["hosts"] = resolver.resolve({str(h): (p or {}).get("plan", p) for h, p in plans.items()})
             result["fetched"] = sorted(resolver.answers)
             return result
         layers = args.get("layers")
         if not isinstance(layers, dict):
-            raise AnsibleActionFail("pinned_artifacts: layers must be the gpufleet.nvidia.declared_layers lookup's "
-                                    "answer")
+            raise AnsibleActionFail("pinned_artifacts: layers must be the gpufleet.nvidia.declared_layers lookup's answer")
         applied = args.get("applied")
         if applied is not None:
             if not isinstance(applied, list):
-                raise AnsibleActionFail("pinned_artifacts: applied must be a list of layer names (such as "
-                                        "upgrade_layers), got {0!r}".format(applied))
+                raise AnsibleActionFail("pinned_artifacts: applied must be a list of layer names (such as upgrade_layers), got {0!r}".format(applied))
             # A playbook that applies only some layers (upgrade.yml's upgrade_layers): the others fetch nothing.
-            layers = {name: dict(layer or {}, managed=bool((layer or {}).get("managed")) and name in applied)
-                      for name, layer in layers.items()}
+            layers = {name: dict(layer or {}, managed=bool((layer or {}).get("managed")) and name in applied) for name, layer in layers.items()}
         facts = task_vars.get("ansible_facts") or {}
         values = self.effective(task_vars)
         driver_os = self.driver_os(task_vars, values, facts) if (layers.get("driver") or {}).get("managed") else None

@@ -55,8 +55,9 @@ def gate_argument_spec() -> dict[str, dict[str, t.Any]]:
 
 def stop_message(host: str, fail_on: str, verdict: t.Mapping[str, t.Any]) -> str:
     """What the preflight gate's assert has said since 0.1: the findings, the variables with their values, the fix."""
-    return ("The declared versions of {0} do not fit together (preflight_fail_on: {1}): {2}. Variables: {3}. "
-            "Fix: {4}".format(host, fail_on, verdict["messages"], verdict["variables"], verdict["fixes"]))
+    return "The declared versions of {0} do not fit together (preflight_fail_on: {1}): {2}. Variables: {3}. Fix: {4}".format(
+        host, fail_on, verdict["messages"], verdict["variables"], verdict["fixes"]
+    )
 
 
 class ActionModule(ActionBase):
@@ -77,8 +78,7 @@ class ActionModule(ActionBase):
             # Only a bad table or rule fails here (fail_on is never): the matrix's own message.
             raise AnsibleActionFail(failure)
         try:
-            verdict = preflight_verdict(judged, gate["fail_on"], gate["rule_variables"], gate["layers"],
-                                        extra=gate["values"], declared=gate["declared"])
+            verdict = preflight_verdict(judged, gate["fail_on"], gate["rule_variables"], gate["layers"], extra=gate["values"], declared=gate["declared"])
         except AnsibleFilterError as exc:
             raise AnsibleActionFail("preflight_gate: {0}".format(exc.message)) from None
         host = str(task_vars.get("inventory_hostname", ""))
@@ -90,7 +90,6 @@ class ActionModule(ActionBase):
         }
         # Aggregated over the hosts into the job's artifacts (AWX), exactly as
         # the set_stats task did: one mapping, host name to judgement.
-        result["ansible_stats"] = {"data": {"gpufleet_preflight": {host: verdict["stats"]}},
-                                   "per_host": False, "aggregate": True}
+        result["ansible_stats"] = {"data": {"gpufleet_preflight": {host: verdict["stats"]}}, "per_host": False, "aggregate": True}
         result["changed"] = False
         return result

@@ -22,7 +22,8 @@ def _merged(table: Mapping, extra: Mapping) -> dict:
         if not isinstance(arches, Mapping):
             raise AnsibleFilterError(
                 "crictl_plan: crictl_checksums[{0!r}] must map architectures to sha256 digests, for example "
-                '{{"{0}": {{"amd64": "<sha256>"}}}}, got {1!r}'.format(release, arches))
+                '{{"{0}": {{"amd64": "<sha256>"}}}}, got {1!r}'.format(release, arches)
+            )
         merged.setdefault(release, {}).update(arches)
     return merged
 
@@ -32,11 +33,13 @@ def _problem(settings: Mapping, release: str, arch: str, table: Mapping) -> str 
     engine, endpoints = settings["engine"], settings["endpoints"]
     # crictl_engine follows container_runtime_engine by default: a bad value may come from there.
     if engine not in endpoints:
-        return ("crictl_engine must be one of {0}, got '{1}' (it defaults to container_runtime_engine); set "
-                "crictl_engine for this host".format(", ".join(endpoints), engine))
+        return "crictl_engine must be one of {0}, got '{1}' (it defaults to container_runtime_engine); set crictl_engine for this host".format(
+            ", ".join(endpoints), engine
+        )
     if not release:
-        return ("no cri-tools release is known for crictl_kubernetes_version={0} (known: {1}); set crictl_version "
-                "explicitly".format(settings["kubernetes_version"], ", ".join(settings["release_for_kubernetes"])))
+        return "no cri-tools release is known for crictl_kubernetes_version={0} (known: {1}); set crictl_version explicitly".format(
+            settings["kubernetes_version"], ", ".join(settings["release_for_kubernetes"])
+        )
     if not _RELEASE.match(release):
         return "crictl_version must look like v1.36.0, got '{0}'".format(release)
     if not arch:
@@ -45,9 +48,10 @@ def _problem(settings: Mapping, release: str, arch: str, table: Mapping) -> str 
         return "crictl_install_dir must be an absolute path"
     digest = table.get(release, {}).get(arch)
     if settings["checksum_source"] != "release" and not (isinstance(digest, str) and _SHA256.match(digest)):
-        return ('no sha256 for crictl {0} on {1} in the role\'s table; add it as crictl_checksums: {{"{0}": '
-                '{{"{1}": "<sha256 from the release\'s .sha256 file>"}}}}, or set crictl_checksum_source=release'
-                .format(release, arch))
+        return (
+            'no sha256 for crictl {0} on {1} in the role\'s table; add it as crictl_checksums: {{"{0}": '
+            '{{"{1}": "<sha256 from the release\'s .sha256 file>"}}}}, or set crictl_checksum_source=release'.format(release, arch)
+        )
     return None
 
 
@@ -61,16 +65,30 @@ def crictl_plan(settings: object) -> dict[str, t.Any]:
     its fix, said before the node is touched.
     """
     if not isinstance(settings, Mapping):
-        raise AnsibleFilterError("crictl_plan: give the role's settings as a mapping, not {0}".format(
-            type(settings).__name__))
-    missing = sorted({"version", "kubernetes_version", "release_for_kubernetes", "architecture", "arches", "sha256",
-                      "checksums", "checksum_source", "install_dir", "download_url", "engine", "endpoints",
-                      "runtime_endpoint", "image_endpoint"} - set(settings))
+        raise AnsibleFilterError("crictl_plan: give the role's settings as a mapping, not {0}".format(type(settings).__name__))
+    missing = sorted(
+        {
+            "version",
+            "kubernetes_version",
+            "release_for_kubernetes",
+            "architecture",
+            "arches",
+            "sha256",
+            "checksums",
+            "checksum_source",
+            "install_dir",
+            "download_url",
+            "engine",
+            "endpoints",
+            "runtime_endpoint",
+            "image_endpoint",
+        }
+        - set(settings)
+    )
     if missing:
         raise AnsibleFilterError("crictl_plan: settings lack {0}".format(", ".join(missing)))
     version = settings["version"] or ""
-    release = str(version) if version else str(settings["release_for_kubernetes"].get(
-        str(settings["kubernetes_version"]), ""))
+    release = str(version) if version else str(settings["release_for_kubernetes"].get(str(settings["kubernetes_version"]), ""))
     arch = str(settings["arches"].get(settings["architecture"], ""))
     table = _merged(settings["sha256"], settings["checksums"] or {})
     problem = _problem(settings, release, arch, table) or ""

@@ -31,9 +31,11 @@ def _strategy_problem(strategy: str, label: object, layout: Sequence) -> str | N
     mig_on = _mig_on(layout)
     quoted = "mig_label " + _json(label)
     if strategy == "none" and mig_on:
-        return ("device_plugin_mig_strategy is none, but {0} turns MIG on: the plugin would offer those GPUs whole "
-                "and cannot hand them out; set mixed (or single when every GPU has MIG on with the same devices), "
-                "or leave it unset to follow the layout".format(quoted))
+        return (
+            "device_plugin_mig_strategy is none, but {0} turns MIG on: the plugin would offer those GPUs whole "
+            "and cannot hand them out; set mixed (or single when every GPU has MIG on with the same devices), "
+            "or leave it unset to follow the layout".format(quoted)
+        )
     # single advertises every MIG device as nvidia.com/gpu: only sound when all GPUs are cut the same way.
     device_sets: list[object] = []
     for entry in mig_on:
@@ -41,8 +43,10 @@ def _strategy_problem(strategy: str, label: object, layout: Sequence) -> str | N
         if devices not in device_sets:
             device_sets.append(devices)
     if strategy == "single" and layout and (len(mig_on) < len(layout) or len(device_sets) > 1):
-        return ("device_plugin_mig_strategy is single, which needs MIG on every GPU with the same MIG devices, but "
-                "{0} does not declare that; set mixed, or declare a uniform layout".format(quoted))
+        return (
+            "device_plugin_mig_strategy is single, which needs MIG on every GPU with the same MIG devices, but "
+            "{0} does not declare that; set mixed, or declare a uniform layout".format(quoted)
+        )
     return None
 
 
@@ -57,8 +61,7 @@ def _devices_are_valid(devices: object) -> bool:
     return isinstance(devices, Sequence) and len(devices) > 0
 
 
-def _entry_problems(index: int, entry: Mapping, names: list, strategy: str, name_pattern: str,
-                    name_max: int) -> list[str]:
+def _entry_problems(index: int, entry: Mapping, names: list, strategy: str, name_pattern: str, name_max: int) -> list[str]:
     """The problems of one time-slicing entry, in the order a reader fixes them."""
     problems = []
     name = entry.get("name")
@@ -67,41 +70,43 @@ def _entry_problems(index: int, entry: Mapping, names: list, strategy: str, name
         problems.append(
             "{0}: the name is not a resource of the device plugin; use nvidia.com/gpu, or nvidia.com/mig-<profile> "
             "(e.g. nvidia.com/mig-1g.10gb) with device_plugin_mig_strategy: mixed (lower case, at most {1} "
-            "characters)".format(where, name_max))
+            "characters)".format(where, name_max)
+        )
     elif _MIG_RESOURCE.match(name) and strategy != "mixed":
         problems.append(
-            "{0}: MIG resources are advertised by name only with device_plugin_mig_strategy: mixed (it is {1}); with "
-            "single they are nvidia.com/gpu".format(where, strategy))
+            "{0}: MIG resources are advertised by name only with device_plugin_mig_strategy: mixed (it is {1}); with single they are nvidia.com/gpu".format(
+                where, strategy
+            )
+        )
     # Said once, at the first of the entries that share the name.
     if names.count(name) > 1 and name not in names[:index]:
         problems.append("{0}: the resource is named more than once; give it one entry".format(where))
     replicas = entry.get("replicas")
     if not _DIGITS.fullmatch(str(replicas)) or int(str(replicas)) < 2:
         problems.append(
-            "{0}: replicas is {1}; time-slicing needs replicas >= 2 (one replica is the whole GPU: remove the entry "
-            "instead)".format(where, _json(replicas)))
+            "{0}: replicas is {1}; time-slicing needs replicas >= 2 (one replica is the whole GPU: remove the entry instead)".format(where, _json(replicas))
+        )
     rename = entry.get("rename")
     if rename not in (None, "") and (not isinstance(rename, str) or not re.match(name_pattern, rename)):
-        problems.append("{0}: rename {1} must be a full resource name such as nvidia.com/gpu.shared".format(
-            where, _json(rename)))
+        problems.append("{0}: rename {1} must be a full resource name such as nvidia.com/gpu.shared".format(where, _json(rename)))
     devices = entry.get("devices", "all")
     if not _devices_are_valid(devices):
-        problems.append('{0}: devices must be "all", a count >= 1 or a list of GPU indexes or UUIDs, got {1}'.format(
-            where, _json(devices)))
+        problems.append('{0}: devices must be "all", a count >= 1 or a list of GPU indexes or UUIDs, got {1}'.format(where, _json(devices)))
     return problems
 
 
-def device_plugin_problems(time_slicing: object, config_path: object, mig_strategy: object, name_pattern: str,
-                           name_max: int, mig_label: object = "", mig_layout: object = None) -> list[str]:
+def device_plugin_problems(
+    time_slicing: object, config_path: object, mig_strategy: object, name_pattern: str, name_max: int, mig_label: object = "", mig_layout: object = None
+) -> list[str]:
     """Every problem of the declaration, each naming the variable, the entry and the fix; [] when it is sound.
 
     All at once, so one run shows all there is to fix. `mig_layout` is the
     entries of `mig_label` in the mig role's config ([] without a label).
     """
-    if not isinstance(time_slicing, Sequence) or isinstance(time_slicing, str) or not all(
-            isinstance(entry, Mapping) for entry in time_slicing):
-        raise AnsibleFilterError("device_plugin_problems: device_plugin_time_slicing must be a list of entries "
-                                 "(name, replicas, ...), got {0}".format(_json(time_slicing)))
+    if not isinstance(time_slicing, Sequence) or isinstance(time_slicing, str) or not all(isinstance(entry, Mapping) for entry in time_slicing):
+        raise AnsibleFilterError(
+            "device_plugin_problems: device_plugin_time_slicing must be a list of entries (name, replicas, ...), got {0}".format(_json(time_slicing))
+        )
     layout = mig_layout if isinstance(mig_layout, Sequence) and not isinstance(mig_layout, str) else []
     strategy = str(mig_strategy)
     problems = []

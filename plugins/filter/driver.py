@@ -46,8 +46,7 @@ def _gpu(matrix: Matrix, gpu: t.Any) -> dict[str, t.Any]:
     else:
         found = matrix.gpu_from_name(str(gpu), str(gpu))
     kind = gpu_kind(found.architecture, found.grace)
-    return {"name": found.name, "architecture": kind,
-            "flavours": list(flavours_for(found.architecture, found.grace))}
+    return {"name": found.name, "architecture": kind, "flavours": list(flavours_for(found.architecture, found.grace))}
 
 
 def driver_kernel_module(gpus: list, requested: str, branch: t.Any, source: str) -> dict[str, t.Any]:
@@ -74,14 +73,15 @@ def driver_kernel_module(gpus: list, requested: str, branch: t.Any, source: str)
     if unknown and source == "driver_gpu_models":
         result["error"] = (
             "driver_gpu_models: {0} is not a GPU model the role knows; give product names as nvidia-smi "
-            "prints them (for example A100, H100, L40S, T4, V100, B200, GH200)".format(
-                ", ".join(repr(g["name"]) for g in unknown)))
+            "prints them (for example A100, H100, L40S, T4, V100, B200, GH200)".format(", ".join(repr(g["name"]) for g in unknown))
+        )
         return result
 
     if open_first_branch > branch_number and requested == "open":
-        result["error"] = ("driver_kernel_module: open needs driver branch {0} or later, but the branch is {1}; "
-                           "set driver_kernel_module: proprietary or choose a newer driver_branch".format(
-                               open_first_branch, branch_number))
+        result["error"] = (
+            "driver_kernel_module: open needs driver branch {0} or later, but the branch is {1}; "
+            "set driver_kernel_module: proprietary or choose a newer driver_branch".format(open_first_branch, branch_number)
+        )
         return result
 
     known = [g for g in seen if g["flavours"]]
@@ -89,22 +89,27 @@ def driver_kernel_module(gpus: list, requested: str, branch: t.Any, source: str)
         refused = [g for g in known if requested not in g["flavours"]]
         if refused:
             other = "open" if requested == "proprietary" else "proprietary"
-            result["error"] = ("driver_kernel_module: {0} cannot drive {1}, which run only the {2} kernel modules; "
-                               "set driver_kernel_module: {2} (or auto)".format(
-                                   requested, _gpu_labels(refused), other))
+            result["error"] = (
+                "driver_kernel_module: {0} cannot drive {1}, which run only the {2} kernel modules; set driver_kernel_module: {2} (or auto)".format(
+                    requested, _gpu_labels(refused), other
+                )
+            )
             return result
         result["flavour"] = requested
         return result
 
     if not seen:
-        result["error"] = ("driver_kernel_module: auto needs to know the GPUs, but no driver is loaded to read them "
-                           "through NVML and driver_gpu_models is empty; declare driver_gpu_models (for example "
-                           "['H100']) or set driver_kernel_module to open or proprietary")
+        result["error"] = (
+            "driver_kernel_module: auto needs to know the GPUs, but no driver is loaded to read them "
+            "through NVML and driver_gpu_models is empty; declare driver_gpu_models (for example "
+            "['H100']) or set driver_kernel_module to open or proprietary"
+        )
         return result
     if unknown:
-        result["error"] = ("driver_kernel_module: auto cannot tell which kernel modules {0} need (unknown "
-                           "architecture); set driver_kernel_module to open or proprietary".format(
-                               ", ".join(repr(g["name"]) for g in unknown)))
+        result["error"] = (
+            "driver_kernel_module: auto cannot tell which kernel modules {0} need (unknown "
+            "architecture); set driver_kernel_module to open or proprietary".format(", ".join(repr(g["name"]) for g in unknown))
+        )
         return result
     common = [f for f in ("open", "proprietary") if all(f in g["flavours"] for g in known)]
     if branch_number < open_first_branch and "open" in common:
@@ -113,17 +118,27 @@ def driver_kernel_module(gpus: list, requested: str, branch: t.Any, source: str)
         by_flavour = {}
         for gpu in known:
             by_flavour.setdefault(" or ".join(gpu["flavours"]), []).append(gpu)
-        result["error"] = ("driver_kernel_module: the GPUs of this node need different kernel modules ({0}); "
-                           "one driver cannot serve them all: split them into separate host groups".format(
-                               "; ".join("{0}: {1}".format(k, _gpu_labels(v)) for k, v in sorted(by_flavour.items()))))
+        result["error"] = (
+            "driver_kernel_module: the GPUs of this node need different kernel modules ({0}); "
+            "one driver cannot serve them all: split them into separate host groups".format(
+                "; ".join("{0}: {1}".format(k, _gpu_labels(v)) for k, v in sorted(by_flavour.items()))
+            )
+        )
         return result
     result["flavour"] = common[0]
     return result
 
 
-def driver_select_versions(offered: dict[str, list[str]], packages: list[str], version_package: str,
-                           branch: t.Any, version: str, independent: list[str] | None = None,
-                           installed: dict[str, str] | None = None, where: str = "the repository") -> dict[str, t.Any]:
+def driver_select_versions(
+    offered: dict[str, list[str]],
+    packages: list[str],
+    version_package: str,
+    branch: t.Any,
+    version: str,
+    independent: list[str] | None = None,
+    installed: dict[str, str] | None = None,
+    where: str = "the repository",
+) -> dict[str, t.Any]:
     """Pick the driver version and the exact version of every package to install.
 
     offered: versions per package, newest first (package_versions_info).
@@ -145,18 +160,19 @@ def driver_select_versions(offered: dict[str, list[str]], packages: list[str], v
     if version:
         chosen = version if version in upstreams else None
         if not chosen:
-            result["error"] = ("driver_version {0} is not offered by {1}: {2} has {3}; set driver_version to one of "
-                               "them, or to '' for the newest of driver_branch".format(
-                                   version, where, version_package, ", ".join(upstreams) or "no versions at all"))
+            result["error"] = (
+                "driver_version {0} is not offered by {1}: {2} has {3}; set driver_version to one of them, or to '' for the newest of driver_branch".format(
+                    version, where, version_package, ", ".join(upstreams) or "no versions at all"
+                )
+            )
             return result
     else:
         in_branch = [u for u in upstreams if u.split(".")[0] == branch]
         if not in_branch:
             branches = sorted({u.split(".")[0] for u in upstreams})
-            result["error"] = ("driver_branch {0} is not offered by {1}: {2} is available in branch(es) {3}; "
-                               "set driver_branch to one of them{4}".format(
-                                   branch, where, version_package, ", ".join(branches) or "none",
-                                   ", or use another driver_source" if branches else ""))
+            result["error"] = "driver_branch {0} is not offered by {1}: {2} is available in branch(es) {3}; set driver_branch to one of them{4}".format(
+                branch, where, version_package, ", ".join(branches) or "none", ", or use another driver_source" if branches else ""
+            )
             return result
         chosen = in_branch[0]
     result["version"] = chosen
@@ -172,8 +188,9 @@ def driver_select_versions(offered: dict[str, list[str]], packages: list[str], v
             continue
         matching = [v for v in versions if driver_upstream_version(v) == chosen]
         if not matching:
-            result["error"] = ("{0} {1} is not offered by {2} ({0} has {3}); the repository is incomplete for this "
-                               "driver version".format(package, chosen, where, ", ".join(versions) or "no versions"))
+            result["error"] = "{0} {1} is not offered by {2} ({0} has {3}); the repository is incomplete for this driver version".format(
+                package, chosen, where, ", ".join(versions) or "no versions"
+            )
             return result
         result["packages"][package] = matching[0]
     return result
@@ -194,8 +211,7 @@ def driver_decision(declaration: dict, os_data: dict, info: dict, nvml: dict) ->
 
 def driver_plan(decision: dict, declaration: dict, os_data: dict, facts: dict, info: dict) -> dict[str, t.Any]:
     """What to install and from where, and how far the node is from it."""
-    for argument, value in (("decision", decision), ("declaration", declaration), ("os_data", os_data),
-                            ("facts", facts), ("info", info)):
+    for argument, value in (("decision", decision), ("declaration", declaration), ("os_data", os_data), ("facts", facts), ("info", info)):
         _mapping("driver_plan", argument, value)
     try:
         return _driver_plan.plan(decision, declaration, os_data, facts, info)
@@ -208,8 +224,7 @@ def driver_selection(plan: dict, offered: t.Any, version: t.Any, nvml: dict, bak
     _mapping("driver_selection", "plan", plan)
     if offered is not None:
         _mapping("driver_selection", "offered", offered)
-    return _driver_plan.select(plan, offered, "" if version is None else str(version), nvml, bake,
-                               driver_select_versions)
+    return _driver_plan.select(plan, offered, "" if version is None else str(version), nvml, bake, driver_select_versions)
 
 
 def driver_files(plan: dict, rendered: list, found: dict) -> dict[str, t.Any]:
@@ -230,21 +245,22 @@ def driver_package_actions(packages: list, plan: dict, selection: dict) -> dict[
 def driver_kernels_missing(plan: dict, query_output: t.Any) -> list[str]:
     """The kernel packages the node's repositories do not offer, from the output of the plan's kernel_query."""
     if not isinstance(query_output, str):
-        raise AnsibleFilterError("driver_kernels_missing: expects the stdout of the plan's kernel_query (a string), "
-                                 "not {0}".format(type(query_output).__name__))
+        raise AnsibleFilterError(
+            "driver_kernels_missing: expects the stdout of the plan's kernel_query (a string), not {0}".format(type(query_output).__name__)
+        )
     return _driver_plan.kernels_missing(plan, query_output)
 
 
-def driver_reboot(nvml: dict, selection: dict, info: dict, reboot: str, bake: t.Any = False,
-                  mok_import_changed: t.Any = False, marks: t.Any = None) -> dict[str, t.Any]:
+def driver_reboot(
+    nvml: dict, selection: dict, info: dict, reboot: str, bake: t.Any = False, mok_import_changed: t.Any = False, marks: t.Any = None
+) -> dict[str, t.Any]:
     """Why the node must reboot ('' when not), why the role may not ('' when it may), and the marks that tell
     Debian's tools (marks: the paths of /run/reboot-required and /run/reboot-required.pkgs)."""
     for argument, value in (("nvml", nvml), ("selection", selection), ("info", info)):
         _mapping("driver_reboot", argument, value)
     required_file, packages_file = list(marks or ["/run/reboot-required", "/run/reboot-required.pkgs"])
     return {
-        "reason": _driver_plan.reboot_reason(nvml, selection["version"], _driver_plan.truthy(mok_import_changed),
-                                             reboot, list(selection["changing"])),
+        "reason": _driver_plan.reboot_reason(nvml, selection["version"], _driver_plan.truthy(mok_import_changed), reboot, list(selection["changing"])),
         "forbidden": _driver_plan.reboot_forbidden(bake, info.get("container"), reboot),
         "marks": _driver_plan.reboot_marks(info.get("files") or {}, required_file, packages_file),
     }

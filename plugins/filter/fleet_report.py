@@ -14,8 +14,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _report
 
 
-def fleet_report(reports: t.Any, format: str = "html", title: str = "gpufleet fleet report",
-                 hosts: t.Any = None) -> t.Any:
+def fleet_report(reports: t.Any, format: str = "html", title: str = "gpufleet fleet report", hosts: t.Any = None) -> t.Any:
     """Render the fleet report from a list of per-host verify reports.
 
     `hosts`: every host of the run; those without a report are shown as such.
@@ -26,9 +25,10 @@ def fleet_report(reports: t.Any, format: str = "html", title: str = "gpufleet fl
         raise AnsibleFilterError("fleet_report: expected a list of verify reports (each with a `host`)")
     reported = {str(r["host"]) for r in reports}
     reports = list(reports) + [
-        {"host": str(host), "status": "missing",
-         "reason": "no verify report: the host failed or was unreachable before verify ran"}
-        for host in hosts or [] if str(host) not in reported]
+        {"host": str(host), "status": "missing", "reason": "no verify report: the host failed or was unreachable before verify ran"}
+        for host in hosts or []
+        if str(host) not in reported
+    ]
     if format == "html":
         return _report.render_html(reports, title)
     if format == "markdown":

@@ -49,35 +49,35 @@ def gpu_group(pattern: object, groups: object, allow_empty: object = False) -> s
     if not isinstance(pattern, str) or not pattern.strip():
         raise AnsibleFilterError(
             "gpu_group: gpufleet_gpu_group is {0!r}: give the inventory group (or host pattern) of the GPU nodes, "
-            "for example -e gpufleet_gpu_group=gpu_nodes".format(pattern))
+            "for example -e gpufleet_gpu_group=gpu_nodes".format(pattern)
+        )
     if not isinstance(groups, Mapping):
-        raise AnsibleFilterError("gpu_group: give the inventory's groups (the magic variable `groups`), "
-                                 "not {0}".format(type(groups).__name__))
+        raise AnsibleFilterError("gpu_group: give the inventory's groups (the magic variable `groups`), not {0}".format(type(groups).__name__))
     try:
         empty_is_fine = boolean(allow_empty, strict=True)
     except TypeError:
-        raise AnsibleFilterError(
-            "gpu_group: gpufleet_gpu_group_allow_empty is {0!r}: give true or false".format(allow_empty)) from None
+        raise AnsibleFilterError("gpu_group: gpufleet_gpu_group_allow_empty is {0!r}: give true or false".format(allow_empty)) from None
     if empty_is_fine or any(context.CLIARGS.get(option) for option in _NOTHING_RUNS):
         return pattern
     # A name that is neither a group nor a host: said by name (the usual
     # typo), and before Ansible's matcher, which would warn about it first.
     hosts = set(groups.get("all", ()))
-    unknown = [term.lstrip("&!") for term in split_host_pattern(pattern)
-               if not any(char in term for char in _PATTERN_CHARS)
-               and term.lstrip("&!") not in groups and term.lstrip("&!") not in hosts]
+    unknown = [
+        term.lstrip("&!")
+        for term in split_host_pattern(pattern)
+        if not any(char in term for char in _PATTERN_CHARS) and term.lstrip("&!") not in groups and term.lstrip("&!") not in hosts
+    ]
     if not unknown and _matching_hosts(pattern, groups):
         return pattern
     named = sorted(name for name in groups if name not in _IMPLICIT_GROUPS)
-    listing = ", ".join("{0} ({1} host{2})".format(name, len(groups[name]), "" if len(groups[name]) == 1 else "s")
-                        for name in named) or "none besides all"
-    why = ("{0} is no group or host of this inventory".format(", ".join(repr(name) for name in unknown)) if unknown
-           else "it matches no host of this inventory")
+    listing = ", ".join("{0} ({1} host{2})".format(name, len(groups[name]), "" if len(groups[name]) == 1 else "s") for name in named) or "none besides all"
+    why = "{0} is no group or host of this inventory".format(", ".join(repr(name) for name in unknown)) if unknown else "it matches no host of this inventory"
     raise AnsibleFilterError(
         "gpu_group: gpufleet_gpu_group is {0!r} (default gpu_nodes): {1}, so every play would be skipped. "
         "The inventory's groups: {2}. Fix: -e gpufleet_gpu_group=<one of them>, or put the GPU nodes in group "
         "{0!r}; if the group is empty on purpose (nothing to do is success), add "
-        "-e gpufleet_gpu_group_allow_empty=true".format(pattern, why, listing))
+        "-e gpufleet_gpu_group_allow_empty=true".format(pattern, why, listing)
+    )
 
 
 class FilterModule:

@@ -18,8 +18,7 @@ def _mig_state(mig: dict) -> str:
         return f"MIG {now} -> {then} (reset/reboot pending)"
     if not mig.get("enabled"):
         return "MIG off"
-    counts = Counter(gi.get("profile_name") or f"profile {gi.get('profile_id')}"
-                     for gi in mig.get("gpu_instances") or [])
+    counts = Counter(gi.get("profile_name") or f"profile {gi.get('profile_id')}" for gi in mig.get("gpu_instances") or [])
     if not counts:
         return "MIG on, no instances"
     layout = ", ".join(f"{count} x {name}" for name, count in sorted(counts.items()))
@@ -30,8 +29,7 @@ def _gpu_line(gpu: dict) -> str:
     memory_gib = (gpu.get("memory_total_mib") or 0) / 1024
     arch = gpu.get("architecture") or "unknown"
     capability = gpu.get("compute_capability") or "?"
-    return (f"GPU {gpu.get('index')}: {gpu.get('name')}, {memory_gib:.0f} GiB, "
-            f"{arch} (sm {capability}), {_mig_state(gpu.get('mig') or {})}")
+    return f"GPU {gpu.get('index')}: {gpu.get('name')}, {memory_gib:.0f} GiB, {arch} (sm {capability}), {_mig_state(gpu.get('mig') or {})}"
 
 
 def gpu_summary(nvml: dict) -> list[str]:
@@ -41,8 +39,7 @@ def gpu_summary(nvml: dict) -> list[str]:
     if not nvml.get("driver_loaded") or nvml.get("status") != "ok":
         return [f"no usable NVIDIA driver ({nvml.get('status')}): {nvml.get('reason')}"]
     gpus = nvml.get("gpus") or []
-    header = (f"driver {nvml.get('driver_version')}, CUDA {nvml.get('cuda_driver_version')}, "
-              f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}")
+    header = f"driver {nvml.get('driver_version')}, CUDA {nvml.get('cuda_driver_version')}, {len(gpus)} GPU{'s' if len(gpus) != 1 else ''}"
     return [header] + [_gpu_line(gpu) for gpu in gpus]
 
 

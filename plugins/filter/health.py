@@ -35,8 +35,9 @@ def health_xid_events(kernel_log: t.Any) -> list[dict[str, t.Any]]:
         raise AnsibleFilterError("health_xid_events: {0}".format(exc)) from None
 
 
-def health_findings(nvml: t.Any, kernel_log: t.Any = None, services: t.Any = None, policy: t.Any = None,
-                    prefix: str = _health.PREFIX) -> list[dict[str, t.Any]]:
+def health_findings(
+    nvml: t.Any, kernel_log: t.Any = None, services: t.Any = None, policy: t.Any = None, prefix: str = _health.PREFIX
+) -> list[dict[str, t.Any]]:
     """The health findings of one node from its nvml_info facts, kernel log text and service states."""
     judged_by = _policy("health_findings", policy, prefix)
     try:
@@ -55,8 +56,7 @@ def health_status(findings: t.Any) -> str:
 def health_metrics(nvml: t.Any, findings: t.Any, kernel_log: t.Any = None) -> str:
     """The node's health as a Prometheus node-exporter textfile."""
     if not isinstance(findings, list):
-        raise AnsibleFilterError("health_metrics: expected the list of health_findings, got {0}".format(
-            type(findings).__name__))
+        raise AnsibleFilterError("health_metrics: expected the list of health_findings, got {0}".format(type(findings).__name__))
     try:
         return _health.metrics_text(nvml, findings, _health.parse_kernel_log(kernel_log))
     except ValueError as exc:

@@ -24,12 +24,15 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import (
     Gpu,
     Matrix,
     MatrixError,
+)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import (
     driver_branch as _driver_branch,
 )
 
 
 def _errors_named(name: str) -> t.Callable[[t.Callable[..., t.Any]], t.Callable[..., t.Any]]:
     """Turn MatrixError (bad input) into AnsibleFilterError("<name>: ...")."""
+
     def wrap(func: t.Callable[..., t.Any]) -> t.Callable[..., t.Any]:
         @functools.wraps(func)
         def run(*args: t.Any, **kwargs: t.Any) -> t.Any:
@@ -37,12 +40,13 @@ def _errors_named(name: str) -> t.Callable[[t.Callable[..., t.Any]], t.Callable[
                 return func(*args, **kwargs)
             except (MatrixError, TypeError, ValueError) as exc:
                 raise AnsibleFilterError("{0}: {1}".format(name, exc)) from None
+
         return run
+
     return wrap
 
 
-def _matrix(tables: dict[str, t.Any] | None = None, today: str | None = None,
-            eol_warning_days: int = 180) -> Matrix:
+def _matrix(tables: dict[str, t.Any] | None = None, today: str | None = None, eol_warning_days: int = 180) -> Matrix:
     day = datetime.datetime.strptime(today, "%Y-%m-%d").date() if today else None
     return Matrix(tables=tables, today=day, eol_warning_days=eol_warning_days)
 
@@ -85,15 +89,13 @@ def driver_supports_arch(driver: t.Any, gpu: t.Any, tables: dict[str, t.Any] | N
     matrix = _matrix(tables)
     architecture = matrix.gpu_from_name(str(gpu), str(gpu)).architecture
     if architecture not in ARCHITECTURE_NAMES:
-        raise MatrixError("'{0}' is neither an architecture ({1}) nor a GPU model in the matrix".format(
-            gpu, ", ".join(ARCHITECTURE_NAMES)))
+        raise MatrixError("'{0}' is neither an architecture ({1}) nor a GPU model in the matrix".format(gpu, ", ".join(ARCHITECTURE_NAMES)))
     # A bare branch supports an architecture if its later releases do.
     return matrix.supports_architecture(_driver(driver), architecture) is not False
 
 
 @_errors_named("driver_branch_info")
-def driver_branch_info(driver: t.Any, today: str | None = None, eol_warning_days: int = 180,
-                       tables: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
+def driver_branch_info(driver: t.Any, today: str | None = None, eol_warning_days: int = 180, tables: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
     """Type and lifecycle status of a driver's branch."""
     return _matrix(tables, today, eol_warning_days).branch_status(str(driver))
 
@@ -121,15 +123,14 @@ def kernel_module_flavour(gpus: t.Any, requested: str = "auto", tables: dict[str
     matrix = _matrix(tables)
     flavour, reasons = matrix.kernel_module_for(_gpus(matrix, gpus), requested)
     if flavour is None:
-        raise MatrixError("no {0} kernel module flavour suits these GPUs: {1}".format(
-            "single" if requested == "auto" else requested, "; ".join(reasons)))
+        raise MatrixError("no {0} kernel module flavour suits these GPUs: {1}".format("single" if requested == "auto" else requested, "; ".join(reasons)))
     return flavour
 
 
 @_errors_named("cuda_image_judgement")
-def cuda_image_judgement(images: t.Any, driver_version: t.Any, gpus: t.Any, packages: t.Any = None,
-                         tables: dict[str, t.Any] | None = None,
-                         variable: str = "verify_cuda_images") -> list[dict[str, t.Any]]:
+def cuda_image_judgement(
+    images: t.Any, driver_version: t.Any, gpus: t.Any, packages: t.Any = None, tables: dict[str, t.Any] | None = None, variable: str = "verify_cuda_images"
+) -> list[dict[str, t.Any]]:
     """Judge CUDA images ({name, cuda, run?}) against a node's loaded driver and GPUs.
 
     Each comes back with verdict native | compat | unsupported | unknown,
@@ -139,8 +140,7 @@ def cuda_image_judgement(images: t.Any, driver_version: t.Any, gpus: t.Any, pack
     text = str(driver_version or "").strip()
     driver = _driver(text) if text else None
     if packages is not None and not isinstance(packages, dict):
-        raise MatrixError("packages must be the node's installed packages (package name -> versions), got {0}".format(
-            type(packages).__name__))
+        raise MatrixError("packages must be the node's installed packages (package name -> versions), got {0}".format(type(packages).__name__))
     return matrix.judge_cuda_images(images, driver, _gpus(matrix, gpus), packages, variable)
 
 

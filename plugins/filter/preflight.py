@@ -46,8 +46,7 @@ def _unique(items: t.Iterable[str]) -> list[str]:
     return list(seen)
 
 
-def involved_variables(failing: t.Sequence[Mapping[str, t.Any]], rule_variables: Mapping[str, t.Sequence[str]],
-                       declared: t.Collection[str]) -> list[str]:
+def involved_variables(failing: t.Sequence[Mapping[str, t.Any]], rule_variables: Mapping[str, t.Sequence[str]], declared: t.Collection[str]) -> list[str]:
     """The variables behind the failing findings, in order, once each: every rule's inputs (from the
     rule -> variables table), then each subject that is itself a declared variable (declaration findings)."""
     names: list[str] = []
@@ -84,17 +83,14 @@ def _plain(value: t.Any) -> t.Any:
 
 def named(names: t.Iterable[str], values: Mapping[str, t.Any]) -> str:
     """`name=<JSON value>` where the value is known, else the bare name; comma-separated (as to_json writes it)."""
-    return ", ".join("{0}={1}".format(name, json.dumps(_plain(values[name]))) if name in values else name
-                     for name in names)
+    return ", ".join("{0}={1}".format(name, json.dumps(_plain(values[name]))) if name in values else name for name in names)
 
 
-def preflight_desired(layers: Mapping[str, Mapping[str, t.Any]], keys: t.Collection[str],
-                      mig_config: Mapping[str, t.Any] | None = None) -> dict[str, t.Any]:
+def preflight_desired(layers: Mapping[str, Mapping[str, t.Any]], keys: t.Collection[str], mig_config: Mapping[str, t.Any] | None = None) -> dict[str, t.Any]:
     """The declared versions the matrix judges (its `desired` option): the managed layers' variables named in
     `keys`, without nulls; `mig_config` (read from mig_config_src) wins over the layers' when given."""
     if not isinstance(layers, Mapping):
-        raise AnsibleFilterError("preflight_desired: the input must be the gpufleet.nvidia.declared_layers lookup's "
-                                 "answer (layer name to its declaration)")
+        raise AnsibleFilterError("preflight_desired: the input must be the gpufleet.nvidia.declared_layers lookup's answer (layer name to its declaration)")
     values: dict[str, t.Any] = {}
     for layer in layers.values():
         if (layer or {}).get("managed"):
@@ -104,17 +100,19 @@ def preflight_desired(layers: Mapping[str, Mapping[str, t.Any]], keys: t.Collect
     return {name: value for name, value in values.items() if name in keys and value is not None}
 
 
-def preflight_verdict(result: Mapping[str, t.Any], fail_on: str, rule_variables: Mapping[str, t.Sequence[str]],
-                      layers: Mapping[str, Mapping[str, t.Any]], extra: Mapping[str, t.Any] | None = None,
-                      declared: t.Collection[str] = ()) -> dict[str, t.Any]:
+def preflight_verdict(
+    result: Mapping[str, t.Any],
+    fail_on: str,
+    rule_variables: Mapping[str, t.Sequence[str]],
+    layers: Mapping[str, Mapping[str, t.Any]],
+    extra: Mapping[str, t.Any] | None = None,
+    declared: t.Collection[str] = (),
+) -> dict[str, t.Any]:
     """The gate's verdict on one host from gpufleet.nvidia.version_matrix's result (see preflight_verdict.yml)."""
     if fail_on not in ("error", "warning", "never"):
-        raise AnsibleFilterError("preflight_verdict: preflight_fail_on must be error, warning or never, got "
-                                 "{0!r}".format(fail_on))
-    if not isinstance(result, Mapping) or not isinstance(result.get("findings"), list) or \
-            not isinstance(result.get("summary"), Mapping):
-        raise AnsibleFilterError("preflight_verdict: the input must be the registered result of "
-                                 "gpufleet.nvidia.version_matrix (with findings and summary)")
+        raise AnsibleFilterError("preflight_verdict: preflight_fail_on must be error, warning or never, got {0!r}".format(fail_on))
+    if not isinstance(result, Mapping) or not isinstance(result.get("findings"), list) or not isinstance(result.get("summary"), Mapping):
+        raise AnsibleFilterError("preflight_verdict: the input must be the registered result of gpufleet.nvidia.version_matrix (with findings and summary)")
     findings = result["findings"]
     unknown = sorted({str(f.get("severity")) for f in findings} - set(SEVERITIES))
     if unknown:

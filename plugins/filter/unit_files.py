@@ -13,24 +13,23 @@ from ansible.errors import AnsibleFilterError
 SYSTEMD_UNIT_DIR = "/etc/systemd/system"
 
 
-def systemd_unit_files(units: object, texts: object, directory: str = SYSTEMD_UNIT_DIR,
-                       mode: str = "0644") -> list[dict[str, str]]:
+def systemd_unit_files(units: object, texts: object, directory: str = SYSTEMD_UNIT_DIR, mode: str = "0644") -> list[dict[str, str]]:
     """One node_files entry per unit, in the order given: its path under `directory`, its text and mode.
 
     `texts` are the units' rendered templates, in the same order (as
     query('ansible.builtin.template', ...) returns them).
     """
-    if not isinstance(units, Sequence) or isinstance(units, str) or not all(
-            isinstance(unit, str) and unit and "/" not in unit for unit in units):
-        raise AnsibleFilterError("systemd_unit_files: give a list of unit names (such as example.service), "
-                                 "got {0!r}".format(units))
+    if not isinstance(units, Sequence) or isinstance(units, str) or not all(isinstance(unit, str) and unit and "/" not in unit for unit in units):
+        raise AnsibleFilterError("systemd_unit_files: give a list of unit names (such as example.service), got {0!r}".format(units))
     if not isinstance(texts, Sequence) or isinstance(texts, str) or len(texts) != len(units):
-        raise AnsibleFilterError("systemd_unit_files: give one text per unit ({0} units: {1}), got {2}".format(
-            len(units), ", ".join(units), repr(texts) if isinstance(texts, str) else type(texts).__name__))
+        raise AnsibleFilterError(
+            "systemd_unit_files: give one text per unit ({0} units: {1}), got {2}".format(
+                len(units), ", ".join(units), repr(texts) if isinstance(texts, str) else type(texts).__name__
+            )
+        )
     if not posixpath.isabs(directory):
         raise AnsibleFilterError("systemd_unit_files: directory must be absolute, got {0!r}".format(directory))
-    return [{"path": posixpath.join(directory, unit), "content": str(text), "mode": mode}
-            for unit, text in zip(units, texts)]
+    return [{"path": posixpath.join(directory, unit), "content": str(text), "mode": mode} for unit, text in zip(units, texts)]
 
 
 class FilterModule:

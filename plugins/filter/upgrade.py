@@ -17,8 +17,7 @@ from ansible.errors import AnsibleFilterError
 UPGRADE_LAYERS = ("driver", "container_toolkit")
 _PERCENT = re.compile(r"^\s*(\d+)\s*%\s*$")
 _NUMBER = re.compile(r"^\s*(\d+)\s*$")
-SERIAL_FIX = ('give a number of nodes per batch (1), a percentage of the play\'s nodes ("25%"), '
-              'or a list of them for growing batches ([1, "10%", "50%"])')
+SERIAL_FIX = 'give a number of nodes per batch (1), a percentage of the play\'s nodes ("25%"), or a list of them for growing batches ([1, "10%", "50%"])'
 
 
 def _batch_error(value: t.Any) -> str | None:
@@ -41,8 +40,7 @@ def _batch_error(value: t.Any) -> str | None:
 def upgrade_roll_errors(settings: t.Any) -> list[str]:
     """Every problem with the roll's batch settings, each naming the variable and the fix."""
     if not isinstance(settings, dict):
-        raise AnsibleFilterError("upgrade_roll_errors: expected a mapping of the roll's settings, got {0}".format(
-            type(settings).__name__))
+        raise AnsibleFilterError("upgrade_roll_errors: expected a mapping of the roll's settings, got {0}".format(type(settings).__name__))
     errors = []
     serial = settings.get("upgrade_serial")
     batches = serial if isinstance(serial, list) else [serial]
@@ -57,8 +55,10 @@ def upgrade_roll_errors(settings: t.Any) -> list[str]:
     elif isinstance(failing, str) and _NUMBER.match(failing):
         number = int(failing)
     if number is None or not 0 <= number <= 100:
-        errors.append("upgrade_max_fail_percentage: {0!r} is not a whole percentage from 0 to 100; give 0 to stop "
-                      "the roll at the first failed node, or the share of a batch that may fail (25)".format(failing))
+        errors.append(
+            "upgrade_max_fail_percentage: {0!r} is not a whole percentage from 0 to 100; give 0 to stop "
+            "the roll at the first failed node, or the share of a batch that may fail (25)".format(failing)
+        )
     layers = settings.get("upgrade_layers")
     if not isinstance(layers, list) or not layers or any(layer not in UPGRADE_LAYERS for layer in layers):
         errors.append("upgrade_layers: {0!r} must be a non-empty list of {1}".format(layers, ", ".join(UPGRADE_LAYERS)))
@@ -75,8 +75,7 @@ def upgrade_plan(checks: t.Any, layers: t.Any) -> dict[str, t.Any]:
     if not isinstance(checks, list) or not all(isinstance(c, dict) and "layer" in c for c in checks):
         raise AnsibleFilterError("upgrade_plan: expected a list of verify_check results")
     if not isinstance(layers, list) or any(layer not in UPGRADE_LAYERS for layer in layers):
-        raise AnsibleFilterError("upgrade_plan: layers must be a list of {0}, got {1!r}".format(
-            ", ".join(UPGRADE_LAYERS), layers))
+        raise AnsibleFilterError("upgrade_plan: layers must be a list of {0}, got {1!r}".format(", ".join(UPGRADE_LAYERS), layers))
     pending, reasons = [], []
     for check in checks:
         if check["layer"] not in layers:

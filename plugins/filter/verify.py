@@ -17,16 +17,14 @@ from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _verify
 
 def _declaration(declaration: t.Any) -> dict[str, t.Any]:
     if not isinstance(declaration, dict) or "managed" not in declaration:
-        raise AnsibleFilterError("verify_check: the declaration must be one layer of "
-                                 "lookup('gpufleet.nvidia.declared_layers')")
+        raise AnsibleFilterError("verify_check: the declaration must be one layer of lookup('gpufleet.nvidia.declared_layers')")
     return declaration
 
 
 def verify_check(observed: t.Any, layer: str, declaration: t.Any = None) -> dict[str, t.Any]:
     """Judge one layer from what the role observed on the node."""
     if not isinstance(observed, dict):
-        raise AnsibleFilterError("verify_check: expected the observations as a mapping, got {0}".format(
-            type(observed).__name__))
+        raise AnsibleFilterError("verify_check: expected the observations as a mapping, got {0}".format(type(observed).__name__))
     if layer not in ("matrix", "workload", "health"):
         declaration = _declaration(declaration)
         if declaration.get("managed") and observed.get("deferred"):
@@ -35,26 +33,24 @@ def verify_check(observed: t.Any, layer: str, declaration: t.Any = None) -> dict
         if layer == "driver":
             return _verify.check_driver(declaration, observed.get("nvml") or {}, observed.get("proc_version"))
         if layer == "container_toolkit":
-            return _verify.check_container_toolkit(declaration, observed.get("packages") or {},
-                                                   observed.get("dev_char"))
+            return _verify.check_container_toolkit(declaration, observed.get("packages") or {}, observed.get("dev_char"))
         if layer == "container_runtime":
             return _verify.check_container_runtime(declaration, observed)
         if layer == "cdi":
-            return _verify.check_cdi(declaration, observed.get("nvml") or {}, observed.get("spec"),
-                                     str(observed.get("path") or ""))
+            return _verify.check_cdi(declaration, observed.get("nvml") or {}, observed.get("spec"), str(observed.get("path") or ""))
         if layer == "crictl":
             return _verify.check_crictl(declaration, observed.get("version"), observed.get("info_error"))
         if layer == "mig":
-            return _verify.check_mig(declaration, bool(observed.get("available")), observed.get("result"),
-                                     configured=observed.get("configured", True) is not False)
+            return _verify.check_mig(
+                declaration, bool(observed.get("available")), observed.get("result"), configured=observed.get("configured", True) is not False
+            )
         if layer == "matrix":
             return _verify.check_matrix(observed)
         if layer == "health":
             settings = declaration if isinstance(declaration, dict) else {}
             if settings.get("enabled") and observed.get("deferred"):
                 return _verify.deferred(layer, str(observed["deferred"]))
-            services = _verify.service_states(observed.get("services"), bool(settings.get("persistenced")),
-                                              bool(settings.get("fabricmanager")))
+            services = _verify.service_states(observed.get("services"), bool(settings.get("persistenced")), bool(settings.get("fabricmanager")))
             return _verify.check_health(settings, observed.get("nvml") or {}, observed.get("kernel_log"), services)
         if layer == "workload":
             plan = _declaration(declaration)
@@ -69,11 +65,9 @@ def verify_check(observed: t.Any, layer: str, declaration: t.Any = None) -> dict
 def workload_plan(nvml: t.Any, layers: t.Any, settings: t.Any, cuda_images: t.Any = None) -> dict[str, t.Any]:
     """The workload check's containers for one host."""
     if not isinstance(layers, dict) or not isinstance(settings, dict):
-        raise AnsibleFilterError("workload_plan: expected the declared layers and the verify_workload settings "
-                                 "as mappings")
+        raise AnsibleFilterError("workload_plan: expected the declared layers and the verify_workload settings as mappings")
     try:
-        return _verify.workload_plan(nvml if isinstance(nvml, dict) else {}, layers, settings,
-                                     cuda_images if isinstance(cuda_images, list) else None)
+        return _verify.workload_plan(nvml if isinstance(nvml, dict) else {}, layers, settings, cuda_images if isinstance(cuda_images, list) else None)
     except _verify.VerifyError as exc:
         raise AnsibleFilterError(str(exc)) from None
 
@@ -84,8 +78,7 @@ def verify_dev_char_missing(listing: t.Any) -> list[dict[str, str]]:
     The container_toolkit role creates links when this is not empty; verify
     judges the same listing, so the two never disagree."""
     if not isinstance(listing, str):
-        raise AnsibleFilterError("verify_dev_char_missing: expected the find listing as text, got {0}".format(
-            type(listing).__name__))
+        raise AnsibleFilterError("verify_dev_char_missing: expected the find listing as text, got {0}".format(type(listing).__name__))
     return _verify.dev_char_missing(listing)
 
 

@@ -68,7 +68,6 @@ import typing as t
 from pathlib import Path
 
 import yaml
-
 from ansible.errors import AnsibleError, AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 from ansible.utils.display import Display
@@ -108,8 +107,7 @@ def role_defaults(layer: str, roles_dir: Path = ROLES_DIR) -> dict[str, t.Any] |
     return copy.deepcopy(cached[1])
 
 
-def declare(layer: str, host: dict[str, t.Any], defaults: dict[str, t.Any] | None,
-            unresolved: t.Sequence[str] = ()) -> dict[str, t.Any]:
+def declare(layer: str, host: dict[str, t.Any], defaults: dict[str, t.Any] | None, unresolved: t.Sequence[str] = ()) -> dict[str, t.Any]:
     """The declaration of one layer from the host's (templated) values and the role's defaults."""
     names = LAYER_VARIABLES[layer]
     values = {name: host[name] for name in names if name in host}
@@ -119,16 +117,14 @@ def declare(layer: str, host: dict[str, t.Any], defaults: dict[str, t.Any] | Non
     declared_by_host = sorted(name for name in names if name in host)
     if layer == "mig":
         managed = bool(values.get("mig_label"))
-        reason = "mig_label is {0}".format(
-            "'{0}'".format(values["mig_label"]) if managed else "empty")
+        reason = "mig_label is {0}".format("'{0}'".format(values["mig_label"]) if managed else "empty")
     elif declared_by_host:
         managed, reason = True, "declared by host variables ({0})".format(", ".join(declared_by_host))
     elif defaults is not None:
         managed, reason = True, "the gpufleet.nvidia.{0} role's defaults (site.yml applies them)".format(layer)
     else:
         managed, reason = False, "no {0}_* variables, no {0} role in this collection".format(layer)
-    return {"managed": managed, "reason": reason, "role": defaults is not None, "vars": values,
-            "unresolved": sorted(unresolved)}
+    return {"managed": managed, "reason": reason, "role": defaults is not None, "vars": values, "unresolved": sorted(unresolved)}
 
 
 class LookupModule(LookupBase):
@@ -136,8 +132,7 @@ class LookupModule(LookupBase):
         layers = [str(term) for term in terms] or list(LAYERS)
         unknown = [layer for layer in layers if layer not in LAYER_VARIABLES]
         if unknown:
-            raise AnsibleLookupError("declared_layers: unknown layer(s) {0} (known: {1})".format(
-                ", ".join(unknown), ", ".join(LAYERS)))
+            raise AnsibleLookupError("declared_layers: unknown layer(s) {0} (known: {1})".format(", ".join(unknown), ", ".join(LAYERS)))
         variables = variables or {}
         result = {}
         for layer in layers:

@@ -71,8 +71,7 @@ def modules() -> list[str]:
 
 def tables(module: t.Any) -> list[str]:
     """A module's tables: its upper-case attributes that hold data."""
-    return sorted(name for name, value in vars(module).items()
-                  if _TABLE.match(name) and isinstance(value, (dict, list, tuple)))
+    return sorted(name for name, value in vars(module).items() if _TABLE.match(name) and isinstance(value, (dict, list, tuple)))
 
 
 def plain(value: t.Any) -> t.Any:
@@ -90,19 +89,22 @@ def table(term: t.Any) -> t.Any:
     module_name, _dot, name = text.partition(".")
     known = modules()
     if module_name not in known:
-        raise AnsibleLookupError("knowledge: '{0}' names no module of the knowledge base; use <module>.<TABLE> with "
-                                 "a module of: {1}".format(text, ", ".join(known)))
+        raise AnsibleLookupError(
+            "knowledge: '{0}' names no module of the knowledge base; use <module>.<TABLE> with a module of: {1}".format(text, ", ".join(known))
+        )
     module = importlib.import_module("{0}.{1}".format(_PACKAGE, module_name))
     names = tables(module)
     if name not in names:
-        raise AnsibleLookupError("knowledge: '{0}' names no table of {1}; its tables: {2}".format(
-            text, module_name, ", ".join("{0}.{1}".format(module_name, n) for n in names)))
+        raise AnsibleLookupError(
+            "knowledge: '{0}' names no table of {1}; its tables: {2}".format(text, module_name, ", ".join("{0}.{1}".format(module_name, n) for n in names))
+        )
     return plain(getattr(module, name))
 
 
 class LookupModule(LookupBase):
     def run(self, terms: list[t.Any], variables: dict[str, t.Any] | None = None, **kwargs: t.Any) -> list[t.Any]:
         if not terms:
-            raise AnsibleLookupError("knowledge: name a table as <module>.<TABLE>, for example "
-                                     "packages.TOOLKIT_PACKAGE_SETS (modules: {0})".format(", ".join(modules())))
+            raise AnsibleLookupError(
+                "knowledge: name a table as <module>.<TABLE>, for example packages.TOOLKIT_PACKAGE_SETS (modules: {0})".format(", ".join(modules()))
+            )
         return [table(term) for term in terms]

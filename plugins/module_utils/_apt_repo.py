@@ -35,6 +35,7 @@ class IndexError_(ValueError):
 
 # --- deb822 -----------------------------------------------------------------
 
+
 class Stanza:
     """One paragraph of a Packages file, kept verbatim for re-publishing."""
 
@@ -62,8 +63,7 @@ class Stanza:
         return self.get("SHA256")
 
     def text(self) -> str:
-        return "".join("{0}:{1}\n".format(name, (" " + value) if value and not value.startswith("\n") else value)
-                       for name, value in self.fields)
+        return "".join("{0}:{1}\n".format(name, (" " + value) if value and not value.startswith("\n") else value) for name, value in self.fields)
 
     def __repr__(self) -> str:
         return "Stanza({0}={1})".format(self.package, self.version)
@@ -143,6 +143,7 @@ def safe_filename(filename: str) -> str:
 # dpkg's own order lives in _version_order (diff-tested against libdpkg); an
 # index whose version dpkg would refuse is an IndexError_ here.
 
+
 def split_version(version: str) -> tuple[int, str, str]:
     try:
         return dpkg_parse(version)
@@ -166,8 +167,7 @@ def satisfies(version: str, op: str | None, wanted: str | None) -> bool:
     if not op:
         return True
     cmp = compare_versions(version, wanted or "")
-    return {"<<": cmp < 0, "<=": cmp <= 0, "<": cmp <= 0, "=": cmp == 0,
-            ">=": cmp >= 0, ">": cmp >= 0, ">>": cmp > 0}[op]
+    return {"<<": cmp < 0, "<=": cmp <= 0, "<": cmp <= 0, "=": cmp == 0, ">=": cmp >= 0, ">": cmp >= 0, ">>": cmp > 0}[op]
 
 
 # --- relations --------------------------------------------------------------
@@ -199,6 +199,7 @@ def format_relation(group: list[Relation]) -> str:
 
 # --- the index and the closure ---------------------------------------------
 
+
 class Index:
     """Every stanza of one repository (all suites and components read), by name
     and by what they provide. Each entry is (where, stanza); `where` is the
@@ -224,8 +225,7 @@ class Index:
         name, op, wanted = relation
         real = [(w, s) for w, s in self.by_name.get(name, []) if satisfies(s.version, op, wanted)]
         # A versioned relation is satisfied only by a versioned Provides (Debian Policy 7.5).
-        virtual = [(w, s) for w, s, provided in self.providers.get(name, [])
-                   if not op or (provided is not None and satisfies(provided, op, wanted))]
+        virtual = [(w, s) for w, s, provided in self.providers.get(name, []) if not op or (provided is not None and satisfies(provided, op, wanted))]
         return real + [c for c in virtual if c not in real]
 
 
@@ -237,9 +237,11 @@ def best(candidates: list[tuple[t.Any, Stanza]], prefer_upstream: str = "") -> t
     """The candidate apt would take under the driver role's pin: a version of the
     preferred upstream version first (the role pins the driver's packages to
     it), otherwise the newest."""
+
     def key(candidate: tuple[t.Any, Stanza]) -> tuple[bool, t.Any]:
         version = candidate[1].version
         return (bool(prefer_upstream) and upstream_version(version) == prefer_upstream, _VersionKey(version))
+
     return max(candidates, key=key)
 
 
@@ -247,6 +249,7 @@ class Request(t.NamedTuple):
     """A package to carry: an exact Debian version, an upstream version (any
     revision of it, newest wins) or any version (newest); optional requests
     are carried only when the repository offers them."""
+
     name: str
     version: str = ""
     upstream_version: str = ""
@@ -283,8 +286,7 @@ def closure(index: Index, requests: t.Iterable[Request], prefer_upstream: str = 
             if request.required:
                 wanted = request.version or request.upstream_version
                 offered = index.versions(request.name)
-                missing.append("{0}{1} (offered: {2})".format(
-                    request.name, " " + wanted if wanted else "", ", ".join(offered) if offered else "none"))
+                missing.append("{0}{1} (offered: {2})".format(request.name, " " + wanted if wanted else "", ", ".join(offered) if offered else "none"))
             continue
         queue.append(found)
     while queue:
@@ -321,6 +323,7 @@ def _satisfied(group: list[Relation], *pools: t.Iterable[tuple[t.Any, Stanza]]) 
 
 
 # --- publishing -------------------------------------------------------------
+
 
 def render_packages(stanzas: t.Iterable[Stanza]) -> str:
     return "\n".join(stanza.text() for stanza in stanzas)

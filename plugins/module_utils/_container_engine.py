@@ -48,18 +48,19 @@ def engine_error(text: str) -> str:
     """
     reasons = re.findall(r'desc = (.*?)(?:"\s*(?:\w+=|$)|$)', text, flags=re.MULTILINE)
     reason = reasons[-1] if reasons else text
-    lines = [line for line in reason.strip().splitlines()
-             if line.strip() and "cgroup_parent is not set" not in line]
-    return " ".join(line.strip() for line in lines).replace("\\\"", "\"")[-KEEP:] or "no output"
+    lines = [line for line in reason.strip().splitlines() if line.strip() and "cgroup_parent is not set" not in line]
+    return " ".join(line.strip() for line in lines).replace('\\"', '"')[-KEEP:] or "no output"
 
 
 def program_finder(get_bin_path: t.Callable[..., t.Any]) -> t.Callable[[str], str]:
     """A program's path by AnsibleModule.get_bin_path (sbin and /usr/local too), or RunFailed naming it."""
+
     def find(name: str) -> str:
         path = get_bin_path(name, opt_dirs=["/usr/local/bin", "/usr/local/sbin"])
         if path is None:
             raise RunFailed("{0} is not installed on the node".format(name))
         return str(path)
+
     return find
 
 
@@ -75,7 +76,7 @@ def cri_name(ref: str) -> str:
     digest = pinned_digest(ref)
     if not digest:
         return ref
-    name = ref[:-len(digest) - 1]
+    name = ref[: -len(digest) - 1]
     slash = name.rfind("/")
     colon = name.rfind(":")
     return (name[:colon] if colon > slash else name) + "@" + digest
@@ -88,11 +89,13 @@ def archive_images(path: str) -> list[dict[str, t.Any]]:
     """
     try:
         with tarfile.open(path) as archive:
+
             def blob(digest: str) -> dict[str, t.Any]:
                 member = archive.extractfile("blobs/" + digest.replace(":", "/"))
                 if member is None:
                     raise KeyError(digest)
                 return json.load(member)
+
             index_file = archive.extractfile("index.json")
             if index_file is None:
                 raise KeyError("index.json")
@@ -115,8 +118,11 @@ def archive_image_for(path: str, ref: str) -> dict[str, t.Any]:
     for image in images:
         if (digest and image["digest"] == digest) or (not digest and image["name"] == ref):
             return image
-    raise RunFailed("the archive {0} does not hold {1}: it holds {2}".format(
-        path, ref, ", ".join("{0} ({1})".format(i["name"] or "unnamed", i["digest"]) for i in images) or "nothing"))
+    raise RunFailed(
+        "the archive {0} does not hold {1}: it holds {2}".format(
+            path, ref, ", ".join("{0} ({1})".format(i["name"] or "unnamed", i["digest"]) for i in images) or "nothing"
+        )
+    )
 
 
 class Engine:
@@ -142,8 +148,7 @@ class Engine:
         if left <= 0:
             raise Timeout("{0}: the time limit of {1} s ran out".format(what, self.params["timeout"]))
         try:
-            done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  timeout=left, check=False)
+            done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=left, check=False)
         except subprocess.TimeoutExpired:
             raise self.timed_out(what) from None
         out = done.stdout.decode("utf-8", "replace")
@@ -155,8 +160,7 @@ class Engine:
     def quiet(self, argv: list[str]) -> subprocess.CompletedProcess:
         """A cleanup command: never raises, bounded in time."""
         try:
-            return subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  timeout=QUIET_LIMIT, check=False)
+            return subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=QUIET_LIMIT, check=False)
         except subprocess.TimeoutExpired:
             return subprocess.CompletedProcess(argv, 124, b"", b"timed out")
 
@@ -164,8 +168,7 @@ class Engine:
         """An image command outside any container's time limit: it must succeed within QUIET_LIMIT."""
         done = self.quiet(argv)
         if done.returncode != 0:
-            raise RunFailed("{0} failed: {1}".format(what, engine_error(
-                done.stderr.decode("utf-8", "replace") or done.stdout.decode("utf-8", "replace"))))
+            raise RunFailed("{0} failed: {1}".format(what, engine_error(done.stderr.decode("utf-8", "replace") or done.stdout.decode("utf-8", "replace"))))
         return done.stdout.decode("utf-8", "replace")
 
     def ensure(self, ref: str, archive: str | None, pull: bool, check_mode: bool) -> dict[str, t.Any]:
@@ -253,17 +256,20 @@ class CRIEngine(Engine):
 
     def import_archive(self, path: str, ref: str) -> None:
         if self.params["engine"] != "containerd":
-            raise RunFailed("importing an archive into {0} is not supported: load the image with the engine's own "
-                            "tools or give a reachable registry (pull)".format(self.params["engine"]))
+            raise RunFailed(
+                "importing an archive into {0} is not supported: load the image with the engine's own tools or give a reachable registry (pull)".format(
+                    self.params["engine"]
+                )
+            )
         image = archive_image_for(path, ref)
-        self.must(self.ctr("images", "import", "--all-platforms", path),
-                  "ctr -n k8s.io images import {0}".format(path))
+        self.must(self.ctr("images", "import", "--all-platforms", path), "ctr -n k8s.io images import {0}".format(path))
         if image["name"] != cri_name(ref):
             # A pull by digest names the image name@digest; an import names it
             # by the archive's tag only, so CRI could not resolve the pinned
             # reference. Name it as the pull would.
-            self.must(self.ctr("images", "tag", "--force", image["name"], cri_name(ref)),
-                      "ctr -n k8s.io images tag {0} {1}".format(image["name"], cri_name(ref)))
+            self.must(
+                self.ctr("images", "tag", "--force", image["name"], cri_name(ref)), "ctr -n k8s.io images tag {0} {1}".format(image["name"], cri_name(ref))
+            )
 
     def pull(self, ref: str) -> None:
         self.must(self.crictl("pull", ref), "crictl pull {0}".format(ref))
@@ -334,8 +340,7 @@ class CRIEngine(Engine):
         container_file = os.path.join(workdir, name + ".json")
         with open(container_file, "w") as handle:
             json.dump(container, handle)
-        container_id = self.run(self.crictl("create", self.pod_id, container_file, self.pod_file), deadline,
-                                "crictl create (the GPU container)").strip()
+        container_id = self.run(self.crictl("create", self.pod_id, container_file, self.pod_file), deadline, "crictl create (the GPU container)").strip()
         created.append(container_id)  # removed by the caller, whatever happens next
         self.run(self.crictl("start", container_id), deadline, "crictl start (the GPU container)")
         return container_id
@@ -371,7 +376,6 @@ class CRIEngine(Engine):
 
 
 class DockerEngine(Engine):
-
     def docker(self, *args: str) -> list[str]:
         return [self.program("docker")] + list(args)
 
@@ -401,15 +405,13 @@ class DockerEngine(Engine):
 
     def start(self, image: str, cdi: list[str], deadline: float, workdir: str, created: list[str]) -> str:
         name = "gpufleet-workload-" + uuid.uuid4().hex[:10]
-        argv = ["run", "--detach", "--name", name, "--label", LABEL + "=true", "--network", "none",
-                "--pull", "never"]
+        argv = ["run", "--detach", "--name", name, "--label", LABEL + "=true", "--network", "none", "--pull", "never"]
         if self.params["runtime_handler"]:
             argv += ["--runtime", self.params["runtime_handler"]]
         for device in cdi:
             argv += ["--device", device]
         created.append(name)
-        self.run(self.docker(*argv, image, *self.params["hold_command"]), deadline,
-                 "docker run (the GPU container)")
+        self.run(self.docker(*argv, image, *self.params["hold_command"]), deadline, "docker run (the GPU container)")
         return name
 
     def exec(self, handle: str, argv: list[str], deadline: float, what: str) -> str:

@@ -69,6 +69,7 @@ class LoadedFile(t.NamedTuple):
 #    too, and 2.x migrates each older file before merging it (see `merge`), not before
 #    resolving its imports. `imports` is a []string in both (Config.Imports).
 
+
 def load_chain(main_path: str, skip: str) -> list[LoadedFile]:
     """The files containerd loads from `main_path`, in its order, without `skip` (see the rules above)."""
     chain: list[LoadedFile] = []
@@ -90,9 +91,11 @@ def load_chain(main_path: str, skip: str) -> list[LoadedFile]:
                 return []
             raise ContainerdConfigError("{0} is imported but does not exist; containerd would not start".format(path))
         except IsADirectoryError:
-            what = "is a directory, not a config file" if path == main_path else (
-                "is a directory that an 'imports' entry matches; containerd would read it as TOML and not start. "
-                "Narrow the pattern (e.g. '*.toml')")
+            what = (
+                "is a directory, not a config file"
+                if path == main_path
+                else ("is a directory that an 'imports' entry matches; containerd would read it as TOML and not start. Narrow the pattern (e.g. '*.toml')")
+            )
             raise ContainerdConfigError("{0} {1}".format(path, what)) from None
         except OSError as err:
             raise ContainerdConfigError("{0} cannot be read: {1}".format(path, err)) from None
@@ -110,8 +113,7 @@ def _imports_of(path: str, data: t.Mapping[str, t.Any]) -> list[str]:
     if imports is None:
         return []
     if not isinstance(imports, list) or not all(isinstance(entry, str) for entry in imports):
-        raise ContainerdConfigError("{0}: 'imports' must be an array of file paths (strings), got {1!r}; containerd "
-                                    "would not start".format(path, imports))
+        raise ContainerdConfigError("{0}: 'imports' must be an array of file paths (strings), got {1!r}; containerd would not start".format(path, imports))
     return imports
 
 
@@ -132,8 +134,9 @@ def resolve_imports(parent: str, imports: t.Sequence[str]) -> list[str]:
             try:
                 out.extend(_go_glob(path))
             except _BadPattern:
-                raise ContainerdConfigError("{0}: imports entry '{1}' is not a valid pattern (syntax error in "
-                                            "pattern); containerd would not start".format(parent, entry)) from None
+                raise ContainerdConfigError(
+                    "{0}: imports entry '{1}' is not a valid pattern (syntax error in pattern); containerd would not start".format(parent, entry)
+                ) from None
         else:
             out.append(path)
     return out
@@ -153,13 +156,15 @@ def import_covers(parent: str, imports: t.Sequence[str], target: str) -> bool:
                 if len(parts) == len(names) and all(_go_match(p, n) for p, n in zip(parts, names)):
                     return True
             except _BadPattern:
-                raise ContainerdConfigError("{0}: imports entry '{1}' is not a valid pattern (syntax error in "
-                                            "pattern); containerd would not start".format(parent, entry)) from None
+                raise ContainerdConfigError(
+                    "{0}: imports entry '{1}' is not a valid pattern (syntax error in pattern); containerd would not start".format(parent, entry)
+                ) from None
     return False
 
 
 # --- Go's path handling, for the rules above ----------------------------------------------------
 # Ported from Go's path/filepath (match.go: Match, Glob; path.go: Clean, Dir) for '/' systems.
+
 
 class _BadPattern(Exception):
     """Go's filepath.ErrBadPattern."""
@@ -223,7 +228,7 @@ def _go_match(pattern: str, name: str) -> bool:
             matched = False
             i = 0
             while i < len(name) and name[i] != "/":
-                rest, ok = _match_chunk(chunk, name[i + 1:])
+                rest, ok = _match_chunk(chunk, name[i + 1 :])
                 if ok and not (pattern == "" and rest):
                     name, matched = rest, True
                     break
@@ -311,6 +316,7 @@ def _get_esc(chunk: str) -> tuple[str, str]:
 
 # --- merging, as containerd does it -----------------------------------------------------------
 
+
 def _is_empty(value: t.Any) -> bool:
     """mergo's notion of a zero value: it never overrides with one."""
     return value is None or value is False or value == 0 or value == "" or value == [] or value == {}
@@ -366,6 +372,7 @@ def merge(chain: t.Sequence[LoadedFile], plugin_merge: str) -> dict[str, t.Any]:
 
 # --- our drop-in -------------------------------------------------------------------------------
 
+
 class DropInSpec(t.NamedTuple):
     config_version: int  # 2, 3 or 4
     plugin_merge: str  # MERGE_REPLACE or MERGE_DEEP
@@ -397,8 +404,7 @@ def base_runtime(cri: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
     return {}
 
 
-def drop_in_data(merged: t.Mapping[str, t.Any], spec: DropInSpec,
-                 defaults: t.Mapping[str, t.Any] | None = None) -> dict[str, t.Any]:
+def drop_in_data(merged: t.Mapping[str, t.Any], spec: DropInSpec, defaults: t.Mapping[str, t.Any] | None = None) -> dict[str, t.Any]:
     """The content of our drop-in, given what the other files configure.
 
     `defaults` is `containerd config default` as data: with whole-table
@@ -487,8 +493,7 @@ def effective_view(dump: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
     }
 
 
-_SECRET_KEY = re.compile(r"^(\s*(?:auth|password|identitytoken|identity_token|token|secret)\s*=\s*).*$",
-                         re.IGNORECASE | re.MULTILINE)
+_SECRET_KEY = re.compile(r"^(\s*(?:auth|password|identitytoken|identity_token|token|secret)\s*=\s*).*$", re.IGNORECASE | re.MULTILINE)
 
 
 def redact(text: str) -> str:
@@ -499,4 +504,4 @@ def redact(text: str) -> str:
 def preamble(text: str) -> str:
     """The top-level statements before the first table: where `version` and `imports` live."""
     statements = top_level_keys(text)
-    return text[:statements[-1].line_end] if statements else ""
+    return text[: statements[-1].line_end] if statements else ""

@@ -39,8 +39,7 @@ PCI_CLASS_BRIDGE_OTHER = "0x0680"  # how NVSwitches enumerate
 MAX_FILE_CONTENT = 64 * 1024
 
 # dpkg states in which the package's files are on disk.
-_DPKG_PRESENT = frozenset(("installed", "half-configured", "unpacked", "half-installed", "triggers-awaited",
-                           "triggers-pending"))
+_DPKG_PRESENT = frozenset(("installed", "half-configured", "unpacked", "half-installed", "triggers-awaited", "triggers-pending"))
 
 # dkms 3: "nvidia-current/535.261.03, 6.1.0-56-amd64, x86_64: installed"
 # dkms 2: "nvidia, 535.261.03, 6.1.0-56-amd64, x86_64: installed"
@@ -54,7 +53,7 @@ def kernel_release_of(vmlinuz: str) -> str | None:
     """`vmlinuz-6.1.0-56-amd64` -> `6.1.0-56-amd64`; rescue images are no kernels to boot into."""
     if not vmlinuz.startswith("vmlinuz-") or "rescue" in vmlinuz:
         return None
-    return vmlinuz[len("vmlinuz-"):] or None
+    return vmlinuz[len("vmlinuz-") :] or None
 
 
 def parse_dkms_status(text: str) -> list[dict[str, str | None]]:
@@ -74,18 +73,23 @@ RPM_QUERY_FORMAT = knowledge_packages.RPM_QUERY_FORMAT["value"]
 
 def parse_dpkg_query(text: str) -> list[dict[str, t.Any]]:
     """The packages in dpkg-query's DPKG_QUERY_FORMAT output whose files are on disk."""
-    return [{
-        "name": row["name"],
-        "version": row["version"],
-        "held": row["selection"] == "hold",
-        "configured": row["status"] == "installed",
-    } for row in knowledge_packages.dpkg_query_rows(text) if row["status"] in _DPKG_PRESENT]
+    return [
+        {
+            "name": row["name"],
+            "version": row["version"],
+            "held": row["selection"] == "hold",
+            "configured": row["status"] == "installed",
+        }
+        for row in knowledge_packages.dpkg_query_rows(text)
+        if row["status"] in _DPKG_PRESENT
+    ]
 
 
 def parse_rpm_query(text: str, locked: set[str]) -> list[dict[str, t.Any]]:
     """The packages in rpm's RPM_QUERY_FORMAT output; `locked` names are held."""
-    return [{"name": row["name"], "version": row["version"], "held": row["name"] in locked, "configured": True}
-            for row in knowledge_packages.rpm_query_rows(text)]
+    return [
+        {"name": row["name"], "version": row["version"], "held": row["name"] in locked, "configured": True} for row in knowledge_packages.rpm_query_rows(text)
+    ]
 
 
 def versionlock_names(text: str) -> set[str]:
@@ -106,14 +110,14 @@ def x509_certificates(esl: bytes) -> list[bytes]:
     certs = []
     offset = 0
     while offset + 28 <= len(esl):
-        sig_type = esl[offset:offset + 16]
+        sig_type = esl[offset : offset + 16]
         list_size, header_size, sig_size = struct.unpack_from("<III", esl, offset + 16)
         if list_size < 28 or offset + list_size > len(esl) or sig_size <= 16:
             break
         if sig_type == EFI_CERT_X509:
             start = offset + 28 + header_size
             while start + sig_size <= offset + list_size:
-                certs.append(esl[start + 16:start + sig_size])  # skip the owner GUID
+                certs.append(esl[start + 16 : start + sig_size])  # skip the owner GUID
                 start += sig_size
         offset += list_size
     return certs
@@ -182,8 +186,7 @@ class DriverStateReader:
             return []
         # The patterns are matched by the package manager; filter again so a
         # pattern-less call cannot return the whole system.
-        return sorted((p for p in found if any(fnmatch.fnmatchcase(p["name"], pat) for pat in patterns)),
-                      key=lambda p: p["name"])
+        return sorted((p for p in found if any(fnmatch.fnmatchcase(p["name"], pat) for pat in patterns)), key=lambda p: p["name"])
 
     # -- kernels ----------------------------------------------------------------------
     def running_kernel(self) -> str:
@@ -209,13 +212,15 @@ class DriverStateReader:
         installed = []
         for release in self.installed_kernels():
             module, version = self.module_version(release, module_names)
-            installed.append({
-                "release": release,
-                "running": release == running,
-                "headers": os.path.exists(self.path("lib/modules", release, "build", "Makefile")),
-                "module": module,
-                "module_version": version,
-            })
+            installed.append(
+                {
+                    "release": release,
+                    "running": release == running,
+                    "headers": os.path.exists(self.path("lib/modules", release, "build", "Makefile")),
+                    "module": module,
+                    "module_version": version,
+                }
+            )
         return {
             "running": running,
             "running_installed": any(k["running"] for k in installed),
@@ -316,8 +321,9 @@ class DriverStateReader:
         return found
 
     # -- everything ------------------------------------------------------------------------
-    def read(self, patterns: list[str], module_names: list[str], mok_certificate: str | None,
-             files: list[str] | None = None, units: list[str] | None = None) -> dict[str, t.Any]:
+    def read(
+        self, patterns: list[str], module_names: list[str], mok_certificate: str | None, files: list[str] | None = None, units: list[str] | None = None
+    ) -> dict[str, t.Any]:
         manager = self.package_manager()
         loaded = self.loaded_modules()
         return {

@@ -30,10 +30,26 @@ STATUS_VALUE = {"pass": 0, "warn": 1, "critical": 2}
 # Checks of one GPU and checks of the node, in report order. The names are
 # also the `check` label of the metrics.
 GPU_CHECKS = (
-    "gpu_lost", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate", "ecc_corrected_volatile",
-    "retired_pages_pending", "retired_pages", "remap_pending", "remap_failure", "remap_uncorrectable",
-    "recovery_action", "pcie_width", "pcie_gen", "pcie_replay", "nvlink_down", "fabric", "temperature",
-    "clock_events", "power", "xid", "fallen_off_bus",
+    "gpu_lost",
+    "ecc_uncorrected_volatile",
+    "ecc_uncorrected_aggregate",
+    "ecc_corrected_volatile",
+    "retired_pages_pending",
+    "retired_pages",
+    "remap_pending",
+    "remap_failure",
+    "remap_uncorrectable",
+    "recovery_action",
+    "pcie_width",
+    "pcie_gen",
+    "pcie_replay",
+    "nvlink_down",
+    "fabric",
+    "temperature",
+    "clock_events",
+    "power",
+    "xid",
+    "fallen_off_bus",
 )
 NODE_CHECKS = ("gpu_count", "service_persistenced", "service_fabricmanager", "xid", "fallen_off_bus")
 CHECKS = ("gpu_count",) + GPU_CHECKS + ("service_persistenced", "service_fabricmanager")
@@ -43,9 +59,17 @@ SERVICES = {"service_persistenced": "nvidia-persistenced", "service_fabricmanage
 # cooling, not by its work or its settings (gpu_idle, applications_clocks_setting,
 # sw_power_cap, sync_boost and display_clock_setting are normal operation).
 SLOWDOWN_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown")
-CLOCK_EVENT_REASONS = ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",
-                       "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown",
-                       "display_clock_setting")
+CLOCK_EVENT_REASONS = (
+    "gpu_idle",
+    "applications_clocks_setting",
+    "sw_power_cap",
+    "hw_slowdown",
+    "sync_boost",
+    "sw_thermal_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "display_clock_setting",
+)
 
 _XIDS = {row["xid"]: row for row in _kb.XID_CATALOG}
 _RECOVERY = {row["value"]: row for row in _kb.RECOVERY_ACTIONS}
@@ -60,12 +84,14 @@ _HEX = "[0-9a-fA-F]"
 # drivers before the open modules printed "Xid (0000:01:00)" without "PCI:".
 _XID_LINE = re.compile(
     r"NVRM: Xid \((?:PCI:)?(?P<domain>{h}{{4,8}}):(?P<bus>{h}{{2}}):(?P<device>{h}{{2}})(?:\.(?P<function>{h}))?"
-    r"[^)]*\): (?P<xid>\d+)(?:,\s*(?P<rest>.*))?$".format(h=_HEX))
+    r"[^)]*\): (?P<xid>\d+)(?:,\s*(?P<rest>.*))?$".format(h=_HEX)
+)
 # "NVRM: GPU 0000:07:00.0: GPU has fallen off the bus." (osinit.c) and the
 # older "NVRM: GPU at 0000:01:00.0 has fallen off the bus.".
 _FALLEN_LINE = re.compile(
     r"NVRM: GPU (?:at )?(?:PCI:)?(?P<domain>{h}{{4,8}}):(?P<bus>{h}{{2}}):(?P<device>{h}{{2}})\.(?P<function>{h})"
-    r"(?::| ).*fallen off the bus".format(h=_HEX))
+    r"(?::| ).*fallen off the bus".format(h=_HEX)
+)
 # A /dev/kmsg record's dictionary lines (" SUBSYSTEM=pci") follow it, indented by one space.
 _KMSG_DICTIONARY = re.compile(r"^ [A-Z0-9_]+=")
 
@@ -148,32 +174,35 @@ def parse_kernel_log(text: t.Any) -> list[dict[str, t.Any]]:
     for line in text.splitlines():
         if _KMSG_DICTIONARY.match(line) or "NVRM:" not in line:
             continue
-        message = line[line.index("NVRM:"):].strip()
+        message = line[line.index("NVRM:") :].strip()
         xid_match = _XID_LINE.search(message)
         if xid_match:
             xid = int(xid_match.group("xid"))
-            events.append({
-                "xid": xid,
-                "bus_id": _bus_id_of(xid_match),
-                "message": message,
-                "fallen_off_bus": xid == 79 or "fallen off the bus" in (xid_match.group("rest") or ""),
-            })
+            events.append(
+                {
+                    "xid": xid,
+                    "bus_id": _bus_id_of(xid_match),
+                    "message": message,
+                    "fallen_off_bus": xid == 79 or "fallen off the bus" in (xid_match.group("rest") or ""),
+                }
+            )
             continue
         fallen_match = _FALLEN_LINE.search(message)
         if fallen_match:
-            events.append({"xid": None, "bus_id": _bus_id_of(fallen_match), "message": message,
-                           "fallen_off_bus": True})
+            events.append({"xid": None, "bus_id": _bus_id_of(fallen_match), "message": message, "fallen_off_bus": True})
     return events
 
 
 def _bus_id_of(match: t.Match[str]) -> str:
-    return canonical_bus_id(int(match.group("domain"), 16), int(match.group("bus"), 16),
-                            int(match.group("device"), 16), int(match.group("function") or "0", 16))
+    return canonical_bus_id(
+        int(match.group("domain"), 16), int(match.group("bus"), 16), int(match.group("device"), 16), int(match.group("function") or "0", 16)
+    )
 
 
 # --------------------------------------------------------------------------
 # Policy
 # --------------------------------------------------------------------------
+
 
 def _xids_of(severity: str) -> list[int]:
     return sorted(row["xid"] for row in _kb.XID_CATALOG if row["severity"] == severity)
@@ -278,8 +307,7 @@ def policy_errors(variables: t.Any, prefix: str = PREFIX) -> list[str]:
         value = variables[name]
         full = prefix + str(name)
         if name not in POLICY_DEFAULTS:
-            errors.append("{0}: unknown health variable; known: {1}".format(
-                full, ", ".join(prefix + known for known in sorted(POLICY_DEFAULTS))))
+            errors.append("{0}: unknown health variable; known: {1}".format(full, ", ".join(prefix + known for known in sorted(POLICY_DEFAULTS))))
         elif value is None:
             continue
         elif name in _SEVERITY_VARS and value not in SEVERITIES:
@@ -287,8 +315,7 @@ def policy_errors(variables: t.Any, prefix: str = PREFIX) -> list[str]:
         elif name in _COUNT_VARS and (not _is_int(value) or value < 0):
             errors.append("{0}: '{1}' must be a whole number of 0 or more".format(full, value))
         elif name == "gpu_count_expected" and (not _is_int(value) or value < 0):
-            errors.append("{0}: '{1}' must be the number of GPUs the node has, or null for no check".format(
-                full, value))
+            errors.append("{0}: '{1}' must be the number of GPUs the node has, or null for no check".format(full, value))
         elif name == "gpu_lost_action" and value not in ACTIONS:
             errors.append("{0}: '{1}' is not an action: set one of {2}".format(full, value, ", ".join(ACTIONS)))
         elif name in ("xid_ignore", "xid_critical"):
@@ -298,25 +325,22 @@ def policy_errors(variables: t.Any, prefix: str = PREFIX) -> list[str]:
         elif name == "clock_events_reasons":
             unknown = [r for r in value if r not in CLOCK_EVENT_REASONS] if isinstance(value, list) else value
             if unknown:
-                errors.append("{0}: {1!r} are not clock event reasons: list names of {2}".format(
-                    full, unknown, ", ".join(CLOCK_EVENT_REASONS)))
+                errors.append("{0}: {1!r} are not clock event reasons: list names of {2}".format(full, unknown, ", ".join(CLOCK_EVENT_REASONS)))
         elif name == "recovery_action_map":
-            if not isinstance(value, dict) or not all(
-                    (_is_int(k) or (isinstance(k, str) and k.isdigit())) and v in ACTIONS for k, v in value.items()):
-                errors.append("{0}: expected a mapping of recovery action values (0-5) to actions ({1})".format(
-                    full, ", ".join(ACTIONS)))
+            if not isinstance(value, dict) or not all((_is_int(k) or (isinstance(k, str) and k.isdigit())) and v in ACTIONS for k, v in value.items()):
+                errors.append("{0}: expected a mapping of recovery action values (0-5) to actions ({1})".format(full, ", ".join(ACTIONS)))
     ignore = set(str(x) for x in variables.get("xid_ignore") or POLICY_DEFAULTS["xid_ignore"])
     critical = set(str(x) for x in variables.get("xid_critical") or POLICY_DEFAULTS["xid_critical"])
     both = sorted(ignore & critical, key=lambda x: int(x) if x.isdigit() else 0)
     if both and not errors:
-        errors.append("{0}xid_ignore and {0}xid_critical both list Xid {1}: keep each Xid in one list".format(
-            prefix, ", ".join(both)))
+        errors.append("{0}xid_ignore and {0}xid_critical both list Xid {1}: keep each Xid in one list".format(prefix, ", ".join(both)))
     return errors
 
 
 # --------------------------------------------------------------------------
 # Judgement
 # --------------------------------------------------------------------------
+
 
 def _gpu_label(gpu: dict[str, t.Any]) -> dict[str, t.Any]:
     pci = gpu.get("pci") or {}
@@ -326,8 +350,7 @@ def _gpu_label(gpu: dict[str, t.Any]) -> dict[str, t.Any]:
 def _name(gpu: dict[str, t.Any] | None) -> str:
     if gpu is None:
         return "the node"
-    return "GPU {0} ({1}, PCI {2})".format(
-        gpu.get("index"), gpu.get("uuid") or "UUID unknown", gpu.get("bus_id") or "bus id unknown")
+    return "GPU {0} ({1}, PCI {2})".format(gpu.get("index"), gpu.get("uuid") or "UUID unknown", gpu.get("bus_id") or "bus id unknown")
 
 
 _DO = {
@@ -354,7 +377,7 @@ def parse_systemctl_show(text: t.Any) -> dict[str, dict[str, str]]:
         properties = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
         unit = properties.get("Id", "")
         if unit:
-            units[unit[:-len(".service")] if unit.endswith(".service") else unit] = properties
+            units[unit[: -len(".service")] if unit.endswith(".service") else unit] = properties
     return units
 
 
@@ -373,15 +396,13 @@ def service_states(show: str, persistenced: bool, fabricmanager: bool) -> dict[s
     states = {}
     for unit in SERVICES.values():
         found = units.get(unit) or {}
-        wanted = persistenced if unit == "nvidia-persistenced" else (
-            fabricmanager or found.get("UnitFileState") == "enabled")
+        wanted = persistenced if unit == "nvidia-persistenced" else (fabricmanager or found.get("UnitFileState") == "enabled")
         if wanted:
             states[unit] = "" if found.get("LoadState") == "not-found" else found.get("ActiveState", "")
     return states
 
 
-def _finding(check: str, severity: str, gpu: dict[str, t.Any] | None, seen: str, action: str,
-             advice: str = "") -> dict[str, t.Any]:
+def _finding(check: str, severity: str, gpu: dict[str, t.Any] | None, seen: str, action: str, advice: str = "") -> dict[str, t.Any]:
     what = _DO[action].format(index=gpu.get("index") if gpu else "")
     message = "{0}: {1} on {2}; {3}{4}".format(check, seen, _name(gpu), what, advice)
     return {"check": check, "severity": severity, "gpu": gpu, "seen": seen, "action": action, "message": message}
@@ -394,8 +415,7 @@ class _Judge:
         self.policy = policy
         self.findings: list[dict[str, t.Any]] = []
 
-    def add(self, check: str, gpu: dict[str, t.Any] | None, seen: str, action: str, severity: str | None = None,
-            advice: str = "") -> None:
+    def add(self, check: str, gpu: dict[str, t.Any] | None, seen: str, action: str, severity: str | None = None, advice: str = "") -> None:
         severity = severity or self.policy[check]
         if severity != "ignore":
             self.findings.append(_finding(check, severity, gpu, seen, action, advice))
@@ -411,8 +431,13 @@ class _Judge:
         health = gpu.get("health")
         if gpu.get("lost"):
             action = self.driver_action(health or {}, self.policy["gpu_lost_action"])
-            self.add("gpu_lost", who, "NVML reports the GPU lost (NVML_ERROR_GPU_IS_LOST)", action,
-                     advice="; if it is lost again after the reboot, reseat it or send it for repair")
+            self.add(
+                "gpu_lost",
+                who,
+                "NVML reports the GPU lost (NVML_ERROR_GPU_IS_LOST)",
+                action,
+                advice="; if it is lost again after the reboot, reseat it or send it for repair",
+            )
             return
         if not isinstance(health, dict):
             return
@@ -429,105 +454,129 @@ class _Judge:
         aggregate = ecc.get("aggregate") or {}
         reset = self.driver_action(health, "reset_gpu")
         if _positive(volatile.get("uncorrected")):
-            self.add("ecc_uncorrected_volatile", who,
-                     "{0} uncorrectable ECC errors since the driver loaded".format(volatile["uncorrected"]), reset)
+            self.add("ecc_uncorrected_volatile", who, "{0} uncorrectable ECC errors since the driver loaded".format(volatile["uncorrected"]), reset)
         if _positive(aggregate.get("uncorrected")):
-            self.add("ecc_uncorrected_aggregate", who,
-                     "{0} uncorrectable ECC errors over the GPU's life".format(aggregate["uncorrected"]), "none")
+            self.add("ecc_uncorrected_aggregate", who, "{0} uncorrectable ECC errors over the GPU's life".format(aggregate["uncorrected"]), "none")
         limit = self.policy["ecc_corrected_volatile_max"]
         if _is_int(volatile.get("corrected")) and volatile["corrected"] > limit:
-            self.add("ecc_corrected_volatile", who, "{0} corrected ECC errors since the driver loaded (more than "
-                     "{1})".format(volatile["corrected"], limit), "none")
+            self.add(
+                "ecc_corrected_volatile", who, "{0} corrected ECC errors since the driver loaded (more than {1})".format(volatile["corrected"], limit), "none"
+            )
 
     def memory(self, health: dict[str, t.Any], who: dict[str, t.Any]) -> None:
         retired = health.get("retired_pages") or {}
         remapped = health.get("remapped_rows") or {}
         reset = self.driver_action(health, "reset_gpu")
         if retired.get("pending") is True:
-            self.add("retired_pages_pending", who, "a page retirement is pending (takes effect at the next reset)",
-                     reset)
-        total = sum(value for value in (retired.get("single_bit_ecc"), retired.get("double_bit_ecc"))
-                    if _is_int(value))
+            self.add("retired_pages_pending", who, "a page retirement is pending (takes effect at the next reset)", reset)
+        total = sum(value for value in (retired.get("single_bit_ecc"), retired.get("double_bit_ecc")) if _is_int(value))
         if total > 0 and total >= self.policy["retired_pages_max"]:
-            self.add("retired_pages", who, "{0} retired pages ({1} single-bit, {2} double-bit; limit {3})".format(
-                total, retired.get("single_bit_ecc"), retired.get("double_bit_ecc"),
-                self.policy["retired_pages_max"]), "drain_and_repair")
+            self.add(
+                "retired_pages",
+                who,
+                "{0} retired pages ({1} single-bit, {2} double-bit; limit {3})".format(
+                    total, retired.get("single_bit_ecc"), retired.get("double_bit_ecc"), self.policy["retired_pages_max"]
+                ),
+                "drain_and_repair",
+            )
         if remapped.get("pending") is True:
             self.add("remap_pending", who, "a row remap is pending (takes effect at the next GPU reset)", reset)
         if remapped.get("failure") is True:
-            self.add("remap_failure", who, "a row remap failed: the memory cannot repair itself any more",
-                     self.driver_action(health, "drain_and_repair"))
+            self.add("remap_failure", who, "a row remap failed: the memory cannot repair itself any more", self.driver_action(health, "drain_and_repair"))
         if _positive(remapped.get("uncorrectable")):
-            self.add("remap_uncorrectable", who,
-                     "{0} rows remapped after uncorrectable errors".format(remapped["uncorrectable"]), "none")
+            self.add("remap_uncorrectable", who, "{0} rows remapped after uncorrectable errors".format(remapped["uncorrectable"]), "none")
 
     def recovery(self, health: dict[str, t.Any], who: dict[str, t.Any]) -> None:
         value = health.get("recovery_action")
         if not _is_int(value) or value == 0:
             return
         row = _RECOVERY.get(value)
-        says = "{0} ({1})".format(row["name"], row["driver_says"]) if row else "an action this collection " \
-            "does not know ({0})".format(value)
-        self.add("recovery_action", who, "the driver asks for recovery: {0}".format(says),
-                 self.policy["recovery_action_map"].get(value, "drain_and_repair"))
+        says = "{0} ({1})".format(row["name"], row["driver_says"]) if row else "an action this collection does not know ({0})".format(value)
+        self.add("recovery_action", who, "the driver asks for recovery: {0}".format(says), self.policy["recovery_action_map"].get(value, "drain_and_repair"))
 
     def pcie(self, health: dict[str, t.Any], who: dict[str, t.Any]) -> None:
         pcie = health.get("pcie") or {}
         width, width_max = pcie.get("width_current"), pcie.get("width_max")
         if _is_int(width) and _is_int(width_max) and width < width_max:
-            self.add("pcie_width", who, "PCIe link trained at x{0}, the GPU and slot allow x{1}".format(
-                width, width_max), "reseat")
+            self.add("pcie_width", who, "PCIe link trained at x{0}, the GPU and slot allow x{1}".format(width, width_max), "reseat")
         gen, gen_max = pcie.get("gen_current"), pcie.get("gen_max")
         if _is_int(gen) and _is_int(gen_max) and gen < gen_max:
-            self.add("pcie_gen", who, "PCIe link at gen{0}, the GPU and slot allow gen{1} (idle GPUs lower it)".format(
-                gen, gen_max), "none")
+            self.add("pcie_gen", who, "PCIe link at gen{0}, the GPU and slot allow gen{1} (idle GPUs lower it)".format(gen, gen_max), "none")
         replay = pcie.get("replay_counter")
         if _is_int(replay) and replay > self.policy["pcie_replay_max"]:
-            self.add("pcie_replay", who, "{0} PCIe replays (more than {1})".format(
-                replay, self.policy["pcie_replay_max"]), "reseat")
+            self.add("pcie_replay", who, "{0} PCIe replays (more than {1})".format(replay, self.policy["pcie_replay_max"]), "reseat")
 
     def links(self, health: dict[str, t.Any], who: dict[str, t.Any]) -> None:
         nvlink = health.get("nvlink") or []
         down = sorted(link.get("link") for link in nvlink if isinstance(link, dict) and link.get("active") is False)
         if down:
-            self.add("nvlink_down", who, "NVLink links {0} of {1} are down".format(
-                ", ".join(str(link) for link in down), len(nvlink)), self.driver_action(health, "reset_gpu"))
+            self.add(
+                "nvlink_down",
+                who,
+                "NVLink links {0} of {1} are down".format(", ".join(str(link) for link in down), len(nvlink)),
+                self.driver_action(health, "reset_gpu"),
+            )
         fabric = health.get("fabric")
         if isinstance(fabric, dict) and fabric.get("state") not in (None, "not_supported"):
             status = fabric.get("status")
             failed = status is not None and str(status).lower() not in ("success", "nvml_success")
             if fabric.get("state") != "completed":
-                self.add("fabric", who, "GPU fabric registration is {0}".format(fabric["state"]), "restart_service",
-                         severity="warn", advice=" (nvidia-fabricmanager), then check again")
+                self.add(
+                    "fabric",
+                    who,
+                    "GPU fabric registration is {0}".format(fabric["state"]),
+                    "restart_service",
+                    severity="warn",
+                    advice=" (nvidia-fabricmanager), then check again",
+                )
             elif failed:
-                self.add("fabric", who, "GPU fabric registration completed with status {0}".format(status),
-                         "restart_service", advice=" (nvidia-fabricmanager); if it fails again, reset the GPU")
+                self.add(
+                    "fabric",
+                    who,
+                    "GPU fabric registration completed with status {0}".format(status),
+                    "restart_service",
+                    advice=" (nvidia-fabricmanager); if it fails again, reset the GPU",
+                )
 
     def environment(self, health: dict[str, t.Any], who: dict[str, t.Any]) -> None:
         temperature = health.get("temperature") or {}
         current, slowdown, shutdown = (temperature.get(key) for key in ("current_c", "slowdown_c", "shutdown_c"))
         margin = self.policy["temperature_margin_c"]
         if _is_int(current) and _is_int(shutdown) and current >= shutdown - margin:
-            self.add("temperature", who, "{0} °C, within {1} °C of the shutdown threshold {2} °C".format(
-                current, margin, shutdown), "reseat", severity="critical",
-                advice=" after checking the cooling (fans, airflow, heat sink)")
+            self.add(
+                "temperature",
+                who,
+                "{0} °C, within {1} °C of the shutdown threshold {2} °C".format(current, margin, shutdown),
+                "reseat",
+                severity="critical",
+                advice=" after checking the cooling (fans, airflow, heat sink)",
+            )
         elif _is_int(current) and _is_int(slowdown) and current >= slowdown - margin:
-            self.add("temperature", who, "{0} °C, within {1} °C of the slowdown threshold {2} °C".format(
-                current, margin, slowdown), "none", advice=" and check the cooling (fans, airflow)")
+            self.add(
+                "temperature",
+                who,
+                "{0} °C, within {1} °C of the slowdown threshold {2} °C".format(current, margin, slowdown),
+                "none",
+                advice=" and check the cooling (fans, airflow)",
+            )
         clocks = health.get("clock_event_reasons")
-        active = [reason for reason in ((clocks or {}).get("active") or [])
-                  if reason in self.policy["clock_events_reasons"]]
+        active = [reason for reason in ((clocks or {}).get("active") or []) if reason in self.policy["clock_events_reasons"]]
         if active:
-            self.add("clock_events", who, "clocks slowed by {0}".format(", ".join(sorted(active))), "none",
-                     advice=" and check cooling and power delivery")
+            self.add("clock_events", who, "clocks slowed by {0}".format(", ".join(sorted(active))), "none", advice=" and check cooling and power delivery")
         power = health.get("power") or {}
         draw, limit = power.get("draw_w"), power.get("limit_w")
         if isinstance(draw, (int, float)) and isinstance(limit, (int, float)) and limit > 0 and draw > limit:
-            self.add("power", who, "drawing {0} W over its enforced limit {1} W".format(draw, limit), "none",
-                     advice=" and check the power limit settings and power delivery")
+            self.add(
+                "power",
+                who,
+                "drawing {0} W over its enforced limit {1} W".format(draw, limit),
+                "none",
+                advice=" and check the power limit settings and power delivery",
+            )
 
-    def kernel_events(self, events: list[dict[str, t.Any]], by_bus: dict[tuple[int, int, int], dict[str, t.Any]],
-                      healths: dict[tuple[int, int, int], dict[str, t.Any]]) -> None:
+    def kernel_events(
+        self, events: list[dict[str, t.Any]], by_bus: dict[tuple[int, int, int], dict[str, t.Any]], healths: dict[tuple[int, int, int], dict[str, t.Any]]
+    ) -> None:
         grouped: dict[tuple[t.Any, ...], list[dict[str, t.Any]]] = {}
         for event in events:
             key = bus_key(event.get("bus_id"))
@@ -542,8 +591,7 @@ class _Judge:
             row = _XIDS.get(xid)
             meaning = row["meaning"] if row else "not in the collection's Xid catalog"
             action = self.driver_action(healths.get(key) or {}, row["action"] if row else "none")
-            seen = "Xid {0} ({1}) {2} time{3} since boot, last: {4}".format(
-                xid, meaning, len(group), "" if len(group) == 1 else "s", group[-1]["message"])
+            seen = "Xid {0} ({1}) {2} time{3} since boot, last: {4}".format(xid, meaning, len(group), "" if len(group) == 1 else "s", group[-1]["message"])
             if who is None:
                 seen += " (bus {0} is no GPU NVML reports)".format(group[-1]["bus_id"])
             self.add("xid", who, seen, action, severity=severity)
@@ -554,24 +602,40 @@ class _Judge:
                 continue
             who = by_bus.get(key) if key else None
             seen = "the kernel log says the GPU at {0} fell off the bus ({1} time{2}): {3}".format(
-                group[-1]["bus_id"], len(group), "" if len(group) == 1 else "s", group[-1]["message"])
-            self.add("fallen_off_bus", who, seen, self.driver_action(healths.get(key) or {}, "reboot"),
-                     advice="; if it falls off again, reseat the GPU or send it for repair")
+                group[-1]["bus_id"], len(group), "" if len(group) == 1 else "s", group[-1]["message"]
+            )
+            self.add(
+                "fallen_off_bus",
+                who,
+                seen,
+                self.driver_action(healths.get(key) or {}, "reboot"),
+                advice="; if it falls off again, reseat the GPU or send it for repair",
+            )
 
     def node(self, gpus: list[dict[str, t.Any]], services: dict[str, t.Any]) -> None:
         expected = self.policy["gpu_count_expected"]
         if expected is not None and len(gpus) != expected:
-            self.add("gpu_count", None, "{0} GPUs visible to NVML, {1} expected".format(len(gpus), expected),
-                     "reseat" if len(gpus) < expected else "none",
-                     advice="; a GPU missing after a reboot is unseated, unpowered or failed" if len(gpus) < expected
-                     else "; set verify_health_gpu_count to this node's GPU count")
+            self.add(
+                "gpu_count",
+                None,
+                "{0} GPUs visible to NVML, {1} expected".format(len(gpus), expected),
+                "reseat" if len(gpus) < expected else "none",
+                advice="; a GPU missing after a reboot is unseated, unpowered or failed"
+                if len(gpus) < expected
+                else "; set verify_health_gpu_count to this node's GPU count",
+            )
         for check, unit in SERVICES.items():
             if unit not in services:
                 continue
             state = services[unit]
             if state != "active":
-                self.add(check, None, "{0} is {1}".format(unit, state or "not installed"), "restart_service",
-                         advice=" (systemctl restart {0}; journalctl -u {0} says why it stopped)".format(unit))
+                self.add(
+                    check,
+                    None,
+                    "{0} is {1}".format(unit, state or "not installed"),
+                    "restart_service",
+                    advice=" (systemctl restart {0}; journalctl -u {0} says why it stopped)".format(unit),
+                )
 
 
 def _event_group_order(item: tuple[tuple[t.Any, ...], t.Any]) -> tuple[str, str, int]:
@@ -585,8 +649,7 @@ def _positive(value: t.Any) -> bool:
 
 def _gpus(nvml_facts: t.Any) -> list[dict[str, t.Any]]:
     if not isinstance(nvml_facts, dict):
-        raise ValueError("expected the nvml_info facts (a mapping with 'gpus'), got {0}".format(
-            type(nvml_facts).__name__))
+        raise ValueError("expected the nvml_info facts (a mapping with 'gpus'), got {0}".format(type(nvml_facts).__name__))
     gpus = nvml_facts.get("gpus") or []
     if not isinstance(gpus, list) or not all(isinstance(gpu, dict) for gpu in gpus):
         raise ValueError("nvml.gpus: expected a list of GPU mappings from nvml_info")
@@ -602,8 +665,7 @@ def judge(nvml_facts: t.Any, xid_events: t.Any, services: t.Any, policy: HealthP
     if services is None:
         services = {}
     if not isinstance(services, dict):
-        raise ValueError("services: expected a mapping of unit name to state, got {0}".format(
-            type(services).__name__))
+        raise ValueError("services: expected a mapping of unit name to state, got {0}".format(type(services).__name__))
     events = list(xid_events or [])
     judgement = _Judge(policy)
     by_bus: dict[tuple[int, int, int], dict[str, t.Any]] = {}
@@ -656,8 +718,7 @@ _METRIC_HELP = {
     "gpufleet_gpu_pcie_link_max_generation": "Maximum PCIe link generation of the GPU and its slot.",
     "gpufleet_gpu_nvlink_links": "NVLink links the GPU reports.",
     "gpufleet_gpu_nvlink_links_active": "NVLink links that are active.",
-    "gpufleet_gpu_xid_events": "Xid records of this Xid in the kernel log buffer now (it drops old records, "
-                               "so this is not a counter).",
+    "gpufleet_gpu_xid_events": "Xid records of this Xid in the kernel log buffer now (it drops old records, so this is not a counter).",
 }
 _METRIC_TYPE = {name: "counter" if name.endswith("_total") else "gauge" for name in _METRIC_HELP}
 
@@ -695,14 +756,11 @@ def metrics_text(nvml_facts: t.Any, findings: t.Any, xid_events: t.Any = None) -
         if key is not None:
             by_bus[key] = labels
         for check in GPU_CHECKS:
-            samples["gpufleet_gpu_health_status"].append(_sample(
-                "gpufleet_gpu_health_status", dict(labels, check=check), status.get((check, who["index"]), 0)))
+            samples["gpufleet_gpu_health_status"].append(_sample("gpufleet_gpu_health_status", dict(labels, check=check), status.get((check, who["index"]), 0)))
         _gpu_values(samples, labels, gpu.get("health"))
     for check in NODE_CHECKS:
-        samples["gpufleet_node_health_check_status"].append(_sample(
-            "gpufleet_node_health_check_status", {"check": check}, status.get((check, None), 0)))
-    samples["gpufleet_node_health_status"].append(_sample(
-        "gpufleet_node_health_status", {}, max(status.values(), default=0)))
+        samples["gpufleet_node_health_check_status"].append(_sample("gpufleet_node_health_check_status", {"check": check}, status.get((check, None), 0)))
+    samples["gpufleet_node_health_status"].append(_sample("gpufleet_node_health_status", {}, max(status.values(), default=0)))
     counts: dict[tuple[t.Any, ...], int] = {}
     for event in xid_events or []:
         if event.get("xid") is None:

@@ -29,49 +29,53 @@ import datetime
 import re
 import typing as t
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge.packages import version_packages
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import (
     cuda as _cuda,
+)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import (
     drivers as _drivers,
+)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import (
     engines as _engines,
+)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import (
     gpus as _gpus,
+)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import (
     kubernetes as _kubernetes,
+)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import (
     toolkit as _toolkit,
 )
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge.packages import version_packages
 
 # =============================================================================
 # Views of the knowledge base (the rules' shapes; the rows live in _knowledge)
 # =============================================================================
 
 # (CUDA release, label, minimum driver or None where not verified), newest first.
-CUDA_TOOLKIT_DRIVERS: tuple[tuple[str, str, str | None], ...] = tuple(
-    (row["cuda"], row["label"], row["driver"]) for row in _cuda.CUDA_DRIVERS)
+CUDA_TOOLKIT_DRIVERS: tuple[tuple[str, str, str | None], ...] = tuple((row["cuda"], row["label"], row["driver"]) for row in _cuda.CUDA_DRIVERS)
 CUDA_STATUS: dict[str, str] = {row["cuda"]: row.get("status", "V") for row in _cuda.CUDA_DRIVERS}
 CUDA_BUILD_NUMBERED_FROM: tuple[int, ...] = tuple(int(p) for p in _cuda.BUILD_NUMBERED_FROM["value"].split("."))
 CUDA_MVC_FLOORS: dict[int, str] = {row["major"]: row["driver"] for row in _cuda.MVC_FLOORS}
-CUDA_MVC_FIRST_MINOR: dict[int, int] = {row["major"]: row["first_minor"] for row in _cuda.MVC_FLOORS
-                                        if row["first_minor"]}
+CUDA_MVC_FIRST_MINOR: dict[int, int] = {row["major"]: row["first_minor"] for row in _cuda.MVC_FLOORS if row["first_minor"]}
 DRIVER_BRANCHES: dict[str, dict[str, t.Any]] = {
-    row["branch"]: {key: row.get(key) for key in ("type", "eol", "note", "status", "source")}
-    for row in _drivers.DRIVER_BRANCHES}
+    row["branch"]: {key: row.get(key) for key in ("type", "eol", "note", "status", "source")} for row in _drivers.DRIVER_BRANCHES
+}
 BRANCH_TYPES: dict[str, str] = {row["type"]: row["name"] for row in _drivers.BRANCH_TYPES}
 # (name, first CUDA, last driver branch), oldest -> newest.
-ARCHITECTURES: tuple[tuple[str, str | None, str | None], ...] = tuple(
-    (row["name"], row["first_cuda"], row["last_branch"]) for row in _gpus.ARCHITECTURES)
+ARCHITECTURES: tuple[tuple[str, str | None, str | None], ...] = tuple((row["name"], row["first_cuda"], row["last_branch"]) for row in _gpus.ARCHITECTURES)
 ARCHITECTURE_NAMES = tuple(row[0] for row in ARCHITECTURES)
 # architecture: the last CUDA major that targets it (absent: ongoing).
-ARCHITECTURE_LAST_CUDA: dict[str, int] = {row["name"]: int(row["last_cuda"]) for row in _gpus.ARCHITECTURES
-                                          if row.get("last_cuda")}
-FORWARD_COMPAT_FIRST_CUDA: tuple[int, ...] = tuple(
-    int(p) for p in _cuda.FORWARD_COMPAT["value"]["first_cuda"].split("."))
+ARCHITECTURE_LAST_CUDA: dict[str, int] = {row["name"]: int(row["last_cuda"]) for row in _gpus.ARCHITECTURES if row.get("last_cuda")}
+FORWARD_COMPAT_FIRST_CUDA: tuple[int, ...] = tuple(int(p) for p in _cuda.FORWARD_COMPAT["value"]["first_cuda"].split("."))
 FORWARD_COMPAT_SAME_BRANCH: str = _cuda.FORWARD_COMPAT["value"]["same_branch"]
 KERNEL_MODULE_FLAVOURS: tuple[dict[str, t.Any], ...] = _drivers.KERNEL_MODULE_FLAVOURS
 OPEN_MODULES_FIRST_BRANCH: str = _drivers.OPEN_MODULES_FIRST_BRANCH["value"]
 OPEN_MODULES_DEFAULT_BRANCH: str = _drivers.OPEN_MODULES_DEFAULT_BRANCH["value"]
 GPU_MODELS: tuple[dict[str, t.Any], ...] = _gpus.GPU_MODELS
 # (feature, first version, what it is)
-CTK_FEATURES: tuple[tuple[str, str, str], ...] = tuple(
-    (row["feature"], row["first"], row["what"]) for row in _toolkit.CTK_FEATURES)
+CTK_FEATURES: tuple[tuple[str, str, str], ...] = tuple((row["feature"], row["first"], row["what"]) for row in _toolkit.CTK_FEATURES)
 CTK_CVE_FLOORS: tuple[dict[str, t.Any], ...] = _toolkit.CTK_CVE_FLOORS
 # engine: ((first version, CDI support from that version on), ...), ascending
 ENGINE_CDI: dict[str, tuple[tuple[str, str], ...]] = {}
@@ -79,16 +83,15 @@ for _row in _engines.ENGINE_CDI:
     ENGINE_CDI[_row["engine"]] = ENGINE_CDI.get(_row["engine"], ()) + ((_row["first"], _row["support"]),)
 ENGINES = tuple(ENGINE_CDI)
 CRICTL_GROUPS: tuple[tuple[tuple[int, ...], tuple[int, ...] | None], ...] = tuple(
-    (tuple(int(p) for p in row["first"].split(".")),
-     tuple(int(p) for p in row["last"].split(".")) if row["last"] else None)
-    for row in _kubernetes.CRICTL_GROUPS)
+    (tuple(int(p) for p in row["first"].split(".")), tuple(int(p) for p in row["last"].split(".")) if row["last"] else None)
+    for row in _kubernetes.CRICTL_GROUPS
+)
 
 # Where each rule's facts come from: the knowledge tables it reads (each of
 # their rows names its own source; findings made from one row carry that
 # row's source).
 SOURCES: dict[str, str] = {
-    "cuda_driver": "_knowledge.cuda CUDA_DRIVERS, MVC_FLOORS: " + _cuda.CUDA_DRIVERS[-1]["source"] + " ; "
-                   + _cuda.MVC_FLOORS[0]["source"],
+    "cuda_driver": "_knowledge.cuda CUDA_DRIVERS, MVC_FLOORS: " + _cuda.CUDA_DRIVERS[-1]["source"] + " ; " + _cuda.MVC_FLOORS[0]["source"],
     "cuda_forward_compat": _cuda.FORWARD_COMPAT["source"],
     "branch_lifecycle": "_knowledge.drivers DRIVER_BRANCHES: " + _drivers.BRANCH_TYPES[0]["source"],
     "driver_security": "_knowledge.drivers DRIVER_SECURITY_BULLETINS (each row: its bulletin)",
@@ -106,7 +109,7 @@ SOURCES: dict[str, str] = {
     "declaration": "gpufleet.nvidia team interfaces (role variables)",
     "gpu_model": "_knowledge.gpus GPU_MODELS",
     "cuda_image": "_knowledge.cuda CUDA_DRIVERS, FORWARD_COMPAT ; _knowledge.gpus ARCHITECTURES (last_cuda), "
-                  "GPU_MODELS (data_center): " + _gpus.ARCHITECTURES[0]["source"],
+    "GPU_MODELS (data_center): " + _gpus.ARCHITECTURES[0]["source"],
 }
 
 # The verdicts of a CUDA image judged against a node (Matrix.judge_cuda_image).
@@ -238,7 +241,7 @@ def flavours_for(architecture: str, grace: bool = False) -> tuple[str, ...]:
 
 
 def gpu_kind(architecture: str, grace: bool, style: str = "key") -> str:
-    """"grace_hopper" / "Grace Hopper" where a Grace rule applies, else the architecture."""
+    """ "grace_hopper" / "Grace Hopper" where a Grace rule applies, else the architecture."""
     special = grace and any(row["architecture"] == architecture and row.get("grace") for row in KERNEL_MODULE_FLAVOURS)
     if not special:
         return architecture
@@ -300,7 +303,7 @@ class Driver:
         """
         right = parse_version(operand)
         if self.version is not None:
-            return _OPERATORS[operator](self.version[:len(right)], right)
+            return _OPERATORS[operator](self.version[: len(right)], right)
         if len(right) == 1 or self.branch != right[0]:
             return _OPERATORS[operator]((self.branch,), right[:1])
         return None
@@ -318,8 +321,16 @@ def _normalise_name(name: str) -> str:
 class Gpu:
     """One GPU: from NVML facts (authoritative) or a declared model name."""
 
-    def __init__(self, label: str, name: str, architecture: str, model: dict[str, t.Any] | None,
-                 mig_capable: bool | None, pci_device_id: str | None = None, index: int | None = None) -> None:
+    def __init__(
+        self,
+        label: str,
+        name: str,
+        architecture: str,
+        model: dict[str, t.Any] | None,
+        mig_capable: bool | None,
+        pci_device_id: str | None = None,
+        index: int | None = None,
+    ) -> None:
         self.label = label
         self.name = name
         self.architecture = architecture
@@ -352,8 +363,7 @@ class Gpu:
 # =============================================================================
 
 
-def finding(rule: str, severity: str, subject: str, message: str, fix: str, layer: str,
-            source: str | None = None) -> dict[str, str]:
+def finding(rule: str, severity: str, subject: str, message: str, fix: str, layer: str, source: str | None = None) -> dict[str, str]:
     return {
         "rule": rule,
         "severity": severity,
@@ -522,8 +532,7 @@ class CustomRule:
         parsed = []
         for field, raw in conditions.items():
             if field not in CUSTOM_FIELDS:
-                raise MatrixError("custom rule {0}: unknown field `{1}` in `{2}` (known: {3})".format(
-                    self.id, field, key, ", ".join(sorted(CUSTOM_FIELDS))))
+                raise MatrixError("custom rule {0}: unknown field `{1}` in `{2}` (known: {3})".format(self.id, field, key, ", ".join(sorted(CUSTOM_FIELDS))))
             values = raw if isinstance(raw, list) else [raw]
             alternatives = []
             for value in values:
@@ -533,11 +542,9 @@ class CustomRule:
                     try:
                         parse_version(operand)
                     except MatrixError:
-                        raise MatrixError("custom rule {0}: `{1}: {2}` is not a version condition".format(
-                            self.id, field, value)) from None
+                        raise MatrixError("custom rule {0}: `{1}: {2}` is not a version condition".format(self.id, field, value)) from None
                 elif operator not in ("==", "!="):
-                    raise MatrixError("custom rule {0}: `{1}` compares text; use a value or a list".format(
-                        self.id, field))
+                    raise MatrixError("custom rule {0}: `{1}` compares text; use a value or a list".format(self.id, field))
                 alternatives.append((operator, operand))
             parsed.append((field, alternatives))
         return parsed
@@ -575,12 +582,11 @@ class CustomRule:
             left = value if isinstance(value, tuple) else parse_version(value)
             right = parse_version(operand)
             # "1.33" means the whole minor: compare on the operand's precision.
-            return _OPERATORS[operator](left[:len(right)], right)
+            return _OPERATORS[operator](left[: len(right)], right)
         same = str(value).lower() == operand.lower()
         return same if operator == "==" else not same
 
-    def _field_holds(self, view: NodeView, field: str, alternatives: list[tuple[str, t.Any]],
-                     every: bool) -> bool | None:
+    def _field_holds(self, view: NodeView, field: str, alternatives: list[tuple[str, t.Any]], every: bool) -> bool | None:
         values = self._values(view, field)
         if values is None:
             return None
@@ -610,16 +616,29 @@ class CustomRule:
             holds = self._field_holds(view, field, alternatives, every=True)
             wanted = " or ".join("{0} {1}".format(op, operand) for op, operand in alternatives)
             if holds is False:
-                found.append(finding(
-                    "custom:" + self.id, self.severity, field,
-                    "{0} ({1} must be {2})".format(self.message, field, wanted),
-                    self.fix, self.layer, "custom rule"))
+                found.append(
+                    finding(
+                        "custom:" + self.id,
+                        self.severity,
+                        field,
+                        "{0} ({1} must be {2})".format(self.message, field, wanted),
+                        self.fix,
+                        self.layer,
+                        "custom rule",
+                    )
+                )
             elif holds is None:
-                found.append(finding(
-                    "custom:" + self.id, "warning" if self.severity == "error" else self.severity, field,
-                    "{0}: cannot tell whether {1} is {2} from what is declared".format(self.message, field, wanted),
-                    self.fix or "declare {0} precisely (e.g. pin driver_version)".format(field),
-                    self.layer, "custom rule"))
+                found.append(
+                    finding(
+                        "custom:" + self.id,
+                        "warning" if self.severity == "error" else self.severity,
+                        field,
+                        "{0}: cannot tell whether {1} is {2} from what is declared".format(self.message, field, wanted),
+                        self.fix or "declare {0} precisely (e.g. pin driver_version)".format(field),
+                        self.layer,
+                        "custom rule",
+                    )
+                )
         return found
 
 
@@ -635,22 +654,25 @@ def _builtin_cuda_rows() -> dict[tuple[int, ...], tuple[str, tuple[int, ...] | N
     """The knowledge base's CUDA rows, parsed once per process: every host's Matrix starts from them, and the
     controller parses them before it forks its workers (the action plugin builds a Matrix at import)."""
     if "cuda" not in _BUILTIN:
-        _BUILTIN["cuda"] = {parse_version(cuda): (label, parse_version(driver) if driver else None)
-                            for cuda, label, driver in CUDA_TOOLKIT_DRIVERS}
+        _BUILTIN["cuda"] = {parse_version(cuda): (label, parse_version(driver) if driver else None) for cuda, label, driver in CUDA_TOOLKIT_DRIVERS}
     return _BUILTIN["cuda"]
 
 
 class Matrix:
     """The tables (built in, plus user rows) and the rules over them."""
 
-    def __init__(self, tables: dict[str, t.Any] | None = None, custom_rules: t.Iterable[t.Any] = (),
-                 today: datetime.date | None = None, eol_warning_days: int = 180,
-                 ignore_rules: t.Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        tables: dict[str, t.Any] | None = None,
+        custom_rules: t.Iterable[t.Any] = (),
+        today: datetime.date | None = None,
+        eol_warning_days: int = 180,
+        ignore_rules: t.Iterable[str] = (),
+    ) -> None:
         tables = tables or {}
         unknown = sorted(set(tables) - {"cuda_drivers", "branches", "gpu_models"})
         if unknown:
-            raise MatrixError("tables: unknown table(s) {0} (known: branches, cuda_drivers, gpu_models)".format(
-                ", ".join(unknown)))
+            raise MatrixError("tables: unknown table(s) {0} (known: branches, cuda_drivers, gpu_models)".format(", ".join(unknown)))
         self.cuda_drivers = self._cuda_rows(tables.get("cuda_drivers") or [])
         self.branches = self._branch_rows(tables.get("branches") or [])
         self.gpu_models = self._gpu_rows(tables.get("gpu_models") or [])
@@ -668,8 +690,7 @@ class Matrix:
                 raise MatrixError("tables.cuda_drivers: each row needs `cuda` and `driver`, got {0!r}".format(row))
             cuda = parse_version(row["cuda"])
             if len(cuda) < 2:
-                raise MatrixError("tables.cuda_drivers: `cuda` must be major.minor[.patch], got {0!r}".format(
-                    row["cuda"]))
+                raise MatrixError("tables.cuda_drivers: `cuda` must be major.minor[.patch], got {0!r}".format(row["cuda"]))
             if len(cuda) == 2:
                 # "13.4" names the GA release: 13.4.1 from the build-numbered releases on.
                 cuda = cuda + ((1,) if cuda >= CUDA_BUILD_NUMBERED_FROM else (0,))
@@ -685,13 +706,16 @@ class Matrix:
                 raise MatrixError("tables.branches: each row needs `branch`, got {0!r}".format(row))
             eol = row.get("eol")
             if eol not in (None, "ended") and not re.match(r"^\d{4}-\d{2}$", str(eol)):
-                raise MatrixError("tables.branches: `eol` of R{0} must be YYYY-MM, 'ended' or null".format(
-                    row["branch"]))
+                raise MatrixError("tables.branches: `eol` of R{0} must be YYYY-MM, 'ended' or null".format(row["branch"]))
             if row.get("type", "PB") not in BRANCH_TYPES:
-                raise MatrixError("tables.branches: `type` of R{0} must be one of {1}".format(
-                    row["branch"], ", ".join(BRANCH_TYPES)))
-            rows[driver_branch(row["branch"])] = {"type": row.get("type", "PB"), "eol": eol, "note": row.get("note"),
-                                                  "status": "V", "source": "tables.branches"}
+                raise MatrixError("tables.branches: `type` of R{0} must be one of {1}".format(row["branch"], ", ".join(BRANCH_TYPES)))
+            rows[driver_branch(row["branch"])] = {
+                "type": row.get("type", "PB"),
+                "eol": eol,
+                "note": row.get("note"),
+                "status": "V",
+                "source": "tables.branches",
+            }
         return rows
 
     @staticmethod
@@ -699,19 +723,15 @@ class Matrix:
         rows = []
         for row in extra:
             if not isinstance(row, dict) or not row.get("model") or not row.get("architecture"):
-                raise MatrixError("tables.gpu_models: each row needs `model` and `architecture`, got {0!r}".format(
-                    row))
+                raise MatrixError("tables.gpu_models: each row needs `model` and `architecture`, got {0!r}".format(row))
             if row["architecture"] not in ARCHITECTURE_NAMES:
-                raise MatrixError("tables.gpu_models: architecture of {0} must be one of {1}".format(
-                    row["model"], ", ".join(ARCHITECTURE_NAMES)))
+                raise MatrixError("tables.gpu_models: architecture of {0} must be one of {1}".format(row["model"], ", ".join(ARCHITECTURE_NAMES)))
             pattern = row.get("match") or r"\b{0}\b".format(re.escape(_normalise_name(str(row["model"]))))
             try:
                 re.compile(pattern)
             except re.error as exc:
-                raise MatrixError("tables.gpu_models: `match` of {0} is not a regular expression: {1}".format(
-                    row["model"], exc)) from None
-            merged = {"grace": False, "data_center": None, "mig": None, "mig_min_driver": None, "mig_units": None,
-                      "source": "tables.gpu_models"}
+                raise MatrixError("tables.gpu_models: `match` of {0} is not a regular expression: {1}".format(row["model"], exc)) from None
+            merged = {"grace": False, "data_center": None, "mig": None, "mig_min_driver": None, "mig_units": None, "source": "tables.gpu_models"}
             merged.update(row)
             merged["match"] = pattern
             rows.append(merged)
@@ -745,29 +765,27 @@ class Matrix:
         release = (parts + (0,))[:3]
         if release in self.cuda_drivers:
             return release, self.cuda_drivers[release][1], self._unread(release)
-        older = [r for r in same_minor if r < release and self.cuda_drivers[r][1] is not None] or \
-            [r for r in same_minor if r < release]
+        older = [r for r in same_minor if r < release and self.cuda_drivers[r][1] is not None] or [r for r in same_minor if r < release]
         if not older:
             return release, self.cuda_drivers[same_minor[0]][1], ""
         note = ""
         if release[:2] >= CUDA_BUILD_NUMBERED_FROM:
             # A build of a known release, not an update: the floor of the
             # newest known release at or below it holds.
-            note = ("CUDA {0} is not in the matrix: from CUDA {1} the third number is a build number, not an "
-                    "update; the floor of CUDA {2} ({3}) is used".format(
-                        version_text(release), version_text(CUDA_BUILD_NUMBERED_FROM), version_text(older[-1]),
-                        self.cuda_drivers[older[-1]][0]))
+            note = "CUDA {0} is not in the matrix: from CUDA {1} the third number is a build number, not an update; the floor of CUDA {2} ({3}) is used".format(
+                version_text(release), version_text(CUDA_BUILD_NUMBERED_FROM), version_text(older[-1]), self.cuda_drivers[older[-1]][0]
+            )
         elif release > same_minor[-1]:
             note = "CUDA {0} is newer than the newest {1} release in the matrix ({2}); its driver floor may be higher".format(
-                version_text(release), version_text(parts[:2]), version_text(same_minor[-1]))
+                version_text(release), version_text(parts[:2]), version_text(same_minor[-1])
+            )
         return release, self.cuda_drivers[older[-1]][1], note
 
     def _unread(self, release: tuple[int, ...]) -> str:
         """The note for a known release whose minimum driver was not read ("" otherwise)."""
         if self.cuda_drivers[release][1] is not None:
             return ""
-        return "the minimum driver of CUDA {0} ({1}) is not verified yet".format(
-            version_text(release), self.cuda_drivers[release][0])
+        return "the minimum driver of CUDA {0} ({1}) is not verified yet".format(version_text(release), self.cuda_drivers[release][0])
 
     def min_driver(self, cuda: str, compat: str = "full") -> str | None:
         """Minimum driver for a CUDA version: full support, or `minor` (MVC floor)."""
@@ -787,16 +805,14 @@ class Matrix:
     def max_cuda(self, driver: str) -> str | None:
         """The newest CUDA major.minor whose release driver the given driver satisfies."""
         version = parse_version(driver)
-        satisfied = [release for release, (_label, minimum) in self.cuda_drivers.items()
-                     if minimum is not None and version >= minimum]
+        satisfied = [release for release, (_label, minimum) in self.cuda_drivers.items() if minimum is not None and version >= minimum]
         return version_text(max(satisfied)[:2]) if satisfied else None
 
     def branch_status(self, branch: str) -> dict[str, t.Any]:
         """Type and lifecycle of a branch as of `today`."""
         key = driver_branch(branch)
         info = self.branches.get(key)
-        result: dict[str, t.Any] = {"branch": key, "type": None, "eol": None, "status": "unknown", "days_left": None,
-                                    "note": None}
+        result: dict[str, t.Any] = {"branch": key, "type": None, "eol": None, "status": "unknown", "days_left": None, "note": None}
         if info is None:
             return result
         result.update(type=info["type"], eol=info["eol"], note=info.get("note"))
@@ -894,14 +910,27 @@ class Matrix:
                 architecture = model["architecture"]
             mig = fact.get("mig") or {}
             pci = fact.get("pci") or {}
-            gpus.append(Gpu(
-                "GPU {0} ({1})".format(fact.get("index"), name), name, architecture, model,
-                bool(mig.get("capable")), pci.get("device_id"), fact.get("index")))
+            gpus.append(
+                Gpu(
+                    "GPU {0} ({1})".format(fact.get("index"), name),
+                    name,
+                    architecture,
+                    model,
+                    bool(mig.get("capable")),
+                    pci.get("device_id"),
+                    fact.get("index"),
+                )
+            )
         return gpus
 
-    def view(self, desired: dict[str, t.Any] | None = None, installed: dict[str, t.Any] | None = None,
-             cuda_versions: t.Iterable[str] = (), target: str = "desired",
-             cuda_compat: bool = False) -> tuple[NodeView, list[dict[str, str]]]:
+    def view(
+        self,
+        desired: dict[str, t.Any] | None = None,
+        installed: dict[str, t.Any] | None = None,
+        cuda_versions: t.Iterable[str] = (),
+        target: str = "desired",
+        cuda_compat: bool = False,
+    ) -> tuple[NodeView, list[dict[str, str]]]:
         """Normalise declarations and facts; return the view and declaration findings."""
         desired = desired or {}
         installed = installed or {}
@@ -911,8 +940,7 @@ class Matrix:
         view = NodeView()
         view.target = target
         # Declared, or (judging a node) a cuda-compat package is installed.
-        view.cuda_compat = bool(cuda_compat) or (target == "installed" and bool(
-            package_version(packages, PACKAGE_NAMES["cuda_compat"])))
+        view.cuda_compat = bool(cuda_compat) or (target == "installed" and bool(package_version(packages, PACKAGE_NAMES["cuda_compat"])))
         found: list[dict[str, str]] = []
 
         def bad(subject: str, message: str, fix: str, layer: str) -> None:
@@ -932,33 +960,48 @@ class Matrix:
             view.gpus = self.gpus_from_nvml(nvml)
             view.gpu_source = "nvml"
         elif desired.get("driver_gpu_models"):
-            view.gpus = [self.gpu_from_name(name, "declared GPU '{0}'".format(name))
-                         for name in desired["driver_gpu_models"]]
+            view.gpus = [self.gpu_from_name(name, "declared GPU '{0}'".format(name)) for name in desired["driver_gpu_models"]]
             view.gpu_source = "declared"
         for gpu in view.gpus:
             if gpu.architecture == "unknown":
-                found.append(finding(
-                    "gpu_model", "warning", gpu.label,
-                    "{0}: the matrix does not know this GPU's architecture, so no architecture rule checks it".format(
-                        gpu.label),
-                    "add it to the matrix tables (gpu_models: [{{model: ..., architecture: ...}}]) or name an "
-                    "architecture ({0})".format(", ".join(ARCHITECTURE_NAMES)), "driver"))
+                found.append(
+                    finding(
+                        "gpu_model",
+                        "warning",
+                        gpu.label,
+                        "{0}: the matrix does not know this GPU's architecture, so no architecture rule checks it".format(gpu.label),
+                        "add it to the matrix tables (gpu_models: [{{model: ..., architecture: ...}}]) or name an architecture ({0})".format(
+                            ", ".join(ARCHITECTURE_NAMES)
+                        ),
+                        "driver",
+                    )
+                )
 
         for cuda in cuda_versions or []:
             if not re.match(r"^\d+\.\d+(\.\d+)?$", str(cuda).strip()):
-                bad("cuda_versions", "CUDA version '{0}' is not major.minor[.patch]".format(cuda),
-                    "list the CUDA versions of your images like \"12.4\" or \"12.4.1\"", "driver")
+                bad(
+                    "cuda_versions",
+                    "CUDA version '{0}' is not major.minor[.patch]".format(cuda),
+                    'list the CUDA versions of your images like "12.4" or "12.4.1"',
+                    "driver",
+                )
             else:
                 view.cuda_versions.append(str(cuda).strip())
 
         if target == "desired":
             self._desired_driver(view, desired, bad)
-            view.toolkit = version_of("container_toolkit_version", desired.get("container_toolkit_version"),
-                                      "set container_toolkit_version to a release such as \"1.20.1\"",
-                                      "container_toolkit")
-            view.crictl = version_of("crictl_version", desired.get("crictl_version"),
-                                     "set crictl_version like \"v1.33.0\", or \"\" to derive it from "
-                                     "crictl_kubernetes_version", "crictl")
+            view.toolkit = version_of(
+                "container_toolkit_version",
+                desired.get("container_toolkit_version"),
+                'set container_toolkit_version to a release such as "1.20.1"',
+                "container_toolkit",
+            )
+            view.crictl = version_of(
+                "crictl_version",
+                desired.get("crictl_version"),
+                'set crictl_version like "v1.33.0", or "" to derive it from crictl_kubernetes_version',
+                "crictl",
+            )
         else:
             loaded = nvml.get("driver_version") if nvml.get("status") == "ok" else None
             loaded = loaded or versions.get("driver")
@@ -966,23 +1009,26 @@ class Matrix:
                 view.driver = Driver(version=loaded)
             view.driver_state = "present" if view.driver else "absent"
             view.kernel_module = versions.get("kernel_module") or None
-            view.toolkit = version_of("container_toolkit", versions.get("container_toolkit") or package_version(
-                packages, PACKAGE_NAMES["container_toolkit"]), "", "container_toolkit")
-            view.crictl = version_of("crictl", versions.get("crictl") or package_version(
-                packages, PACKAGE_NAMES["crictl"]), "", "crictl")
-            view.fabricmanager = version_of("fabricmanager", versions.get("fabricmanager") or package_version(
-                packages, PACKAGE_NAMES["fabricmanager"]), "", "driver")
+            view.toolkit = version_of(
+                "container_toolkit", versions.get("container_toolkit") or package_version(packages, PACKAGE_NAMES["container_toolkit"]), "", "container_toolkit"
+            )
+            view.crictl = version_of("crictl", versions.get("crictl") or package_version(packages, PACKAGE_NAMES["crictl"]), "", "crictl")
+            view.fabricmanager = version_of(
+                "fabricmanager", versions.get("fabricmanager") or package_version(packages, PACKAGE_NAMES["fabricmanager"]), "", "driver"
+            )
 
         engine = desired.get("container_runtime_engine")
         if engine:
             if engine not in ENGINES:
-                bad("container_runtime_engine", "container_runtime_engine '{0}' is not one of {1}".format(
-                    engine, ", ".join(ENGINES)), "use containerd, docker or crio", "container_runtime")
+                bad(
+                    "container_runtime_engine",
+                    "container_runtime_engine '{0}' is not one of {1}".format(engine, ", ".join(ENGINES)),
+                    "use containerd, docker or crio",
+                    "container_runtime",
+                )
             else:
                 view.engine = engine
-                view.engine_version = version_of(
-                    engine, versions.get(engine) or package_version(packages, PACKAGE_NAMES[engine]),
-                    "", "container_runtime")
+                view.engine_version = version_of(engine, versions.get(engine) or package_version(packages, PACKAGE_NAMES[engine]), "", "container_runtime")
         view.cdi_wanted = bool(desired.get("container_runtime_cdi"))
         view.cdi_managed = bool(desired.get("cdi_spec_dir"))
         view.device_name_strategies = _words(desired.get("cdi_device_name_strategy"))
@@ -992,13 +1038,15 @@ class Matrix:
 
         kubernetes = desired.get("crictl_kubernetes_version")
         if kubernetes not in (None, ""):
-            parts = version_of("crictl_kubernetes_version", kubernetes,
-                               "set crictl_kubernetes_version to the cluster's minor, e.g. \"1.33\"", "crictl")
+            parts = version_of("crictl_kubernetes_version", kubernetes, 'set crictl_kubernetes_version to the cluster\'s minor, e.g. "1.33"', "crictl")
             if parts is not None:
                 if len(parts) < 2 or parts[0] != 1:
-                    bad("crictl_kubernetes_version",
+                    bad(
+                        "crictl_kubernetes_version",
                         "crictl_kubernetes_version '{0}' is not a Kubernetes 1.x minor".format(kubernetes),
-                        "set crictl_kubernetes_version to the cluster's minor, e.g. \"1.33\"", "crictl")
+                        'set crictl_kubernetes_version to the cluster\'s minor, e.g. "1.33"',
+                        "crictl",
+                    )
                 else:
                     view.kubernetes = parts[:2]
 
@@ -1012,27 +1060,28 @@ class Matrix:
     def _desired_driver(view: NodeView, desired: dict[str, t.Any], bad: t.Callable[..., None]) -> None:
         view.driver_state = desired.get("driver_state") or "present"
         if view.driver_state not in ("present", "absent"):
-            bad("driver_state", "driver_state '{0}' is not present or absent".format(view.driver_state),
-                "set driver_state to present or absent", "driver")
+            bad("driver_state", "driver_state '{0}' is not present or absent".format(view.driver_state), "set driver_state to present or absent", "driver")
         module = desired.get("driver_kernel_module")
         if module:
             if module not in ("auto", "open", "proprietary"):
-                bad("driver_kernel_module", "driver_kernel_module '{0}' is not auto, open or proprietary".format(
-                    module), "set driver_kernel_module to auto, open or proprietary", "driver")
+                bad(
+                    "driver_kernel_module",
+                    "driver_kernel_module '{0}' is not auto, open or proprietary".format(module),
+                    "set driver_kernel_module to auto, open or proprietary",
+                    "driver",
+                )
             else:
                 view.kernel_module = module
         version = str(desired.get("driver_version") or "").strip()
         branch = str(desired.get("driver_branch") or "").strip()
-        fix_version = "set driver_version to a full release such as \"580.95.05\", or \"\" to follow driver_branch"
-        fix_branch = "set driver_branch to a branch number such as \"580\""
+        fix_version = 'set driver_version to a full release such as "580.95.05", or "" to follow driver_branch'
+        fix_branch = 'set driver_branch to a branch number such as "580"'
         ok = True
         if version and not re.match(r"^\d{3}\.\d+(\.\d+)?$", version):
-            bad("driver_version", "driver_version '{0}' is not a driver release (NNN.NN[.NN])".format(version),
-                fix_version, "driver")
+            bad("driver_version", "driver_version '{0}' is not a driver release (NNN.NN[.NN])".format(version), fix_version, "driver")
             ok = False
         if branch and not re.match(r"^\d{3}$", branch):
-            bad("driver_branch", "driver_branch '{0}' is not a branch number (three digits)".format(branch),
-                fix_branch, "driver")
+            bad("driver_branch", "driver_branch '{0}' is not a branch number (three digits)".format(branch), fix_branch, "driver")
             ok = False
         # As in the driver role, an exact driver_version decides the branch;
         # driver_branch (often just the role default) then plays no part.
@@ -1040,9 +1089,14 @@ class Matrix:
             view.driver = Driver(version=version or None, branch=driver_branch(version) if version else branch)
 
     # -- evaluation ---------------------------------------------------------------
-    def evaluate(self, desired: dict[str, t.Any] | None = None, installed: dict[str, t.Any] | None = None,
-                 cuda_versions: t.Iterable[str] = (), target: str = "desired",
-                 cuda_compat: bool = False) -> tuple[NodeView, list[dict[str, str]]]:
+    def evaluate(
+        self,
+        desired: dict[str, t.Any] | None = None,
+        installed: dict[str, t.Any] | None = None,
+        cuda_versions: t.Iterable[str] = (),
+        target: str = "desired",
+        cuda_compat: bool = False,
+    ) -> tuple[NodeView, list[dict[str, str]]]:
         """All findings for one node, most severe first.
 
         cuda_compat: the images (or the node) carry NVIDIA's cuda-compat
@@ -1050,18 +1104,28 @@ class Matrix:
         compatibility.
         """
         view, found = self.view(desired, installed, cuda_versions, target, cuda_compat)
-        for rule in (self._cuda_driver, self._branch_lifecycle, self._driver_security, self._architecture_branch, self._kernel_module,
-                     self._mig, self._container_toolkit, self._toolkit_cves, self._cdi_spec_version,
-                     self._engine_cdi, self._engine_lifecycle, self._device_plugin_runtime, self._crictl_skew,
-                     self._fabricmanager):
+        for rule in (
+            self._cuda_driver,
+            self._branch_lifecycle,
+            self._driver_security,
+            self._architecture_branch,
+            self._kernel_module,
+            self._mig,
+            self._container_toolkit,
+            self._toolkit_cves,
+            self._cdi_spec_version,
+            self._engine_cdi,
+            self._engine_lifecycle,
+            self._device_plugin_runtime,
+            self._crictl_skew,
+            self._fabricmanager,
+        ):
             found.extend(rule(view))
         for custom in self.custom_rules:
             found.extend(custom.evaluate(view))
-        found = [f for f in found if f["rule"] not in self.ignore_rules
-                 and f["rule"].split(":", 1)[-1] not in self.ignore_rules]
+        found = [f for f in found if f["rule"] not in self.ignore_rules and f["rule"].split(":", 1)[-1] not in self.ignore_rules]
         unique = {(f["rule"], f["subject"], f["message"]): f for f in found}
-        ordered = sorted(unique.values(),
-                         key=lambda f: (-SEVERITIES.index(f["severity"]), f["layer"], f["rule"], f["subject"]))
+        ordered = sorted(unique.values(), key=lambda f: (-SEVERITIES.index(f["severity"]), f["layer"], f["rule"], f["subject"]))
         return view, ordered
 
     def _cuda_driver(self, view: NodeView) -> list[dict[str, str]]:
@@ -1077,18 +1141,28 @@ class Matrix:
             if parts[1] >= CUDA_MVC_FIRST_MINOR.get(parts[0], 0):
                 floor = CUDA_MVC_FLOORS.get(parts[0])
             if full is None and floor is None:
-                found.append(finding(
-                    "cuda_driver", "warning", subject,
-                    "{0}, and CUDA {1}.x has no known compatibility floor: the driver cannot be checked".format(
-                        note, parts[0]),
-                    "add a row to the matrix tables (cuda_drivers: [{cuda: \"" + cuda + "\", driver: ...}])",
-                    "driver"))
+                found.append(
+                    finding(
+                        "cuda_driver",
+                        "warning",
+                        subject,
+                        "{0}, and CUDA {1}.x has no known compatibility floor: the driver cannot be checked".format(note, parts[0]),
+                        'add a row to the matrix tables (cuda_drivers: [{cuda: "' + cuda + '", driver: ...}])',
+                        "driver",
+                    )
+                )
                 continue
             if note:
-                found.append(finding(
-                    "cuda_driver", "warning", subject, note,
-                    "add the release's driver to the matrix tables (cuda_drivers) once NVIDIA publishes it",
-                    "driver"))
+                found.append(
+                    finding(
+                        "cuda_driver",
+                        "warning",
+                        subject,
+                        note,
+                        "add the release's driver to the matrix tables (cuda_drivers) once NVIDIA publishes it",
+                        "driver",
+                    )
+                )
             need = version_text(full) if full else None
             full_ok = driver.at_least(need) if need else False
             floor_ok = driver.at_least(floor) if floor else False
@@ -1097,29 +1171,48 @@ class Matrix:
                 # compatibility floor is all that can be said (the note warns).
                 continue
             if full_ok is None:
-                found.append(finding(
-                    "cuda_driver", "info", subject,
-                    "{0} needs driver {1} or newer; only {2} releases from {1} on qualify".format(subject, need, driver),
-                    "pin driver_version to {0} or newer to be sure".format(need), "driver"))
+                found.append(
+                    finding(
+                        "cuda_driver",
+                        "info",
+                        subject,
+                        "{0} needs driver {1} or newer; only {2} releases from {1} on qualify".format(subject, need, driver),
+                        "pin driver_version to {0} or newer to be sure".format(need),
+                        "driver",
+                    )
+                )
             elif floor_ok is not False:
                 maybe = "" if floor_ok else " (only {0} releases from {1} on)".format(driver, floor)
-                candidate = " (an unverified floor)" if CUDA_STATUS.get(
-                    version_text(self.cuda_release(cuda)[0])) == "U" else ""
-                found.append(finding(
-                    "cuda_driver", "warning", subject,
-                    "driver {0} runs {1} only through minor version compatibility{2}: a limited feature set{3}".format(
-                        driver, subject, maybe,
-                        "; full support needs {0} or newer{1}".format(need, candidate) if need else ""),
-                    "use driver {0} or newer".format(need) if need else "use a newer driver", "driver"))
+                candidate = " (an unverified floor)" if CUDA_STATUS.get(version_text(self.cuda_release(cuda)[0])) == "U" else ""
+                found.append(
+                    finding(
+                        "cuda_driver",
+                        "warning",
+                        subject,
+                        "driver {0} runs {1} only through minor version compatibility{2}: a limited feature set{3}".format(
+                            driver, subject, maybe, "; full support needs {0} or newer{1}".format(need, candidate) if need else ""
+                        ),
+                        "use driver {0} or newer".format(need) if need else "use a newer driver",
+                        "driver",
+                    )
+                )
             else:
                 forward, why_not = self._forward_compat(view)
                 if forward:
-                    found.append(finding(
-                        "cuda_forward_compat", "info", subject,
-                        "driver {0} runs {1} through forward compatibility (the cuda-compat package of {1}; "
-                        "natively it needs {2} or newer)".format(driver, subject, need or floor),
-                        "nothing to do while the images or the node carry cuda-compat for {0}; a driver of branch "
-                        "{1} or newer runs it natively".format(subject, driver_branch(floor or need)), "driver"))
+                    found.append(
+                        finding(
+                            "cuda_forward_compat",
+                            "info",
+                            subject,
+                            "driver {0} runs {1} through forward compatibility (the cuda-compat package of {1}; natively it needs {2} or newer)".format(
+                                driver, subject, need or floor
+                            ),
+                            "nothing to do while the images or the node carry cuda-compat for {0}; a driver of branch {1} or newer runs it natively".format(
+                                subject, driver_branch(floor or need)
+                            ),
+                            "driver",
+                        )
+                    )
                     continue
                 floor_note = ""
                 if floor and need and parse_version(floor) < parse_version(need):
@@ -1127,15 +1220,23 @@ class Matrix:
                 # An unverified release floor only warns; the major's
                 # compatibility floor (verified) still makes this an error.
                 unverified = CUDA_STATUS.get(version_text(self.cuda_release(cuda)[0])) == "U" and floor is None
-                found.append(finding(
-                    "cuda_driver", "warning" if unverified else "error", subject,
-                    "driver {0} cannot run {1}: it needs {2} or newer{3}{4}{5}".format(
-                        driver, subject, need or floor, floor_note, why_not,
-                        " (unverified floor: a warning only)" if unverified else ""),
-                    "use a driver of branch {0} or newer, or build the images with an older CUDA{1}".format(
-                        driver_branch(floor or need),
-                        "" if view.cuda_compat else ", or on data-center GPUs ship NVIDIA's cuda-compat package "
-                        "(forward compatibility; declare it with cuda_compat)"), "driver"))
+                found.append(
+                    finding(
+                        "cuda_driver",
+                        "warning" if unverified else "error",
+                        subject,
+                        "driver {0} cannot run {1}: it needs {2} or newer{3}{4}{5}".format(
+                            driver, subject, need or floor, floor_note, why_not, " (unverified floor: a warning only)" if unverified else ""
+                        ),
+                        "use a driver of branch {0} or newer, or build the images with an older CUDA{1}".format(
+                            driver_branch(floor or need),
+                            ""
+                            if view.cuda_compat
+                            else ", or on data-center GPUs ship NVIDIA's cuda-compat package (forward compatibility; declare it with cuda_compat)",
+                        ),
+                        "driver",
+                    )
+                )
         return found
 
     @staticmethod
@@ -1147,13 +1248,15 @@ class Matrix:
             return False, "; forward compatibility (cuda-compat) needs data-center GPUs, and no GPU is known"
         other = [gpu.label for gpu in view.gpus if not (gpu.model and gpu.model.get("data_center"))]
         if other:
-            return False, ("; forward compatibility (cuda-compat) is declared, but it runs on data-center GPUs only "
-                           "and {0} {1} not one".format(", ".join(other), "is" if len(other) == 1 else "are"))
+            return False, (
+                "; forward compatibility (cuda-compat) is declared, but it runs on data-center GPUs only and {0} {1} not one".format(
+                    ", ".join(other), "is" if len(other) == 1 else "are"
+                )
+            )
         return True, ""
 
     # -- CUDA images ----------------------------------------------------------------
-    def judge_cuda_image(self, cuda: str, driver: Driver | None, gpus: list[Gpu],
-                         compat_installed: t.Iterable[str] = ()) -> dict[str, t.Any]:
+    def judge_cuda_image(self, cuda: str, driver: Driver | None, gpus: list[Gpu], compat_installed: t.Iterable[str] = ()) -> dict[str, t.Any]:
         """How a node runs an image that carries CUDA `cuda`.
 
         verdict: native (the driver meets the release's minimum driver),
@@ -1172,8 +1275,14 @@ class Matrix:
         release, floor, note = self.cuda_release(cuda)
         need = version_text(floor) if floor else None
         package = "cuda-compat-{0}-{1}".format(parts[0], parts[1])
-        result: dict[str, t.Any] = {"verdict": "unknown", "min_driver": need, "needs_driver": None,
-                                    "compat_package": None, "compat_installed": False, "reason": ""}
+        result: dict[str, t.Any] = {
+            "verdict": "unknown",
+            "min_driver": need,
+            "needs_driver": None,
+            "compat_package": None,
+            "compat_installed": False,
+            "reason": "",
+        }
 
         def verdict(kind: str, reason: str, **extra: t.Any) -> dict[str, t.Any]:
             result.update(extra, verdict=kind, reason=reason)
@@ -1183,39 +1292,50 @@ class Matrix:
         too_new = [gpu for gpu in gpus if parts[0] > ARCHITECTURE_LAST_CUDA.get(gpu.architecture, parts[0])]
         if too_new:
             architecture = too_new[0].architecture
-            return verdict("unsupported", "CUDA {0} does not target {1} GPUs ({2}): the last CUDA for {1} is "
-                           "{3}.x".format(version_text(parts[:2]), architecture.capitalize(),
-                                          ", ".join(sorted({gpu.name for gpu in too_new})),
-                                          ARCHITECTURE_LAST_CUDA[architecture]))
+            return verdict(
+                "unsupported",
+                "CUDA {0} does not target {1} GPUs ({2}): the last CUDA for {1} is {3}.x".format(
+                    version_text(parts[:2]), architecture.capitalize(), ", ".join(sorted({gpu.name for gpu in too_new})), ARCHITECTURE_LAST_CUDA[architecture]
+                ),
+            )
         if driver is None:
-            return verdict("unsupported", "no NVIDIA driver is loaded" + (
-                ": CUDA {0} needs {1} or newer".format(cuda, need) if need else ""), needs_driver=need)
+            return verdict(
+                "unsupported", "no NVIDIA driver is loaded" + (": CUDA {0} needs {1} or newer".format(cuda, need) if need else ""), needs_driver=need
+            )
         if need is None:
             # No verified floor: a driver that fully supports a later known
             # release supports this one too.
-            later = [r for r, (_label, minimum) in self.cuda_drivers.items()
-                     if r > release and minimum is not None and driver.at_least(version_text(minimum)) is True]
+            later = [
+                r
+                for r, (_label, minimum) in self.cuda_drivers.items()
+                if r > release and minimum is not None and driver.at_least(version_text(minimum)) is True
+            ]
             if later:
-                return verdict("native", "driver {0} fully supports CUDA {1}, newer than {2} ({3})".format(
-                    driver, version_text(min(later)), cuda, note or "its own floor is not known"))
-            return verdict("unknown", "{0}: whether driver {1} runs it cannot be told".format(
-                note or "CUDA {0} has no minimum driver in the matrix".format(cuda), driver))
+                return verdict(
+                    "native",
+                    "driver {0} fully supports CUDA {1}, newer than {2} ({3})".format(
+                        driver, version_text(min(later)), cuda, note or "its own floor is not known"
+                    ),
+                )
+            return verdict(
+                "unknown", "{0}: whether driver {1} runs it cannot be told".format(note or "CUDA {0} has no minimum driver in the matrix".format(cuda), driver)
+            )
         ok = driver.at_least(need)
         if ok:
-            return verdict("native", "driver {0} meets CUDA {1}'s minimum driver {2}{3}".format(
-                driver, cuda, need, " ({0})".format(note) if note else ""))
+            return verdict("native", "driver {0} meets CUDA {1}'s minimum driver {2}{3}".format(driver, cuda, need, " ({0})".format(note) if note else ""))
         if ok is None:
-            return verdict("unknown", "CUDA {0} needs driver {1} or newer; only {2} releases from {1} on "
-                           "qualify".format(cuda, need, driver))
+            return verdict("unknown", "CUDA {0} needs driver {1} or newer; only {2} releases from {1} on qualify".format(cuda, need, driver))
         why_not = self._forward_compat_blocker(parts, need, driver, gpus)
         if why_not:
-            return verdict("unsupported", "driver {0} is below CUDA {1}'s minimum driver {2}; {3}".format(
-                driver, cuda, need, why_not), needs_driver=need)
+            return verdict("unsupported", "driver {0} is below CUDA {1}'s minimum driver {2}; {3}".format(driver, cuda, need, why_not), needs_driver=need)
         installed = package in set(compat_installed or ())
-        return verdict("compat", "driver {0} is below CUDA {1}'s minimum driver {2}; these data-center GPUs run it "
-                       "through the forward-compatibility package {3}, which is {4}installed on the node".format(
-                           driver, cuda, need, package, "" if installed else "not "),
-                       compat_package=package, compat_installed=installed)
+        return verdict(
+            "compat",
+            "driver {0} is below CUDA {1}'s minimum driver {2}; these data-center GPUs run it "
+            "through the forward-compatibility package {3}, which is {4}installed on the node".format(driver, cuda, need, package, "" if installed else "not "),
+            compat_package=package,
+            compat_installed=installed,
+        )
 
     def _forward_compat_blocker(self, cuda: tuple[int, ...], need: str, driver: Driver, gpus: list[Gpu]) -> str:
         """Why forward compatibility cannot run this CUDA here ("" when it can)."""
@@ -1223,24 +1343,23 @@ class Matrix:
             return "forward compatibility starts with CUDA {0}".format(version_text(FORWARD_COMPAT_FIRST_CUDA))
         branch = self.branches.get(str(driver.branch))
         if branch is None:
-            return ("forward compatibility needs a data-center driver branch, and R{0} is not in the data-center "
-                    "lifecycle table".format(driver.branch))
+            return "forward compatibility needs a data-center driver branch, and R{0} is not in the data-center lifecycle table".format(driver.branch)
         if driver_branch(need) == str(driver.branch) and branch.get("type") != FORWARD_COMPAT_SAME_BRANCH:
-            return ("within one branch forward compatibility is supported only on a {0}, and R{1} is a "
-                    "{2}".format(BRANCH_TYPES[FORWARD_COMPAT_SAME_BRANCH], driver.branch,
-                                 BRANCH_TYPES.get(branch.get("type"), branch.get("type"))))
+            return "within one branch forward compatibility is supported only on a {0}, and R{1} is a {2}".format(
+                BRANCH_TYPES[FORWARD_COMPAT_SAME_BRANCH], driver.branch, BRANCH_TYPES.get(branch.get("type"), branch.get("type"))
+            )
         if not gpus:
             return "forward compatibility runs on data-center GPUs only, and no GPU is known"
         other = [gpu.label for gpu in gpus if not (gpu.model and gpu.model.get("data_center"))]
         if other:
             return "forward compatibility runs on data-center GPUs only, and {0} {1} not one{2}".format(
-                ", ".join(other), "is" if len(other) == 1 else "are",
-                "" if all(gpu.model for gpu in gpus) else " (or not known to the matrix)")
+                ", ".join(other), "is" if len(other) == 1 else "are", "" if all(gpu.model for gpu in gpus) else " (or not known to the matrix)"
+            )
         return ""
 
-    def judge_cuda_images(self, images: t.Any, driver: Driver | None, gpus: list[Gpu],
-                          packages: dict[str, t.Any] | None = None,
-                          variable: str = "verify_cuda_images") -> list[dict[str, t.Any]]:
+    def judge_cuda_images(
+        self, images: t.Any, driver: Driver | None, gpus: list[Gpu], packages: dict[str, t.Any] | None = None, variable: str = "verify_cuda_images"
+    ) -> list[dict[str, t.Any]]:
         """Judge a list of images ({name, cuda, run?}); `run` says whether to run each one.
 
         `run`: the image's own `run` where it sets one; else true when native,
@@ -1261,20 +1380,22 @@ class Matrix:
                 raise MatrixError("{0}: unknown key(s) {1} (known: name, cuda, run)".format(where, ", ".join(unknown)))
             name = str(image.get("name") or "").strip()
             if not _DIGEST.match(name):
-                raise MatrixError("{0}.name '{1}' is not pinned by digest: write it as <image>@sha256:<64 hex "
-                                  "digits> (add the tag before the @ if you like)".format(where, name))
+                raise MatrixError(
+                    "{0}.name '{1}' is not pinned by digest: write it as <image>@sha256:<64 hex digits> (add the tag before the @ if you like)".format(
+                        where, name
+                    )
+                )
             cuda = str(image.get("cuda") or "").strip()
             if not re.match(r"^\d+\.\d+(\.\d+)?$", cuda):
-                raise MatrixError("{0}.cuda '{1}' is not a CUDA version: give the image's CUDA as major.minor[.patch], "
-                                  "e.g. \"12.4\"".format(where, image.get("cuda")))
+                raise MatrixError(
+                    "{0}.cuda '{1}' is not a CUDA version: give the image's CUDA as major.minor[.patch], e.g. \"12.4\"".format(where, image.get("cuda"))
+                )
             run = image.get("run")
             if run is not None and not isinstance(run, bool):
                 raise MatrixError("{0}.run must be true or false, got {1!r}".format(where, run))
             verdict = self.judge_cuda_image(cuda, driver, gpus, compat)
-            decided = verdict["verdict"] == "native" or (
-                verdict["verdict"] == "compat" and verdict["compat_installed"])
-            judged.append(dict({"name": name, "cuda": cuda}, **verdict,
-                               run=decided if run is None else run, run_forced=run is not None))
+            decided = verdict["verdict"] == "native" or (verdict["verdict"] == "compat" and verdict["compat_installed"])
+            judged.append(dict({"name": name, "cuda": cuda}, **verdict, run=decided if run is None else run, run_forced=run is not None))
         return judged
 
     def _branch_lifecycle(self, view: NodeView) -> list[dict[str, str]]:
@@ -1284,41 +1405,68 @@ class Matrix:
         status = self.branch_status(branch)
         subject = "R{0}".format(branch)
         if status["type"] is None:
-            return [finding(
-                "branch_lifecycle", "warning", subject,
-                "driver branch R{0} is not in the lifecycle table, so its support status is unknown".format(branch),
-                "check https://docs.nvidia.com/datacenter/tesla/drivers/ and add it to the matrix tables "
-                "(branches: [{branch: \"" + branch + "\", type: ..., eol: ...}]), or use a listed branch",
-                "driver")]
+            return [
+                finding(
+                    "branch_lifecycle",
+                    "warning",
+                    subject,
+                    "driver branch R{0} is not in the lifecycle table, so its support status is unknown".format(branch),
+                    "check https://docs.nvidia.com/datacenter/tesla/drivers/ and add it to the matrix tables "
+                    '(branches: [{branch: "' + branch + '", type: ..., eol: ...}]), or use a listed branch',
+                    "driver",
+                )
+            ]
         found = []
         kind = BRANCH_TYPES.get(status["type"], status["type"])
         supported = self._supported_branches()
-        move = "move to a supported branch ({0})".format(", ".join(supported)) if supported else \
-            "move to a supported branch"
+        move = "move to a supported branch ({0})".format(", ".join(supported)) if supported else "move to a supported branch"
         if status["status"] == "eol":
             when = " in {0}".format(_month_name(status["eol"])) if status["eol"] not in (None, "ended") else ""
-            found.append(finding(
-                "branch_lifecycle", "warning", subject,
-                "driver branch R{0} ({1}) reached end of life{2}: no more bug or security fixes".format(
-                    branch, kind, when), move, "driver"))
+            found.append(
+                finding(
+                    "branch_lifecycle",
+                    "warning",
+                    subject,
+                    "driver branch R{0} ({1}) reached end of life{2}: no more bug or security fixes".format(branch, kind, when),
+                    move,
+                    "driver",
+                )
+            )
         elif status["status"] == "near_eol":
-            found.append(finding(
-                "branch_lifecycle", "warning", subject,
-                "driver branch R{0} ({1}) reaches end of life in {2} ({3} days left)".format(
-                    branch, kind, _month_name(status["eol"]), status["days_left"]),
-                "plan the upgrade: " + move, "driver"))
+            found.append(
+                finding(
+                    "branch_lifecycle",
+                    "warning",
+                    subject,
+                    "driver branch R{0} ({1}) reaches end of life in {2} ({3} days left)".format(branch, kind, _month_name(status["eol"]), status["days_left"]),
+                    "plan the upgrade: " + move,
+                    "driver",
+                )
+            )
         elif status["status"] == "unknown":
-            found.append(finding(
-                "branch_lifecycle", "warning", subject,
-                "driver branch R{0} ({1}): end of life not verified; {2}".format(
-                    branch, kind, status["note"] or "no support matrix read lists its date"),
-                "check https://docs.nvidia.com/datacenter/tesla/drivers/ ; " + move, "driver"))
+            found.append(
+                finding(
+                    "branch_lifecycle",
+                    "warning",
+                    subject,
+                    "driver branch R{0} ({1}): end of life not verified; {2}".format(branch, kind, status["note"] or "no support matrix read lists its date"),
+                    "check https://docs.nvidia.com/datacenter/tesla/drivers/ ; " + move,
+                    "driver",
+                )
+            )
         if status["type"] == "NFB" and status["status"] != "eol":
-            found.append(finding(
-                "branch_lifecycle", "info", subject,
-                "driver branch R{0} is a {1} (about a quarter of support); production fleets usually run a "
-                "Production or Long Term Support branch".format(branch, kind),
-                "use a Production or Long Term Support branch unless you need this branch's features", "driver"))
+            found.append(
+                finding(
+                    "branch_lifecycle",
+                    "info",
+                    subject,
+                    "driver branch R{0} is a {1} (about a quarter of support); production fleets usually run a Production or Long Term Support branch".format(
+                        branch, kind
+                    ),
+                    "use a Production or Long Term Support branch unless you need this branch's features",
+                    "driver",
+                )
+            )
         return found
 
     def _driver_security(self, view: NodeView) -> list[dict[str, str]]:
@@ -1331,20 +1479,26 @@ class Matrix:
         if view.driver is None or view.driver.version is None:
             return []
         branch = str(view.driver.branch)
-        open_rows = [row for row in _drivers.DRIVER_SECURITY_BULLETINS
-                     if branch in row["fixed"] and view.driver.version < parse_version(row["fixed"][branch])]
+        open_rows = [row for row in _drivers.DRIVER_SECURITY_BULLETINS if branch in row["fixed"] and view.driver.version < parse_version(row["fixed"][branch])]
         if not open_rows:
             return []
         target = max((row["fixed"][branch] for row in open_rows), key=parse_version)
         driver = version_text(view.driver.version)
         subject = "driver_version" if view.target == "desired" else "driver {0}".format(driver)
         bulletins = ", ".join("{0} ({1})".format(row["bulletin"], row["published"]) for row in open_rows)
-        return [finding(
-            "driver_security", "warning", subject,
-            "driver {0} lacks the fixes of NVIDIA security bulletin(s) {1} for R{2}; the newest fixed R{2} "
-            "release is {3}".format(driver, bulletins, branch, target),
-            "set driver_version to {0} or newer (or leave it empty to take the branch's newest)".format(target),
-            "driver", open_rows[-1]["source"])]
+        return [
+            finding(
+                "driver_security",
+                "warning",
+                subject,
+                "driver {0} lacks the fixes of NVIDIA security bulletin(s) {1} for R{2}; the newest fixed R{2} release is {3}".format(
+                    driver, bulletins, branch, target
+                ),
+                "set driver_version to {0} or newer (or leave it empty to take the branch's newest)".format(target),
+                "driver",
+                open_rows[-1]["source"],
+            )
+        ]
 
     def _supported_branches(self) -> list[str]:
         names = []
@@ -1359,30 +1513,44 @@ class Matrix:
         if driver is None:
             return []
         found = []
-        for architecture in sorted({gpu.architecture for gpu in view.gpus if gpu.architecture in ARCHITECTURE_NAMES},
-                                   key=self.architecture_index):
+        for architecture in sorted({gpu.architecture for gpu in view.gpus if gpu.architecture in ARCHITECTURE_NAMES}, key=self.architecture_index):
             labels = ", ".join(gpu.label for gpu in view.gpus if gpu.architecture == architecture)
             first, last = self.architecture_support(architecture)
             if last is not None and driver.branch > int(last):
-                found.append(finding(
-                    "architecture_branch", "error", architecture,
-                    "driver {0} does not support {1} GPUs ({2}): R{3} is the last branch for {1}".format(
-                        driver, architecture.capitalize(), labels, last),
-                    "use driver branch R{0} (set driver_branch: \"{0}\")".format(last), "driver"))
+                found.append(
+                    finding(
+                        "architecture_branch",
+                        "error",
+                        architecture,
+                        "driver {0} does not support {1} GPUs ({2}): R{3} is the last branch for {1}".format(driver, architecture.capitalize(), labels, last),
+                        'use driver branch R{0} (set driver_branch: "{0}")'.format(last),
+                        "driver",
+                    )
+                )
             elif first is not None:
                 ok = driver.at_least(first)
                 if ok is False:
-                    found.append(finding(
-                        "architecture_branch", "error", architecture,
-                        "driver {0} predates {1} GPUs ({2}): they need {3} or newer".format(
-                            driver, architecture.capitalize(), labels, first),
-                        "use a driver of branch {0} or newer".format(driver_branch(first)), "driver"))
+                    found.append(
+                        finding(
+                            "architecture_branch",
+                            "error",
+                            architecture,
+                            "driver {0} predates {1} GPUs ({2}): they need {3} or newer".format(driver, architecture.capitalize(), labels, first),
+                            "use a driver of branch {0} or newer".format(driver_branch(first)),
+                            "driver",
+                        )
+                    )
                 elif ok is None:
-                    found.append(finding(
-                        "architecture_branch", "info", architecture,
-                        "{0} GPUs need driver {1} or newer; only {2} releases from {1} on qualify".format(
-                            architecture.capitalize(), first, driver),
-                        "pin driver_version to {0} or newer to be sure".format(first), "driver"))
+                    found.append(
+                        finding(
+                            "architecture_branch",
+                            "info",
+                            architecture,
+                            "{0} GPUs need driver {1} or newer; only {2} releases from {1} on qualify".format(architecture.capitalize(), first, driver),
+                            "pin driver_version to {0} or newer to be sure".format(first),
+                            "driver",
+                        )
+                    )
         found.extend(self._product_floors(view))
         return found
 
@@ -1410,19 +1578,31 @@ class Matrix:
             ok = driver.at_least(floor)
             unverified = gpu.model.get("floor_status") == "U"
             if ok is False:
-                found.append(finding(
-                    "architecture_branch", "warning" if unverified else "error", gpu.model_key,
-                    "driver {0} predates {1} ({2}): it needs {3} or newer{4}".format(
-                        driver, gpu.model_key.upper(), labels, floor,
-                        " (unverified floor: a warning only)" if unverified else ""),
-                    "use driver {0} or newer (branch {1} or newer)".format(floor, driver_branch(floor)), "driver",
-                    gpu.model.get("source")))
+                found.append(
+                    finding(
+                        "architecture_branch",
+                        "warning" if unverified else "error",
+                        gpu.model_key,
+                        "driver {0} predates {1} ({2}): it needs {3} or newer{4}".format(
+                            driver, gpu.model_key.upper(), labels, floor, " (unverified floor: a warning only)" if unverified else ""
+                        ),
+                        "use driver {0} or newer (branch {1} or newer)".format(floor, driver_branch(floor)),
+                        "driver",
+                        gpu.model.get("source"),
+                    )
+                )
             elif ok is None:
-                found.append(finding(
-                    "architecture_branch", "info", gpu.model_key,
-                    "{0} needs driver {1} or newer; only {2} releases from {1} on qualify".format(
-                        gpu.model_key.upper(), floor, driver),
-                    "pin driver_version to {0} or newer to be sure".format(floor), "driver", gpu.model.get("source")))
+                found.append(
+                    finding(
+                        "architecture_branch",
+                        "info",
+                        gpu.model_key,
+                        "{0} needs driver {1} or newer; only {2} releases from {1} on qualify".format(gpu.model_key.upper(), floor, driver),
+                        "pin driver_version to {0} or newer to be sure".format(floor),
+                        "driver",
+                        gpu.model.get("source"),
+                    )
+                )
         return found
 
     def _kernel_module(self, view: NodeView) -> list[dict[str, str]]:
@@ -1433,32 +1613,55 @@ class Matrix:
         found = []
         if flavour is None:
             if requested == "auto":
-                found.append(finding(
-                    "kernel_module", "error", "driver_kernel_module",
-                    "no kernel module flavour suits every GPU on this host: {0}".format("; ".join(reasons)),
-                    "split these GPUs across hosts; one driver cannot serve both", "driver"))
+                found.append(
+                    finding(
+                        "kernel_module",
+                        "error",
+                        "driver_kernel_module",
+                        "no kernel module flavour suits every GPU on this host: {0}".format("; ".join(reasons)),
+                        "split these GPUs across hosts; one driver cannot serve both",
+                        "driver",
+                    )
+                )
             else:
                 other = "open" if requested == "proprietary" else "proprietary"
-                found.append(finding(
-                    "kernel_module", "error", "driver_kernel_module",
-                    "driver_kernel_module is {0}, but {1}".format(requested, "; ".join(reasons)),
-                    "set driver_kernel_module: {0} (or auto)".format(other), "driver"))
+                found.append(
+                    finding(
+                        "kernel_module",
+                        "error",
+                        "driver_kernel_module",
+                        "driver_kernel_module is {0}, but {1}".format(requested, "; ".join(reasons)),
+                        "set driver_kernel_module: {0} (or auto)".format(other),
+                        "driver",
+                    )
+                )
             return found
         if flavour == "open" and driver_branch_int(view.driver) < int(OPEN_MODULES_FIRST_BRANCH):
-            found.append(finding(
-                "kernel_module", "error", "driver_kernel_module",
-                "open kernel modules ship from R{0} on; driver {1} has none{2}".format(
-                    OPEN_MODULES_FIRST_BRANCH, view.driver,
-                    "" if requested == "open" else " and these GPUs need them"),
-                "use driver branch R{0} or newer, or driver_kernel_module: proprietary where the GPUs allow it".format(
-                    OPEN_MODULES_FIRST_BRANCH), "driver"))
-        elif (requested == "proprietary" and driver_branch_int(view.driver) >= int(OPEN_MODULES_DEFAULT_BRANCH)
-              and self.kernel_module_for(view.gpus)[0] == "open"):
-            found.append(finding(
-                "kernel_module", "info", "driver_kernel_module",
-                "from R{0} on the open modules are NVIDIA's default and suggested flavour for these GPUs".format(
-                    OPEN_MODULES_DEFAULT_BRANCH),
-                "consider driver_kernel_module: open (or auto)", "driver"))
+            found.append(
+                finding(
+                    "kernel_module",
+                    "error",
+                    "driver_kernel_module",
+                    "open kernel modules ship from R{0} on; driver {1} has none{2}".format(
+                        OPEN_MODULES_FIRST_BRANCH, view.driver, "" if requested == "open" else " and these GPUs need them"
+                    ),
+                    "use driver branch R{0} or newer, or driver_kernel_module: proprietary where the GPUs allow it".format(OPEN_MODULES_FIRST_BRANCH),
+                    "driver",
+                )
+            )
+        elif (
+            requested == "proprietary" and driver_branch_int(view.driver) >= int(OPEN_MODULES_DEFAULT_BRANCH) and self.kernel_module_for(view.gpus)[0] == "open"
+        ):
+            found.append(
+                finding(
+                    "kernel_module",
+                    "info",
+                    "driver_kernel_module",
+                    "from R{0} on the open modules are NVIDIA's default and suggested flavour for these GPUs".format(OPEN_MODULES_DEFAULT_BRANCH),
+                    "consider driver_kernel_module: open (or auto)",
+                    "driver",
+                )
+            )
         return found
 
     def _mig_gpus(self, view: NodeView) -> list[Gpu]:
@@ -1492,26 +1695,43 @@ class Matrix:
         found = []
         for gpu in self._mig_gpus(view):
             if gpu.mig_capable is False:
-                found.append(finding(
-                    "mig_supported", "error", gpu.label,
-                    "MIG label '{0}' enables MIG on {1}, which does not support MIG".format(view.mig_label, gpu.label),
-                    "select these GPUs out of the label (devices / device-filter) or set mig_label: \"\"", "mig"))
+                found.append(
+                    finding(
+                        "mig_supported",
+                        "error",
+                        gpu.label,
+                        "MIG label '{0}' enables MIG on {1}, which does not support MIG".format(view.mig_label, gpu.label),
+                        'select these GPUs out of the label (devices / device-filter) or set mig_label: ""',
+                        "mig",
+                    )
+                )
                 continue
             minimum = gpu.model.get("mig_min_driver") if gpu.model else None
             if not minimum or view.driver is None:
                 continue
             ok = view.driver.at_least(minimum)
             if ok is False:
-                found.append(finding(
-                    "mig_driver", "error", gpu.label,
-                    "MIG on {0} needs driver {1} or newer; the driver is {2}".format(gpu.label, minimum, view.driver),
-                    "use driver {0} or newer".format(minimum), "mig"))
+                found.append(
+                    finding(
+                        "mig_driver",
+                        "error",
+                        gpu.label,
+                        "MIG on {0} needs driver {1} or newer; the driver is {2}".format(gpu.label, minimum, view.driver),
+                        "use driver {0} or newer".format(minimum),
+                        "mig",
+                    )
+                )
             elif ok is None:
-                found.append(finding(
-                    "mig_driver", "info", gpu.label,
-                    "MIG on {0} needs driver {1} or newer; only {2} releases from {1} on qualify".format(
-                        gpu.label, minimum, view.driver),
-                    "pin driver_version to {0} or newer to be sure".format(minimum), "mig"))
+                found.append(
+                    finding(
+                        "mig_driver",
+                        "info",
+                        gpu.label,
+                        "MIG on {0} needs driver {1} or newer; only {2} releases from {1} on qualify".format(gpu.label, minimum, view.driver),
+                        "pin driver_version to {0} or newer to be sure".format(minimum),
+                        "mig",
+                    )
+                )
         return found
 
     def _container_toolkit(self, view: NodeView) -> list[dict[str, str]]:
@@ -1521,37 +1741,67 @@ class Matrix:
         toolkit = version_text(view.toolkit)
         features = self.ctk_features(toolkit)
         if (view.cdi_wanted or view.cdi_managed) and not features["cdi_generate"]:
-            found.append(finding(
-                "container_toolkit", "error", "cdi_generate",
-                "Container Toolkit {0} cannot generate CDI specifications (from 1.12.0)".format(toolkit),
-                "set container_toolkit_version to 1.12.0 or newer", "container_toolkit"))
-        if view.engine == "containerd" and view.engine_version and view.engine_version >= (2,) \
-                and not features["containerd_config_v3"]:
-            found.append(finding(
-                "container_toolkit", "error", "containerd_config_v3",
-                "containerd {0} uses config version 3, which Container Toolkit {1} does not support "
-                "(from 1.17.4)".format(version_text(view.engine_version), toolkit),
-                "set container_toolkit_version to 1.17.4 or newer", "container_toolkit"))
-        if len(view.device_name_strategies) > 1 and (view.cdi_wanted or view.cdi_managed) \
-                and not features["device_name_strategies"]:
+            found.append(
+                finding(
+                    "container_toolkit",
+                    "error",
+                    "cdi_generate",
+                    "Container Toolkit {0} cannot generate CDI specifications (from 1.12.0)".format(toolkit),
+                    "set container_toolkit_version to 1.12.0 or newer",
+                    "container_toolkit",
+                )
+            )
+        if view.engine == "containerd" and view.engine_version and view.engine_version >= (2,) and not features["containerd_config_v3"]:
+            found.append(
+                finding(
+                    "container_toolkit",
+                    "error",
+                    "containerd_config_v3",
+                    "containerd {0} uses config version 3, which Container Toolkit {1} does not support (from 1.17.4)".format(
+                        version_text(view.engine_version), toolkit
+                    ),
+                    "set container_toolkit_version to 1.17.4 or newer",
+                    "container_toolkit",
+                )
+            )
+        if len(view.device_name_strategies) > 1 and (view.cdi_wanted or view.cdi_managed) and not features["device_name_strategies"]:
             first = [row[1] for row in CTK_FEATURES if row[0] == "device_name_strategies"][0]
-            found.append(finding(
-                "container_toolkit", "error", "cdi_device_name_strategy",
-                "Container Toolkit {0} takes one --device-name-strategy; cdi_device_name_strategy lists {1} "
-                "(several at once from {2})".format(toolkit, ", ".join(view.device_name_strategies), first),
-                "set container_toolkit_version to {0} or newer, or give cdi_device_name_strategy one value".format(
-                    first), "cdi"))
+            found.append(
+                finding(
+                    "container_toolkit",
+                    "error",
+                    "cdi_device_name_strategy",
+                    "Container Toolkit {0} takes one --device-name-strategy; cdi_device_name_strategy lists {1} (several at once from {2})".format(
+                        toolkit, ", ".join(view.device_name_strategies), first
+                    ),
+                    "set container_toolkit_version to {0} or newer, or give cdi_device_name_strategy one value".format(first),
+                    "cdi",
+                )
+            )
         if view.cdi_managed and not features["cdi_refresh_units"]:
-            found.append(finding(
-                "container_toolkit", "info", "cdi_refresh_units",
-                "Container Toolkit {0} has no nvidia-cdi-refresh units (from 1.18.0): the cdi role installs "
-                "gpufleet-cdi-refresh.service instead".format(toolkit),
-                "nothing to do; 1.18.0 or newer uses NVIDIA's own units", "cdi"))
+            found.append(
+                finding(
+                    "container_toolkit",
+                    "info",
+                    "cdi_refresh_units",
+                    "Container Toolkit {0} has no nvidia-cdi-refresh units (from 1.18.0): the cdi role installs gpufleet-cdi-refresh.service instead".format(
+                        toolkit
+                    ),
+                    "nothing to do; 1.18.0 or newer uses NVIDIA's own units",
+                    "cdi",
+                )
+            )
         if view.engine in ("containerd", "crio") and not features["drop_in_configs"]:
-            found.append(finding(
-                "container_toolkit", "info", "drop_in_configs",
-                "Container Toolkit {0} writes no {1} drop-in configs (from 1.18.0)".format(toolkit, view.engine),
-                "nothing to do: gpufleet writes its own drop-in", "container_runtime"))
+            found.append(
+                finding(
+                    "container_toolkit",
+                    "info",
+                    "drop_in_configs",
+                    "Container Toolkit {0} writes no {1} drop-in configs (from 1.18.0)".format(toolkit, view.engine),
+                    "nothing to do: gpufleet writes its own drop-in",
+                    "container_runtime",
+                )
+            )
         return found
 
     def _toolkit_cves(self, view: NodeView) -> list[dict[str, str]]:
@@ -1565,13 +1815,18 @@ class Matrix:
         # One upgrade that closes every open CVE.
         target = max((row["fixed"] for row in open_cves), key=parse_version)
         subject = "container_toolkit_version" if view.target == "desired" else "Container Toolkit {0}".format(toolkit)
-        return [finding(
-            row["rule"], "error", subject,
-            "Container Toolkit {0} is vulnerable to {1} ({2}); it is fixed in {3}".format(
-                toolkit, row["cve"], row["what"], row["fixed"]),
-            "set container_toolkit_version to {0} or newer; to accept this risk knowingly, add {1} to "
-            "preflight_ignore_rules".format(target, row["rule"]),
-            "container_toolkit", row["source"]) for row in open_cves]
+        return [
+            finding(
+                row["rule"],
+                "error",
+                subject,
+                "Container Toolkit {0} is vulnerable to {1} ({2}); it is fixed in {3}".format(toolkit, row["cve"], row["what"], row["fixed"]),
+                "set container_toolkit_version to {0} or newer; to accept this risk knowingly, add {1} to preflight_ignore_rules".format(target, row["rule"]),
+                "container_toolkit",
+                row["source"],
+            )
+            for row in open_cves
+        ]
 
     def cdi_spec_version(self, toolkit: tuple[int, ...]) -> str | None:
         """The CDI specification version a toolkit writes by default (None: older than the table)."""
@@ -1597,16 +1852,26 @@ class Matrix:
         writer = [r for r in _toolkit.CTK_CDI_SPEC_VERSIONS if r["spec"] == spec][0]
         floor = max((r["fixed"] for r in CTK_CVE_FLOORS), key=parse_version)
         # An older toolkit is a fix only while it is not below a security floor.
-        older = ", or set container_toolkit_version below {0} (and at least {1}, the security floor)".format(
-            writer["first"], floor) if parse_version(floor) < parse_version(writer["first"]) else ""
-        return [finding(
-            "cdi_spec_version", "error", "{0} {1}".format(view.engine, version_text(view.engine_version)),
-            "Container Toolkit {0} writes CDI specification {1}, which {2} {3} cannot read (from {4}); GPU "
-            "containers would fail to start".format(
-                version_text(view.toolkit), spec, view.engine, version_text(view.engine_version), row["first"]),
-            "upgrade {0} to {1} or newer{2}, or have the spec written in the older version ({3})".format(
-                view.engine, row["first"], older, writer["workaround"]),
-            "container_runtime", row["source"])]
+        older = (
+            ", or set container_toolkit_version below {0} (and at least {1}, the security floor)".format(writer["first"], floor)
+            if parse_version(floor) < parse_version(writer["first"])
+            else ""
+        )
+        return [
+            finding(
+                "cdi_spec_version",
+                "error",
+                "{0} {1}".format(view.engine, version_text(view.engine_version)),
+                "Container Toolkit {0} writes CDI specification {1}, which {2} {3} cannot read (from {4}); GPU containers would fail to start".format(
+                    version_text(view.toolkit), spec, view.engine, version_text(view.engine_version), row["first"]
+                ),
+                "upgrade {0} to {1} or newer{2}, or have the spec written in the older version ({3})".format(
+                    view.engine, row["first"], older, writer["workaround"]
+                ),
+                "container_runtime",
+                row["source"],
+            )
+        ]
 
     def _engine_lifecycle(self, view: NodeView) -> list[dict[str, str]]:
         if not view.engine or view.engine_version is None:
@@ -1621,23 +1886,20 @@ class Matrix:
         extended = _month_end(row["extended"]) if row.get("extended") else None
         if (end - self.today).days > self.eol_warning_days:
             return []
-        supported = [r["minor"] for r in lines
-                     if datetime.datetime.strptime(r["eol"], "%Y-%m-%d").date() > self.today]
+        supported = [r["minor"] for r in lines if datetime.datetime.strptime(r["eol"], "%Y-%m-%d").date() > self.today]
         subject = "{0} {1}".format(view.engine, version_text(view.engine_version))
-        fix = "upgrade {0} to a supported release line{1}".format(
-            view.engine, " ({0})".format(", ".join(supported)) if supported else "")
+        fix = "upgrade {0} to a supported release line{1}".format(view.engine, " ({0})".format(", ".join(supported)) if supported else "")
         if end >= self.today:
-            message = "{0} {1} reaches end of life on {2} ({3} days left)".format(
-                view.engine, minor, row["eol"], (end - self.today).days)
+            message = "{0} {1} reaches end of life on {2} ({3} days left)".format(view.engine, minor, row["eol"], (end - self.today).days)
             fix = "plan the upgrade: " + fix
         elif extended and extended >= self.today:
-            message = "{0} {1} reached the end of its regular support on {2}; only a narrow extended support ({3}) " \
-                      "runs until {4}".format(view.engine, minor, row["eol"], row.get("note") or "upstream",
-                                              _month_name(row["extended"]))
+            message = "{0} {1} reached the end of its regular support on {2}; only a narrow extended support ({3}) runs until {4}".format(
+                view.engine, minor, row["eol"], row.get("note") or "upstream", _month_name(row["extended"])
+            )
         else:
             message = "{0} {1} reached end of life on {2}{3}: no more bug or security fixes".format(
-                view.engine, minor, row["eol"],
-                " (extended support ended in {0})".format(_month_name(row["extended"])) if extended else "")
+                view.engine, minor, row["eol"], " (extended support ended in {0})".format(_month_name(row["extended"])) if extended else ""
+            )
         return [finding("engine_lifecycle", "warning", subject, message, fix, "container_runtime", row["source"])]
 
     def _device_plugin_runtime(self, view: NodeView) -> list[dict[str, str]]:
@@ -1646,14 +1908,20 @@ class Matrix:
         found = []
         for row in _kubernetes.DEVICE_PLUGIN_STRATEGIES:
             if row["needs"] == "nvidia_runtime" and row["strategy"] in view.device_list_strategies:
-                found.append(finding(
-                    "device_plugin_runtime", "warning", "device_plugin_device_list_strategy",
-                    "device_plugin_device_list_strategy {0} hands GPUs over through NVIDIA_VISIBLE_DEVICES, which "
-                    "only the nvidia runtime acts on, and container_runtime_set_default is false: GPU pods get no "
-                    "GPU unless they select an nvidia RuntimeClass".format(row["strategy"]),
-                    "set container_runtime_set_default: true, give the GPU pods runtimeClassName: nvidia, or use "
-                    "device_plugin_device_list_strategy: cdi-cri with container_runtime_cdi: true",
-                    "container_runtime", row["source"]))
+                found.append(
+                    finding(
+                        "device_plugin_runtime",
+                        "warning",
+                        "device_plugin_device_list_strategy",
+                        "device_plugin_device_list_strategy {0} hands GPUs over through NVIDIA_VISIBLE_DEVICES, which "
+                        "only the nvidia runtime acts on, and container_runtime_set_default is false: GPU pods get no "
+                        "GPU unless they select an nvidia RuntimeClass".format(row["strategy"]),
+                        "set container_runtime_set_default: true, give the GPU pods runtimeClassName: nvidia, or use "
+                        "device_plugin_device_list_strategy: cdi-cri with container_runtime_cdi: true",
+                        "container_runtime",
+                        row["source"],
+                    )
+                )
         return found
 
     def _engine_cdi(self, view: NodeView) -> list[dict[str, str]]:
@@ -1664,21 +1932,38 @@ class Matrix:
         subject = "{0} {1}".format(view.engine, version)
         if support == "none":
             first = [v for v, level in ENGINE_CDI[view.engine] if level == "opt_in"][0]
-            return [finding(
-                "engine_cdi", "warning", subject,
-                "{0} has no CDI support (from {1}); only the nvidia runtime can inject GPUs".format(subject, first),
-                "upgrade {0} to {1} or newer, or set container_runtime_cdi: false".format(view.engine, first),
-                "container_runtime")]
+            return [
+                finding(
+                    "engine_cdi",
+                    "warning",
+                    subject,
+                    "{0} has no CDI support (from {1}); only the nvidia runtime can inject GPUs".format(subject, first),
+                    "upgrade {0} to {1} or newer, or set container_runtime_cdi: false".format(view.engine, first),
+                    "container_runtime",
+                )
+            ]
         if support == "unverified":
-            return [finding(
-                "engine_cdi", "warning", subject,
-                "CDI support of {0} is unverified (CRI-O's first release with CDI is not confirmed; "
-                "1.24 is likely)".format(subject), "use CRI-O 1.24 or newer", "container_runtime")]
+            return [
+                finding(
+                    "engine_cdi",
+                    "warning",
+                    subject,
+                    "CDI support of {0} is unverified (CRI-O's first release with CDI is not confirmed; 1.24 is likely)".format(subject),
+                    "use CRI-O 1.24 or newer",
+                    "container_runtime",
+                )
+            ]
         if support == "opt_in":
-            return [finding(
-                "engine_cdi", "info", subject,
-                "{0} supports CDI as an opt-in setting; it is on only where the runtime config enables it".format(
-                    subject), "nothing to do: container_runtime_cdi enables it", "container_runtime")]
+            return [
+                finding(
+                    "engine_cdi",
+                    "info",
+                    subject,
+                    "{0} supports CDI as an opt-in setting; it is on only where the runtime config enables it".format(subject),
+                    "nothing to do: container_runtime_cdi enables it",
+                    "container_runtime",
+                )
+            ]
         return []
 
     @staticmethod
@@ -1697,37 +1982,58 @@ class Matrix:
             return []
         subject = "crictl {0}".format(version_text(view.crictl))
         wanted = "v{0}.x".format(version_text(kubernetes))
-        fix = "use crictl {0} (or set crictl_version: \"\" to derive it)".format(wanted)
+        fix = 'use crictl {0} (or set crictl_version: "" to derive it)'.format(wanted)
         group = self.crictl_group(kubernetes)
         if group is not None and group == self.crictl_group(crictl):
-            return [finding(
-                "crictl_skew", "warning", subject,
-                "crictl {0} works with Kubernetes {1}, but cri-tools recommends the same minor: CRI features of "
-                "the newer one may not be supported".format(version_text(view.crictl), version_text(kubernetes)),
-                fix, "crictl", _kubernetes.CRICTL_GROUPS[group]["source"])]
+            return [
+                finding(
+                    "crictl_skew",
+                    "warning",
+                    subject,
+                    "crictl {0} works with Kubernetes {1}, but cri-tools recommends the same minor: CRI features of the newer one may not be supported".format(
+                        version_text(view.crictl), version_text(kubernetes)
+                    ),
+                    fix,
+                    "crictl",
+                    _kubernetes.CRICTL_GROUPS[group]["source"],
+                )
+            ]
         if group is None:
             why = "Kubernetes {0} works only with its own cri-tools minor".format(version_text(kubernetes))
         else:
             first, last = CRICTL_GROUPS[group]
             why = "Kubernetes {0} works with cri-tools {1}".format(
-                version_text(kubernetes), "{0} or newer".format(version_text(first)) if last is None else
-                "{0} to {1}".format(version_text(first), version_text(last)))
-        return [finding(
-            "crictl_skew", "error", subject,
-            "crictl {0} is not compatible with Kubernetes {1}: {2}".format(
-                version_text(view.crictl), version_text(kubernetes), why),
-            fix, "crictl")]
+                version_text(kubernetes),
+                "{0} or newer".format(version_text(first)) if last is None else "{0} to {1}".format(version_text(first), version_text(last)),
+            )
+        return [
+            finding(
+                "crictl_skew",
+                "error",
+                subject,
+                "crictl {0} is not compatible with Kubernetes {1}: {2}".format(version_text(view.crictl), version_text(kubernetes), why),
+                fix,
+                "crictl",
+            )
+        ]
 
     def _fabricmanager(self, view: NodeView) -> list[dict[str, str]]:
         if view.fabricmanager is None or view.driver is None or not view.driver.pinned:
             return []
         if view.fabricmanager == view.driver.version:
             return []
-        return [finding(
-            "fabricmanager", "error", "fabricmanager",
-            "Fabric Manager {0} differs from driver {1}: Fabric Manager only starts at exactly the driver's "
-            "version".format(version_text(view.fabricmanager), view.driver),
-            "install Fabric Manager {0} (the driver role pins both together)".format(view.driver), "driver")]
+        return [
+            finding(
+                "fabricmanager",
+                "error",
+                "fabricmanager",
+                "Fabric Manager {0} differs from driver {1}: Fabric Manager only starts at exactly the driver's version".format(
+                    version_text(view.fabricmanager), view.driver
+                ),
+                "install Fabric Manager {0} (the driver role pins both together)".format(view.driver),
+                "driver",
+            )
+        ]
 
 
 def driver_branch_int(driver: Driver) -> int:

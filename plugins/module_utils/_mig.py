@@ -158,31 +158,25 @@ def _parse_devices(value: t.Any, where: str) -> tuple[int, ...] | None:
     # MigConfigSpec.UnmarshalJSON), so fleet configs use it to park an entry.
     if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
         return tuple(sorted(set(value)))
-    raise MigConfigError("{0}.devices: expected 'all' or a list of GPU indices such as [0, 1], got {1!r}"
-                         .format(where, value))
+    raise MigConfigError("{0}.devices: expected 'all' or a list of GPU indices such as [0, 1], got {1!r}".format(where, value))
 
 
 def _parse_device_filter(value: t.Any, where: str) -> tuple[DeviceFilter, ...]:
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not all(isinstance(v, str) for v in items):
-        raise MigConfigError("{0}.device-filter: expected a PCI id string or a list of them, got {1}"
-                             .format(where, _type_name(value)))
+        raise MigConfigError("{0}.device-filter: expected a PCI id string or a list of them, got {1}".format(where, _type_name(value)))
     return tuple(DeviceFilter.parse(v, where + ".device-filter") for v in items if v != "")
 
 
 def _parse_mig_devices(value: t.Any, where: str) -> tuple[tuple[str, int], ...]:
     if not isinstance(value, dict):
-        raise MigConfigError("{0}.mig-devices: expected a mapping of MIG profile to count such as "
-                             "{{'1g.5gb': 7}}, got {1}".format(where, _type_name(value)))
+        raise MigConfigError("{0}.mig-devices: expected a mapping of MIG profile to count such as {{'1g.5gb': 7}}, got {1}".format(where, _type_name(value)))
     wanted = []
     for name, count in value.items():
         if not isinstance(name, str) or not _PROFILE_RE.match(name):
-            raise MigConfigError(
-                "{0}.mig-devices: {1!r} is not a MIG profile name; expected e.g. 1g.5gb, 1g.5gb+me or 1c.3g.20gb"
-                .format(where, name))
+            raise MigConfigError("{0}.mig-devices: {1!r} is not a MIG profile name; expected e.g. 1g.5gb, 1g.5gb+me or 1c.3g.20gb".format(where, name))
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise MigConfigError("{0}.mig-devices.{1}: the count must be a whole number >= 0, got {2!r}"
-                                 .format(where, name, count))
+            raise MigConfigError("{0}.mig-devices.{1}: the count must be a whole number >= 0, got {2!r}".format(where, name, count))
         if count:
             wanted.append((name, count))
     # mig-parted refuses a non-empty mapping whose counts are all 0 ("all
@@ -190,16 +184,18 @@ def _parse_mig_devices(value: t.Any, where: str) -> tuple[tuple[str, int], ...]:
     # pkg/types/mig_config.go, MigConfig.AssertValid): it would switch MIG on
     # with no instance, which is what {} says explicitly.
     if value and not wanted:
-        raise MigConfigError("{0}.mig-devices: every count is 0 ({1}); mig-parted rejects that. Write {{}} for MIG on "
-                             "without instances, mig-enabled: false for MIG off, or give a profile a count above 0"
-                             .format(where, ", ".join("{0}: 0".format(n) for n in value)))
+        raise MigConfigError(
+            "{0}.mig-devices: every count is 0 ({1}); mig-parted rejects that. Write {{}} for MIG on "
+            "without instances, mig-enabled: false for MIG off, or give a profile a count above 0".format(where, ", ".join("{0}: 0".format(n) for n in value))
+        )
     return tuple(sorted(wanted))
 
 
 def _parse_entry(entry: t.Any, where: str) -> ConfigEntry:
     if not isinstance(entry, dict):
-        raise MigConfigError("{0}: expected a mapping with devices, mig-enabled and (optionally) device-filter and "
-                             "mig-devices, got {1}".format(where, _type_name(entry)))
+        raise MigConfigError(
+            "{0}: expected a mapping with devices, mig-enabled and (optionally) device-filter and mig-devices, got {1}".format(where, _type_name(entry))
+        )
     _unknown_keys(entry, _ENTRY_KEYS, where, "key")
     for required in ("devices", "mig-enabled"):
         if required not in entry:
@@ -208,8 +204,7 @@ def _parse_entry(entry: t.Any, where: str) -> ConfigEntry:
     if not isinstance(enabled, bool):
         raise MigConfigError("{0}.mig-enabled: expected true or false, got {1!r}".format(where, enabled))
     if enabled and "mig-devices" not in entry:
-        raise MigConfigError("{0}: 'mig-devices' is required when 'mig-enabled' is true "
-                             "(use {{}} for MIG on without instances)".format(where))
+        raise MigConfigError("{0}: 'mig-devices' is required when 'mig-enabled' is true (use {{}} for MIG on without instances)".format(where))
     mig_devices = _parse_mig_devices(entry.get("mig-devices", {}), where)
     if not enabled and mig_devices:
         raise MigConfigError("{0}: 'mig-devices' lists MIG devices but 'mig-enabled' is false".format(where))
@@ -225,18 +220,15 @@ def _parse_entry(entry: t.Any, where: str) -> ConfigEntry:
 def parse_config(data: t.Any) -> dict[str, tuple[ConfigEntry, ...]]:
     """Check a mig-parted v1 config; return {label: entries}. Raises MigConfigError."""
     if not isinstance(data, dict):
-        raise MigConfigError("the MIG config must be a mapping with 'version: v1' and 'mig-configs', got {0}"
-                             .format(_type_name(data)))
+        raise MigConfigError("the MIG config must be a mapping with 'version: v1' and 'mig-configs', got {0}".format(_type_name(data)))
     _unknown_keys(data, _TOP_KEYS, "config", "top-level key")
     if "version" not in data:
         raise MigConfigError("config: 'version' is missing; a mig-parted config starts with 'version: v1'")
     if data["version"] != CONFIG_VERSION:
-        raise MigConfigError("config.version: {0!r} is not supported; mig-parted's format is 'v1'"
-                             .format(data["version"]))
+        raise MigConfigError("config.version: {0!r} is not supported; mig-parted's format is 'v1'".format(data["version"]))
     configs = data.get("mig-configs")
     if not isinstance(configs, dict) or not configs:
-        raise MigConfigError("config.mig-configs: expected a mapping of label to a list of entries, with at least "
-                             "one label")
+        raise MigConfigError("config.mig-configs: expected a mapping of label to a list of entries, with at least one label")
     parsed = {}
     for label, entries in configs.items():
         where = "mig-configs.{0}".format(label)
@@ -251,8 +243,11 @@ def parse_config(data: t.Any) -> dict[str, tuple[ConfigEntry, ...]]:
 def select_label(configs: dict[str, tuple[ConfigEntry, ...]], label: str) -> tuple[ConfigEntry, ...]:
     if label not in configs:
         close = difflib.get_close_matches(label, list(configs), n=1)
-        raise MigConfigError("label {0!r} is not in the config{1}; its labels are: {2}".format(
-            label, " (did you mean {0!r}?)".format(close[0]) if close else "", ", ".join(sorted(configs))))
+        raise MigConfigError(
+            "label {0!r} is not in the config{1}; its labels are: {2}".format(
+                label, " (did you mean {0!r}?)".format(close[0]) if close else "", ", ".join(sorted(configs))
+            )
+        )
     return configs[label]
 
 
@@ -270,8 +265,9 @@ def load_config_file(path: str) -> t.Any:
     try:
         import yaml  # pylint: disable=import-outside-toplevel
     except ImportError:
-        raise MigConfigError("{0} is not JSON and PyYAML is not installed to read it as YAML; write it as JSON "
-                             "(which is valid YAML) or pass the config inline".format(path)) from None
+        raise MigConfigError(
+            "{0} is not JSON and PyYAML is not installed to read it as YAML; write it as JSON (which is valid YAML) or pass the config inline".format(path)
+        ) from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -455,8 +451,9 @@ def resolve_target(gpu: GpuState, entry: ConfigEntry) -> GpuTarget:
     if not entry.mig_enabled:
         return GpuTarget(entry)
     if not gpu.mig_capable:
-        raise _gpu_error(gpu, "{0} selects it with mig-enabled: true, but it does not support MIG; narrow the "
-                              "entry with 'devices' or 'device-filter'".format(entry.where))
+        raise _gpu_error(
+            gpu, "{0} selects it with mig-enabled: true, but it does not support MIG; narrow the entry with 'devices' or 'device-filter'".format(entry.where)
+        )
     if gpu.profiles_from == "none":
         return GpuTarget(entry, deferred=True)
     devices = []  # (profile, compute slices)
@@ -464,12 +461,16 @@ def resolve_target(gpu: GpuState, entry: ConfigEntry) -> GpuTarget:
         compute, gi_name = _split_profile(name)
         profile = gpu.profile_named(gi_name)
         if profile is None:
-            raise _gpu_error(gpu, "{0} asks for {1}, which this GPU does not offer; it offers {2}".format(
-                entry.where, name, ", ".join(p.name for p in gpu.profiles)))
+            raise _gpu_error(
+                gpu, "{0} asks for {1}, which this GPU does not offer; it offers {2}".format(entry.where, name, ", ".join(p.name for p in gpu.profiles))
+            )
         if compute is not None and compute > profile.slices:
-            raise _gpu_error(gpu, "{0} asks for {1}: a {2}-slice compute instance does not fit in a {3} GPU "
-                                  "instance ({4} compute slices)".format(entry.where, name, compute,
-                                                                         profile.name, profile.slices))
+            raise _gpu_error(
+                gpu,
+                "{0} asks for {1}: a {2}-slice compute instance does not fit in a {3} GPU instance ({4} compute slices)".format(
+                    entry.where, name, compute, profile.name, profile.slices
+                ),
+            )
         devices.extend([(profile, compute or profile.slices)] * count)
     devices.sort(key=lambda d: (-d[0].slices, -d[0].size, d[0].id, -d[1]))
     instances: list[InstanceSpec] = []
@@ -488,8 +489,7 @@ class CreateInstance:
     start: int
 
     def describe(self) -> str:
-        return "create {0} at memory slice {1}{2}".format(
-            self.spec.profile.name, self.start, _compute_note(self.spec.profile, self.spec.compute))
+        return "create {0} at memory slice {1}{2}".format(self.spec.profile.name, self.start, _compute_note(self.spec.profile, self.spec.compute))
 
 
 @dataclass(frozen=True)
@@ -498,8 +498,7 @@ class DestroyInstance:
     profile_name: str
 
     def describe(self) -> str:
-        return "destroy GPU instance {0} ({1} at memory slice {2})".format(
-            self.instance.id, self.profile_name, self.instance.start)
+        return "destroy GPU instance {0} ({1} at memory slice {2})".format(self.instance.id, self.profile_name, self.instance.start)
 
 
 @dataclass(frozen=True)
@@ -511,8 +510,11 @@ class RecomputeInstance:
 
     def describe(self) -> str:
         return "replace the compute instances of GPU instance {0} ({1} at memory slice {2}){3}".format(
-            self.instance.id, self.spec.profile.name, self.instance.start,
-            _compute_note(self.spec.profile, self.spec.compute) or " with one full compute instance")
+            self.instance.id,
+            self.spec.profile.name,
+            self.instance.start,
+            _compute_note(self.spec.profile, self.spec.compute) or " with one full compute instance",
+        )
 
 
 def _compute_note(profile: Profile, compute: tuple[int, ...]) -> str:
@@ -545,8 +547,7 @@ class GpuPlan:
     @property
     def awaiting_reset(self) -> bool:
         """The wanted MIG mode is already requested; only a GPU reset (or reboot) is missing."""
-        return (self.target is not None and self.gpu.mig_capable and self.set_mode is None
-                and self.gpu.mig_pending != self.gpu.mig_enabled)
+        return self.target is not None and self.gpu.mig_capable and self.set_mode is None and self.gpu.mig_pending != self.gpu.mig_enabled
 
     @property
     def managed(self) -> bool:
@@ -582,8 +583,7 @@ class GpuPlan:
         """(start, profile name, compute) of every GPU instance once the plan is done."""
         gone = {d.instance.id for d in self.destroy}
         recomputed = {r.instance.id: r.spec.compute for r in self.recompute}
-        after = [(gi.start, self.gpu.profile_name(gi.profile_id), recomputed.get(gi.id, gi.compute))
-                 for gi in self.gpu.gpu_instances if gi.id not in gone]
+        after = [(gi.start, self.gpu.profile_name(gi.profile_id), recomputed.get(gi.id, gi.compute)) for gi in self.gpu.gpu_instances if gi.id not in gone]
         after += [(c.start, c.spec.profile.name, c.spec.compute) for c in self.create]
         return sorted(after)
 
@@ -595,8 +595,7 @@ def _capacity_problems(gpu: GpuState, wanted: t.Sequence[InstanceSpec]) -> list[
     problems = []
     for profile, count in ordered:
         if count > profile.instances:
-            problems.append("{0} x {1} asked for, but at most {2} fit on this GPU".format(
-                count, profile.name, profile.instances))
+            problems.append("{0} x {1} asked for, but at most {2} fit on this GPU".format(count, profile.name, profile.instances))
         if not profile.placements:
             problems.append("{0} has no possible placement on this GPU".format(profile.name))
     breakdown = " + ".join("{0} x {1}".format(c, p.name) for p, c in ordered)
@@ -719,8 +718,7 @@ class _LayoutSearch:
             profile, specs = self.groups[depth]
             for count in range(len(specs), -1, -1):
                 for starts in _combinations(profile, used, count):
-                    walk(depth + 1, placed + [(profile, s) for s in starts],
-                         used + [(s, profile.size) for s in starts])
+                    walk(depth + 1, placed + [(profile, s) for s in starts], used + [(s, profile.size) for s in starts])
 
         walk(0, [], [])
         return best
@@ -730,10 +728,10 @@ def _no_fit_message(wanted: t.Sequence[InstanceSpec], search: _LayoutSearch) -> 
     fitted = search.most_that_fit()
     left = Counter(spec.profile for spec in wanted) - Counter(p for p, _s in fitted)
     together = ", ".join("{0} at {1}".format(p.name, s) for p, s in sorted(fitted, key=lambda ps: (ps[1], ps[0].id)))
-    missing = ", ".join("{0} x {1} (placements {2})".format(c, p.name, p.starts_text())
-                        for p, c in sorted(left.items(), key=lambda pc: pc[0].id))
-    return ("the instances cannot be placed without overlapping: at most {0} of {1} fit together ({2}), leaving no "
-            "free placement for {3}".format(len(fitted), len(wanted), together or "none", missing))
+    missing = ", ".join("{0} x {1} (placements {2})".format(c, p.name, p.starts_text()) for p, c in sorted(left.items(), key=lambda pc: pc[0].id))
+    return "the instances cannot be placed without overlapping: at most {0} of {1} fit together ({2}), leaving no free placement for {3}".format(
+        len(fitted), len(wanted), together or "none", missing
+    )
 
 
 def plan_gpu(gpu: GpuState, target: GpuTarget | None) -> GpuPlan:
@@ -783,8 +781,7 @@ def plan_gpu(gpu: GpuState, target: GpuTarget | None) -> GpuPlan:
             else:
                 keep.add(gi.id)
                 plan.recompute.append(RecomputeInstance(gi, spec))
-    plan.destroy = [DestroyInstance(gi, gpu.profile_name(gi.profile_id))
-                    for gi in gpu.gpu_instances if gi.id not in keep]
+    plan.destroy = [DestroyInstance(gi, gpu.profile_name(gi.profile_id)) for gi in gpu.gpu_instances if gi.id not in keep]
     plan.create.sort(key=lambda c: (-c.spec.profile.size, -c.spec.profile.slices, -c.start))
     return plan
 
@@ -857,8 +854,7 @@ def gpu_layout(gpu: GpuState) -> list[tuple[int, str, tuple[int, ...]]]:
 # --------------------------------------------------------------------------
 # GPU-instance profile index -> the attribute suffix of its name, for drivers
 # whose v1 profile info carries no name.
-_INDEX_SUFFIX = {7: "+me", 8: "+me", 10: "+gfx", 11: "+gfx", 12: "+gfx", 13: "-me", 14: "-me", 15: "+me.all",
-                 16: "+me.all", 17: "+gfx"}
+_INDEX_SUFFIX = {7: "+me", 8: "+me", 10: "+gfx", 11: "+gfx", 12: "+gfx", 13: "-me", 14: "-me", 15: "+me.all", 16: "+me.all", 17: "+gfx"}
 
 
 def _process_name(pid: int, proc_root: str) -> str:
@@ -886,9 +882,14 @@ class NvmlReader:
         s = self.s
         dev = s.device_by_index(index)
         pci = s.device_pci_info(dev)
-        base: dict[str, t.Any] = dict(index=index, uuid=s.device_uuid(dev), name=s.device_name(dev),
-                                      pci_device_id=pci.pci_device_id, pci_subsystem_id=pci.pci_subsystem_id,
-                                      processes=self._processes(dev))
+        base: dict[str, t.Any] = dict(
+            index=index,
+            uuid=s.device_uuid(dev),
+            name=s.device_name(dev),
+            pci_device_id=pci.pci_device_id,
+            pci_subsystem_id=pci.pci_subsystem_id,
+            processes=self._processes(dev),
+        )
         try:
             mode = s.device_mig_mode(dev)
         except NvmlError as err:
@@ -903,24 +904,33 @@ class NvmlReader:
         infos = s.gpu_instance_profiles(dev)
         if not mode.current and not infos:
             profiles = self._catalogue_profiles(dev, pci.pci_device_id)
-            return GpuState(mig_capable=True, mig_enabled=False, mig_pending=mode.pending, profiles=profiles,
-                            profiles_from="catalogue" if profiles else "none", **base)
+            return GpuState(
+                mig_capable=True, mig_enabled=False, mig_pending=mode.pending, profiles=profiles, profiles_from="catalogue" if profiles else "none", **base
+            )
         total = s.device_memory(dev).total
-        profiles = tuple(self._profile(info, s.gpu_instance_possible_placements(dev, info.id), total)
-                         for info in infos)
-        return GpuState(mig_capable=True, mig_enabled=bool(mode.current), mig_pending=mode.pending,
-                        profiles=profiles, profiles_from="nvml",
-                        gpu_instances=self._gpu_instances(dev, infos) if mode.current else (), **base)
+        profiles = tuple(self._profile(info, s.gpu_instance_possible_placements(dev, info.id), total) for info in infos)
+        return GpuState(
+            mig_capable=True,
+            mig_enabled=bool(mode.current),
+            mig_pending=mode.pending,
+            profiles=profiles,
+            profiles_from="nvml",
+            gpu_instances=self._gpu_instances(dev, infos) if mode.current else (),
+            **base,
+        )
 
     @staticmethod
     def _profile(info: GpuInstanceProfile, placements: list[Placement], total_memory: int) -> Profile:
         name = info.name or ""
         if name.startswith("MIG "):
             name = name[4:]
-        suffix = name[name.index("gb") + 2:] if "gb" in name else _INDEX_SUFFIX.get(info.index, "")
+        suffix = name[name.index("gb") + 2 :] if "gb" in name else _INDEX_SUFFIX.get(info.index, "")
         derived = migparted_name(info.slice_count, info.memory_size_mb, total_memory, suffix)
         return Profile(
-            id=info.id, name=name or derived, slices=info.slice_count, instances=info.instance_count,
+            id=info.id,
+            name=name or derived,
+            slices=info.slice_count,
+            instances=info.instance_count,
             placements=tuple(sorted((p.start, p.size) for p in placements)),
             aliases=(derived,) if name and derived and derived != name else (),
         )
@@ -934,8 +944,7 @@ class NvmlReader:
             # Placements are a hardware fact NVML reports with MIG off too;
             # the catalogue's own are the fallback where it does not.
             try:
-                placements = tuple(sorted((p.start, p.size)
-                                          for p in self.s.gpu_instance_possible_placements(dev, profile_id)))
+                placements = tuple(sorted((p.start, p.size) for p in self.s.gpu_instance_possible_placements(dev, profile_id)))
             except NvmlError as err:
                 if err.code != NVML_ERROR_NOT_SUPPORTED:
                     raise
@@ -950,8 +959,7 @@ class NvmlReader:
         for info in infos:
             for handle in s.gpu_instances(dev, info):
                 gi = s.gpu_instance_info(handle)
-                found.append(GpuInstanceState(gi.id, gi.profile_id, gi.placement.start, gi.placement.size,
-                                              self._compute_instances(handle)))
+                found.append(GpuInstanceState(gi.id, gi.profile_id, gi.placement.start, gi.placement.size, self._compute_instances(handle)))
         return tuple(sorted(found, key=lambda gi: gi.id))
 
     def _compute_instances(self, handle: GpuInstance) -> tuple[ComputeInstanceState, ...]:
@@ -970,11 +978,16 @@ class NvmlReader:
             if err.code != NVML_ERROR_NOT_SUPPORTED:
                 raise
             return ()
-        return tuple(ClientProcess(
-            pid=p.pid, name=_process_name(p.pid, self.proc_root),
-            used_memory_mib=None if p.used_memory is None else p.used_memory // _MIB,
-            gpu_instance_id=p.gpu_instance_id, compute_instance_id=p.compute_instance_id,
-        ) for p in sorted(processes, key=lambda p: p.pid))
+        return tuple(
+            ClientProcess(
+                pid=p.pid,
+                name=_process_name(p.pid, self.proc_root),
+                used_memory_mib=None if p.used_memory is None else p.used_memory // _MIB,
+                gpu_instance_id=p.gpu_instance_id,
+                compute_instance_id=p.compute_instance_id,
+            )
+            for p in sorted(processes, key=lambda p: p.pid)
+        )
 
 
 def blocking_clients(plan: GpuPlan) -> list[ClientProcess]:
@@ -1021,11 +1034,11 @@ class MigApplier:
                 self.plans.append(self._gpu(plan))
             except (NvmlError, MigPlanError) as err:
                 current = self._current
-                not_done = ["GPU {0}: {1}".format(current.gpu.index, step)
-                            for step in current.steps() if step not in self._gpu_done]
-                not_done += ["GPU {0}: {1}".format(p.gpu.index, step) for p in plans[position + 1:] for step in p.steps()]
-                raise MigApplyError("GPU {0}: {1} failed: {2}".format(plan.gpu.index, self._step, err),
-                                    list(self.done), not_done, converges=not self._replan_failed) from None
+                not_done = ["GPU {0}: {1}".format(current.gpu.index, step) for step in current.steps() if step not in self._gpu_done]
+                not_done += ["GPU {0}: {1}".format(p.gpu.index, step) for p in plans[position + 1 :] for step in p.steps()]
+                raise MigApplyError(
+                    "GPU {0}: {1} failed: {2}".format(plan.gpu.index, self._step, err), list(self.done), not_done, converges=not self._replan_failed
+                ) from None
 
     def _run(self, gpu: GpuState, step: str, action: t.Callable[..., t.Any], *args: t.Any) -> t.Any:
         self._step = step
@@ -1048,8 +1061,9 @@ class MigApplier:
         if plan.set_mode is not None:
             status = self._run(gpu, _mode_step(plan.set_mode), self.s.set_mig_mode, dev, plan.set_mode)
             if status == NVML_ERROR_IN_USE:
-                raise MigPlanError("NVML could not switch MIG mode because the GPU is in use; stop its clients "
-                                   "(DCGM, nvsm, kubelet pods, CUDA jobs) and run again")
+                raise MigPlanError(
+                    "NVML could not switch MIG mode because the GPU is in use; stop its clients (DCGM, nvsm, kubelet pods, CUDA jobs) and run again"
+                )
             if status == NVML_ERROR_RESET_REQUIRED:
                 # The new mode waits for a GPU reset or reboot; instances can
                 # only be made once it is active.
@@ -1092,8 +1106,11 @@ class MigApplier:
         offered = {p.slice_count: p for p in self.s.compute_instance_profiles(handle)}
         for slices in spec.compute:
             if slices not in offered:
-                raise MigPlanError("{0} offers no {1}-slice compute instance (only {2})".format(
-                    spec.profile.name, slices, ", ".join("{0}c".format(s) for s in sorted(offered))))
+                raise MigPlanError(
+                    "{0} offers no {1}-slice compute instance (only {2})".format(
+                        spec.profile.name, slices, ", ".join("{0}c".format(s) for s in sorted(offered))
+                    )
+                )
             self.s.create_compute_instance(handle, offered[slices].id)
 
     def _replan(self, plan: GpuPlan) -> GpuPlan:
@@ -1145,9 +1162,11 @@ class NodePlan:
         off the bus); the check after an apply does not, since apply skips
         those GPUs as mig-parted does and warns instead.
         """
-        return ["GPU {0}: expected {1}, found {2}".format(p.gpu.index, describe_target(p.target), describe_gpu(p.gpu))
-                for p in self.plans if p.target is not None and p.managed and (p.changed or p.awaiting_reset)
-                ] + (self.missing if missing else [])
+        return [
+            "GPU {0}: expected {1}, found {2}".format(p.gpu.index, describe_target(p.target), describe_gpu(p.gpu))
+            for p in self.plans
+            if p.target is not None and p.managed and (p.changed or p.awaiting_reset)
+        ] + (self.missing if missing else [])
 
     def mode_differences(self) -> list[str]:
         """Like differences, for the MIG mode alone (mig-parted's `assert --mode-only`): current and pending."""
@@ -1157,8 +1176,7 @@ class NodePlan:
                 continue
             wanted = plan.target.mig_enabled
             if (plan.gpu.mig_enabled, plan.gpu.mig_pending) != (wanted, wanted):
-                out.append("GPU {0}: expected MIG {1}, found {2}".format(
-                    plan.gpu.index, "enabled" if wanted else "disabled", describe_gpu(plan.gpu)))
+                out.append("GPU {0}: expected MIG {1}, found {2}".format(plan.gpu.index, "enabled" if wanted else "disabled", describe_gpu(plan.gpu)))
         return out + self.missing
 
     def clients_in_the_way(self, resetting: bool = False) -> list[str]:
@@ -1181,8 +1199,7 @@ class NodePlan:
 class MigController:
     """Plans, applies or asserts one label of a config on this node."""
 
-    def __init__(self, entries: t.Sequence[ConfigEntry], label: str, session: NvmlSession,
-                 proc_root: str = "/proc") -> None:
+    def __init__(self, entries: t.Sequence[ConfigEntry], label: str, session: NvmlSession, proc_root: str = "/proc") -> None:
         self.entries = list(entries)
         self.label = label
         self.session = session
@@ -1207,9 +1224,11 @@ class MigController:
         for entry in self.entries:
             absent = [i for i in entry.devices or () if i >= count]
             if absent:
-                out.append("{0} selects GPU {1}, which this node does not have (it has {2})".format(
-                    entry.where, index_ranges(absent),
-                    "no GPU" if not count else "GPU " + index_ranges(range(count))))
+                out.append(
+                    "{0} selects GPU {1}, which this node does not have (it has {2})".format(
+                        entry.where, index_ranges(absent), "no GPU" if not count else "GPU " + index_ranges(range(count))
+                    )
+                )
         return out
 
     def _target(self, gpu: GpuState) -> GpuTarget | None:
@@ -1217,8 +1236,10 @@ class MigController:
         if not chosen:
             return None
         if len({(e.mig_enabled, e.mig_devices) for e in chosen}) > 1:
-            raise _gpu_error(gpu, "selected by {0}, which ask for different layouts; make their devices or "
-                                  "device-filter disjoint".format(" and ".join(e.where for e in chosen)))
+            raise _gpu_error(
+                gpu,
+                "selected by {0}, which ask for different layouts; make their devices or device-filter disjoint".format(" and ".join(e.where for e in chosen)),
+            )
         entry = chosen[0]
         if not gpu.mig_capable and entry.devices is None:
             # mig-parted leaves GPUs without MIG alone when an entry selects
@@ -1234,8 +1255,7 @@ class MigController:
             selected = [p.gpu for p in plans if p.target is not None and p.target.entry is entry]
             if entry.mig_enabled and selected and not any(g.mig_capable for g in selected):
                 names = " / ".join(sorted({g.name for g in selected}))
-                problems.append("{0} asks for MIG on GPU {1}, but {2} has no MIG support".format(
-                    entry.where, ", ".join(str(g.index) for g in selected), names))
+                problems.append("{0} asks for MIG on GPU {1}, but {2} has no MIG support".format(entry.where, ", ".join(str(g.index) for g in selected), names))
         return problems
 
     def apply(self, node: NodePlan) -> MigApplier:
@@ -1259,9 +1279,13 @@ class MigClientsError(Exception):
 
     def __init__(self, clients: list[str], before_reset: bool = False) -> None:
         super().__init__(
-            ("a GPU client attached after the MIG mode change was requested, so no GPU was reset and the new mode "
-             "stays pending: " if before_reset else "GPU clients are still attached, so nothing was changed: ")
-            + "; ".join(clients))
+            (
+                "a GPU client attached after the MIG mode change was requested, so no GPU was reset and the new mode stays pending: "
+                if before_reset
+                else "GPU clients are still attached, so nothing was changed: "
+            )
+            + "; ".join(clients)
+        )
         self.clients = clients
         self.before_reset = before_reset
 
@@ -1319,8 +1343,7 @@ def parse_hooks(data: t.Any) -> dict[str, tuple[Hook, ...]]:
         raise MigConfigError("hooks: expected a mapping with 'version: v1' and 'hooks', got {0}".format(_type_name(data)))
     _unknown_keys(data, ("version", "hooks"), "hooks", "top-level key")
     if data.get("version") != CONFIG_VERSION:
-        raise MigConfigError("hooks.version: expected 'v1' (mig-parted's hooks format), got {0!r}".format(
-            data.get("version")))
+        raise MigConfigError("hooks.version: expected 'v1' (mig-parted's hooks format), got {0!r}".format(data.get("version")))
     named = data.get("hooks") or {}
     if not isinstance(named, dict):
         raise MigConfigError("hooks.hooks: expected a mapping of hook name to a list of commands")
@@ -1369,21 +1392,27 @@ class HookRunner:
             env.update(hook.envs)
             env.update(self.env)
             try:
-                done = subprocess.run([hook.command] + list(hook.args), cwd=hook.workdir, env=env, check=False,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+                done = subprocess.run(
+                    [hook.command] + list(hook.args), cwd=hook.workdir, env=env, check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+                )
             except OSError as exc:
                 raise MigHookError("{0} ({1}) could not run: {2}".format(hook.where, hook.command, exc.strerror))
             self.ran.append(hook.where)
             if done.returncode != 0:
-                raise MigHookError("{0} ({1}) failed with exit {2}: {3}".format(
-                    hook.where, hook.command, done.returncode, " ".join(done.stdout.split()) or "no output"))
+                raise MigHookError(
+                    "{0} ({1}) failed with exit {2}: {3}".format(hook.where, hook.command, done.returncode, " ".join(done.stdout.split()) or "no output")
+                )
 
 
 def hook_env(config_file: str, label: str, hooks_file: str, reset: bool) -> dict[str, str]:
     """The variables mig-parted's apply gives its hooks (its flags' EnvVars), with our values."""
-    return {"MIG_PARTED_CONFIG_FILE": config_file, "MIG_PARTED_SELECTED_CONFIG": label,
-            "MIG_PARTED_HOOKS_FILE": hooks_file, "MIG_PARTED_SKIP_RESET": "false" if reset else "true",
-            "MIG_PARTED_MODE_CHANGE_ONLY": "false"}
+    return {
+        "MIG_PARTED_CONFIG_FILE": config_file,
+        "MIG_PARTED_SELECTED_CONFIG": label,
+        "MIG_PARTED_HOOKS_FILE": hooks_file,
+        "MIG_PARTED_SKIP_RESET": "false" if reset else "true",
+        "MIG_PARTED_MODE_CHANGE_ONLY": "false",
+    }
 
 
 class MigRun:
@@ -1401,8 +1430,7 @@ class MigRun:
     NVML client of ours holds, and the driver state is re-read after it.
     """
 
-    def __init__(self, entries: t.Sequence[ConfigEntry], label: str, open_session: t.Callable[[], NvmlSession],
-                 proc_root: str = "/proc") -> None:
+    def __init__(self, entries: t.Sequence[ConfigEntry], label: str, open_session: t.Callable[[], NvmlSession], proc_root: str = "/proc") -> None:
         self.entries = list(entries)
         self.label = label
         self.open_session = open_session
@@ -1451,14 +1479,17 @@ class MigRun:
         self._with_controller(lambda c: self._finish(c, result))
         if not all_reset or result.waiting:
             finished = [i for i in result.reset if i not in result.waiting]
-            raise MigResetError("the GPU reset failed{0}: {1}. {2}GPU {3} {4} as {5} before the reset, with the new "
-                                "MIG mode pending until a reset or reboot".format(
-                                    " for GPU " + index_ranges(result.waiting) if result.waiting else "",
-                                    " ".join(result.reset_output.split()) or "no output",
-                                    "The layout was finished on GPU {0}, which did reset. ".format(
-                                        index_ranges(finished)) if finished else "",
-                                    index_ranges(result.waiting), "stay" if len(result.waiting) > 1 else "stays",
-                                    "they were" if len(result.waiting) > 1 else "it was"), result)
+            raise MigResetError(
+                "the GPU reset failed{0}: {1}. {2}GPU {3} {4} as {5} before the reset, with the new MIG mode pending until a reset or reboot".format(
+                    " for GPU " + index_ranges(result.waiting) if result.waiting else "",
+                    " ".join(result.reset_output.split()) or "no output",
+                    "The layout was finished on GPU {0}, which did reset. ".format(index_ranges(finished)) if finished else "",
+                    index_ranges(result.waiting),
+                    "stay" if len(result.waiting) > 1 else "stays",
+                    "they were" if len(result.waiting) > 1 else "it was",
+                ),
+                result,
+            )
         return result
 
     def _first_pass(self, controller: MigController, resetting: bool) -> RunResult:
@@ -1478,11 +1509,11 @@ class MigRun:
         if resetting and result.waiting:
             # A process that attached while the modes were changed would make
             # the reset fail part-way; look once more before resetting.
-            late = [(gpu, gpu.processes) for gpu in (controller.reader.gpu(i) for i in result.waiting)
-                    if gpu.processes]
+            late = [(gpu, gpu.processes) for gpu in (controller.reader.gpu(i) for i in result.waiting) if gpu.processes]
             if late:
-                raise MigClientsError(["{0} ({1}): {2}".format(gpu.label, gpu.uuid, ", ".join(str(p) for p in found))
-                                       for gpu, found in late], before_reset=True)
+                raise MigClientsError(
+                    ["{0} ({1}): {2}".format(gpu.label, gpu.uuid, ", ".join(str(p) for p in found)) for gpu, found in late], before_reset=True
+                )
         return result
 
     def _finish(self, controller: MigController, result: RunResult) -> None:
@@ -1516,8 +1547,9 @@ def _exported_devices(gpu: GpuState) -> dict[str, int] | None:
     for gi in gpu.gpu_instances:
         profile = gpu.profile_by_id(gi.profile_id)
         if profile is None or not gi.compute_instances:
-            raise _gpu_error(gpu, "GPU instance {0} ({1}) has no compute instance, which a mig-parted config cannot "
-                                  "describe".format(gi.id, gpu.profile_name(gi.profile_id)))
+            raise _gpu_error(
+                gpu, "GPU instance {0} ({1}) has no compute instance, which a mig-parted config cannot describe".format(gi.id, gpu.profile_name(gi.profile_id))
+            )
         counts.update(device_name(profile, c) for c in gi.compute)
     return dict(sorted(counts.items()))
 
@@ -1543,10 +1575,12 @@ def export_layout(gpus: t.Sequence[GpuState], label: str) -> tuple[dict[str, t.A
             (entry,) = parse_config({"version": CONFIG_VERSION, "mig-configs": {label: [item]}})[label]
             plan = plan_gpu(gpu, resolve_target(gpu, entry))
             if plan.changed:
-                raise _gpu_error(gpu, "re-applying mig-devices {0} would change it ({1}); a mig-parted config "
-                                      "cannot describe this state".format(
-                                          "{" + ", ".join("{0}: {1}".format(*i) for i in (devices or {}).items()) + "}",
-                                          "; ".join(plan.steps())))
+                raise _gpu_error(
+                    gpu,
+                    "re-applying mig-devices {0} would change it ({1}); a mig-parted config cannot describe this state".format(
+                        "{" + ", ".join("{0}: {1}".format(*i) for i in (devices or {}).items()) + "}", "; ".join(plan.steps())
+                    ),
+                )
         except (MigPlanError, MigConfigError) as err:
             problems.append("{0}; left out of the export".format(err))
             continue
@@ -1564,8 +1598,7 @@ def export_layout(gpus: t.Sequence[GpuState], label: str) -> tuple[dict[str, t.A
     return {"version": CONFIG_VERSION, "mig-configs": {label: entries}}, problems
 
 
-def export_config(open_session: t.Callable[[], NvmlSession], label: str,
-                  proc_root: str = "/proc") -> tuple[dict[str, t.Any], list[str]]:
+def export_config(open_session: t.Callable[[], NvmlSession], label: str, proc_root: str = "/proc") -> tuple[dict[str, t.Any], list[str]]:
     """Read the node through NVML and export it (see export_layout)."""
     session = open_session()
     try:
@@ -1596,8 +1629,7 @@ def group_gpu_problems(errors: t.Sequence[MigPlanError]) -> list[str]:
         else:
             groups.setdefault((err.gpu.name, err.reason), []).append(err.gpu.index)
     for (name, reason), indices in groups.items():
-        lines.append("{0} {1} ({2}): {3}".format("GPU" if len(indices) == 1 else "GPUs", index_ranges(indices),
-                                                 name, reason))
+        lines.append("{0} {1} ({2}): {3}".format("GPU" if len(indices) == 1 else "GPUs", index_ranges(indices), name, reason))
     return lines
 
 
@@ -1611,23 +1643,39 @@ def plan_to_dict(plan: GpuPlan) -> dict[str, t.Any]:
         "selected_by": plan.target.selected_by if plan.target else None,
         "skipped": plan.skipped,
         "mig_capable": gpu.mig_capable,
-        "mig_enabled": {"current": gpu.mig_enabled, "pending": gpu.mig_pending,
-                        "wanted": plan.target.mig_enabled if plan.managed and plan.target else None},
+        "mig_enabled": {"current": gpu.mig_enabled, "pending": gpu.mig_pending, "wanted": plan.target.mig_enabled if plan.managed and plan.target else None},
         "mode_change": None if plan.set_mode is None else ("enable" if plan.set_mode else "disable"),
         "profiles_from": gpu.profiles_from,
-        "destroy": [{
-            "gpu_instance_id": d.instance.id, "profile": d.profile_name, "start": d.instance.start,
-            "size": d.instance.size, "compute_instances": [ci.id for ci in d.instance.compute_instances],
-        } for d in plan.destroy],
-        "recompute": [{
-            "gpu_instance_id": r.instance.id, "profile": r.spec.profile.name, "start": r.instance.start,
-            "destroy_compute_instances": [ci.id for ci in r.instance.compute_instances],
-            "compute": r.spec.device_names(),
-        } for r in plan.recompute],
-        "create": [{
-            "profile": c.spec.profile.name, "profile_id": c.spec.profile.id, "start": c.start,
-            "size": c.spec.profile.size, "compute": c.spec.device_names(),
-        } for c in plan.create],
+        "destroy": [
+            {
+                "gpu_instance_id": d.instance.id,
+                "profile": d.profile_name,
+                "start": d.instance.start,
+                "size": d.instance.size,
+                "compute_instances": [ci.id for ci in d.instance.compute_instances],
+            }
+            for d in plan.destroy
+        ],
+        "recompute": [
+            {
+                "gpu_instance_id": r.instance.id,
+                "profile": r.spec.profile.name,
+                "start": r.instance.start,
+                "destroy_compute_instances": [ci.id for ci in r.instance.compute_instances],
+                "compute": r.spec.device_names(),
+            }
+            for r in plan.recompute
+        ],
+        "create": [
+            {
+                "profile": c.spec.profile.name,
+                "profile_id": c.spec.profile.id,
+                "start": c.start,
+                "size": c.spec.profile.size,
+                "compute": c.spec.device_names(),
+            }
+            for c in plan.create
+        ],
         "steps": plan.steps(),
         "reset_required": plan.awaiting_reset,
         "changed": plan.changed,

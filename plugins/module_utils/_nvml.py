@@ -55,11 +55,7 @@ NVML_ERROR_GPU_NOT_FOUND = 28
 NVML_ERROR_INVALID_STATE = 29
 NVML_ERROR_UNKNOWN = 999
 
-ERROR_NAMES = {
-    value: name
-    for name, value in sorted(globals().items())
-    if name.startswith("NVML_ERROR_") or name == "NVML_SUCCESS"
-}
+ERROR_NAMES = {value: name for name, value in sorted(globals().items()) if name.startswith("NVML_ERROR_") or name == "NVML_SUCCESS"}
 
 # --- buffer sizes (nvmlConstants) ------------------------------------------
 NVML_DEVICE_UUID_V2_BUFFER_SIZE = 96
@@ -212,17 +208,14 @@ HINTS = {
     NVML_ERROR_UNINITIALIZED: "NVML was not initialized (nvmlInit failed or nvmlShutdown was called)",
     NVML_ERROR_NO_PERMISSION: "run as root (become: true)",
     NVML_ERROR_DRIVER_NOT_LOADED: "the nvidia kernel module is not loaded",
-    NVML_ERROR_LIBRARY_NOT_FOUND: (
-        "a library NVML depends on could not be loaded (libnvidia-ml.so.1 itself, or libcuda.so.1 for CUDA queries)"
-    ),
+    NVML_ERROR_LIBRARY_NOT_FOUND: ("a library NVML depends on could not be loaded (libnvidia-ml.so.1 itself, or libcuda.so.1 for CUDA queries)"),
     NVML_ERROR_FUNCTION_NOT_FOUND: "the driver is too old for this call",
     NVML_ERROR_CORRUPTED_INFOROM: "the GPU's infoROM is corrupted; contact the vendor",
     NVML_ERROR_GPU_IS_LOST: "the GPU fell off the bus; check dmesg / reset or reboot",
     NVML_ERROR_RESET_REQUIRED: "the GPU needs a reset (nvidia-smi -r) or a reboot",
     NVML_ERROR_OPERATING_SYSTEM: "the GPU device nodes are blocked by the operating system or cgroups",
     NVML_ERROR_LIB_RM_VERSION_MISMATCH: (
-        "driver/library version mismatch: the loaded kernel module differs from the installed user-space driver; "
-        "reboot or reload the nvidia modules"
+        "driver/library version mismatch: the loaded kernel module differs from the installed user-space driver; reboot or reload the nvidia modules"
     ),
     NVML_ERROR_IN_USE: "the GPU is in use; stop its clients (nvidia-persistenced, dcgm, kubelet, CUDA jobs) and retry",
     NVML_ERROR_INSUFFICIENT_RESOURCES: "not enough free MIG slices for this instance (check placements and order)",
@@ -258,7 +251,9 @@ class NvmlLibraryNotFoundError(NvmlError):
     def __init__(self, path: str, loader_message: str) -> None:
         self.path = path
         super().__init__(
-            NVML_ERROR_LIBRARY_NOT_FOUND, "dlopen", loader_message,
+            NVML_ERROR_LIBRARY_NOT_FOUND,
+            "dlopen",
+            loader_message,
             hint="the NVIDIA user-space driver (Debian: libnvidia-ml1) is not installed or not on the loader path",
         )
 
@@ -528,11 +523,17 @@ PROTOTYPES: dict[str, tuple[t.Any, ...]] = {
     "nvmlGpuInstanceGetComputeInstanceProfileInfo": (_HANDLE, _UINT, _UINT, _P(_ComputeInstanceProfileInfo)),
     "nvmlGpuInstanceGetComputeInstanceRemainingCapacity": (_HANDLE, _UINT, _P(_UINT)),
     "nvmlGpuInstanceGetComputeInstancePossiblePlacements": (
-        _HANDLE, _UINT, _P(_ComputeInstancePlacement), _P(_UINT),
+        _HANDLE,
+        _UINT,
+        _P(_ComputeInstancePlacement),
+        _P(_UINT),
     ),
     "nvmlGpuInstanceCreateComputeInstance": (_HANDLE, _UINT, _P(_HANDLE)),
     "nvmlGpuInstanceCreateComputeInstanceWithPlacement": (
-        _HANDLE, _UINT, _P(_ComputeInstancePlacement), _P(_HANDLE),
+        _HANDLE,
+        _UINT,
+        _P(_ComputeInstancePlacement),
+        _P(_HANDLE),
     ),
     "nvmlComputeInstanceDestroy": (_HANDLE,),
     "nvmlGpuInstanceGetComputeInstances": (_HANDLE, _UINT, _P(_HANDLE), _P(_UINT)),
@@ -589,7 +590,8 @@ FALLBACKS: dict[str, tuple[str, frozenset[int]]] = {
     "nvmlDeviceGetGpuFabricInfoV": ("nvmlDeviceGetGpuFabricInfo", _VERSION_GAP),
     "nvmlDeviceGetTemperatureV": ("nvmlDeviceGetTemperature", _VERSION_GAP),
     "nvmlDeviceGetCurrentClocksEventReasons": (
-        "nvmlDeviceGetCurrentClocksThrottleReasons", frozenset({NVML_ERROR_FUNCTION_NOT_FOUND}),
+        "nvmlDeviceGetCurrentClocksThrottleReasons",
+        frozenset({NVML_ERROR_FUNCTION_NOT_FOUND}),
     ),
 }
 
@@ -1098,7 +1100,9 @@ class NvmlSession:
         info = _GpuInstanceInfo()
         self._call("nvmlGpuInstanceGetInfo", gpu_instance.value, ctypes.byref(info))
         return GpuInstanceInfo(
-            id=info.id, profile_id=info.profileId, placement=Placement(info.placement.start, info.placement.size),
+            id=info.id,
+            profile_id=info.profileId,
+            placement=Placement(info.placement.start, info.placement.size),
         )
 
     def create_gpu_instance(self, device: Device, profile_id: int, placement: Placement | None = None) -> GpuInstance:
@@ -1117,7 +1121,9 @@ class NvmlSession:
 
     # -- compute-instance profiles and compute instances -----------------------------
     def compute_instance_profile(
-        self, gpu_instance: GpuInstance, index: int,
+        self,
+        gpu_instance: GpuInstance,
+        index: int,
         engine_profile: int = NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
     ) -> ComputeInstanceProfile | None:
         """CI profile at NVML_COMPUTE_INSTANCE_PROFILE_* `index`; None when absent."""
@@ -1165,8 +1171,7 @@ class NvmlSession:
         """The CI profile spanning the whole GI: what `nvidia-smi mig -cgi ... -C` creates."""
         profiles = self.compute_instance_profiles(gpu_instance)
         if not profiles:
-            raise NvmlError(NVML_ERROR_NOT_SUPPORTED, "nvmlGpuInstanceGetComputeInstanceProfileInfoV",
-                            "no compute-instance profile")
+            raise NvmlError(NVML_ERROR_NOT_SUPPORTED, "nvmlGpuInstanceGetComputeInstanceProfileInfoV", "no compute-instance profile")
         return max(profiles, key=lambda p: (p.slice_count, -p.index))
 
     def compute_instance_possible_placements(self, gpu_instance: GpuInstance, profile_id: int) -> list[Placement]:
@@ -1190,19 +1195,28 @@ class NvmlSession:
         return [ComputeInstance(handles[i]) for i in range(count.value)]
 
     def compute_instance_by_id(self, gpu_instance: GpuInstance, compute_instance_id: int) -> ComputeInstance:
-        return ComputeInstance(self._handle(
-            "nvmlGpuInstanceGetComputeInstanceById", gpu_instance.value, compute_instance_id,
-        ))
+        return ComputeInstance(
+            self._handle(
+                "nvmlGpuInstanceGetComputeInstanceById",
+                gpu_instance.value,
+                compute_instance_id,
+            )
+        )
 
     def compute_instance_info(self, compute_instance: ComputeInstance) -> ComputeInstanceInfo:
         info = _ComputeInstanceInfo()
         self._call("nvmlComputeInstanceGetInfo_v2", compute_instance.value, ctypes.byref(info))
         return ComputeInstanceInfo(
-            id=info.id, profile_id=info.profileId, placement=Placement(info.placement.start, info.placement.size),
+            id=info.id,
+            profile_id=info.profileId,
+            placement=Placement(info.placement.start, info.placement.size),
         )
 
     def create_compute_instance(
-        self, gpu_instance: GpuInstance, profile_id: int | None = None, placement: Placement | None = None,
+        self,
+        gpu_instance: GpuInstance,
+        profile_id: int | None = None,
+        placement: Placement | None = None,
     ) -> ComputeInstance:
         """Create a compute instance; profile_id None = the full-size default CI."""
         if profile_id is None:
@@ -1210,9 +1224,14 @@ class NvmlSession:
         if placement is None:
             return ComputeInstance(self._handle("nvmlGpuInstanceCreateComputeInstance", gpu_instance.value, profile_id))
         where = _ComputeInstancePlacement(placement.start, placement.size)
-        return ComputeInstance(self._handle(
-            "nvmlGpuInstanceCreateComputeInstanceWithPlacement", gpu_instance.value, profile_id, ctypes.byref(where),
-        ))
+        return ComputeInstance(
+            self._handle(
+                "nvmlGpuInstanceCreateComputeInstanceWithPlacement",
+                gpu_instance.value,
+                profile_id,
+                ctypes.byref(where),
+            )
+        )
 
     def destroy_compute_instance(self, compute_instance: ComputeInstance) -> None:
         self._call("nvmlComputeInstanceDestroy", compute_instance.value)
@@ -1280,11 +1299,18 @@ class NvmlSession:
     def device_remapped_rows(self, device: Device) -> RemappedRows:
         corr, unc, pending, failure = ctypes.c_uint(0), ctypes.c_uint(0), ctypes.c_uint(0), ctypes.c_uint(0)
         self._call(
-            "nvmlDeviceGetRemappedRows", device.value,
-            ctypes.byref(corr), ctypes.byref(unc), ctypes.byref(pending), ctypes.byref(failure),
+            "nvmlDeviceGetRemappedRows",
+            device.value,
+            ctypes.byref(corr),
+            ctypes.byref(unc),
+            ctypes.byref(pending),
+            ctypes.byref(failure),
         )
         return RemappedRows(
-            correctable=corr.value, uncorrectable=unc.value, pending=bool(pending.value), failure=bool(failure.value),
+            correctable=corr.value,
+            uncorrectable=unc.value,
+            pending=bool(pending.value),
+            failure=bool(failure.value),
         )
 
     def device_field_values(self, device: Device, field_ids: t.Sequence[int]) -> list[FieldValue]:
@@ -1295,7 +1321,9 @@ class NvmlSession:
         self._call("nvmlDeviceGetFieldValues", device.value, len(field_ids), values)
         return [
             FieldValue(
-                field_id=v.fieldId, scope_id=v.scopeId, nvml_return=v.nvmlReturn,
+                field_id=v.fieldId,
+                scope_id=v.scopeId,
+                nvml_return=v.nvmlReturn,
                 value=_field_value(v) if v.nvmlReturn == NVML_SUCCESS else None,
             )
             for v in values
@@ -1349,8 +1377,11 @@ class NvmlSession:
             self._call(older, device.value, ctypes.byref(info))
             health_mask = None
         return FabricInfo(
-            state=info.state, status=info.status, clique_id=info.cliqueId,
-            cluster_uuid=bytes(info.clusterUuid), health_mask=health_mask,
+            state=info.state,
+            status=info.status,
+            clique_id=info.cliqueId,
+            cluster_uuid=bytes(info.clusterUuid),
+            health_mask=health_mask,
         )
 
     def device_temperature(self, device: Device, sensor: int = NVML_TEMPERATURE_GPU) -> int:

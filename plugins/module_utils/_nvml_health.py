@@ -60,9 +60,14 @@ T = t.TypeVar("T")
 # "This GPU or driver cannot tell": the field becomes null. NO_PERMISSION
 # counts because an unprivileged read of health must still report the rest,
 # NO_DATA because a counter that has never been sampled is not an error.
-UNAVAILABLE = frozenset({
-    NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_FUNCTION_NOT_FOUND, NVML_ERROR_NO_PERMISSION, NVML_ERROR_NO_DATA,
-})
+UNAVAILABLE = frozenset(
+    {
+        NVML_ERROR_NOT_SUPPORTED,
+        NVML_ERROR_FUNCTION_NOT_FOUND,
+        NVML_ERROR_NO_PERMISSION,
+        NVML_ERROR_NO_DATA,
+    }
+)
 # nvmlDeviceGetNvLinkState answers INVALID_ARGUMENT for a link index beyond
 # the GPU's links: such a link does not exist, it is not an error.
 _NO_SUCH_LINK = UNAVAILABLE | {NVML_ERROR_INVALID_ARGUMENT}
@@ -126,8 +131,7 @@ def empty_health() -> dict[str, t.Any]:
         "retired_pages": {"single_bit_ecc": None, "double_bit_ecc": None, "pending": None},
         "remapped_rows": {"correctable": None, "uncorrectable": None, "pending": None, "failure": None},
         "recovery_action": None,
-        "pcie": {"gen_current": None, "gen_max": None, "width_current": None, "width_max": None,
-                 "replay_counter": None},
+        "pcie": {"gen_current": None, "gen_max": None, "width_current": None, "width_max": None, "replay_counter": None},
         "nvlink": [],
         "fabric": None,
         "temperature": {"current_c": None, "slowdown_c": None, "shutdown_c": None},
@@ -165,8 +169,7 @@ def read_health(session: NvmlSession, device: Device) -> dict[str, t.Any]:
         }
 
     health["retired_pages"] = {
-        "single_bit_ecc": opt(
-            s.device_retired_pages_count, dev, NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS),
+        "single_bit_ecc": opt(s.device_retired_pages_count, dev, NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS),
         "double_bit_ecc": opt(s.device_retired_pages_count, dev, NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR),
         "pending": opt(s.device_retired_pages_pending, dev),
     }
@@ -174,8 +177,10 @@ def read_health(session: NvmlSession, device: Device) -> dict[str, t.Any]:
     rows = opt(s.device_remapped_rows, dev)
     if rows is not None:
         health["remapped_rows"] = {
-            "correctable": rows.correctable, "uncorrectable": rows.uncorrectable,
-            "pending": rows.pending, "failure": rows.failure,
+            "correctable": rows.correctable,
+            "uncorrectable": rows.uncorrectable,
+            "pending": rows.pending,
+            "failure": rows.failure,
         }
 
     # The call answers SUCCESS even when a field is unknown to the driver: the
@@ -204,7 +209,8 @@ def read_health(session: NvmlSession, device: Device) -> dict[str, t.Any]:
     mask = opt(s.device_clock_event_reasons, dev)
     if mask is not None:
         health["clock_event_reasons"] = {
-            "mask": mask, "active": [name for bit, name in CLOCK_EVENT_REASONS if mask & bit],
+            "mask": mask,
+            "active": [name for bit, name in CLOCK_EVENT_REASONS if mask & bit],
         }
 
     health["power"] = {

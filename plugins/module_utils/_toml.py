@@ -29,8 +29,16 @@ try:  # Python >= 3.11
 except ImportError:  # pragma: no cover - depends on the target's Python
     _tomllib = None
 
-__all__ = ["TomlError", "TomlNullError", "loads", "parse", "dumps", "dump_value", "top_level_keys",
-           "add_to_top_level_array"]
+__all__ = [
+    "TomlError",
+    "TomlNullError",
+    "add_to_top_level_array",
+    "dump_value",
+    "dumps",
+    "loads",
+    "parse",
+    "top_level_keys",
+]
 
 
 class TomlError(ValueError):
@@ -57,9 +65,11 @@ def parse(text: str) -> dict[str, t.Any]:
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _ESCAPES = {"b": "\b", "t": "\t", "n": "\n", "f": "\f", "r": "\r", '"': '"', "\\": "\\"}
 _DEC_INT = re.compile(r"[+-]?(?:0|[1-9](?:_?[0-9])*)")
-_PREFIXED_INT = {"0x": (re.compile(r"0x[0-9A-Fa-f](?:_?[0-9A-Fa-f])*"), 16),
-                 "0o": (re.compile(r"0o[0-7](?:_?[0-7])*"), 8),
-                 "0b": (re.compile(r"0b[01](?:_?[01])*"), 2)}
+_PREFIXED_INT = {
+    "0x": (re.compile(r"0x[0-9A-Fa-f](?:_?[0-9A-Fa-f])*"), 16),
+    "0o": (re.compile(r"0o[0-7](?:_?[0-7])*"), 8),
+    "0b": (re.compile(r"0b[01](?:_?[01])*"), 2),
+}
 _FLOAT = re.compile(r"[+-]?(?:0|[1-9](?:_?[0-9])*)(?:\.[0-9](?:_?[0-9])*)?(?:[eE][+-]?[0-9](?:_?[0-9])*)?")
 _SPECIAL_FLOAT = re.compile(r"[+-]?(?:inf|nan)")
 _DATETIME = re.compile(
@@ -81,7 +91,7 @@ class _Parser:
     def __init__(self, text: str) -> None:
         if "\r" in text.replace("\r\n", ""):
             # A lone CR is not a TOML newline; find it for the message.
-            pos = next(i for i, c in enumerate(text) if c == "\r" and text[i + 1:i + 2] != "\n")
+            pos = next(i for i, c in enumerate(text) if c == "\r" and text[i + 1 : i + 2] != "\n")
             self.text, self.pos = text, pos
             self.error("carriage return without a line feed")
         self.text = text
@@ -96,7 +106,7 @@ class _Parser:
         raise TomlError("{0} (at line {1}, column {2})".format(msg, line, col))
 
     def peek(self, n: int = 1) -> str:
-        return self.text[self.pos:self.pos + n]
+        return self.text[self.pos : self.pos + n]
 
     def skip_ws(self) -> None:
         while self.pos < len(self.text) and self.text[self.pos] in " \t":
@@ -106,7 +116,7 @@ class _Parser:
         if self.peek() == "#":
             end = self.text.find("\n", self.pos)
             end = len(self.text) if end < 0 else end
-            for ch in self.text[self.pos:end].rstrip("\r"):
+            for ch in self.text[self.pos : end].rstrip("\r"):
                 if (ord(ch) < 0x20 and ch != "\t") or ord(ch) == 0x7F:
                     self.error("control character in a comment")
             self.pos = end
@@ -271,8 +281,13 @@ class _Parser:
     def number_or_date(self) -> t.Any:
         start = self.pos
         match = _DATETIME.match(self.text, start)
-        if match and match.end() > start and (match.group("date") or match.group("time")) \
-                and self.at_value_end(match.end()) and (match.group("date") or ":" in match.group(0)):
+        if (
+            match
+            and match.end() > start
+            and (match.group("date") or match.group("time"))
+            and self.at_value_end(match.end())
+            and (match.group("date") or ":" in match.group(0))
+        ):
             self.pos = match.end()
             return self.datetime(match)
         special = _SPECIAL_FLOAT.match(self.text, start)
@@ -359,14 +374,14 @@ class _Parser:
             if self.peek(3) == '"""':
                 # Up to two quotes may close the content right before the delimiter.
                 extra = 0
-                while extra < 2 and self.text[self.pos + 3 + extra:self.pos + 4 + extra] == '"':
+                while extra < 2 and self.text[self.pos + 3 + extra : self.pos + 4 + extra] == '"':
                     extra += 1
                 out.append('"' * extra)
                 self.pos += 3 + extra
                 return "".join(out)
             ch = self.text[self.pos]
             if ch == "\\":
-                rest = re.match(r"\\[ \t]*\r?\n", self.text[self.pos:])
+                rest = re.match(r"\\[ \t]*\r?\n", self.text[self.pos :])
                 if rest:
                     self.pos += rest.end()
                     while self.pos < len(self.text) and self.text[self.pos] in " \t\r\n":
@@ -394,7 +409,7 @@ class _Parser:
                 break
             self.check_char(self.text[end])
             end += 1
-        value = self.text[self.pos:end]
+        value = self.text[self.pos : end]
         self.pos = end + 1
         return value
 
@@ -408,9 +423,9 @@ class _Parser:
         if end < 0:
             self.error("unterminated multi-line literal string")
         extra = 0
-        while extra < 2 and self.text[end + 3 + extra:end + 4 + extra] == "'":
+        while extra < 2 and self.text[end + 3 + extra : end + 4 + extra] == "'":
             extra += 1
-        value = self.text[self.pos:end + extra]
+        value = self.text[self.pos : end + extra]
         for ch in value:
             if ch not in "\r\n":
                 self.check_char(ch)
@@ -422,13 +437,13 @@ class _Parser:
             self.error("control character in a string")
 
     def escape(self) -> str:
-        code = self.text[self.pos + 1:self.pos + 2]
+        code = self.text[self.pos + 1 : self.pos + 2]
         if code in _ESCAPES:
             self.pos += 2
             return _ESCAPES[code]
         if code in ("u", "U"):
             width = 4 if code == "u" else 8
-            digits = self.text[self.pos + 2:self.pos + 2 + width]
+            digits = self.text[self.pos + 2 : self.pos + 2 + width]
             if len(digits) != width or not re.fullmatch(r"[0-9A-Fa-f]+", digits):
                 self.error("invalid unicode escape")
             value = int(digits, 16)
@@ -501,6 +516,7 @@ def _plain(value: t.Any) -> t.Any:
 
 # --- top-level statements, for edits that keep the file's bytes -------------------------------
 
+
 class TopLevelKey(t.NamedTuple):
     key: tuple[str, ...]
     start: int  # first character of the key
@@ -562,7 +578,7 @@ def add_to_top_level_array(text: str, key: str, element: str, after: str | None 
     if anchor is None:
         return line + text
     insert_at = anchor.line_end
-    prefix = "" if text[insert_at - 1:insert_at] == "\n" else "\n"
+    prefix = "" if text[insert_at - 1 : insert_at] == "\n" else "\n"
     return text[:insert_at] + prefix + line + text[insert_at:]
 
 
@@ -584,12 +600,15 @@ def _last_token_end(text: str, start: int, stop: int) -> int | None:
 
 # --- writer ----------------------------------------------------------------------------------
 
+
 class TomlNullError(TomlError):
     """A None in data to write: TOML has no null. `key` is the dotted TOML path to it."""
 
     def __init__(self, key: str) -> None:
-        super().__init__("{0} is null, and TOML has no null: give it a value, or remove the key to keep the value "
-                         "the other config files or the program's default give it".format(key))
+        super().__init__(
+            "{0} is null, and TOML has no null: give it a value, or remove the key to keep the value "
+            "the other config files or the program's default give it".format(key)
+        )
         self.key = key
 
 

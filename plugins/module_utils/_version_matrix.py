@@ -88,12 +88,18 @@ _MATRICES_KEPT = 16
 
 def matrix_for(params: dict[str, t.Any], today: datetime.date) -> Matrix:
     """The Matrix for these options, built once per distinct set of them."""
-    key = json.dumps([params["tables"], params["custom_rules"], today.isoformat(), params["eol_warning_days"],
-                      sorted(params["ignore_rules"])], sort_keys=True, default=str)
+    key = json.dumps(
+        [params["tables"], params["custom_rules"], today.isoformat(), params["eol_warning_days"], sorted(params["ignore_rules"])], sort_keys=True, default=str
+    )
     matrix = _MATRICES.get(key)
     if matrix is None:
-        matrix = Matrix(tables=params["tables"], custom_rules=params["custom_rules"], today=today,
-                        eol_warning_days=params["eol_warning_days"], ignore_rules=params["ignore_rules"])
+        matrix = Matrix(
+            tables=params["tables"],
+            custom_rules=params["custom_rules"],
+            today=today,
+            eol_warning_days=params["eol_warning_days"],
+            ignore_rules=params["ignore_rules"],
+        )
         if len(_MATRICES) >= _MATRICES_KEPT:
             _MATRICES.pop(next(iter(_MATRICES)))
         _MATRICES[key] = matrix
@@ -120,13 +126,18 @@ class VersionMatrixManager:
         matrix = matrix_for(self.params, self._today())
         desired = {k: v for k, v in (self.params["desired"] or {}).items() if v is not None}
         installed = {k: v for k, v in (self.params["installed"] or {}).items() if v is not None}
-        view, findings = matrix.evaluate(desired, installed, self.params["cuda_versions"], self.params["target"],
-                                         self.params["cuda_compat"])
+        view, findings = matrix.evaluate(desired, installed, self.params["cuda_versions"], self.params["target"], self.params["cuda_compat"])
         failing = fails(findings, self.params["fail_on"])
         summary: dict[str, t.Any] = {level: sum(1 for f in findings if f["severity"] == level) for level in SEVERITIES}
         summary.update(worst=worst(findings), failed=bool(failing))
-        return {"findings": findings, "summary": summary, "matrix": view.as_dict(), "rules": dict(RULES),
-                "messages": [line(f) for f in findings], "failing": failing}
+        return {
+            "findings": findings,
+            "summary": summary,
+            "matrix": view.as_dict(),
+            "rules": dict(RULES),
+            "messages": [line(f) for f in findings],
+            "failing": failing,
+        }
 
 
 def line(found: dict[str, t.Any]) -> str:
@@ -135,8 +146,7 @@ def line(found: dict[str, t.Any]) -> str:
 
 def failure_message(failing: list[dict[str, t.Any]]) -> str:
     counts = {level: sum(1 for f in failing if f["severity"] == level) for level in SEVERITIES}
-    what = ", ".join("{0} {1}{2}".format(n, level, "s" if n != 1 else "")
-                     for level, n in sorted(counts.items(), key=lambda kv: -SEVERITIES.index(kv[0])) if n)
+    what = ", ".join("{0} {1}{2}".format(n, level, "s" if n != 1 else "") for level, n in sorted(counts.items(), key=lambda kv: -SEVERITIES.index(kv[0])) if n)
     lines = ["version matrix: {0}".format(what)]
     lines += [line(f) for f in failing]
     return "\n".join(lines)

@@ -31,7 +31,7 @@ _BLANKS = " \t"
 # strtol skips these before an epoch's sign and digits; the trim above has
 # already removed spaces and tabs.
 _STRTOL_SPACE = "\n\v\f\r"
-_INT_MAX = 2 ** 31 - 1
+_INT_MAX = 2**31 - 1
 
 
 def _sign(value: int) -> int:
@@ -39,6 +39,7 @@ def _sign(value: int) -> int:
 
 
 # --- dpkg --------------------------------------------------------------------
+
 
 class DpkgVersion(t.NamedTuple):
     epoch: int
@@ -71,8 +72,8 @@ def dpkg_parse(version: str) -> DpkgVersion:
         # strtol(text, &end, 10), which must stop exactly at the first colon.
         number = text[:colon].lstrip(_STRTOL_SPACE)
         sign = number[:1] if number[:1] in ("+", "-") else ""
-        digits = number[len(sign):]
-        if not digits[:1] in _DIGITS:
+        digits = number[len(sign) :]
+        if digits[:1] not in _DIGITS:
             raise ValueError("Debian version {0!r}: the epoch is empty".format(version))
         if not all(char in _DIGITS for char in digits):
             raise ValueError("Debian version {0!r}: the epoch is not a number".format(version))
@@ -81,7 +82,7 @@ def dpkg_parse(version: str) -> DpkgVersion:
             raise ValueError("Debian version {0!r}: the epoch is negative".format(version))
         if epoch > _INT_MAX:
             raise ValueError("Debian version {0!r}: the epoch is too big".format(version))
-        text = text[colon + 1:]
+        text = text[colon + 1 :]
         if not text:
             raise ValueError("Debian version {0!r}: nothing after the epoch's colon".format(version))
     upstream, hyphen, revision = text.rpartition("-")
@@ -151,6 +152,7 @@ dpkg_key = functools.cmp_to_key(dpkg_compare)
 
 
 # --- rpm ---------------------------------------------------------------------
+
 
 def rpm_vercmp(a: str, b: str) -> int:
     """rpm's rpmvercmp on one field (a version or a release): alphanumeric
@@ -232,8 +234,8 @@ def rpm_parse(evr: str) -> RpmVersion:
         digits += 1
     epoch: t.Optional[str] = None
     rest = evr
-    if evr[digits:digits + 1] == ":":
-        epoch, rest = evr[:digits] or "0", evr[digits + 1:]
+    if evr[digits : digits + 1] == ":":
+        epoch, rest = evr[:digits] or "0", evr[digits + 1 :]
     version, hyphen, release = rest.rpartition("-")
     if not hyphen:
         return RpmVersion(epoch, rest, None)
@@ -251,9 +253,11 @@ def rpm_compare(a: str, b: str) -> int:
     """-1, 0 or 1 as rpm orders the EVRs a and b (rpmverCmp): epoch (missing
     is 0), then version, then release (a missing release sorts first)."""
     version_a, version_b = rpm_parse(a), rpm_parse(b)
-    return (rpm_vercmp(version_a.epoch or "0", version_b.epoch or "0")
-            or _rpm_field(version_a.version, version_b.version)
-            or _rpm_field(version_a.release, version_b.release))
+    return (
+        rpm_vercmp(version_a.epoch or "0", version_b.epoch or "0")
+        or _rpm_field(version_a.version, version_b.version)
+        or _rpm_field(version_a.release, version_b.release)
+    )
 
 
 rpm_key = functools.cmp_to_key(rpm_compare)

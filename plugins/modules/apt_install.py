@@ -139,20 +139,18 @@ class AptInstall:
             package, _sep, version = spec.partition("=")
             self.wanted[package] = version or None
         if params["lists_valid_time"] is not None and params["lists_valid_time"] < 0:
-            module.fail_json(msg="lists_valid_time: {0} is negative; give seconds, or 0 to refresh every list before "
-                                 "every install".format(params["lists_valid_time"]))
+            module.fail_json(
+                msg="lists_valid_time: {0} is negative; give seconds, or 0 to refresh every list before every install".format(params["lists_valid_time"])
+            )
         for index, source in enumerate(params["update_sources"]):
             if not os.path.isabs(source):
-                module.fail_json(msg="update_sources[{0}]: '{1}' is not absolute; give the sources file's full "
-                                     "path".format(index, source))
+                module.fail_json(msg="update_sources[{0}]: '{1}' is not absolute; give the sources file's full path".format(index, source))
             # In check mode the repository that writes it may only have been predicted.
             if not os.path.isfile(source) and not module.check_mode:
-                module.fail_json(msg="update_sources[{0}]: {1} does not exist; write the repository's sources file "
-                                     "first".format(index, source))
+                module.fail_json(msg="update_sources[{0}]: {1} does not exist; write the repository's sources file first".format(index, source))
 
     def _run(self, argv: list[str], **kwargs: t.Any) -> tuple[int, str, str]:
-        return self.module.run_command(argv, environ_update={"LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive"},
-                                       **kwargs)
+        return self.module.run_command(argv, environ_update={"LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive"}, **kwargs)
 
     # -- the packages ------------------------------------------------------------------------------
     def installed(self) -> dict[str, str]:
@@ -170,8 +168,11 @@ class AptInstall:
         return versions
 
     def missing(self, installed: dict[str, str]) -> list[str]:
-        return ["{0}={1}".format(name, version) if version else name for name, version in self.wanted.items()
-                if name not in installed or (version is not None and installed[name] != version)]
+        return [
+            "{0}={1}".format(name, version) if version else name
+            for name, version in self.wanted.items()
+            if name not in installed or (version is not None and installed[name] != version)
+        ]
 
     # -- the lists ---------------------------------------------------------------------------------
     def _lists_age(self) -> int | None:
@@ -185,9 +186,13 @@ class AptInstall:
         rc, out, err = self._run([apt_get, "update", "-q"] + options)
         failed = [line for line in err.splitlines() if line.startswith(_FETCH_FAILED)]
         if rc != 0 or failed:
-            self.module.fail_json(msg="apt-get update of {0} failed: {1}".format(
-                what, "; ".join(failed) or err.strip() or out.strip() or "exit code {0}".format(rc)),
-                rc=rc, stdout=out, stderr=err, changed_packages=[])
+            self.module.fail_json(
+                msg="apt-get update of {0} failed: {1}".format(what, "; ".join(failed) or err.strip() or out.strip() or "exit code {0}".format(rc)),
+                rc=rc,
+                stdout=out,
+                stderr=err,
+                changed_packages=[],
+            )
 
     def refresh(self) -> str:
         valid_time, sources = self.module.params["lists_valid_time"], self.module.params["update_sources"]
@@ -205,18 +210,26 @@ class AptInstall:
         if not self.module.check_mode:
             for source in sources:
                 # This file only: no sources.list.d, and the other sources' lists are kept, not cleaned up.
-                self._update(["-o", "Dir::Etc::sourcelist=" + source, "-o", "Dir::Etc::sourceparts=-",
-                              "-o", "APT::Get::List-Cleanup=0"], source)
+                self._update(["-o", "Dir::Etc::sourcelist=" + source, "-o", "Dir::Etc::sourceparts=-", "-o", "APT::Get::List-Cleanup=0"], source)
         return "sources" if sources else "none"
 
     # -- the install -------------------------------------------------------------------------------
     def _apt_get_install(self, packages: list[str]) -> str:
         params = self.module.params
         apt_get = self.module.get_bin_path("apt-get", required=True)
-        argv = [apt_get, "install", "-y", "-q",
-                "--install-recommends" if params["install_recommends"] else "--no-install-recommends",
-                "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold",
-                "-o", "DPkg::Lock::Timeout={0}".format(params["lock_timeout"])]
+        argv = [
+            apt_get,
+            "install",
+            "-y",
+            "-q",
+            "--install-recommends" if params["install_recommends"] else "--no-install-recommends",
+            "-o",
+            "Dpkg::Options::=--force-confdef",
+            "-o",
+            "Dpkg::Options::=--force-confold",
+            "-o",
+            "DPkg::Lock::Timeout={0}".format(params["lock_timeout"]),
+        ]
         if params["allow_downgrade"]:
             argv.append("--allow-downgrades")
         if params["allow_change_held_packages"]:
@@ -226,9 +239,13 @@ class AptInstall:
         rc, out, err = self._run(argv + ["--"] + packages)
         if rc != 0:
             errors = [line for line in err.splitlines() if line.startswith("E:")]
-            self.module.fail_json(msg="apt-get install {0} failed: {1}".format(
-                " ".join(packages), " ".join(errors) or err.strip() or "exit code {0}".format(rc)),
-                rc=rc, stdout=out, stderr=err, changed_packages=[])
+            self.module.fail_json(
+                msg="apt-get install {0} failed: {1}".format(" ".join(packages), " ".join(errors) or err.strip() or "exit code {0}".format(rc)),
+                rc=rc,
+                stdout=out,
+                stderr=err,
+                changed_packages=[],
+            )
         return out
 
     def run(self) -> dict[str, t.Any]:
@@ -240,8 +257,7 @@ class AptInstall:
         output = self._apt_get_install(packages)
         if self.module.check_mode:
             # "Inst name [old] (new ...)" and "Remv name [old]": what apt would change.
-            changed = sorted({line.split()[1] for line in output.splitlines()
-                              if line.startswith(("Inst ", "Remv ", "Purg "))})
+            changed = sorted({line.split()[1] for line in output.splitlines() if line.startswith(("Inst ", "Remv ", "Purg "))})
             after = dict(before)
             for spec in packages:
                 name, _sep, version = spec.partition("=")
@@ -250,14 +266,16 @@ class AptInstall:
             after = self.installed()
             still = self.missing(after)
             if still:
-                self.module.fail_json(msg="apt-get finished, but {0} {1} not installed as asked".format(
-                    ", ".join(still), "is" if len(still) == 1 else "are"), changed_packages=[])
+                self.module.fail_json(
+                    msg="apt-get finished, but {0} {1} not installed as asked".format(", ".join(still), "is" if len(still) == 1 else "are"), changed_packages=[]
+                )
             changed = sorted(name for name in set(before) | set(after) if before.get(name) != after.get(name))
         result: dict[str, t.Any] = {"changed": True, "changed_packages": changed, "refreshed": refreshed}
         if self.module._diff:
             shown = sorted(set(changed) | set(self.wanted))
             result["diff"] = {
-                "before_header": "installed packages", "after_header": "installed packages",
+                "before_header": "installed packages",
+                "after_header": "installed packages",
                 "before": "".join("{0} {1}\n".format(name, before[name]) for name in shown if name in before),
                 "after": "".join("{0} {1}\n".format(name, after[name]) for name in shown if name in after),
             }

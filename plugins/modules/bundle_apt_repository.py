@@ -218,7 +218,7 @@ from ansible.module_utils.urls import fetch_url
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _apt_repo as apt
 
-_VALIDSIG = re.compile(r"^\[GNUPG:\] VALIDSIG (\S+) .* (\S+)$", re.M)
+_VALIDSIG = re.compile(r"^\[GNUPG:\] VALIDSIG (\S+) .* (\S+)$", re.MULTILINE)
 
 
 class BundleError(Exception):
@@ -272,8 +272,9 @@ class AptBundle:
         response.close()
         if hasher.hexdigest() != digest or (size and length != size):
             os.unlink(partial)
-            raise BundleError("{0}: sha256 {1} ({2} bytes) is not the signed index's {3} ({4} bytes); "
-                              "refusing it".format(url, hasher.hexdigest(), length, digest, size))
+            raise BundleError(
+                "{0}: sha256 {1} ({2} bytes) is not the signed index's {3} ({4} bytes); refusing it".format(url, hasher.hexdigest(), length, digest, size)
+            )
         os.chmod(partial, 0o644)
         os.replace(partial, target)
 
@@ -291,12 +292,16 @@ class AptBundle:
         if imported.returncode != 0:
             raise BundleError("{0} is not an OpenPGP key: {1}".format(self.params["key"], imported.stderr.decode()[-300:]))
         listed = self.gpg_run(home, "--with-colons", "--list-keys").stdout.decode()
-        primaries = [line.split(":")[9] for line, prev in zip(listed.splitlines()[1:], listed.splitlines())
-                     if line.startswith("fpr:") and prev.startswith("pub:")]
+        primaries = [
+            line.split(":")[9] for line, prev in zip(listed.splitlines()[1:], listed.splitlines()) if line.startswith("fpr:") and prev.startswith("pub:")
+        ]
         expected = [f.replace(" ", "").upper() for f in self.params["key_fingerprints"]]
         if expected and not set(expected) & set(primaries):
-            raise BundleError("the key at {0} has fingerprint(s) {1}, none of the expected {2}".format(
-                self.params["key"], ", ".join(primaries) or "none", ", ".join(expected)))
+            raise BundleError(
+                "the key at {0} has fingerprint(s) {1}, none of the expected {2}".format(
+                    self.params["key"], ", ".join(primaries) or "none", ", ".join(expected)
+                )
+            )
         return home, hashlib.sha256(key).hexdigest()
 
     def verified_release(self, home: str, url: str) -> tuple[dict[str, t.Any], str]:
@@ -308,8 +313,9 @@ class AptBundle:
         expected = [f.replace(" ", "").upper() for f in self.params["key_fingerprints"]]
         signers = [primary for _sig, primary in valid if not expected or primary in expected]
         if result.returncode != 0 or not signers:
-            raise BundleError("{0} is not signed by {1} (gpg: {2})".format(
-                url, ", ".join(expected) or self.params["key"], result.stderr.decode().strip()[-300:]))
+            raise BundleError(
+                "{0} is not signed by {1} (gpg: {2})".format(url, ", ".join(expected) or self.params["key"], result.stderr.decode().strip()[-300:])
+            )
         with open(out, encoding="utf-8") as handle:
             return apt.parse_release(handle.read()), signers[0]
 
@@ -323,14 +329,14 @@ class AptBundle:
             release, signer = self.verified_release(home, base + "/InRelease")
             signers.add(signer)
             for component in self.params["components"] if suite else [None]:
-                stem = "Packages" if suite is None else "{0}/binary-{1}/Packages".format(
-                    component, self.params["architecture"])
+                stem = "Packages" if suite is None else "{0}/binary-{1}/Packages".format(component, self.params["architecture"])
                 picked = apt.pick_index(release["files"], stem)
                 if picked is None:
                     if suite is None:
                         raise BundleError("{0}/InRelease lists no Packages index".format(base))
-                    raise BundleError("{0}/InRelease has no {1}: the suite has no component {2} for {3}".format(
-                        base, stem, component, self.params["architecture"]))
+                    raise BundleError(
+                        "{0}/InRelease has no {1}: the suite has no component {2} for {3}".format(base, stem, component, self.params["architecture"])
+                    )
                 path, digest, size = picked
                 data = self.fetch("{0}/{1}".format(base, path))
                 if hashlib.sha256(data).hexdigest() != digest or len(data) != size:
@@ -346,8 +352,9 @@ class AptBundle:
         """Each set against the suites its nodes read; the union of what they need."""
         sets = list(self.params["sets"])
         if self.params["packages"]:
-            sets.insert(0, {"suites": self.params["suites"], "packages": self.params["packages"],
-                            "prefer_upstream_version": self.params["prefer_upstream_version"]})
+            sets.insert(
+                0, {"suites": self.params["suites"], "packages": self.params["packages"], "prefer_upstream_version": self.params["prefer_upstream_version"]}
+            )
         selected: dict[tuple[t.Any, str, str], tuple[t.Any, apt.Stanza]] = {}
         external: set[str] = set()
         missing: list[str] = []
@@ -360,8 +367,10 @@ class AptBundle:
             for suite in suites:
                 for where, stanzas in indexes[suite]:
                     index.add(where, stanzas)
-            requests = [apt.Request(p["name"], p.get("version") or "", p.get("upstream_version") or "",
-                                    p.get("required", True) is not False) for p in package_set["packages"]]
+            requests = [
+                apt.Request(p["name"], p.get("version") or "", p.get("upstream_version") or "", p.get("required", True) is not False)
+                for p in package_set["packages"]
+            ]
             try:
                 result = apt.closure(index, requests, package_set["prefer_upstream_version"] or "")
             except apt.IndexError_ as err:
@@ -371,16 +380,18 @@ class AptBundle:
                 selected[(where, stanza.package, stanza.version)] = (where, stanza)
             external.update(result.external)
             missing.extend(m for m in result.missing if m not in missing)
-        return apt.Closure([selected[k] for k in sorted(selected, key=lambda k: (k[1], k[2], str(k[0])))],
-                           sorted(external), missing)
+        return apt.Closure([selected[k] for k in sorted(selected, key=lambda k: (k[1], k[2], str(k[0])))], sorted(external), missing)
 
     # --- the bundle side ------------------------------------------------------
 
     def site_key_check(self) -> None:
         listed = self.gpg_run(self.params["gnupg_home"], "--with-colons", "--list-secret-keys", self.params["signing_key"])
         if listed.returncode != 0 or "sec:" not in listed.stdout.decode():
-            raise BundleError("no secret key {0} in the GnuPG home {1}: the site key signs the bundle".format(
-                self.params["signing_key"], self.params["gnupg_home"] or "(GnuPG's default)"))
+            raise BundleError(
+                "no secret key {0} in the GnuPG home {1}: the site key signs the bundle".format(
+                    self.params["signing_key"], self.params["gnupg_home"] or "(GnuPG's default)"
+                )
+            )
 
     def signed_by_site(self, path: str) -> bool:
         with open(path, "rb") as handle:
@@ -409,13 +420,14 @@ class AptBundle:
         for component in self.params["components"] if suite else [None]:
             stanzas = [s for (where, s) in selected if where == (suite, component)]
             text = apt.render_packages(stanzas)
-            stem = "Packages" if suite is None else "{0}/binary-{1}/Packages".format(
-                component, self.params["architecture"])
+            stem = "Packages" if suite is None else "{0}/binary-{1}/Packages".format(component, self.params["architecture"])
             files[stem] = text.encode("utf-8")
             files[stem + ".gz"] = apt.gzip_bytes(text)
         fields = {
-            "Origin": "gpufleet-bundle", "Label": "gpufleet-bundle",
-            "Suite": suite or "", "Codename": suite or "",
+            "Origin": "gpufleet-bundle",
+            "Label": "gpufleet-bundle",
+            "Suite": suite or "",
+            "Codename": suite or "",
             "Date": time.strftime("%a, %d %b %Y %H:%M:%S UTC", time.gmtime()),
             "Architectures": self.params["architecture"],
             "Components": " ".join(self.params["components"]) if suite else "",
@@ -430,18 +442,27 @@ class AptBundle:
         if os.path.exists(release_path):
             with open(release_path, encoding="utf-8") as handle:
                 current = handle.read()
-        resign = (changed or apt.release_without_date(current) != apt.release_without_date(release)
-                  or not os.path.exists(os.path.join(base, "InRelease"))
-                  or not os.path.exists(os.path.join(base, "Release.gpg"))
-                  or not self.signed_by_site(os.path.join(base, "InRelease")))
+        resign = (
+            changed
+            or apt.release_without_date(current) != apt.release_without_date(release)
+            or not os.path.exists(os.path.join(base, "InRelease"))
+            or not os.path.exists(os.path.join(base, "Release.gpg"))
+            or not self.signed_by_site(os.path.join(base, "InRelease"))
+        )
         if resign:
             self.write(release_path, release.encode("utf-8"))
             self.sign(base)
         index_files = list(files) + ["Release", "InRelease", "Release.gpg"]
         prefix = "" if suite is None else "dists/{0}/".format(suite)
-        return [{"artifact": prefix + name, "source": "generated", "package": "",
-                 "sha256": hashlib.sha256(files[name]).hexdigest() if name in files else self.sha256_of(base, name)}
-                for name in index_files]
+        return [
+            {
+                "artifact": prefix + name,
+                "source": "generated",
+                "package": "",
+                "sha256": hashlib.sha256(files[name]).hexdigest() if name in files else self.sha256_of(base, name),
+            }
+            for name in index_files
+        ]
 
     def sha256_of(self, base: str, name: str) -> str:
         path = os.path.join(base, name)
@@ -456,29 +477,45 @@ class AptBundle:
             return
         release = os.path.join(base, "Release")
         for name, mode in (("InRelease", "--clearsign"), ("Release.gpg", "--detach-sign")):
-            result = self.gpg_run(self.params["gnupg_home"], "--yes", "--armor", "--digest-algo", "SHA256", "--local-user",
-                                  self.params["signing_key"], "--output", os.path.join(base, name), mode, release)
+            result = self.gpg_run(
+                self.params["gnupg_home"],
+                "--yes",
+                "--armor",
+                "--digest-algo",
+                "SHA256",
+                "--local-user",
+                self.params["signing_key"],
+                "--output",
+                os.path.join(base, name),
+                mode,
+                release,
+            )
             if result.returncode != 0:
-                raise BundleError("gpg could not sign {0} with {1}: {2}".format(
-                    release, self.params["signing_key"], result.stderr.decode().strip()[-300:]))
+                raise BundleError("gpg could not sign {0} with {1}: {2}".format(release, self.params["signing_key"], result.stderr.decode().strip()[-300:]))
             os.chmod(os.path.join(base, name), 0o644)
 
     def run(self) -> dict[str, t.Any]:
         indexes, upstream = self.read_upstream()
         result = self.resolve(indexes)
         if result.missing:
-            raise BundleError("{0}{1} does not offer: {2}".format(
-                self.source, "" if self.flat else " (" + ", ".join(self.params["suites"]) + ")",
-                "; ".join(result.missing)))
+            raise BundleError(
+                "{0}{1} does not offer: {2}".format(self.source, "" if self.flat else " (" + ", ".join(self.params["suites"]) + ")", "; ".join(result.missing))
+            )
         artifacts = []
         for (suite, _component), stanza in result.selected:
             try:
                 relative = apt.safe_filename(stanza.filename)
             except apt.IndexError_ as err:
                 raise BundleError("{0}: {1}".format(self.source, err)) from None
-            artifacts.append({"artifact": relative, "source": "{0}/{1}".format(self.source, relative),
-                              "sha256": stanza.sha256, "package": "{0}={1}".format(stanza.package, stanza.version),
-                              "size": int(stanza.get("Size") or 0)})
+            artifacts.append(
+                {
+                    "artifact": relative,
+                    "source": "{0}/{1}".format(self.source, relative),
+                    "sha256": stanza.sha256,
+                    "package": "{0}={1}".format(stanza.package, stanza.version),
+                    "size": int(stanza.get("Size") or 0),
+                }
+            )
         if self.params["plan_only"]:
             return {"changed": False, "artifacts": artifacts, "external": result.external, "upstream": upstream}
 
@@ -495,8 +532,13 @@ class AptBundle:
         self.prune({a["artifact"] for a in artifacts})
         for suite in self.params["suites"] or [None]:
             artifacts.extend(self.publish(suite, result.selected))
-        return {"changed": bool(self.changes), "artifacts": artifacts, "external": result.external,
-                "upstream": upstream, "diff": {"before": "", "after": "".join(c + "\n" for c in sorted(self.changes))}}
+        return {
+            "changed": bool(self.changes),
+            "artifacts": artifacts,
+            "external": result.external,
+            "upstream": upstream,
+            "diff": {"before": "", "after": "".join(c + "\n" for c in sorted(self.changes))},
+        }
 
     def prune(self, keep: set[str]) -> None:
         """Packages left from an earlier set: the published index no longer lists them."""
@@ -531,11 +573,16 @@ def main() -> None:
             key_fingerprints=dict(type="list", elements="str", default=[], no_log=False),
             packages=dict(type="list", elements="dict", default=[], options=PACKAGE_OPTIONS),
             prefer_upstream_version=dict(type="str", default=""),
-            sets=dict(type="list", elements="dict", default=[], options=dict(
-                suites=dict(type="list", elements="str", default=[]),
-                packages=dict(type="list", elements="dict", required=True, options=PACKAGE_OPTIONS),
-                prefer_upstream_version=dict(type="str", default=""),
-            )),
+            sets=dict(
+                type="list",
+                elements="dict",
+                default=[],
+                options=dict(
+                    suites=dict(type="list", elements="str", default=[]),
+                    packages=dict(type="list", elements="dict", required=True, options=PACKAGE_OPTIONS),
+                    prefer_upstream_version=dict(type="str", default=""),
+                ),
+            ),
             dest=dict(type="path", required=True),
             signing_key=dict(type="str", required=True, no_log=False),
             gnupg_home=dict(type="path", default=""),

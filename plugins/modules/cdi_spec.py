@@ -194,8 +194,7 @@ def schema_problem(data: t.Any, schema: dict[str, t.Any], resources: dict[str, t
     """
     cls = jsonschema.validators.validator_for(schema)
     if Registry is not None:
-        registry = Registry().with_resources(
-            (uri, Resource.from_contents(doc, default_specification=DRAFT7)) for uri, doc in resources.items())
+        registry = Registry().with_resources((uri, Resource.from_contents(doc, default_specification=DRAFT7)) for uri, doc in resources.items())
         validator = cls(schema, registry=registry)
     else:
         validator = cls(schema, resolver=jsonschema.RefResolver("", schema, store=dict(resources)))
@@ -238,15 +237,15 @@ class CdiSpec:
         ext = os.path.splitext(self.path)[1].lstrip(".").lower()
         self.format: str = p["format"] or {"yml": "yaml", "yaml": "yaml", "json": "json"}.get(ext, "")
         if not self.format:
-            module.fail_json(msg="path: {0} ends neither in .yaml nor .json, which is all CDI consumers load; "
-                                 "rename it or set format".format(self.path))
+            module.fail_json(msg="path: {0} ends neither in .yaml nor .json, which is all CDI consumers load; rename it or set format".format(self.path))
         if ext not in ("yaml", "yml", "json"):
-            module.fail_json(msg="path: CDI consumers only load *.yaml and *.json specs; {0} would be "
-                                 "ignored".format(self.path))
+            module.fail_json(msg="path: CDI consumers only load *.yaml and *.json specs; {0} would be ignored".format(self.path))
         if self.format == "yaml" and yaml is None:
-            module.fail_json(msg="format: a YAML spec ({0}) is read with PyYAML, which {1} on this node cannot "
-                                 "import; use format json (cdi_format: json in the cdi role, its default) or "
-                                 "install python3-yaml".format(self.path, sys.executable))
+            module.fail_json(
+                msg="format: a YAML spec ({0}) is read with PyYAML, which {1} on this node cannot "
+                "import; use format json (cdi_format: json in the cdi role, its default) or "
+                "install python3-yaml".format(self.path, sys.executable)
+            )
         self.checks: list[str] = []
 
     def generate(self, workdir: str) -> tuple[str, t.Any]:
@@ -259,8 +258,7 @@ class CdiSpec:
         """
         p = self.module.params
         out = os.path.join(workdir, "nvidia." + self.format)
-        argv = [p["nvidia_ctk"], "--quiet", "cdi", "generate", "--output=" + out, "--format=" + self.format,
-                "--mode=" + p["discovery_mode"]]
+        argv = [p["nvidia_ctk"], "--quiet", "cdi", "generate", "--output=" + out, "--format=" + self.format, "--mode=" + p["discovery_mode"]]
         argv += ["--device-name-strategy=" + s for s in p["device_name_strategy"]]
         if p["driver_root"]:
             argv.append("--driver-root=" + p["driver_root"])
@@ -273,8 +271,7 @@ class CdiSpec:
             with open(out, encoding="utf-8") as handle:
                 text = handle.read()
         if rc != 0 or not text.strip():
-            raise CdiSpecError("nvidia-ctk cdi generate failed (rc={0}): {1}".format(
-                rc, (stderr or stdout).strip() or "it wrote no spec"))
+            raise CdiSpecError("nvidia-ctk cdi generate failed (rc={0}): {1}".format(rc, (stderr or stdout).strip() or "it wrote no spec"))
         try:
             data = read_spec(text, self.format)
         except _READ_ERRORS as exc:
@@ -299,16 +296,20 @@ class CdiSpec:
         argv = [self.module.params["nvidia_ctk"], "cdi", "list", "--spec-dir=" + workdir]
         rc, stdout, stderr = self.module.run_command(argv)
         if rc != 0:
-            raise CdiSpecError("nvidia-ctk cdi list failed (rc={0}), so the new spec cannot be checked the way a "
-                               "container runtime loads it (it needs NVIDIA Container Toolkit 1.15 or later): "
-                               "{1}".format(rc, (stderr or stdout).strip()))
+            raise CdiSpecError(
+                "nvidia-ctk cdi list failed (rc={0}), so the new spec cannot be checked the way a "
+                "container runtime loads it (it needs NVIDIA Container Toolkit 1.15 or later): "
+                "{1}".format(rc, (stderr or stdout).strip())
+            )
         listed = {line.strip() for line in stdout.splitlines() if line.strip()}
         expected = ["{0}={1}".format(data.get("kind"), name) for name in _names(data)]
         missing = [name for name in expected if name not in listed]
         if missing or not expected:
-            raise CdiSpecError("the generated spec does not load as a container runtime would load it: "
-                               "nvidia-ctk cdi list does not list {0}; it said: {1}".format(
-                                   ", ".join(missing) or "any device", stderr.strip() or "nothing"))
+            raise CdiSpecError(
+                "the generated spec does not load as a container runtime would load it: nvidia-ctk cdi list does not list {0}; it said: {1}".format(
+                    ", ".join(missing) or "any device", stderr.strip() or "nothing"
+                )
+            )
         self.checks.append("nvidia-ctk cdi list")
 
     def current(self) -> tuple[t.Any, str]:
@@ -345,13 +346,12 @@ class CdiSpec:
             "kind": new.get("kind"),
             "cdi_version": new.get("cdiVersion"),
             "checks": self.checks,
-            "reason": "spec unchanged" if same else (
-                "the spec on disk cannot be read" if isinstance(before, dict) and before.get("unreadable")
-                else describe(before, new)),
+            "reason": "spec unchanged"
+            if same
+            else ("the spec on disk cannot be read" if isinstance(before, dict) and before.get("unreadable") else describe(before, new)),
         }
         if self.module._diff and not same:
-            result["diff"] = {"before_header": self.path, "after_header": self.path,
-                              "before": before_text, "after": after_text}
+            result["diff"] = {"before_header": self.path, "after_header": self.path, "before": before_text, "after": after_text}
         if same:
             # Content right, mode maybe not (set_mode_if_different honours check mode).
             result["changed"] = self.module.set_mode_if_different(self.path, self.module.params["mode"], False)
@@ -376,8 +376,7 @@ def main() -> None:
         argument_spec=dict(
             path=dict(type="path", required=True),
             format=dict(type="str", choices=["yaml", "json"]),
-            device_name_strategy=dict(type="list", elements="str", choices=["index", "uuid", "type-index"],
-                                      default=["index", "uuid"]),
+            device_name_strategy=dict(type="list", elements="str", choices=["index", "uuid", "type-index"], default=["index", "uuid"]),
             discovery_mode=dict(type="str", default="auto"),
             driver_root=dict(type="path"),
             dev_root=dict(type="path"),

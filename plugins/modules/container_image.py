@@ -68,8 +68,7 @@ pulled:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._container_engine import (
-    ENGINES, RunFailed, program_finder)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._container_engine import ENGINES, RunFailed, program_finder
 
 
 class ContainerImage:
@@ -79,16 +78,14 @@ class ContainerImage:
         self.module = module
         self.params = module.params
         self.engine = ENGINES[self.params["engine"]](
-            {"engine": self.params["engine"], "endpoint": "", "runtime_handler": "", "hold_command": [],
-             "timeout": 60}, program_finder(module.get_bin_path))
+            {"engine": self.params["engine"], "endpoint": "", "runtime_handler": "", "hold_command": [], "timeout": 60}, program_finder(module.get_bin_path)
+        )
 
     def run(self) -> dict[str, object]:
-        image = self.engine.ensure(self.params["image"], self.params["archive"], self.params["pull"],
-                                   self.module.check_mode)
+        image = self.engine.ensure(self.params["image"], self.params["archive"], self.params["pull"], self.module.check_mode)
         # Check mode imports nothing: an image that is not there would be.
         changed = image["imported"] or image["pulled"] or not image["present"]
-        return {"changed": changed, "local": image["local"], "imported": image["imported"],
-                "pulled": image["pulled"]}
+        return {"changed": changed, "local": image["local"], "imported": image["imported"], "pulled": image["pulled"]}
 
 
 def main() -> None:

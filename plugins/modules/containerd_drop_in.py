@@ -216,6 +216,7 @@ import tempfile
 import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._containerd import (
     MERGE_REPLACE,
     ContainerdConfigError,
@@ -249,8 +250,11 @@ class ContainerdDropIn:
         if len(set(names)) != len(names):
             module.fail_json(msg="runtimes: each runtime name may appear once, got {0}".format(names))
         if p["default_runtime"] and p["default_runtime"] not in names:
-            module.fail_json(msg="default_runtime: '{0}' is not one of the runtimes {1}; add it to runtimes or "
-                                 "leave default_runtime unset".format(p["default_runtime"], names))
+            module.fail_json(
+                msg="default_runtime: '{0}' is not one of the runtimes {1}; add it to runtimes or leave default_runtime unset".format(
+                    p["default_runtime"], names
+                )
+            )
         self.spec = DropInSpec(
             config_version=p["config_version"],
             plugin_merge=p["plugin_merge"],
@@ -279,18 +283,20 @@ class ContainerdDropIn:
         try:
             data = loads(current)
         except TomlError as err:
-            raise ContainerdConfigError("{0} is not valid TOML ({1}); containerd cannot start with it either, fix it "
-                                        "first".format(self.config_path, err)) from None
+            raise ContainerdConfigError(
+                "{0} is not valid TOML ({1}); containerd cannot start with it either, fix it first".format(self.config_path, err)
+            ) from None
         version = int(data.get("version") or 1)
         if version > self.spec.config_version:
             raise ContainerdConfigError(
-                "{0} is config version {1}, newer than this containerd reads (config_version={2})".format(
-                    self.config_path, version, self.spec.config_version))
+                "{0} is config version {1}, newer than this containerd reads (config_version={2})".format(self.config_path, version, self.spec.config_version)
+            )
         if version < 2 and data.get("plugins") and self.spec.plugin_merge == MERGE_REPLACE:
             raise ContainerdConfigError(
                 "{0} is config version 1 (no 'version = 2' line); containerd 1.x cannot mix it with a version 2 "
                 "drop-in. Convert it to version 2 first (containerd 1.x: 'containerd config default' shows the "
-                "layout)".format(self.config_path))
+                "layout)".format(self.config_path)
+            )
         imports = data.get("imports") or []
         if not isinstance(imports, list):
             raise ContainerdConfigError("{0}: 'imports' must be an array".format(self.config_path))
@@ -301,8 +307,7 @@ class ContainerdDropIn:
     def defaults(self) -> dict[str, t.Any]:
         rc, out, err = self.module.run_command([self.module.params["containerd_path"], "config", "default"])
         if rc != 0:
-            raise ContainerdConfigError("'{0} config default' failed: {1}".format(
-                self.module.params["containerd_path"], (err or out).strip()))
+            raise ContainerdConfigError("'{0} config default' failed: {1}".format(self.module.params["containerd_path"], (err or out).strip()))
         try:
             return loads(out)
         except TomlError as err:
@@ -311,8 +316,7 @@ class ContainerdDropIn:
     def desired_drop_in(self) -> tuple[dict[str, t.Any], str]:
         chain = load_chain(self.config_path, skip=self.drop_in_path)
         data = drop_in_data(merge(chain, self.spec.plugin_merge), self.spec, self.defaults())
-        header = "".join("# {0}\n".format(line).replace("# \n", "#\n")
-                         for line in self.module.params["comment"].splitlines())
+        header = "".join("# {0}\n".format(line).replace("# \n", "#\n") for line in self.module.params["comment"].splitlines())
         try:
             text = dumps(data)
         except TomlNullError as err:
@@ -340,8 +344,7 @@ class ContainerdDropIn:
             self._write(path, text)
 
     def _dump(self) -> dict[str, t.Any]:
-        rc, out, err = self.module.run_command(
-            [self.module.params["containerd_path"], "--config", self.config_path, "config", "dump"])
+        rc, out, err = self.module.run_command([self.module.params["containerd_path"], "--config", self.config_path, "config", "dump"])
         if rc != 0:
             raise ContainerdConfigError((err or out).strip() or "containerd config dump exited with {0}".format(rc))
         try:
@@ -368,15 +371,16 @@ class ContainerdDropIn:
         }
         if drop_in_before is not None and not drop_in_changed:
             # Content right, mode maybe not (set_mode_if_different honours check mode).
-            result["changed"] = self.module.set_mode_if_different(
-                self.drop_in_path, self.module.params["mode"], result["changed"])
+            result["changed"] = self.module.set_mode_if_different(self.drop_in_path, self.module.params["mode"], result["changed"])
         if self.module._diff:
             result["diff"] = [
-                {"before_header": self.config_path + " (top-level settings)",
-                 "after_header": self.config_path + " (top-level settings)",
-                 "before": preamble(config_before or ""), "after": preamble(config_after)},
-                {"before_header": self.drop_in_path, "after_header": self.drop_in_path,
-                 "before": redact(drop_in_before or ""), "after": redact(drop_in_after)},
+                {
+                    "before_header": self.config_path + " (top-level settings)",
+                    "after_header": self.config_path + " (top-level settings)",
+                    "before": preamble(config_before or ""),
+                    "after": preamble(config_after),
+                },
+                {"before_header": self.drop_in_path, "after_header": self.drop_in_path, "before": redact(drop_in_before or ""), "after": redact(drop_in_after)},
             ]
         if self.module.check_mode:
             if not result["changed"] and self.module.params["validate"]:
@@ -397,8 +401,7 @@ class ContainerdDropIn:
         except (ContainerdConfigError, OSError) as err:
             self._restore(self.config_path, config_before)
             self._restore(self.drop_in_path, drop_in_before)
-            raise ContainerdConfigError("containerd refused the new configuration, the previous files are back in "
-                                        "place: {0}".format(err)) from None
+            raise ContainerdConfigError("containerd refused the new configuration, the previous files are back in place: {0}".format(err)) from None
         if self.module.params["validate"] and result["effective"] is None:
             result["effective"] = self._dump()
         return result
@@ -411,10 +414,15 @@ def main() -> None:
             drop_in_path=dict(type="path", default="/etc/containerd/conf.d/99-nvidia.toml"),
             config_version=dict(type="int", choices=[2, 3, 4], required=True),
             plugin_merge=dict(type="str", choices=["replace", "deep"], required=True),
-            runtimes=dict(type="list", elements="dict", required=True, options=dict(
-                name=dict(type="str", required=True),
-                path=dict(type="path", required=True),
-            )),
+            runtimes=dict(
+                type="list",
+                elements="dict",
+                required=True,
+                options=dict(
+                    name=dict(type="str", required=True),
+                    path=dict(type="path", required=True),
+                ),
+            ),
             default_runtime=dict(type="str"),
             enable_cdi=dict(type="bool"),
             cdi_spec_dirs=dict(type="list", elements="path", default=["/etc/cdi", "/var/run/cdi"]),

@@ -242,6 +242,7 @@ driver:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._driver_state import DriverStateReader
 
 
@@ -262,8 +263,9 @@ def main() -> None:
 
     reader = DriverStateReader(run)
     try:
-        state = reader.read(module.params["packages"], module.params["kernel_modules"], module.params["mok_certificate"],
-                            module.params["files"], module.params["units"])
+        state = reader.read(
+            module.params["packages"], module.params["kernel_modules"], module.params["mok_certificate"], module.params["files"], module.params["units"]
+        )
     except RuntimeError as err:
         module.fail_json(msg=str(err))
     module.exit_json(changed=False, driver=state)

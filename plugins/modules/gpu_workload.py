@@ -172,8 +172,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._container_engine import (
-    ENGINES, KEEP, RunFailed, Timeout, program_finder)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._container_engine import ENGINES, KEEP, RunFailed, Timeout, program_finder
 
 # nvidia-smi -L: "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-...)" and, indented,
 # "  MIG 1g.5gb     Device  0: (UUID: MIG-...)".
@@ -205,18 +204,15 @@ class WorkloadCheck:
         if self.params["timeout"] < 1:
             module.fail_json(msg="timeout: must be at least 1 second, got {0}".format(self.params["timeout"]))
         if self.params["parallel"] < 1:
-            module.fail_json(msg="parallel: run at least 1 container at a time, got {0}".format(
-                self.params["parallel"]))
+            module.fail_json(msg="parallel: run at least 1 container at a time, got {0}".format(self.params["parallel"]))
         if not self.params["command"]:
             module.fail_json(msg="command: the check command cannot be empty (default: [nvidia-smi, -L])")
         for number, item in enumerate(self.params["devices"]):
             if not item["cdi"]:
-                module.fail_json(msg="devices[{0}].cdi: name at least one CDI device (nvidia.com/gpu=all)".format(
-                    number))
+                module.fail_json(msg="devices[{0}].cdi: name at least one CDI device (nvidia.com/gpu=all)".format(number))
 
     def ensure_image(self, ref: str, archive: str | None) -> dict[str, t.Any]:
-        image: dict[str, t.Any] = {"ref": ref, "local": ref, "present": False, "imported": False, "pulled": False,
-                                   "error": None}
+        image: dict[str, t.Any] = {"ref": ref, "local": ref, "present": False, "imported": False, "pulled": False, "error": None}
         try:
             image.update(self.engine.ensure(ref, archive, self.params["pull"], self.module.check_mode))
         except RunFailed as exc:
@@ -228,26 +224,44 @@ class WorkloadCheck:
 
     def not_run(self, item: dict[str, t.Any], ref: str, error: str) -> dict[str, t.Any]:
         """A container that was not started: skipped in check mode, else failed."""
-        return {"cdi": item["cdi"], "image": ref, "status": "skipped" if self.module.check_mode else "fail",
-                "error": error, "seconds": 0.0, "gpus": [], "migs": [], "missing": [], "unexpected": []}
+        return {
+            "cdi": item["cdi"],
+            "image": ref,
+            "status": "skipped" if self.module.check_mode else "fail",
+            "error": error,
+            "seconds": 0.0,
+            "gpus": [],
+            "migs": [],
+            "missing": [],
+            "unexpected": [],
+        }
 
     def one(self, item: dict[str, t.Any], image: str, workdir: str, read_driver: bool) -> dict[str, t.Any]:
-        result: dict[str, t.Any] = {"cdi": item["cdi"], "image": image, "status": "fail", "seconds": 0.0,
-                                    "gpus": [], "migs": [], "driver_version": None, "missing": [], "unexpected": [],
-                                    "error": None, "output": ""}
+        result: dict[str, t.Any] = {
+            "cdi": item["cdi"],
+            "image": image,
+            "status": "fail",
+            "seconds": 0.0,
+            "gpus": [],
+            "migs": [],
+            "driver_version": None,
+            "missing": [],
+            "unexpected": [],
+            "error": None,
+            "output": "",
+        }
         started = time.monotonic()
         deadline = started + self.params["timeout"]
         created: list[str] = []
         try:
             handle = self.engine.start(image, item["cdi"], deadline, workdir, created)
-            listing = self.engine.exec(handle, self.params["command"], deadline,
-                                       "the check command ({0})".format(" ".join(self.params["command"])))
+            listing = self.engine.exec(handle, self.params["command"], deadline, "the check command ({0})".format(" ".join(self.params["command"])))
             result["output"] = listing[-KEEP:]
             result["gpus"], result["migs"] = parse_listing(listing)
             if read_driver:
-                out = self.engine.exec(handle, self.params["driver_command"], deadline,
-                                       "the driver version command ({0})".format(
-                                           " ".join(self.params["driver_command"])))
+                out = self.engine.exec(
+                    handle, self.params["driver_command"], deadline, "the driver version command ({0})".format(" ".join(self.params["driver_command"]))
+                )
                 versions = sorted({line.strip() for line in out.splitlines() if line.strip()})
                 result["driver_version"] = ", ".join(versions) or None
             self.compare(item, result, read_driver)
@@ -258,8 +272,7 @@ class WorkloadCheck:
             for what in created:
                 leftover = self.engine.remove(what)
                 if leftover:
-                    result["error"] = (result["error"] or "") + " (and it could not be removed: {0})".format(
-                        leftover)
+                    result["error"] = (result["error"] or "") + " (and it could not be removed: {0})".format(leftover)
                     result["status"] = "fail"
             result["seconds"] = round(time.monotonic() - started, 2)
         return result
@@ -276,33 +289,34 @@ class WorkloadCheck:
         if result["unexpected"]:
             problems.append("the container sees {0}, which it did not ask for".format(", ".join(result["unexpected"])))
         if wanted_driver and read_driver and result["driver_version"] != wanted_driver:
-            problems.append("the container reports driver {0}, the host runs {1}".format(
-                result["driver_version"], wanted_driver))
+            problems.append("the container reports driver {0}, the host runs {1}".format(result["driver_version"], wanted_driver))
         if problems:
             result["error"] = "; ".join(problems)
         else:
             result["status"] = "pass"
 
     def run(self) -> dict[str, t.Any]:
-        out: dict[str, t.Any] = {"changed": False, "engine": self.params["engine"],
-                                 "runtime_handler": self.params["runtime_handler"], "runs": [],
-                                 "leftovers_removed": 0}
+        out: dict[str, t.Any] = {
+            "changed": False,
+            "engine": self.params["engine"],
+            "runtime_handler": self.params["runtime_handler"],
+            "runs": [],
+            "leftovers_removed": 0,
+        }
         try:
             out["leftovers_removed"] = 0 if self.module.check_mode else self.engine.remove_leftovers()
         except RunFailed as exc:
             # The engine's client is missing: every container fails alike.
             out["image"] = {"ref": self.params["image"], "present": False, "error": str(exc)}
             out["images"] = [out["image"]]
-            out["runs"] = [self.not_run(item, item["image"] or self.params["image"], str(exc))
-                           for item in self.params["devices"]]
+            out["runs"] = [self.not_run(item, item["image"] or self.params["image"], str(exc)) for item in self.params["devices"]]
             return out
         images: dict[str, dict[str, t.Any]] = {}
         work: list[tuple[dict[str, t.Any], str, dict[str, t.Any]]] = []
         for item in self.params["devices"]:
             ref = item["image"] or self.params["image"]
             if ref not in images:
-                images[ref] = self.ensure_image(ref, self.params["image_archive"] if ref == self.params["image"]
-                                                else None)
+                images[ref] = self.ensure_image(ref, self.params["image_archive"] if ref == self.params["image"] else None)
             work.append((item, ref, images[ref]))
 
         # The driver's libraries reach a container through the CDI spec's
@@ -364,16 +378,20 @@ def main() -> None:
             "image": {"type": "str", "required": True},
             "image_archive": {"type": "path"},
             "pull": {"type": "bool", "default": False},
-            "devices": {"type": "list", "elements": "dict", "required": True, "options": {
-                "cdi": {"type": "list", "elements": "str", "required": True},
-                "gpus": {"type": "list", "elements": "str", "default": []},
-                "migs": {"type": "list", "elements": "str", "default": []},
-                "image": {"type": "str"},
-            }},
+            "devices": {
+                "type": "list",
+                "elements": "dict",
+                "required": True,
+                "options": {
+                    "cdi": {"type": "list", "elements": "str", "required": True},
+                    "gpus": {"type": "list", "elements": "str", "default": []},
+                    "migs": {"type": "list", "elements": "str", "default": []},
+                    "image": {"type": "str"},
+                },
+            },
             "driver_version": {"type": "str", "default": ""},
             "command": {"type": "list", "elements": "str", "default": ["nvidia-smi", "-L"]},
-            "driver_command": {"type": "list", "elements": "str",
-                               "default": ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]},
+            "driver_command": {"type": "list", "elements": "str", "default": ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]},
             "hold_command": {"type": "list", "elements": "str", "default": ["sleep", "3600"]},
             "timeout": {"type": "int", "default": 30},
             "parallel": {"type": "int", "default": 4},

@@ -400,7 +400,10 @@ class MigConfigManager:
         self.module = module
         self.params = module.params
         self.result: dict[str, t.Any] = {
-            "changed": False, "label": self.params["label"], "reset_required": False, "reboot_required": False,
+            "changed": False,
+            "label": self.params["label"],
+            "reset_required": False,
+            "reboot_required": False,
             "reset_gpus": [],
         }
 
@@ -417,8 +420,7 @@ class MigConfigManager:
     def run(self) -> dict[str, t.Any]:
         if self.params["state"] != "exported":
             if self.params["config"] is None and self.params["config_file"] is None:
-                self.fail("state={0} needs the config: set config (inline) or config_file (a file on the node)"
-                          .format(self.params["state"]))
+                self.fail("state={0} needs the config: set config (inline) or config_file (a file on the node)".format(self.params["state"]))
             try:
                 entries = self.entries()
             except MigConfigError as exc:
@@ -427,8 +429,10 @@ class MigConfigManager:
         try:
             NvmlSession(library)
         except NvmlLibraryNotFoundError as exc:
-            self.fail("NVML cannot be loaded from {0}: {1}; {2}. On an image being built without a GPU, install "
-                      "the boot unit instead (gpufleet.nvidia.mig with mig_bake: true)".format(library, exc.text, exc.hint))
+            self.fail(
+                "NVML cannot be loaded from {0}: {1}; {2}. On an image being built without a GPU, install "
+                "the boot unit instead (gpufleet.nvidia.mig with mig_bake: true)".format(library, exc.text, exc.hint)
+            )
 
         def open_session() -> NvmlSession:
             session = NvmlSession(library)
@@ -463,8 +467,9 @@ class MigConfigManager:
             self.fail("reading the GPUs failed: {0}".format(exc))
         self.result["missing_devices"] = node.missing
         for line in node.missing:
-            self.module.warn("{0}; mig-parted skips such indices, so does this module{1}".format(
-                line, "" if self.params["state"] == "applied" else ", but the assert fails"))
+            self.module.warn(
+                "{0}; mig-parted skips such indices, so does this module{1}".format(line, "" if self.params["state"] == "applied" else ", but the assert fails")
+            )
         self.result["plan"] = [self._plan_dict(p) for p in node.plans]
         self._reset(node.reset_gpus)
         if self.params["state"] == "asserted":
@@ -494,10 +499,8 @@ class MigConfigManager:
 
     def _diff(self, node: NodePlan, after: t.Callable[[t.Any], list[str]]) -> None:
         if self.module._diff:
-            before = [line for p in node.plans for line in layout_lines(p.gpu, (p.gpu.mig_enabled, p.gpu.mig_pending),
-                                                                        gpu_layout(p.gpu))]
-            self.result["diff"] = {"before": "\n".join(before) + "\n",
-                                   "after": "\n".join(line for p in node.plans for line in after(p)) + "\n"}
+            before = [line for p in node.plans for line in layout_lines(p.gpu, (p.gpu.mig_enabled, p.gpu.mig_pending), gpu_layout(p.gpu))]
+            self.result["diff"] = {"before": "\n".join(before) + "\n", "after": "\n".join(line for p in node.plans for line in after(p)) + "\n"}
 
     def _assert(self, node: NodePlan) -> None:
         differences = node.mode_differences() if self.params["mode_only"] else node.differences()
@@ -510,20 +513,21 @@ class MigConfigManager:
         resetting = self.params["reset"]
         clients = node.clients_in_the_way(resetting)
         if clients:
-            self.module.warn("client processes would block the change (stop them before applying): "
-                             + "; ".join(clients))
+            self.module.warn("client processes would block the change (stop them before applying): " + "; ".join(clients))
         self.result["changed"] = node.changes(resetting)
         self.result["summary"] = [
-            "{0}: {1}".format(p.gpu.label, "{0} (planned)".format(plan_to_dict(p)["after"])
-                              if p.changed or (resetting and p.awaiting_reset) else describe_gpu(p.gpu))
-            for p in node.plans]
-        self._diff(node, lambda p: layout_lines(p.gpu, (True, True) if resetting and p.awaiting_reset and
-                                                p.gpu.mig_pending else p.mig_after(), p.layout_after()))
+            "{0}: {1}".format(
+                p.gpu.label, "{0} (planned)".format(plan_to_dict(p)["after"]) if p.changed or (resetting and p.awaiting_reset) else describe_gpu(p.gpu)
+            )
+            for p in node.plans
+        ]
+        self._diff(
+            node, lambda p: layout_lines(p.gpu, (True, True) if resetting and p.awaiting_reset and p.gpu.mig_pending else p.mig_after(), p.layout_after())
+        )
 
     def _gpu_reset(self, gpus: t.Sequence[int]) -> tuple[bool, str]:
         """Every waiting GPU in one call (mig-parted's order): none is reset while another still waits."""
-        rc, out, err = self.module.run_command(
-            [self.params["nvidia_smi"], "--gpu-reset", "-i", ",".join(str(i) for i in gpus)])
+        rc, out, err = self.module.run_command([self.params["nvidia_smi"], "--gpu-reset", "-i", ",".join(str(i) for i in gpus)])
         return rc == 0, "exit {0}: {1}".format(rc, " ".join((out + err).split()))
 
     def _hooks(self) -> HookRunner | None:
@@ -535,8 +539,7 @@ class MigConfigManager:
             self.fail("invalid hooks ({0}): {1}".format(source, exc))
         if not hooks:
             return None
-        return HookRunner(hooks, hook_env(self.params["config_file"] or "", self.params["label"],
-                                          self.params["hooks_file"] or "", self.params["reset"]))
+        return HookRunner(hooks, hook_env(self.params["config_file"] or "", self.params["label"], self.params["hooks_file"] or "", self.params["reset"]))
 
     def _apply(self, run: MigRun, node: NodePlan, hooks: HookRunner | None) -> None:
         if not node.changes(self.params["reset"]) and hooks is None:
@@ -548,20 +551,27 @@ class MigConfigManager:
         except MigClientsError as exc:
             if exc.before_reset:
                 self.fail("{0}. Stop it and run again (the pending mode needs only the reset)".format(exc))
-            self.fail("GPU clients are still attached, so nothing was changed. Stop them (for services, list them in "
-                      "mig_gpu_clients) and run again: " + "; ".join(exc.clients))
+            self.fail(
+                "GPU clients are still attached, so nothing was changed. Stop them (for services, list them in "
+                "mig_gpu_clients) and run again: " + "; ".join(exc.clients)
+            )
         except MigResetError as exc:
             self._report(node, exc.result)
-            self.fail("{0}. Stop what holds those GPUs and run again, or reboot (the boot unit applies the "
-                      "layout)".format(exc))
+            self.fail("{0}. Stop what holds those GPUs and run again, or reboot (the boot unit applies the layout)".format(exc))
         except MigApplyError as exc:
             self.result.update(changed=bool(exc.done), done=exc.done, not_done=exc.not_done)
-            advice = ("Run again to converge: the next run plans from what is on the GPUs now." if exc.converges else
-                      "Running again will not help: once MIG was on, the driver reported other MIG profiles than "
-                      "the plan used (gpufleet's table of known GPUs, where the driver describes none with MIG off), "
-                      "and the layout does not fit them; change the config.")
-            self.fail("{0}. Done before the failure: {1}. Not done: {2}. {3}".format(
-                exc, "; ".join(exc.done) or "nothing", "; ".join(exc.not_done) or "nothing", advice))
+            advice = (
+                "Run again to converge: the next run plans from what is on the GPUs now."
+                if exc.converges
+                else "Running again will not help: once MIG was on, the driver reported other MIG profiles than "
+                "the plan used (gpufleet's table of known GPUs, where the driver describes none with MIG off), "
+                "and the layout does not fit them; change the config."
+            )
+            self.fail(
+                "{0}. Done before the failure: {1}. Not done: {2}. {3}".format(
+                    exc, "; ".join(exc.done) or "nothing", "; ".join(exc.not_done) or "nothing", advice
+                )
+            )
         except MigPlanError as exc:
             self.fail("the MIG layout {0!r} cannot be applied: {1}".format(self.params["label"], exc))
         except MigHookError as exc:
@@ -575,17 +585,15 @@ class MigConfigManager:
     def _report(self, node: NodePlan, result: RunResult) -> None:
         self._reset(result.waiting)
         states = result.states
-        self.result.update(changed=bool(result.done or result.reset), done=result.done,
-                           summary=self._summary(node.plans, states))
+        self.result.update(changed=bool(result.done or result.reset), done=result.done, summary=self._summary(node.plans, states))
         if result.reset:
             self.result["reset"] = {"gpus": result.reset, "output": result.reset_output}
         # As carried out: a GPU whose MIG just came on was planned again from
         # NVML's profiles. "before" stays what the GPU was when read.
-        self.result["plan"] = [dict(plan_to_dict(done), before=describe_gpu(found.gpu))
-                               for done, found in zip(result.plans, node.plans)]
-        self._diff(node, lambda p: layout_lines(states.get(p.gpu.index, p.gpu),
-                                                self._mode(states.get(p.gpu.index, p.gpu)),
-                                                gpu_layout(states.get(p.gpu.index, p.gpu))))
+        self.result["plan"] = [dict(plan_to_dict(done), before=describe_gpu(found.gpu)) for done, found in zip(result.plans, node.plans)]
+        self._diff(
+            node, lambda p: layout_lines(states.get(p.gpu.index, p.gpu), self._mode(states.get(p.gpu.index, p.gpu)), gpu_layout(states.get(p.gpu.index, p.gpu)))
+        )
 
     @staticmethod
     def _mode(gpu: t.Any) -> tuple[bool, bool]:

@@ -220,12 +220,10 @@ class NodeFiles:
         return "other"
 
     def _mismatch(self, path: str, kind: str, declared: str) -> None:
-        self.fail("{0} is a {1}, declared a {2}; remove it by hand if it may go".format(
-            path, kind, declared), changed_paths=self.changed_paths)
+        self.fail("{0} is a {1}, declared a {2}; remove it by hand if it may go".format(path, kind, declared), changed_paths=self.changed_paths)
 
     def _attributes(self, entry: dict[str, t.Any], diff: dict[str, t.Any]) -> bool:
-        file_args = {"path": entry["path"], "mode": entry["mode"], "owner": entry["owner"], "group": entry["group"],
-                     "secontext": None, "attributes": None}
+        file_args = {"path": entry["path"], "mode": entry["mode"], "owner": entry["owner"], "group": entry["group"], "secontext": None, "attributes": None}
         return self.module.set_fs_attributes_if_different(file_args, False, diff=diff)
 
     def _file(self, entry: dict[str, t.Any]) -> bool:
@@ -243,8 +241,7 @@ class NodeFiles:
         if changed and not self.module.check_mode:
             directory = os.path.dirname(path)
             if not os.path.isdir(directory):
-                self.fail("{0}: its directory {1} does not exist; declare it first".format(
-                    path, directory), changed_paths=self.changed_paths)
+                self.fail("{0}: its directory {1} does not exist; declare it first".format(path, directory), changed_paths=self.changed_paths)
             handle, temp = tempfile.mkstemp(dir=directory, prefix=".gpufleet-")
             with os.fdopen(handle, "wb") as out:
                 out.write(wanted)
@@ -339,7 +336,9 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "files": {
-                "type": "list", "elements": "dict", "required": True,
+                "type": "list",
+                "elements": "dict",
+                "required": True,
                 "options": {
                     "path": {"type": "path", "required": True},
                     "state": {"type": "str", "choices": ["file", "directory", "link", "absent"], "default": "file"},

@@ -213,8 +213,7 @@ def parse_systemctl_show(text: str) -> dict[str, str]:
             active = fields.get("ActiveState", "?")
             if fields.get("Type") == "oneshot" and active != "failed":
                 active = "ran-or-idle"
-            found["unit:" + fields["Id"]] = "{0} {1} {2}".format(
-                fields.get("LoadState", "?"), active, fields.get("UnitFileState", "?") or "-")
+            found["unit:" + fields["Id"]] = "{0} {1} {2}".format(fields.get("LoadState", "?"), active, fields.get("UnitFileState", "?") or "-")
     return found
 
 
@@ -226,8 +225,7 @@ def read_nvml(library: str | None = None) -> str:
             for index in range(nvml.device_count()):
                 device = nvml.device_by_index(index)
                 gpu: dict[str, t.Any] = {"uuid": nvml.device_uuid(device)}
-                for field, read in (("persistence", nvml.device_persistence_mode),
-                                    ("mig", nvml.device_mig_mode)):
+                for field, read in (("persistence", nvml.device_persistence_mode), ("mig", nvml.device_mig_mode)):
                     try:
                         value = read(device)
                         gpu[field] = _nvml.to_dict(value) if field == "mig" else value
@@ -235,8 +233,9 @@ def read_nvml(library: str | None = None) -> str:
                         gpu[field] = error.name
                 if isinstance(gpu["mig"], dict) and gpu["mig"].get("current"):
                     gpu["mig_devices"] = sorted(
-                        (nvml.mig_device_gpu_instance_id(mig), nvml.mig_device_compute_instance_id(mig),
-                         nvml.device_uuid(mig)) for mig in nvml.mig_devices(device))
+                        (nvml.mig_device_gpu_instance_id(mig), nvml.mig_device_compute_instance_id(mig), nvml.device_uuid(mig))
+                        for mig in nvml.mig_devices(device)
+                    )
                 gpus.append(gpu)
             view = {"driver": nvml.driver_version(), "gpus": gpus}
     except _nvml.NvmlError as error:
@@ -252,8 +251,7 @@ class NodeFingerprint:
         self.params = module.params
         self.unit_dirs = unit_dirs
         # The driver role's reader: the same package query (dpkg or rpm, holds included) as driver_info.
-        self.packages = DriverStateReader(
-            lambda argv: module.run_command(argv, environ_update={"LC_ALL": "C"}), root)
+        self.packages = DriverStateReader(lambda argv: module.run_command(argv, environ_update={"LC_ALL": "C"}), root)
 
     # --- reading the node ---------------------------------------------------
     def read_packages(self, patterns: t.Sequence[str]) -> dict[str, str]:
@@ -266,8 +264,7 @@ class NodeFingerprint:
             return {"package:*": str(error)}
         found: dict[str, str] = {}
         for package in packages:
-            line = package["version"] + (" held" if package["held"] else "") + (
-                "" if package["configured"] else " not configured")
+            line = package["version"] + (" held" if package["held"] else "") + ("" if package["configured"] else " not configured")
             key = "package:" + package["name"]
             # One line per architecture of a multiarch package (the reader drops the :arch).
             found[key] = found[key] + ", " + line if key in found else line
@@ -280,8 +277,7 @@ class NodeFingerprint:
                 entries = os.listdir(directory)
             except OSError:
                 continue
-            names.update(entry for entry in entries
-                         if any(fnmatch.fnmatchcase(entry, pattern) for pattern in patterns))
+            names.update(entry for entry in entries if any(fnmatch.fnmatchcase(entry, pattern) for pattern in patterns))
         return sorted(names)
 
     def read_units(self, patterns: t.Sequence[str]) -> dict[str, str]:
@@ -291,8 +287,7 @@ class NodeFingerprint:
         systemctl = self.module.get_bin_path("systemctl")
         if not systemctl:
             return {"unit:*": "no systemctl"}
-        rc, out, err = self.module.run_command(
-            [systemctl, "show", "--property=Id,Type,LoadState,ActiveState,UnitFileState", "--"] + names)
+        rc, out, err = self.module.run_command([systemctl, "show", "--property=Id,Type,LoadState,ActiveState,UnitFileState", "--"] + names)
         if rc != 0:
             return {"unit:*": "systemctl show failed: " + err.strip()}
         return parse_systemctl_show(out)
@@ -366,34 +361,46 @@ class NodeFingerprint:
     def compare(self) -> dict[str, t.Any]:
         record = self.load_record()
         if record is None:
-            return {"matched": False, "recorded_at": None, "items": 0, "report": None, "reasons": [
-                "no fingerprint at {0}: no converge has passed verify here yet (or its record was unreadable)".format(
-                    self.params["path"])]}
+            return {
+                "matched": False,
+                "recorded_at": None,
+                "items": 0,
+                "report": None,
+                "reasons": ["no fingerprint at {0}: no converge has passed verify here yet (or its record was unreadable)".format(self.params["path"])],
+            }
         state = self.read_node(record.get("watch") or {})
         report, report_reason = self.read_report() if self.params["report"] else (None, None)
-        reasons = [line for line in (
-            self.differences("declaration", record.get("declaration") or {}, self.params["declaration"], False),
-            self.differences("node", record.get("state") or {}, state, True), report_reason) if line]
-        return {"matched": not reasons, "reasons": reasons, "recorded_at": record.get("recorded_at"),
-                "items": len(state), "report": None if reasons else report}
+        reasons = [
+            line
+            for line in (
+                self.differences("declaration", record.get("declaration") or {}, self.params["declaration"], False),
+                self.differences("node", record.get("state") or {}, state, True),
+                report_reason,
+            )
+            if line
+        ]
+        return {
+            "matched": not reasons,
+            "reasons": reasons,
+            "recorded_at": record.get("recorded_at"),
+            "items": len(state),
+            "report": None if reasons else report,
+        }
 
     def record(self) -> dict[str, t.Any]:
         watch = self.params["watch"]
         if watch is None:
-            self.module.fail_json(msg="watch is required with state=recorded: list the paths, packages and units "
-                                      "the roles manage")
+            self.module.fail_json(msg="watch is required with state=recorded: list the paths, packages and units the roles manage")
         state = self.read_node(watch)
         old = self.load_record()
         new = {"format": RECORD_FORMAT, "declaration": self.params["declaration"], "watch": watch, "state": state}
         same = old is not None and all(old.get(key) == value for key, value in new.items())
         if same:
-            return {"changed": False, "matched": True, "reasons": [], "recorded_at": old.get("recorded_at"),
-                    "items": len(state)}
+            return {"changed": False, "matched": True, "reasons": [], "recorded_at": old.get("recorded_at"), "items": len(state)}
         new["recorded_at"] = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
         if not self.module.check_mode:
             self.write(new)
-        return {"changed": True, "matched": True, "reasons": [], "recorded_at": new["recorded_at"],
-                "items": len(state)}
+        return {"changed": True, "matched": True, "reasons": [], "recorded_at": new["recorded_at"], "items": len(state)}
 
     def write(self, record: dict[str, t.Any]) -> None:
         path = self.params["path"]
@@ -414,8 +421,9 @@ class NodeFingerprint:
 
     def run(self) -> dict[str, t.Any]:
         if self.params["declaration"] is None:
-            self.module.fail_json(msg="declaration is missing: call gpufleet.nvidia.node_fingerprint by its full name "
-                                      "so that its action plugin computes it on the controller")
+            self.module.fail_json(
+                msg="declaration is missing: call gpufleet.nvidia.node_fingerprint by its full name so that its action plugin computes it on the controller"
+            )
         if self.params["state"] == "recorded":
             return self.record()
         result = self.compare()

@@ -109,11 +109,10 @@ class NodeReads:
                 module.fail_json(msg="files.{0}: '{1}' is not an absolute path".format(name, path))
         for name, argv in module.params["commands"].items():
             if not isinstance(argv, list) or not argv or not all(isinstance(arg, (str, int)) for arg in argv):
-                module.fail_json(msg="commands.{0}: expected a non-empty list of arguments, got {1!r}".format(
-                    name, argv))
+                module.fail_json(msg="commands.{0}: expected a non-empty list of arguments, got {1!r}".format(name, argv))
 
     def _text(self, data: bytes) -> str:
-        return data[:self.limit].decode("utf-8", "replace")
+        return data[: self.limit].decode("utf-8", "replace")
 
     def read_file(self, path: str) -> tuple[str | None, str | None]:
         try:
@@ -135,11 +134,16 @@ class NodeReads:
             return {"rc": _NOT_INSTALLED, "stdout": "", "stderr": "{0} is not installed".format(argv[0])}
         timeout = self.module.params["timeout"]
         try:
-            done = subprocess.run([program] + [str(arg) for arg in argv[1:]], stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, check=False)
+            done = subprocess.run(
+                [program] + [str(arg) for arg in argv[1:]],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                timeout=timeout,
+                check=False,
+            )
         except subprocess.TimeoutExpired as expired:
-            return {"rc": _TIMED_OUT, "stdout": self._text(expired.stdout or b""),
-                    "stderr": "{0} did not finish within {1} s".format(argv[0], timeout)}
+            return {"rc": _TIMED_OUT, "stdout": self._text(expired.stdout or b""), "stderr": "{0} did not finish within {1} s".format(argv[0], timeout)}
         except OSError as error:
             return {"rc": _NOT_INSTALLED, "stdout": "", "stderr": "{0}: {1}".format(argv[0], error)}
         return {"rc": done.returncode, "stdout": self._text(done.stdout), "stderr": self._text(done.stderr)}

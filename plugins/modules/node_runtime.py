@@ -164,8 +164,7 @@ def read_text(path: str) -> str | None:
 
 def differing_files(version_dir: str, manifest: dict[str, t.Any], manifest_text: str) -> list[str]:
     """The runtime's files that are missing or whose sha256 differs, the manifest last (it is written last)."""
-    found = [rel for rel, digest in sorted(manifest["files"].items())
-             if sha256_of(os.path.join(version_dir, rel)) != digest]
+    found = [rel for rel, digest in sorted(manifest["files"].items()) if sha256_of(os.path.join(version_dir, rel)) != digest]
     if read_text(os.path.join(version_dir, MANIFEST)) != manifest_text:
         found.append(MANIFEST)
     return found
@@ -209,11 +208,11 @@ def probe(params: dict[str, t.Any]) -> dict[str, t.Any]:
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, required_together=[("name", "manifest")],
-                           supports_check_mode=True)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, required_together=[("name", "manifest")], supports_check_mode=True)
     if not module.params["name"]:
-        module.fail_json(msg="node_runtime runs through its action plugin, which sets name and manifest; "
-                             "call it as gpufleet.nvidia.node_runtime from a playbook")
+        module.fail_json(
+            msg="node_runtime runs through its action plugin, which sets name and manifest; call it as gpufleet.nvidia.node_runtime from a playbook"
+        )
     try:
         json.loads(module.params["manifest"])["files"]  # pylint: disable=expression-not-assigned
     except (ValueError, KeyError, TypeError) as exc:

@@ -722,7 +722,9 @@ nvml:
 import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import (
+    DEFAULT_LIBRARY,
     NVML_ERROR_DRIVER_NOT_LOADED,
     NVML_ERROR_FUNCTION_NOT_FOUND,
     NVML_ERROR_GPU_IS_LOST,
@@ -730,7 +732,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import (
     NVML_ERROR_LIBRARY_NOT_FOUND,
     NVML_ERROR_NOT_SUPPORTED,
     NVML_ERROR_UNKNOWN,
-    DEFAULT_LIBRARY,
     Device,
     GpuInstance,
     GpuInstanceProfile,
@@ -780,16 +781,18 @@ class NvmlFactsCollector:
     # Calls the facts cannot do without: even NOT_SUPPORTED from them fails
     # the task, because there is no honest "null" for a device count, a
     # device handle or the identity of an existing GPU/compute instance.
-    REQUIRED_CALLS = frozenset({
-        "nvmlInit_v2",
-        "nvmlInit",
-        "nvmlInitWithFlags",
-        "nvmlShutdown",
-        "nvmlDeviceGetCount_v2",
-        "nvmlDeviceGetHandleByIndex_v2",
-        "nvmlGpuInstanceGetInfo",
-        "nvmlComputeInstanceGetInfo_v2",
-    })
+    REQUIRED_CALLS = frozenset(
+        {
+            "nvmlInit_v2",
+            "nvmlInit",
+            "nvmlInitWithFlags",
+            "nvmlShutdown",
+            "nvmlDeviceGetCount_v2",
+            "nvmlDeviceGetHandleByIndex_v2",
+            "nvmlGpuInstanceGetInfo",
+            "nvmlComputeInstanceGetInfo_v2",
+        }
+    )
 
     def __init__(
         self,
@@ -822,8 +825,7 @@ class NvmlFactsCollector:
         try:
             session = self.session_factory(self.library)
         except NvmlLibraryNotFoundError as err:
-            return self._not_ready("library_not_found", False, "{0} could not be loaded: {1}; {2}".format(
-                err.path, err.text, err.hint))
+            return self._not_ready("library_not_found", False, "{0} could not be loaded: {1}; {2}".format(err.path, err.text, err.hint))
         try:
             session.init()
         except NvmlError as err:
@@ -999,13 +1001,15 @@ class NvmlFactsCollector:
             for handle in handles:
                 info = s.gpu_instance_info(handle)
                 self._scope = outer + ["GPU instance {0}".format(info.id)]
-                found.append({
-                    "id": info.id,
-                    "profile_id": info.profile_id,
-                    "profile_name": profile.name,
-                    "placement": _placement(info.placement),
-                    "compute_instances": self._compute_instances(s, handle),
-                })
+                found.append(
+                    {
+                        "id": info.id,
+                        "profile_id": info.profile_id,
+                        "profile_name": profile.name,
+                        "placement": _placement(info.placement),
+                        "compute_instances": self._compute_instances(s, handle),
+                    }
+                )
                 self._scope = outer
         return sorted(found, key=lambda gi: gi["id"])
 
@@ -1024,13 +1028,15 @@ class NvmlFactsCollector:
         for index, mig in enumerate(opt(s.mig_devices, dev) or []):
             self._scope = outer + ["MIG device {0}".format(index)]
             memory = opt(s.device_memory, mig)
-            found.append({
-                "uuid": opt(s.device_uuid, mig),
-                "name": opt(s.device_name, mig),
-                "gpu_instance_id": opt(s.mig_device_gpu_instance_id, mig),
-                "compute_instance_id": opt(s.mig_device_compute_instance_id, mig),
-                "memory_total_mib": memory.total // _MIB if memory else None,
-            })
+            found.append(
+                {
+                    "uuid": opt(s.device_uuid, mig),
+                    "name": opt(s.device_name, mig),
+                    "gpu_instance_id": opt(s.mig_device_gpu_instance_id, mig),
+                    "compute_instance_id": opt(s.mig_device_compute_instance_id, mig),
+                    "memory_total_mib": memory.total // _MIB if memory else None,
+                }
+            )
         self._scope = outer
 
         def order(device: dict[str, t.Any]) -> tuple[int, int, str]:

@@ -98,24 +98,26 @@ class PackageSelections:
         before = self.current()
         unknown = [name for name in self.names if name not in before]
         if unknown:
-            self.module.fail_json(msg="name: dpkg does not know {0}; install {1} first or leave {1} out of the "
-                                      "list".format(", ".join(unknown), "it" if len(unknown) == 1 else "them"),
-                                  changed_packages=[])
+            self.module.fail_json(
+                msg="name: dpkg does not know {0}; install {1} first or leave {1} out of the list".format(
+                    ", ".join(unknown), "it" if len(unknown) == 1 else "them"
+                ),
+                changed_packages=[],
+            )
         changing = [name for name in self.names if before[name] != self.selection]
         result: dict[str, t.Any] = {"changed": bool(changing), "changed_packages": changing}
         if changing and self.module._diff:
             result["diff"] = {
-                "before_header": "dpkg selections", "after_header": "dpkg selections",
+                "before_header": "dpkg selections",
+                "after_header": "dpkg selections",
                 "before": "".join("{0} {1}\n".format(name, before[name]) for name in changing),
                 "after": "".join("{0} {1}\n".format(name, self.selection) for name in changing),
             }
         if changing and not self.module.check_mode:
             dpkg = self.module.get_bin_path("dpkg", required=True)
-            rc, out, err = self._run([dpkg, "--set-selections"],
-                                     "".join("{0} {1}\n".format(name, self.selection) for name in changing))
+            rc, out, err = self._run([dpkg, "--set-selections"], "".join("{0} {1}\n".format(name, self.selection) for name in changing))
             if rc != 0 or err.strip():
-                self.module.fail_json(msg="dpkg --set-selections failed: {0}".format(err.strip() or out.strip()),
-                                      rc=rc, stderr=err)
+                self.module.fail_json(msg="dpkg --set-selections failed: {0}".format(err.strip() or out.strip()), rc=rc, stderr=err)
             after = self.current()
             unset = [name for name in changing if after.get(name) != self.selection]
             if unset:

@@ -107,6 +107,7 @@ import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
+
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._version_order import dpkg_key, rpm_key
 
 
@@ -194,8 +195,9 @@ class RepositoryProbe:
                 self.module.fail_json(msg="gpg is needed to check the repository key's fingerprint; install gnupg")
             wanted = {f.replace(" ", "").upper() for f in expected}
             if not wanted & {f.upper() for f in found}:
-                self.module.fail_json(msg="the repository key {0} has fingerprints {1}, none of the expected {2}".format(
-                    source, found or "(none)", sorted(wanted)))
+                self.module.fail_json(
+                    msg="the repository key {0} has fingerprints {1}, none of the expected {2}".format(source, found or "(none)", sorted(wanted))
+                )
         return keyring, {"sha256": hashlib.sha256(data).hexdigest(), "fingerprints": found}
 
     # -- apt ------------------------------------------------------------------------
@@ -226,11 +228,20 @@ class RepositoryProbe:
     def dnf(self, baseurl: str, keyring: str, packages: list[str]) -> dict[str, list[str]]:
         repo = "gpufleet-probe"
         argv = [
-            "dnf", "-q", "repoquery", "--disablerepo=*", "--enablerepo=" + repo,
+            "dnf",
+            "-q",
+            "repoquery",
+            "--disablerepo=*",
+            "--enablerepo=" + repo,
             "--repofrompath={0},{1}".format(repo, baseurl),
-            "--setopt={0}.gpgcheck=1".format(repo), "--setopt={0}.gpgkey=file://{1}".format(repo, keyring),
-            "--setopt={0}.module_hotfixes=1".format(repo), "--setopt=cachedir=" + os.path.join(self.scratch, "cache"),
-            "--showduplicates", "--qf", "%{name} %{evr}", *packages,
+            "--setopt={0}.gpgcheck=1".format(repo),
+            "--setopt={0}.gpgkey=file://{1}".format(repo, keyring),
+            "--setopt={0}.module_hotfixes=1".format(repo),
+            "--setopt=cachedir=" + os.path.join(self.scratch, "cache"),
+            "--showduplicates",
+            "--qf",
+            "%{name} %{evr}",
+            *packages,
         ]
         return parse_repoquery(self.run(argv, "dnf repoquery of the repository"))
 

@@ -259,15 +259,28 @@ class ReleaseBinary:
         """A response to read, as get_url opens one; anything but the file itself fails the task."""
         params = self.module.params
         response, info = fetch_url(
-            self.module, url, headers=params["headers"], use_proxy=params["use_proxy"], force=params["force"],
-            timeout=params["timeout"], ca_path=params["ca_path"], unredirected_headers=params["unredirected_headers"],
-            decompress=params["decompress"], ciphers=params["ciphers"], use_netrc=params["use_netrc"])
+            self.module,
+            url,
+            headers=params["headers"],
+            use_proxy=params["use_proxy"],
+            force=params["force"],
+            timeout=params["timeout"],
+            ca_path=params["ca_path"],
+            unredirected_headers=params["unredirected_headers"],
+            decompress=params["decompress"],
+            ciphers=params["ciphers"],
+            use_netrc=params["use_netrc"],
+        )
         # file:// and ftp:// answer without an HTTP status; get_url accepts them on the same terms.
-        fetched = info["status"] == 200 or (url.startswith("file:/") and response is not None) or (
-            url.startswith("ftp:/") and str(info.get("msg", "")).startswith("OK"))
+        fetched = (
+            info["status"] == 200
+            or (url.startswith("file:/") and response is not None)
+            or (url.startswith("ftp:/") and str(info.get("msg", "")).startswith("OK"))
+        )
         if not fetched:
-            self.module.fail_json(msg="could not fetch {0}: {1}".format(mask_url(url), info.get("msg", info["status"])),
-                                  status=info["status"], url=mask_url(url))
+            self.module.fail_json(
+                msg="could not fetch {0}: {1}".format(mask_url(url), info.get("msg", info["status"])), status=info["status"], url=mask_url(url)
+            )
         return response
 
     def expected_sha256(self) -> str:
@@ -295,8 +308,7 @@ class ReleaseBinary:
                 if found is None:
                     self.module.fail_json(msg="{0} has no member '{1}'".format(self.shown_url, self.member))
                 if not found.isfile():
-                    self.module.fail_json(msg="{0}: '{1}' is not a regular file in the tarball".format(
-                        self.shown_url, self.member))
+                    self.module.fail_json(msg="{0}: '{1}' is not a regular file in the tarball".format(self.shown_url, self.member))
                 digest = _copy_hashing(archive.extractfile(found), into)
         except tarfile.TarError as error:
             self.module.fail_json(msg="{0} is not a readable tarball: {1}".format(self.shown_url, error))
@@ -312,8 +324,7 @@ class ReleaseBinary:
 
     def _attributes(self, path: str, diff: dict[str, t.Any] | None) -> bool:
         params = self.module.params
-        file_args = {"path": path, "mode": params["mode"], "owner": params["owner"], "group": params["group"],
-                     "secontext": None, "attributes": None}
+        file_args = {"path": path, "mode": params["mode"], "owner": params["owner"], "group": params["group"], "secontext": None, "attributes": None}
         return self.module.set_fs_attributes_if_different(file_args, False, diff=diff)
 
     def install(self, program: t.BinaryIO) -> None:
@@ -341,13 +352,15 @@ class ReleaseBinary:
             actual = self.fetch(tarball)
             if actual != expected:
                 self.module.fail_json(
-                    msg="checksum mismatch: {0} has sha256 {1}, expected {2}; it is corrupt or was tampered with, "
-                        "and nothing was installed".format(self.shown_url, actual, expected), sha256=actual,
-                    url=self.shown_url)
+                    msg="checksum mismatch: {0} has sha256 {1}, expected {2}; it is corrupt or was tampered with, and nothing was installed".format(
+                        self.shown_url, actual, expected
+                    ),
+                    sha256=actual,
+                    url=self.shown_url,
+                )
             wanted = self.extract(tarball, program)
             before = self.current_sha256(self.dest)
-            diff: dict[str, t.Any] = {"before": {"path": self.dest, "sha256": before or "(absent)"},
-                                      "after": {"path": self.dest, "sha256": wanted}}
+            diff: dict[str, t.Any] = {"before": {"path": self.dest, "sha256": before or "(absent)"}, "after": {"path": self.dest, "sha256": wanted}}
             changed = before != wanted
             if changed and not self.module.check_mode:
                 self.install(program)
@@ -367,23 +380,25 @@ def argument_spec() -> dict[str, dict[str, t.Any]]:
     del spec["validate_certs"]
     spec["url_username"]["aliases"] = ["username"]
     spec["url_password"]["aliases"] = ["password"]
-    spec.update({
-        "url": {"type": "str", "required": True},
-        "sha256": {"type": "str"},
-        "sha256_url": {"type": "str"},
-        "member": {"type": "str", "required": True},
-        "dest": {"type": "path", "required": True},
-        "mode": {"type": "raw", "default": "0755"},
-        "owner": {"type": "str", "default": "root"},
-        "group": {"type": "str", "default": "root"},
-        "timeout": {"type": "int", "default": 30},
-        "ca_path": {"type": "path"},
-        "headers": {"type": "dict"},
-        "unredirected_headers": {"type": "list", "elements": "str", "default": []},
-        "decompress": {"type": "bool", "default": True},
-        "ciphers": {"type": "list", "elements": "str"},
-        "use_netrc": {"type": "bool", "default": True},
-    })
+    spec.update(
+        {
+            "url": {"type": "str", "required": True},
+            "sha256": {"type": "str"},
+            "sha256_url": {"type": "str"},
+            "member": {"type": "str", "required": True},
+            "dest": {"type": "path", "required": True},
+            "mode": {"type": "raw", "default": "0755"},
+            "owner": {"type": "str", "default": "root"},
+            "group": {"type": "str", "default": "root"},
+            "timeout": {"type": "int", "default": 30},
+            "ca_path": {"type": "path"},
+            "headers": {"type": "dict"},
+            "unredirected_headers": {"type": "list", "elements": "str", "default": []},
+            "decompress": {"type": "bool", "default": True},
+            "ciphers": {"type": "list", "elements": "str"},
+            "use_netrc": {"type": "bool", "default": True},
+        }
+    )
     return spec
 
 

@@ -356,6 +356,7 @@ rules:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._version_matrix import argument_spec, judge
 
 

@@ -34,11 +34,9 @@ import urllib.error
 from pathlib import Path
 
 import yaml
-
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._apt_repo import (
-    compare_versions, parse_deb822, split_version)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._apt_repo import compare_versions, parse_deb822, split_version
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge.packages import (
     TOOLKIT_EXTENSION_PACKAGES,
     toolkit_packages,
@@ -59,7 +57,7 @@ DEB_ARCHES = {"x86_64": "amd64", "aarch64": "arm64"}
 _SHA256 = re.compile(r"^([0-9a-fA-F]{64})(\s|$)")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def role_data(role: str, kind: str, roles_dir: Path = ROLES_DIR, name: str = "main") -> dict[str, t.Any]:
     """A role's defaults/main.yml or vars/main.yml, as plain data (the layer roles' own, read, not copied).
     Cached: the files do not change during a run; callers copy before they change anything."""
@@ -77,15 +75,13 @@ def role_os_vars(role: str, facts: dict[str, t.Any], roles_dir: Path = ROLES_DIR
     distribution = facts.get("distribution")
     major = facts.get("distribution_major_version")
     merged = dict(role_data(role, "vars", roles_dir))
-    for name in ("family-{0}".format(family), "family-{0}-{1}".format(family, major), str(distribution),
-                 "{0}-{1}".format(distribution, major)):
+    for name in ("family-{0}".format(family), "family-{0}-{1}".format(family, major), str(distribution), "{0}-{1}".format(distribution, major)):
         merged.update(role_data(role, "vars", roles_dir, name))
     return merged
 
 
 # The driver role's OS data the plan needs: where its repository and key are.
-DRIVER_OS_VARS = ("__driver_backend", "__driver_cuda_repo_arch", "__driver_cuda_repo_name", "__driver_cuda_repo_key",
-                  "__driver_distribution_repo")
+DRIVER_OS_VARS = ("__driver_backend", "__driver_cuda_repo_arch", "__driver_cuda_repo_name", "__driver_cuda_repo_key", "__driver_distribution_repo")
 
 
 def newest_first(versions: t.Iterable[str]) -> list[str]:
@@ -104,6 +100,7 @@ def shown(versions: t.Sequence[str], limit: int = OFFERED_SHOWN) -> str:
 
 # --- 1. plan -----------------------------------------------------------------
 
+
 def source(kind: str, url: str, variable: str) -> dict[str, str]:
     """Where an artifact comes from: kind apt_flat (a flat apt repository's Packages index), checksum (a
     .sha256 file), exists (a file asked for with HEAD), key (an OpenPGP key), apt_flat_release / apt_suite
@@ -119,20 +116,18 @@ def source_key(src: dict[str, str]) -> str:
 def plan_toolkit(values: dict[str, t.Any], facts: dict[str, t.Any]) -> dict[str, t.Any]:
     """The toolkit's packages at container_toolkit_version, from its apt repository as the role configures it."""
     if not values.get("container_toolkit_repo_manage", True):
-        return {"skip": "container_toolkit: container_toolkit_repo_manage is false, so the packages come from the "
-                        "node's own sources, which preflight does not read"}
+        return {
+            "skip": "container_toolkit: container_toolkit_repo_manage is false, so the packages come from the node's own sources, which preflight does not read"
+        }
     family = facts.get("os_family")
     if family != "Debian":
-        return {"skip": "container_toolkit: resolved against apt repositories only; {0} nodes are checked by the "
-                        "toolkit layer".format(family or "unknown")}
+        return {"skip": "container_toolkit: resolved against apt repositories only; {0} nodes are checked by the toolkit layer".format(family or "unknown")}
     version = str(values.get("container_toolkit_version") or "")
     if not re.match(role_data("container_toolkit", "vars")["__container_toolkit_version_pattern"], version):
-        return {"skip": "container_toolkit: container_toolkit_version {0!r} is judged by the version matrix".format(
-            version)}
+        return {"skip": "container_toolkit: container_toolkit_version {0!r} is judged by the version matrix".format(version)}
     arch = DEB_ARCHES.get(str(facts.get("architecture")))
     if not arch:
-        return {"skip": "container_toolkit: no toolkit repository path for architecture {0}".format(
-            facts.get("architecture"))}
+        return {"skip": "container_toolkit: no toolkit repository path for architecture {0}".format(facts.get("architecture"))}
     # The role installs the same tables (its vars read them through the knowledge lookup).
     package_set = str(values.get("container_toolkit_package_set") or "full")
     packages = list(toolkit_packages(package_set))
@@ -141,12 +136,18 @@ def plan_toolkit(values: dict[str, t.Any], facts: dict[str, t.Any]) -> dict[str,
     if not packages:
         return {"skip": "container_toolkit: unknown container_toolkit_package_set {0!r}".format(package_set)}
     url = "{0}/{1}".format(str(values["container_toolkit_apt_repo_url"]).rstrip("/"), arch)
-    return {"source": source("apt_flat", url, "container_toolkit_apt_repo_url"),
-            "requirement": {
-                "type": "toolkit", "variable": "container_toolkit_version", "version": version,
-                # "1.20.1" -> "1.20.1-1", NVIDIA's packaging revision, as the role pins it.
-                "package_version": version if "-" in version else version + "-1",
-                "packages": packages, "package_set": package_set}}
+    return {
+        "source": source("apt_flat", url, "container_toolkit_apt_repo_url"),
+        "requirement": {
+            "type": "toolkit",
+            "variable": "container_toolkit_version",
+            "version": version,
+            # "1.20.1" -> "1.20.1-1", NVIDIA's packaging revision, as the role pins it.
+            "package_version": version if "-" in version else version + "-1",
+            "packages": packages,
+            "package_set": package_set,
+        },
+    }
 
 
 def plan_crictl(values: dict[str, t.Any], facts: dict[str, t.Any], crictl_vars: dict[str, t.Any]) -> dict[str, t.Any]:
@@ -158,27 +159,41 @@ def plan_crictl(values: dict[str, t.Any], facts: dict[str, t.Any], crictl_vars: 
     release = explicit or table.get(kubernetes, "")
     variable = "crictl_version" if explicit else "crictl_kubernetes_version"
     if not release:
-        return {"error": "crictl_kubernetes_version {0} has no cri-tools release this collection knows (it knows "
-                         "Kubernetes {1}); set crictl_version to the release to install, such as {2}".format(
-                             kubernetes, ", ".join(sorted(table)), known[0] if known else "v1.36.0")}
+        return {
+            "error": "crictl_kubernetes_version {0} has no cri-tools release this collection knows (it knows "
+            "Kubernetes {1}); set crictl_version to the release to install, such as {2}".format(
+                kubernetes, ", ".join(sorted(table)), known[0] if known else "v1.36.0"
+            )
+        }
     if not re.match(r"^v[0-9]+\.[0-9]+\.[0-9]+$", release):
-        return {"error": "crictl_version must look like v1.36.0, got {0!r}; set crictl_version to a cri-tools "
-                         "release ({1}) or to '' to follow crictl_kubernetes_version".format(release, shown(known))}
+        return {
+            "error": "crictl_version must look like v1.36.0, got {0!r}; set crictl_version to a cri-tools "
+            "release ({1}) or to '' to follow crictl_kubernetes_version".format(release, shown(known))
+        }
     arch = (crictl_vars.get("__crictl_arches") or {}).get(str(facts.get("architecture")))
     if not arch:
         return {"skip": "crictl: no cri-tools build for architecture {0}".format(facts.get("architecture"))}
     tarball = "{0}/{1}/crictl-{1}-linux-{2}.tar.gz".format(str(values["crictl_download_url"]).rstrip("/"), release, arch)
-    requirement = {"type": "crictl", "variable": variable, "release": release, "arch": arch, "known": known,
-                   "kubernetes": kubernetes, "explicit": bool(explicit)}
+    requirement = {
+        "type": "crictl",
+        "variable": variable,
+        "release": release,
+        "arch": arch,
+        "known": known,
+        "kubernetes": kubernetes,
+        "explicit": bool(explicit),
+    }
     if values.get("crictl_checksum_source") == "release":
         return {"source": source("checksum", tarball + ".sha256", "crictl_download_url"), "requirement": requirement}
     digests = dict(crictl_vars.get("__crictl_sha256") or {})
     for version, by_arch in (values.get("crictl_checksums") or {}).items():
         digests[version] = dict(digests.get(version) or {}, **(by_arch or {}))
     if not re.match(r"^[0-9a-f]{64}$", str((digests.get(release) or {}).get(arch, ""))):
-        return {"error": "crictl {0} on {1} has no sha256 in the crictl role's table (crictl_checksum_source: table); "
-                         "add it as crictl_checksums: {{\"{0}\": {{\"{1}\": \"<sha256 from the release's .sha256 "
-                         "file>\"}}}}, or set crictl_checksum_source: release".format(release, arch)}
+        return {
+            "error": "crictl {0} on {1} has no sha256 in the crictl role's table (crictl_checksum_source: table); "
+            'add it as crictl_checksums: {{"{0}": {{"{1}": "<sha256 from the release\'s .sha256 '
+            'file>"}}}}, or set crictl_checksum_source: release'.format(release, arch)
+        }
     return {"source": source("exists", tarball, "crictl_download_url"), "requirement": requirement}
 
 
@@ -187,16 +202,14 @@ def plan_toolkit_key(values: dict[str, t.Any]) -> dict[str, t.Any] | None:
     url = str(values.get("container_toolkit_gpg_key_url") or "")
     if not values.get("container_toolkit_repo_manage", True) or not url:
         return None
-    return {"source": source("key", url, "container_toolkit_gpg_key_url"),
-            "requirement": {"type": "key", "what": "signing key"}}
+    return {"source": source("key", url, "container_toolkit_gpg_key_url"), "requirement": {"type": "key", "what": "signing key"}}
 
 
 def _is_url(value: str) -> bool:
     return bool(re.match(r"^https?://", value))
 
 
-def plan_driver(values: dict[str, t.Any], facts: dict[str, t.Any],
-                os_vars: dict[str, t.Any]) -> list[dict[str, t.Any]]:
+def plan_driver(values: dict[str, t.Any], facts: dict[str, t.Any], os_vars: dict[str, t.Any]) -> list[dict[str, t.Any]]:
     """The repository and key the driver layer adds, as roles/driver/tasks/plan.yml builds __driver_repo.
 
     os_vars: DRIVER_OS_VARS templated for the host (role_os_vars, then the host's facts and settings).
@@ -212,46 +225,60 @@ def plan_driver(values: dict[str, t.Any], facts: dict[str, t.Any],
     parts: list[dict[str, t.Any]] = []
     if driver_source == "cuda":
         name = str(os_vars.get("__driver_cuda_repo_name") or "")
-        arch = (os_vars.get("__driver_cuda_repo_arch") or {}).get(str(facts.get("architecture")),
-                                                                  facts.get("architecture"))
+        arch = (os_vars.get("__driver_cuda_repo_arch") or {}).get(str(facts.get("architecture")), facts.get("architecture"))
         root = str(values.get("driver_cuda_repo_url") or "").rstrip("/")
         if not name or not arch or not _is_url(root):
-            return [{"skip": "driver: no CUDA repository path for this node ({0} {1}, {2})".format(
-                facts.get("distribution"), facts.get("distribution_version"), facts.get("architecture"))}]
+            return [
+                {
+                    "skip": "driver: no CUDA repository path for this node ({0} {1}, {2})".format(
+                        facts.get("distribution"), facts.get("distribution_version"), facts.get("architecture")
+                    )
+                }
+            ]
         base = "{0}/{1}/{2}".format(root, name, arch)
         # apt reads a flat repository's InRelease (Release as a fallback); dnf its repomd.xml.
         kind = "apt_flat_release" if backend == "apt" else "dnf_repo"
-        parts.append({"source": source(kind, base, "driver_cuda_repo_url"),
-                      "requirement": {"type": "repository", "what": "CUDA repository {0}/{1}".format(name, arch),
-                                      "layout": "{0}/{1}".format(name, arch)}})
+        parts.append(
+            {
+                "source": source(kind, base, "driver_cuda_repo_url"),
+                "requirement": {"type": "repository", "what": "CUDA repository {0}/{1}".format(name, arch), "layout": "{0}/{1}".format(name, arch)},
+            }
+        )
         key_url = str(values.get("driver_cuda_repo_key_url") or "")
         key_file = str(os_vars.get("__driver_cuda_repo_key") or "")
         if key_url:
-            parts.append({"source": source("key", key_url, "driver_cuda_repo_key_url"),
-                          "requirement": {"type": "key", "what": "signing key"}})
+            parts.append({"source": source("key", key_url, "driver_cuda_repo_key_url"), "requirement": {"type": "key", "what": "signing key"}})
         elif key_file:
             # The key NVIDIA publishes in the repository: named by the URL it was derived from.
-            parts.append({"source": source("key", "{0}/{1}".format(base, key_file), "driver_cuda_repo_url"),
-                          "requirement": {"type": "key", "what": "signing key",
-                                          "alternative": "driver_cuda_repo_key_url"}})
+            parts.append(
+                {
+                    "source": source("key", "{0}/{1}".format(base, key_file), "driver_cuda_repo_url"),
+                    "requirement": {"type": "key", "what": "signing key", "alternative": "driver_cuda_repo_key_url"},
+                }
+            )
         return parts
     if driver_source == "distribution":
         repo = os_vars.get("__driver_distribution_repo") or {}
         mirror = str(values.get("driver_distribution_mirror_url") or repo.get("url") or "").rstrip("/")
         suites = [str(suite) for suite in (repo.get("suites") or [])]
         if backend != "apt" or not suites or not _is_url(mirror):
-            return [{"skip": "driver: no distribution repository for {0} nodes".format(
-                facts.get("distribution") or "unknown")}]
+            return [{"skip": "driver: no distribution repository for {0} nodes".format(facts.get("distribution") or "unknown")}]
         for suite in suites:
-            parts.append({"source": source("apt_suite", "{0}/dists/{1}".format(mirror, suite),
-                                           "driver_distribution_mirror_url"),
-                          "requirement": {"type": "repository", "what": "suite {0}".format(suite), "suite": suite,
-                                          "mirror": mirror,
-                                          "backports": suite.endswith("-backports")}})
+            parts.append(
+                {
+                    "source": source("apt_suite", "{0}/dists/{1}".format(mirror, suite), "driver_distribution_mirror_url"),
+                    "requirement": {
+                        "type": "repository",
+                        "what": "suite {0}".format(suite),
+                        "suite": suite,
+                        "mirror": mirror,
+                        "backports": suite.endswith("-backports"),
+                    },
+                }
+            )
         key_url = str(values.get("driver_distribution_key_url") or "")
         if key_url:
-            parts.append({"source": source("key", key_url, "driver_distribution_key_url"),
-                          "requirement": {"type": "key", "what": "signing key"}})
+            parts.append({"source": source("key", key_url, "driver_distribution_key_url"), "requirement": {"type": "key", "what": "signing key"}})
         return parts
     return [{"skip": "driver: driver_source {0!r} is judged by the driver layer's validation".format(driver_source)}]
 
@@ -260,24 +287,31 @@ def check_mig_label(label: str, config: t.Any, config_src: str) -> str | None:
     """mig_label against its config, with the MIG layer's own message (module_utils._mig.select_label)."""
     variable = "mig_config_src" if config_src else "mig_config"
     if not config:
-        return ("mig_label is {0!r}, so set exactly one of mig_config (an inline mig-parted v1 config) and "
-                "mig_config_src (a mig-parted config file on the controller); neither is set".format(label))
+        return (
+            "mig_label is {0!r}, so set exactly one of mig_config (an inline mig-parted v1 config) and "
+            "mig_config_src (a mig-parted config file on the controller); neither is set".format(label)
+        )
     try:
         configs = parse_config(config)
     except MigConfigError as exc:
         return "mig_label {0!r}: {1} is not a valid mig-parted config: {2}; fix {1}".format(
-            label, "mig_config_src {0}".format(config_src) if config_src else "mig_config", exc)
+            label, "mig_config_src {0}".format(config_src) if config_src else "mig_config", exc
+        )
     try:
         select_label(configs, label)
     except MigConfigError as exc:
-        return "mig_label: {0} ({1}{2}); set mig_label to one of them, or add the label to {1}".format(
-            exc, variable, " " + config_src if config_src else "")
+        return "mig_label: {0} ({1}{2}); set mig_label to one of them, or add the label to {1}".format(exc, variable, " " + config_src if config_src else "")
     return None
 
 
-def plan_host(values: dict[str, t.Any], layers: dict[str, t.Any], facts: dict[str, t.Any],
-              mig_config: t.Any = None, roles_dir: Path = ROLES_DIR,
-              driver_os: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
+def plan_host(
+    values: dict[str, t.Any],
+    layers: dict[str, t.Any],
+    facts: dict[str, t.Any],
+    mig_config: t.Any = None,
+    roles_dir: Path = ROLES_DIR,
+    driver_os: dict[str, t.Any] | None = None,
+) -> dict[str, t.Any]:
     """One host's plan: {checks: [{source, requirement}], errors: [...], skipped: [...]}.
 
     values: the effective settings of the driver, toolkit and crictl roles (host value, else role default).
@@ -316,8 +350,7 @@ def plan_host(values: dict[str, t.Any], layers: dict[str, t.Any], facts: dict[st
         src = str(mig.get("mig_config_src") or "")
         inline = mig.get("mig_config") or {}
         if inline and src:
-            plan["errors"].append("mig_label is {0!r}, so set exactly one of mig_config and mig_config_src; both "
-                                  "are set".format(mig.get("mig_label")))
+            plan["errors"].append("mig_label is {0!r}, so set exactly one of mig_config and mig_config_src; both are set".format(mig.get("mig_label")))
         else:
             error = check_mig_label(str(mig.get("mig_label")), inline or mig_config, src)
             if error:
@@ -326,6 +359,7 @@ def plan_host(values: dict[str, t.Any], layers: dict[str, t.Any], facts: dict[st
 
 
 # --- 2. resolve --------------------------------------------------------------
+
 
 class SourceError(Exception):
     """A source that did not answer as it must; `reason` is for a message ("connection refused", "HTTP 404")."""
@@ -345,8 +379,7 @@ Opener = t.Callable[..., t.Any]
 def describe(exc: BaseException) -> tuple[str, int | None]:
     """A fetch error as a few words a user recognises, and the HTTP status where there is one."""
     if isinstance(exc, urllib.error.HTTPError):
-        return "HTTP {0}{1}".format(exc.code, " " + exc.reason if isinstance(exc.reason, str) and exc.reason else ""), \
-            exc.code
+        return "HTTP {0}{1}".format(exc.code, " " + exc.reason if isinstance(exc.reason, str) and exc.reason else ""), exc.code
     reason: t.Any = getattr(exc, "reason", exc)
     if isinstance(reason, ConnectionRefusedError):
         return "connection refused", None
@@ -371,12 +404,11 @@ class Fetcher:
     def get(self, url: str, method: str = "GET", limit: int | None = None) -> bytes:
         """The body (its first `limit` bytes when given: enough to tell what a file is without its size)."""
         try:
-            response = self.opener(url, method=method, timeout=self.timeout, validate_certs=True,
-                                   http_agent="gpufleet-preflight")
+            response = self.opener(url, method=method, timeout=self.timeout, validate_certs=True, http_agent="gpufleet-preflight")
             if method != "GET":
                 return b""
             return response.read() if limit is None else response.read(limit)
-        except Exception as exc:  # noqa: BLE001 - every way a fetch fails is reported the same way
+        except Exception as exc:
             reason, status = describe(exc)
             raise SourceError(reason, url, status) from None
 
@@ -429,8 +461,7 @@ def read_key(fetcher: Fetcher, url: str) -> str:
     if first & 0x80 and tag == 6:
         return "binary"
     shown_head = head.lstrip()[:40].decode("utf-8", "replace")
-    raise SourceError("not an OpenPGP key ({0})".format(
-        "an empty file" if not head.strip() else "it starts {0!r}".format(shown_head)), url, reached=True)
+    raise SourceError("not an OpenPGP key ({0})".format("an empty file" if not head.strip() else "it starts {0!r}".format(shown_head)), url, reached=True)
 
 
 def read_release(fetcher: Fetcher, base: str) -> str:
@@ -481,15 +512,21 @@ def judge_toolkit(req: dict[str, t.Any], src: dict[str, str], offered: dict[str,
     where = "the toolkit repository {0} (container_toolkit_apt_repo_url)".format(src["url"])
     main = req["packages"][0]
     if req["package_version"] not in offered.get(main, []):
-        return ("container_toolkit_version {0} is not offered by {1}: {2} has {3}; set container_toolkit_version to "
-                "one of them".format(req["version"], where, main, shown(_offered_toolkit(offered.get(main, [])))))
+        return "container_toolkit_version {0} is not offered by {1}: {2} has {3}; set container_toolkit_version to one of them".format(
+            req["version"], where, main, shown(_offered_toolkit(offered.get(main, [])))
+        )
     missing = [p for p in req["packages"][1:] if req["package_version"] not in offered.get(p, [])]
     if missing:
-        return ("container_toolkit_package_set {0} needs {1} at {2}, which {3} does not offer ({4}); set "
-                "container_toolkit_package_set: base, or mirror the whole package set".format(
-                    req["package_set"], ", ".join(missing), req["package_version"], where,
-                    "; ".join("{0} has {1}".format(p, shown(_offered_toolkit(offered.get(p, []))))
-                              for p in missing)))
+        return (
+            "container_toolkit_package_set {0} needs {1} at {2}, which {3} does not offer ({4}); set "
+            "container_toolkit_package_set: base, or mirror the whole package set".format(
+                req["package_set"],
+                ", ".join(missing),
+                req["package_version"],
+                where,
+                "; ".join("{0} has {1}".format(p, shown(_offered_toolkit(offered.get(p, [])))) for p in missing),
+            )
+        )
     return None
 
 
@@ -498,12 +535,16 @@ def judge_crictl(req: dict[str, t.Any], src: dict[str, str], error: SourceError 
         return None
     what = "its .sha256 file" if src["kind"] == "checksum" else "its tarball"
     if error.status == 404:
-        chosen = ("crictl_version {0}".format(req["release"]) if req["explicit"] else
-                  "crictl_kubernetes_version {0} (release {1})".format(req["kubernetes"], req["release"]))
-        return ("{0} is not published under crictl_download_url for {1}: {2} {3} answered {4}; releases this "
-                "collection knows: {5}; set crictl_version to a published release, or to '' to take the release "
-                "of crictl_kubernetes_version".format(chosen, req["arch"], what, error.url, error.reason,
-                                                      shown(req["known"])))
+        chosen = (
+            "crictl_version {0}".format(req["release"])
+            if req["explicit"]
+            else "crictl_kubernetes_version {0} (release {1})".format(req["kubernetes"], req["release"])
+        )
+        return (
+            "{0} is not published under crictl_download_url for {1}: {2} {3} answered {4}; releases this "
+            "collection knows: {5}; set crictl_version to a published release, or to '' to take the release "
+            "of crictl_kubernetes_version".format(chosen, req["arch"], what, error.url, error.reason, shown(req["known"]))
+        )
     return None
 
 
@@ -514,11 +555,14 @@ def judge_repository(req: dict[str, t.Any], src: dict[str, str], error: SourceEr
     variable = src["variable"]
     if "suite" in req:
         backports = ", or set driver_distribution_backports: false" if req["backports"] else ""
-        return ("{0}: {1} has no suite {2} (HTTP 404 for dists/{2}/InRelease and Release); set {0} to a mirror "
-                "that carries {2}{3}".format(variable, req["mirror"], req["suite"], backports))
-    return ("{0}: {1} has no CUDA repository {2} (HTTP 404 for its InRelease and Release); set {0} to the root of "
-            "NVIDIA's CUDA repositories or of a mirror with their layout (the driver role appends "
-            "<distribution><release>/<arch>)".format(variable, src["url"], req["layout"]))
+        return "{0}: {1} has no suite {2} (HTTP 404 for dists/{2}/InRelease and Release); set {0} to a mirror that carries {2}{3}".format(
+            variable, req["mirror"], req["suite"], backports
+        )
+    return (
+        "{0}: {1} has no CUDA repository {2} (HTTP 404 for its InRelease and Release); set {0} to the root of "
+        "NVIDIA's CUDA repositories or of a mirror with their layout (the driver role appends "
+        "<distribution><release>/<arch>)".format(variable, src["url"], req["layout"])
+    )
 
 
 def judge_key(req: dict[str, t.Any], src: dict[str, str], error: SourceError) -> str | None:
@@ -526,16 +570,17 @@ def judge_key(req: dict[str, t.Any], src: dict[str, str], error: SourceError) ->
     if not error.reached:
         return None
     alternative = req.get("alternative")
-    return ("{0}: {1} is not a signing key this run can use: {2}; set {3} to the URL of the repository's OpenPGP "
-            "key".format(src["variable"], error.url, error.reason, alternative or src["variable"]))
+    return "{0}: {1} is not a signing key this run can use: {2}; set {3} to the URL of the repository's OpenPGP key".format(
+        src["variable"], error.url, error.reason, alternative or src["variable"]
+    )
 
 
 def unreachable(src: dict[str, str], error: SourceError) -> str:
     if not error.reached:
-        return ("{0}: {1} is unreachable ({2}); check the mirror, or set {0} to a source that answers".format(
-            src["variable"], error.url, error.reason))
-    return ("{0}: {1} is not a source this run can use: {2}; check that {0} points at the mirror's root, or set it "
-            "to one that has the artifact".format(src["variable"], error.url, error.reason))
+        return "{0}: {1} is unreachable ({2}); check the mirror, or set {0} to a source that answers".format(src["variable"], error.url, error.reason)
+    return "{0}: {1} is not a source this run can use: {2}; check that {0} points at the mirror's root, or set it to one that has the artifact".format(
+        src["variable"], error.url, error.reason
+    )
 
 
 class ArtifactResolver:
@@ -586,8 +631,6 @@ class ArtifactResolver:
                     errors.append(message)
                 else:
                     req = check["requirement"]
-                    resolved.append("{0} from {1}".format(
-                        req.get("package_version") or req.get("release") or req.get("what"),
-                        check["source"]["url"]))
+                    resolved.append("{0} from {1}".format(req.get("package_version") or req.get("release") or req.get("what"), check["source"]["url"]))
             result[host] = {"errors": errors, "resolved": resolved, "skipped": list(plan.get("skipped") or [])}
         return result

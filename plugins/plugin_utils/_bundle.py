@@ -39,9 +39,15 @@ DEB_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
 
 # The roles' mirror variables whose upstream the bundle reads, and where the defaults come from.
 UPSTREAM_NAMES = (
-    "driver_cuda_repo_url", "driver_cuda_repo_key_url", "driver_cuda_repo_key_fingerprint",
-    "driver_distribution_url", "driver_distribution_key", "driver_distribution_key_fingerprints",
-    "container_toolkit_apt_repo_url", "container_toolkit_gpg_key_url", "container_toolkit_gpg_key_fingerprint",
+    "driver_cuda_repo_url",
+    "driver_cuda_repo_key_url",
+    "driver_cuda_repo_key_fingerprint",
+    "driver_distribution_url",
+    "driver_distribution_key",
+    "driver_distribution_key_fingerprints",
+    "container_toolkit_apt_repo_url",
+    "container_toolkit_gpg_key_url",
+    "container_toolkit_gpg_key_fingerprint",
     "crictl_download_url",
 )
 
@@ -58,6 +64,7 @@ class BundleError(Exception):
 
 
 # --- the orderings the Jinja plan used --------------------------------------------------------
+
 
 def _fold(value: t.Any) -> t.Any:
     """Jinja's ignore_case: strings compare lower-cased."""
@@ -120,6 +127,7 @@ def _is_list(value: t.Any) -> bool:
 
 # --- 1. the run's own inputs --------------------------------------------------------------------
 
+
 def image_errors(images: t.Any) -> list[str]:
     """Every problem with bundle_images, each naming the entry, the field and the fix."""
     if not _is_list(images):
@@ -134,23 +142,21 @@ def image_errors(images: t.Any) -> list[str]:
         name, digest = image.get("name", ""), image.get("digest", "")
         url, checksum = image.get("archive_url", ""), image.get("archive_checksum", "")
         if not _IMAGE_NAME.match(_text(name)):
-            errors.append('{0}.name is "{1}": give the reference the archive names the image by, without a digest'
-                          " (for example registry.example.internal/gpufleet/cuda-probe:1.0)".format(at, _text(name)))
+            errors.append(
+                '{0}.name is "{1}": give the reference the archive names the image by, without a digest'
+                " (for example registry.example.internal/gpufleet/cuda-probe:1.0)".format(at, _text(name))
+            )
         if not _IMAGE_DIGEST.match(_text(digest)):
-            errors.append('{0}.digest is "{1}": pin the image manifest digest, sha256:<64 hex digits>'
-                          " (what name@sha256:... pins)".format(at, _text(digest)))
+            errors.append('{0}.digest is "{1}": pin the image manifest digest, sha256:<64 hex digits> (what name@sha256:... pins)'.format(at, _text(digest)))
         if not _ARCHIVE_URL.match(_text(url)):
-            errors.append('{0}.archive_url is "{1}": give the http(s):// or file:// URL of the image\'s OCI'
-                          " archive".format(at, _text(url)))
+            errors.append('{0}.archive_url is "{1}": give the http(s):// or file:// URL of the image\'s OCI archive'.format(at, _text(url)))
         else:
             files.append(posixpath.basename(_text(url)))
         if not _SHA256.match(re.sub(r"^sha256:", "", _text(checksum))):
-            errors.append('{0}.archive_checksum is "{1}": pin the archive file\'s sha256'
-                          " (sha256:<64 hex digits>)".format(at, _text(checksum)))
+            errors.append('{0}.archive_checksum is "{1}": pin the archive file\'s sha256 (sha256:<64 hex digits>)'.format(at, _text(checksum)))
     for name in unique(files):
         if files.count(name) > 1:
-            errors.append("bundle_images: two archives are named {0} and would both go to images/{0}; give them"
-                          " distinct file names".format(name))
+            errors.append("bundle_images: two archives are named {0} and would both go to images/{0}; give them distinct file names".format(name))
     return errors
 
 
@@ -161,15 +167,18 @@ def request_errors(request: Mapping[str, t.Any]) -> list[str]:
     """
     errors = []
     if not list(request.get("hosts") or []):
-        errors.append("gpufleet_gpu_group: the inventory has no host in group '{0}'; set gpufleet_gpu_group to the"
-                      " group of GPU nodes to bundle for (default gpu_nodes).".format(_text(request.get("group"))))
+        errors.append(
+            "gpufleet_gpu_group: the inventory has no host in group '{0}'; set gpufleet_gpu_group to the"
+            " group of GPU nodes to bundle for (default gpu_nodes).".format(_text(request.get("group")))
+        )
     if not re.match(r"^/", _text(request.get("bundle_dir", ""))):
-        errors.append("bundle_dir: give the absolute path of the directory to write the bundle to"
-                      " (-e bundle_dir=/srv/gpufleet-bundle).")
+        errors.append("bundle_dir: give the absolute path of the directory to write the bundle to (-e bundle_dir=/srv/gpufleet-bundle).")
     elif not _FINGERPRINT.match(_text(request.get("signing_key", "")).replace(" ", "")):
-        errors.append("bundle_signing_key: give the 40-hex-digit fingerprint of the site key that signs the bundle's"
-                      " repositories (gpg --list-secret-keys --with-colons); the nodes trust it through the *_key_url"
-                      " and *_fingerprint variables.")
+        errors.append(
+            "bundle_signing_key: give the 40-hex-digit fingerprint of the site key that signs the bundle's"
+            " repositories (gpg --list-secret-keys --with-colons); the nodes trust it through the *_key_url"
+            " and *_fingerprint variables."
+        )
     problems = image_errors(request.get("images", []))
     if problems:
         errors.append("; ".join(problems))
@@ -178,18 +187,27 @@ def request_errors(request: Mapping[str, t.Any]) -> list[str]:
 
 # --- 2. one host --------------------------------------------------------------------------------
 
+
 def _platform_error(platform: t.Any, mirror: str) -> str | None:
     os_ = platform if isinstance(platform, Mapping) else {}
-    if (os_.get("distribution", "") in DISTRIBUTIONS and _text(os_.get("version", ""))
-            and _text(os_.get("release", "")) and os_.get("architecture", "") in DEB_ARCH
-            and re.match(r"^https?://", mirror)):
+    if (
+        os_.get("distribution", "") in DISTRIBUTIONS
+        and _text(os_.get("version", ""))
+        and _text(os_.get("release", ""))
+        and os_.get("architecture", "") in DEB_ARCH
+        and re.match(r"^https?://", mirror)
+    ):
         return None
     if not re.match(r"^https?://", mirror):
-        return ('bundle_mirror_url: give the URL the nodes will reach the bundle at (for example'
-                ' "{{ gpufleet_mirror_url }}"); every mirror variable of the roles must lie under it.')
-    message = ('bundle_platform is {0}: the bundle never contacts the nodes, so declare the OS they run, for example'
-               ' {{distribution: Debian, version: "13", release: trixie, architecture: x86_64}} (distribution one of'
-               ' {1}; architecture one of {2}).')
+        return (
+            "bundle_mirror_url: give the URL the nodes will reach the bundle at (for example"
+            ' "{{ gpufleet_mirror_url }}"); every mirror variable of the roles must lie under it.'
+        )
+    message = (
+        "bundle_platform is {0}: the bundle never contacts the nodes, so declare the OS they run, for example"
+        ' {{distribution: Debian, version: "13", release: trixie, architecture: x86_64}} (distribution one of'
+        " {1}; architecture one of {2})."
+    )
     return message.format(json.dumps(_plain(platform)), ", ".join(DISTRIBUTIONS), ", ".join(DEB_ARCH))
 
 
@@ -201,8 +219,7 @@ def data_files(platform: t.Any, roles_dir: str) -> list[str]:
     distribution = os_.get("distribution", "")
     if distribution in DISTRIBUTIONS:
         major = _text(os_.get("version", "")).split(".")[0]
-        files += ["{0}/driver/vars/{1}.yml".format(roles_dir, distribution),
-                  "{0}/driver/vars/{1}-{2}.yml".format(roles_dir, distribution, major)]
+        files += ["{0}/driver/vars/{1}.yml".format(roles_dir, distribution), "{0}/driver/vars/{1}-{2}.yml".format(roles_dir, distribution, major)]
     return files
 
 
@@ -234,65 +251,81 @@ def upstream_sources(request: Mapping[str, t.Any]) -> dict[str, t.Any]:
     return sources
 
 
-def _judge(decl: Mapping[str, t.Any], os_: Mapping[str, t.Any], mirror: str, site_fpr: str,
-           flavour: Mapping[str, t.Any] | None, crictl_release: str, crictl_sum: str, debarch: str,
-           version_pattern: str) -> list[str]:
+def _judge(
+    decl: Mapping[str, t.Any],
+    os_: Mapping[str, t.Any],
+    mirror: str,
+    site_fpr: str,
+    flavour: Mapping[str, t.Any] | None,
+    crictl_release: str,
+    crictl_sum: str,
+    debarch: str,
+    version_pattern: str,
+) -> list[str]:
     """Every reason the bundle cannot carry this host's declaration."""
     errors = []
     under = ["crictl_download_url"]
     site_keyed = []
     if decl["driver_state"] == "present":
         if not re.match(version_pattern, _text(decl["driver_version"])):
-            errors.append('driver_version is "{0}": the bundle carries exact versions; pin driver_version (for example'
-                          ' "550.163.01"), as site.yml will install it'.format(_text(decl["driver_version"])))
+            errors.append(
+                'driver_version is "{0}": the bundle carries exact versions; pin driver_version (for example "550.163.01"), as site.yml will install it'.format(
+                    _text(decl["driver_version"])
+                )
+            )
         if flavour and flavour.get("error"):
             errors.append(flavour["error"])
         if decl["driver_module_build"] == "precompiled":
-            errors.append("driver_module_build is precompiled: the bundle carries DKMS packages only; set"
-                          " driver_module_build: dkms (or auto)")
+            errors.append("driver_module_build is precompiled: the bundle carries DKMS packages only; set driver_module_build: dkms (or auto)")
         if decl["driver_source"] == "cuda":
             under += ["driver_cuda_repo_url", "driver_cuda_repo_key_url"]
             site_keyed.append("driver_cuda_repo_key_fingerprint")
         elif os_["distribution"] == "Debian":
             under += ["driver_distribution_mirror_url", "driver_distribution_key_url"]
         else:
-            errors.append("driver_source is distribution on {0}: the bundle carries Debian's driver packages or"
-                          " NVIDIA's CUDA repository; use driver_source: cuda, or the site's own distribution"
-                          " mirror".format(os_["distribution"]))
+            errors.append(
+                "driver_source is distribution on {0}: the bundle carries Debian's driver packages or"
+                " NVIDIA's CUDA repository; use driver_source: cuda, or the site's own distribution"
+                " mirror".format(os_["distribution"])
+            )
     if boolean(decl["container_toolkit_repo_manage"], strict=False):
         if not _TOOLKIT_VERSION.match(_text(decl["container_toolkit_version"])):
-            errors.append('container_toolkit_version is "{0}": pin it (for example "1.18.0")'.format(
-                _text(decl["container_toolkit_version"])))
+            errors.append('container_toolkit_version is "{0}": pin it (for example "1.18.0")'.format(_text(decl["container_toolkit_version"])))
         under += ["container_toolkit_apt_repo_url", "container_toolkit_gpg_key_url"]
         if _text(decl["container_toolkit_gpg_key_fingerprint"]):
             site_keyed.append("container_toolkit_gpg_key_fingerprint")
     if not crictl_release:
-        errors.append('crictl_version is empty and crictl_kubernetes_version "{0}" has no cri-tools release in the'
-                      " crictl role; pin crictl_version (for example v1.33.0)".format(
-                          _text(decl["crictl_kubernetes_version"])))
+        errors.append(
+            'crictl_version is empty and crictl_kubernetes_version "{0}" has no cri-tools release in the'
+            " crictl role; pin crictl_version (for example v1.33.0)".format(_text(decl["crictl_kubernetes_version"]))
+        )
     elif decl["crictl_checksum_source"] == "table" and not crictl_sum:
-        errors.append("crictl_checksums has no sha256 for {0} {1} and neither has the crictl role's table: add it to"
-                      " crictl_checksums, or set crictl_checksum_source: release".format(crictl_release, debarch))
+        errors.append(
+            "crictl_checksums has no sha256 for {0} {1} and neither has the crictl role's table: add it to"
+            " crictl_checksums, or set crictl_checksum_source: release".format(crictl_release, debarch)
+        )
     for name in under:
         if not (_text(decl[name]) + "/").startswith(mirror + "/"):
-            errors.append('{0} is "{1}", not under bundle_mirror_url "{2}": point it at the bundle (the bundle'
-                          " re-signs what it carries with the site key and serves that key itself)".format(
-                              name, _text(decl[name]), mirror))
+            errors.append(
+                '{0} is "{1}", not under bundle_mirror_url "{2}": point it at the bundle (the bundle'
+                " re-signs what it carries with the site key and serves that key itself)".format(name, _text(decl[name]), mirror)
+            )
     for name in site_keyed:
         if _text(decl[name]).replace(" ", "").upper() != site_fpr:
-            errors.append('{0} is "{1}", but the bundle is signed with bundle_signing_key {2}: set it to that'
-                          " fingerprint".format(name, _text(decl[name]), site_fpr))
+            errors.append(
+                '{0} is "{1}", but the bundle is signed with bundle_signing_key {2}: set it to that fingerprint'.format(name, _text(decl[name]), site_fpr)
+            )
     return errors
 
 
-def _driver_packages(decl: Mapping[str, t.Any], data: Mapping[str, t.Any],
-                     flavour: Mapping[str, t.Any]) -> list[dict[str, t.Any]]:
+def _driver_packages(decl: Mapping[str, t.Any], data: Mapping[str, t.Any], flavour: Mapping[str, t.Any]) -> list[dict[str, t.Any]]:
     """The driver's packages for the host's source, package set and flavour, with NVIDIA's extras."""
     source, version = decl["driver_source"], _text(decl["driver_version"])
     independent = (data.get("driver_independent_packages") or {}).get(source) or []
     packages: list[dict[str, t.Any]] = [
         {"name": name, "upstream_version": "" if name in independent else version}
-        for name in data["driver_packages"][source][decl["driver_package_set"]][flavour["flavour"]]]
+        for name in data["driver_packages"][source][decl["driver_package_set"]][flavour["flavour"]]
+    ]
     if source == "cuda":
         # NVIDIA's pinning package exists from about R580 on; Fabric Manager is versioned with the driver.
         packages.append({"name": "nvidia-driver-pinning-" + version, "required": False})
@@ -308,8 +341,7 @@ def _driver_packages(decl: Mapping[str, t.Any], data: Mapping[str, t.Any],
     return packages
 
 
-def host_plan(decl: Mapping[str, t.Any], request: Mapping[str, t.Any],
-              flavour_of: t.Callable[..., Mapping[str, t.Any]]) -> dict[str, t.Any]:
+def host_plan(decl: Mapping[str, t.Any], request: Mapping[str, t.Any], flavour_of: t.Callable[..., Mapping[str, t.Any]]) -> dict[str, t.Any]:
     """One host's declaration, judged and turned into what the bundle carries for it.
 
     decl: the host's values of the driver, container_toolkit and crictl variables over their roles' defaults.
@@ -333,16 +365,13 @@ def host_plan(decl: Mapping[str, t.Any], request: Mapping[str, t.Any],
     debarch = DEB_ARCH[os_["architecture"]]
     branch = driver_branch(decl)
     present = decl["driver_state"] == "present"
-    flavour = flavour_of(decl["driver_gpu_models"], decl["driver_kernel_module"], branch,
-                         "driver_gpu_models") if present else None
+    flavour = flavour_of(decl["driver_gpu_models"], decl["driver_kernel_module"], branch, "driver_gpu_models") if present else None
 
     crictl_table = _combine_recursive(data["crictl_sha256"], decl["crictl_checksums"] or {})
-    crictl_release = _text(decl["crictl_version"] or data["crictl_release_for_kubernetes"].get(
-        _text(decl["crictl_kubernetes_version"]), ""))
+    crictl_release = _text(decl["crictl_version"] or data["crictl_release_for_kubernetes"].get(_text(decl["crictl_kubernetes_version"]), ""))
     crictl_sum = _text((crictl_table.get(crictl_release) or {}).get(debarch, "")) if crictl_release else ""
 
-    errors = _judge(decl, os_, mirror, site_fpr, flavour, crictl_release, crictl_sum, debarch,
-                    data["driver_version_pattern"])
+    errors = _judge(decl, os_, mirror, site_fpr, flavour, crictl_release, crictl_sum, debarch, data["driver_version_pattern"])
     if errors:
         return dict(empty, errors=errors)
 
@@ -353,17 +382,18 @@ def host_plan(decl: Mapping[str, t.Any], request: Mapping[str, t.Any],
         return re.sub(prefix, "", _text(url))
 
     tail = "/{0}/crictl-{0}-linux-{1}.tar.gz".format(crictl_release, debarch)
-    files = [{
-        "dest": _strip_slashes(in_bundle(decl["crictl_download_url"])) + tail,
-        "url": _strip_slashes(up["crictl_download_url"]) + tail,
-        "sha256": "" if decl["crictl_checksum_source"] == "release" else crictl_table[crictl_release][debarch],
-        "checksum_source": decl["crictl_checksum_source"],
-    }]
+    files = [
+        {
+            "dest": _strip_slashes(in_bundle(decl["crictl_download_url"])) + tail,
+            "url": _strip_slashes(up["crictl_download_url"]) + tail,
+            "sha256": "" if decl["crictl_checksum_source"] == "release" else crictl_table[crictl_release][debarch],
+            "checksum_source": decl["crictl_checksum_source"],
+        }
+    ]
     toolkit = boolean(decl["container_toolkit_repo_manage"], strict=False)
     keys = []
     if present:
-        keys.append(decl["driver_cuda_repo_key_url"] if decl["driver_source"] == "cuda"
-                    else decl["driver_distribution_key_url"])
+        keys.append(decl["driver_cuda_repo_key_url"] if decl["driver_source"] == "cuda" else decl["driver_distribution_key_url"])
     if toolkit:
         keys.append(decl["container_toolkit_gpg_key_url"])
 
@@ -371,54 +401,80 @@ def host_plan(decl: Mapping[str, t.Any], request: Mapping[str, t.Any],
     if present:
         packages = _driver_packages(decl, data, flavour)
         if decl["driver_source"] == "cuda":
-            name = ("debian" + major) if os_["distribution"] == "Debian" else (
-                "ubuntu" + _text(os_["version"]).replace(".", ""))
+            name = ("debian" + major) if os_["distribution"] == "Debian" else ("ubuntu" + _text(os_["version"]).replace(".", ""))
             arch = data["driver_cuda_repo_arch"].get(os_["architecture"], os_["architecture"])
             source = "{0}/{1}/{2}".format(_strip_slashes(up["driver_cuda_repo_url"]), name, arch)
-            repos.append({
-                "dest": "{0}/{1}/{2}".format(_strip_slashes(in_bundle(decl["driver_cuda_repo_url"])), name, arch),
-                "source": source, "source_name": "bundle_upstream.driver_cuda_repo_url",
-                "suites": [], "components": [], "architecture": debarch,
-                "key": up["driver_cuda_repo_key_url"] or (source + "/" + _text(data["driver_cuda_repo_key"])),
-                "key_fingerprints": [up["driver_cuda_repo_key_fingerprint"] or data["driver_cuda_repo_fingerprint"]],
-                "packages": packages, "prefer": _text(decl["driver_version"])})
+            repos.append(
+                {
+                    "dest": "{0}/{1}/{2}".format(_strip_slashes(in_bundle(decl["driver_cuda_repo_url"])), name, arch),
+                    "source": source,
+                    "source_name": "bundle_upstream.driver_cuda_repo_url",
+                    "suites": [],
+                    "components": [],
+                    "architecture": debarch,
+                    "key": up["driver_cuda_repo_key_url"] or (source + "/" + _text(data["driver_cuda_repo_key"])),
+                    "key_fingerprints": [up["driver_cuda_repo_key_fingerprint"] or data["driver_cuda_repo_fingerprint"]],
+                    "packages": packages,
+                    "prefer": _text(decl["driver_version"]),
+                }
+            )
         else:
             suites = [os_["release"]]
             if boolean(decl["driver_distribution_backports"], strict=False):
                 suites.append(_text(os_["release"]) + "-backports")
-            repos.append({
-                "dest": _strip_slashes(in_bundle(decl["driver_distribution_mirror_url"])),
-                "source": up["driver_distribution_url"], "source_name": "bundle_upstream.driver_distribution_url",
-                "suites": suites, "components": list(data["driver_distribution_repo"]["components"]),
-                "architecture": debarch,
-                "key": up["driver_distribution_key"], "key_fingerprints": up["driver_distribution_key_fingerprints"],
-                "packages": packages, "prefer": _text(decl["driver_version"])})
+            repos.append(
+                {
+                    "dest": _strip_slashes(in_bundle(decl["driver_distribution_mirror_url"])),
+                    "source": up["driver_distribution_url"],
+                    "source_name": "bundle_upstream.driver_distribution_url",
+                    "suites": suites,
+                    "components": list(data["driver_distribution_repo"]["components"]),
+                    "architecture": debarch,
+                    "key": up["driver_distribution_key"],
+                    "key_fingerprints": up["driver_distribution_key_fingerprints"],
+                    "packages": packages,
+                    "prefer": _text(decl["driver_version"]),
+                }
+            )
     if toolkit:
         wanted = _text(decl["container_toolkit_version"])
         version = wanted if "-" in wanted else wanted + "-1"
         names = list(data["container_toolkit_packages"][decl["container_toolkit_package_set"]])
         if boolean(decl["container_toolkit_operator_extensions"], strict=False):
             names += list(data["container_toolkit_extension_packages"])
-        repos.append({
-            "dest": "{0}/{1}".format(_strip_slashes(in_bundle(decl["container_toolkit_apt_repo_url"])), debarch),
-            "source": "{0}/{1}".format(_strip_slashes(up["container_toolkit_apt_repo_url"]), debarch),
-            "source_name": "bundle_upstream.container_toolkit_apt_repo_url",
-            "suites": [], "components": [], "architecture": debarch,
-            "key": up["container_toolkit_gpg_key_url"],
-            "key_fingerprints": [fpr for fpr in [up["container_toolkit_gpg_key_fingerprint"]] if fpr],
-            "packages": [{"name": name, "version": version} for name in names],
-            "prefer": ""})
+        repos.append(
+            {
+                "dest": "{0}/{1}".format(_strip_slashes(in_bundle(decl["container_toolkit_apt_repo_url"])), debarch),
+                "source": "{0}/{1}".format(_strip_slashes(up["container_toolkit_apt_repo_url"]), debarch),
+                "source_name": "bundle_upstream.container_toolkit_apt_repo_url",
+                "suites": [],
+                "components": [],
+                "architecture": debarch,
+                "key": up["container_toolkit_gpg_key_url"],
+                "key_fingerprints": [fpr for fpr in [up["container_toolkit_gpg_key_fingerprint"]] if fpr],
+                "packages": [{"name": name, "version": version} for name in names],
+                "prefer": "",
+            }
+        )
     return {"errors": [], "repos": repos, "files": files, "key_paths": unique(in_bundle(key) for key in keys)}
 
 
 # --- 3. the fleet -------------------------------------------------------------------------------
 
+
 def image_list(images: t.Any) -> list[dict[str, str]]:
     """bundle_images (already judged by image_errors), each with its place in the bundle."""
-    return [{"at": "bundle_images[{0}]".format(index), "name": image["name"], "digest": image["digest"],
-             "url": image["archive_url"], "dest": "images/" + posixpath.basename(_text(image["archive_url"])),
-             "sha256": re.sub(r"^sha256:", "", _text(image["archive_checksum"]))}
-            for index, image in enumerate(images or [])]
+    return [
+        {
+            "at": "bundle_images[{0}]".format(index),
+            "name": image["name"],
+            "digest": image["digest"],
+            "url": image["archive_url"],
+            "dest": "images/" + posixpath.basename(_text(image["archive_url"])),
+            "sha256": re.sub(r"^sha256:", "", _text(image["archive_checksum"])),
+        }
+        for index, image in enumerate(images or [])
+    ]
 
 
 def _merge_repos(hosts: Mapping[str, Mapping[str, t.Any]]) -> list[dict[str, t.Any]]:
@@ -435,8 +491,12 @@ def _merge_repos(hosts: Mapping[str, Mapping[str, t.Any]]) -> list[dict[str, t.A
                 entry["sets"].append(one)
             entry["suites"].extend([suite for suite in repo["suites"] if suite not in entry["suites"]])
             entry["hosts"].append(host)
-            if ([repo["source"], repo["key"], repo["architecture"], repo["components"]]
-                    != [entry["source"], entry["key"], entry["architecture"], entry["components"]]):
+            if [repo["source"], repo["key"], repo["architecture"], repo["components"]] != [
+                entry["source"],
+                entry["key"],
+                entry["architecture"],
+                entry["components"],
+            ]:
                 entry["conflict"].append(host)
     return [places[dest] for dest in sorted(places, key=_fold)]
 
@@ -461,15 +521,18 @@ def bundle_plan(hosts: Mapping[str, Mapping[str, t.Any]], images: t.Any, bundle_
     errors = []
     conflicting = [repo for repo in repos if repo["conflict"]]
     if conflicting or len(unique(dests)) != len(files):
-        errors.append("Hosts put different upstream repositories (or checksums) at the same place in the bundle: {0}"
-                      " (hosts {1}); give them separate mirror variables, or the same declaration.".format(
-                          ", ".join(unique([r["dest"] for r in conflicting] + dests)),
-                          ", ".join(host for repo in repos for host in repo["conflict"])))
+        errors.append(
+            "Hosts put different upstream repositories (or checksums) at the same place in the bundle: {0}"
+            " (hosts {1}); give them separate mirror variables, or the same declaration.".format(
+                ", ".join(unique([r["dest"] for r in conflicting] + dests)), ", ".join(host for repo in repos for host in repo["conflict"])
+            )
+        )
     dirs = bundle_dirs(bundle_dir, dests + keys + [image["dest"] for image in carried])
     return {"repos": repos, "files": files, "key_paths": keys, "images": carried, "dirs": dirs, "errors": errors}
 
 
 # --- 4. after upstream answered -----------------------------------------------------------------
+
 
 def files_settled(files: Iterable[Mapping[str, t.Any]], release_sums: Iterable[Mapping[str, t.Any]]) -> list[dict]:
     """Each file with its sha256: the pinned one, else the digest its release's .sha256 published."""
@@ -485,22 +548,25 @@ def image_problem(read: Mapping[str, t.Any]) -> str:
     image = read["item"]
     if read.get("rc") != 0:
         lines = read.get("stderr_lines") or []
-        return "archive_url: cannot read {0} as an OCI archive: {1}".format(
-            image["url"], lines[-1] if lines else read.get("msg"))
+        return "archive_url: cannot read {0} as an OCI archive: {1}".format(image["url"], lines[-1] if lines else read.get("msg"))
     found = json.loads(read["stdout"])
     manifests = found.get("manifests") or []
     digests = [m["digest"] for m in manifests]
     named = next((m for m in manifests if m["digest"] == image["digest"]), {}).get("name", "")
     if found.get("sha256", "") != image["sha256"]:
-        return ("archive_checksum: {0} has sha256 {1}, not the pinned {2}; pin the archive's own checksum (its"
-                " .sha256) or fix archive_url".format(image["url"], found.get("sha256", ""), image["sha256"]))
+        return "archive_checksum: {0} has sha256 {1}, not the pinned {2}; pin the archive's own checksum (its .sha256) or fix archive_url".format(
+            image["url"], found.get("sha256", ""), image["sha256"]
+        )
     if image["digest"] not in digests:
-        return ("digest: the archive's index.json names manifest {0}, not the pinned {1}; pin the digest the archive"
-                " carries (the .digest file beside a gpufleet image archive)".format(
-                    ", ".join(digests) or "none", image["digest"]))
+        return (
+            "digest: the archive's index.json names manifest {0}, not the pinned {1}; pin the digest the archive"
+            " carries (the .digest file beside a gpufleet image archive)".format(", ".join(digests) or "none", image["digest"])
+        )
     if named != image["name"]:
-        return ('name: the archive names the image "{0}" (io.containerd.image.name, else'
-                " org.opencontainers.image.ref.name), the name an import gives it; set name to that".format(named))
+        return (
+            'name: the archive names the image "{0}" (io.containerd.image.name, else'
+            " org.opencontainers.image.ref.name), the name an import gives it; set name to that".format(named)
+        )
     return ""
 
 
@@ -508,8 +574,15 @@ def written_paths(plan: Mapping[str, t.Any]) -> list[str]:
     """Every file the bundle writes besides the repositories, relative to bundle_dir."""
     files = [f["dest"] for f in plan["files"]]
     images = [i["dest"] for i in plan["images"]]
-    return (files + [p + ".sha256" for p in files] + images + [p + ".sha256" for p in images]
-            + [p + ".digest" for p in images] + list(plan["key_paths"]) + ["manifest.json"])
+    return (
+        files
+        + [p + ".sha256" for p in files]
+        + images
+        + [p + ".sha256" for p in images]
+        + [p + ".digest" for p in images]
+        + list(plan["key_paths"])
+        + ["manifest.json"]
+    )
 
 
 def unstaged(plan: Mapping[str, t.Any], bundle_dir: str, new_dirs: Iterable[str]) -> list[str]:
@@ -518,8 +591,14 @@ def unstaged(plan: Mapping[str, t.Any], bundle_dir: str, new_dirs: Iterable[str]
     return [path for path in written_paths(plan) if posixpath.dirname(bundle_dir + "/" + path) in new]
 
 
-def manifest(signing_key: str, repos_written: Iterable[Mapping[str, t.Any]], files: Iterable[Mapping[str, t.Any]],
-             images: Iterable[Mapping[str, t.Any]], keys: Iterable[str], site_key: str) -> dict[str, t.Any]:
+def manifest(
+    signing_key: str,
+    repos_written: Iterable[Mapping[str, t.Any]],
+    files: Iterable[Mapping[str, t.Any]],
+    images: Iterable[Mapping[str, t.Any]],
+    keys: Iterable[str],
+    site_key: str,
+) -> dict[str, t.Any]:
     """The manifest: every artifact with its source and sha256, what signed each repository read, what was left
     to the nodes' distribution mirror. repos_written: the bundle_apt_repository loop's results."""
     repos_written = list(repos_written)
@@ -529,19 +608,30 @@ def manifest(signing_key: str, repos_written: Iterable[Mapping[str, t.Any]], fil
             artifacts.append(dict(artifact, artifact=answer["item"]["dest"] + "/" + artifact["artifact"]))
     for f in files:
         artifacts.append({"artifact": f["dest"], "source": f["url"], "sha256": f["sha256"], "package": ""})
-        artifacts.append({"artifact": f["dest"] + ".sha256", "package": "",
-                          "source": (f["url"] + ".sha256") if f["checksum_source"] == "release"
-                          else "crictl role table",
-                          "sha256": _sha256_of(_text(f["sha256"]) + "\n")})
+        artifacts.append(
+            {
+                "artifact": f["dest"] + ".sha256",
+                "package": "",
+                "source": (f["url"] + ".sha256") if f["checksum_source"] == "release" else "crictl role table",
+                "sha256": _sha256_of(_text(f["sha256"]) + "\n"),
+            }
+        )
     for image in images:
-        artifacts.append({"artifact": image["dest"], "source": image["url"], "sha256": image["sha256"],
-                          "package": "", "image": _text(image["name"]) + "@" + _text(image["digest"])})
+        artifacts.append(
+            {
+                "artifact": image["dest"],
+                "source": image["url"],
+                "sha256": image["sha256"],
+                "package": "",
+                "image": _text(image["name"]) + "@" + _text(image["digest"]),
+            }
+        )
         for kind in ("sha256", "digest"):
-            artifacts.append({"artifact": image["dest"] + "." + kind, "source": "bundle_images", "package": "",
-                              "sha256": _sha256_of(_text(image[kind]) + "\n")})
+            artifacts.append(
+                {"artifact": image["dest"] + "." + kind, "source": "bundle_images", "package": "", "sha256": _sha256_of(_text(image[kind]) + "\n")}
+            )
     for key in keys:
-        artifacts.append({"artifact": key, "source": "bundle_signing_key", "package": "",
-                          "sha256": _sha256_of(site_key + "\n")})
+        artifacts.append({"artifact": key, "source": "bundle_signing_key", "package": "", "sha256": _sha256_of(site_key + "\n")})
     return {
         "signing_key": _text(signing_key).replace(" ", "").upper(),
         "artifacts": _sorted_by(artifacts, "artifact"),

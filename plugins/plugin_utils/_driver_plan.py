@@ -36,8 +36,7 @@ _UPSTREAM = re.compile(r"^(?:\d+:)?(?P<upstream>[0-9][0-9.]*[0-9])")
 # `apt-cache policy` output: a package with a candidate version.
 _APT_POLICY = re.compile(r"(?m)^(\S+):\n +Installed: .*\n +Candidate: (\S+)")
 
-SUPPORTED = ("the role installs the driver on Debian 12/13, Ubuntu 22.04/24.04 and RHEL, Rocky, "
-             "AlmaLinux 8/9/10.")
+SUPPORTED = "the role installs the driver on Debian 12/13, Ubuntu 22.04/24.04 and RHEL, Rocky, AlmaLinux 8/9/10."
 
 
 def upstream_version(version: t.Any) -> str | None:
@@ -71,8 +70,7 @@ def _unique(items: t.Iterable[str]) -> list[str]:
 # 1. decide
 
 
-def decide(declaration: dict, os_data: dict, info: dict, nvml: dict,
-           kernel_module: t.Callable[[list, str, str, str], dict]) -> dict[str, t.Any]:
+def decide(declaration: dict, os_data: dict, info: dict, nvml: dict, kernel_module: t.Callable[[list, str, str, str], dict]) -> dict[str, t.Any]:
     """Validate the declaration and settle the branch, the module build and the flavour.
 
     declaration: the role's driver_* variables without the prefix (state, branch, version, kernel_module,
@@ -82,23 +80,21 @@ def decide(declaration: dict, os_data: dict, info: dict, nvml: dict,
     distribution, distribution_version, branch_pattern, version_pattern, nvml_gpus_known.
     kernel_module: the driver_kernel_module decision (the knowledge base's flavour rules).
     """
-    result: dict[str, t.Any] = {"error": None, "branch": None, "branch_tag": None, "build": None,
-                                "flavour": None, "gpus": []}
+    result: dict[str, t.Any] = {"error": None, "branch": None, "branch_tag": None, "build": None, "flavour": None, "gpus": []}
     if os_data.get("backend") is None or os_data.get("sources") is None:
-        result["error"] = "driver: {0} {1} is not supported; {2}".format(
-            os_data.get("distribution"), os_data.get("distribution_version"), SUPPORTED)
+        result["error"] = "driver: {0} {1} is not supported; {2}".format(os_data.get("distribution"), os_data.get("distribution_version"), SUPPORTED)
         return result
 
     branch_given = str(declaration["branch"])
     version = str(declaration["version"])
     if not re.match(os_data["branch_pattern"], branch_given):
-        result["error"] = ("driver_branch {0} is not a driver branch: give its three digits as a string, "
-                           "for example \"580\"".format(json.dumps(branch_given)))
+        result["error"] = 'driver_branch {0} is not a driver branch: give its three digits as a string, for example "580"'.format(json.dumps(branch_given))
         return result
     if version and not re.match(os_data["version_pattern"], version):
-        result["error"] = ("driver_version {0} is not an NVIDIA driver version: give it as nvidia-smi prints it, "
-                           "for example \"580.95.05\", or \"\" for the newest of driver_branch".format(
-                               json.dumps(version)))
+        result["error"] = (
+            "driver_version {0} is not an NVIDIA driver version: give it as nvidia-smi prints it, "
+            'for example "580.95.05", or "" for the newest of driver_branch'.format(json.dumps(version))
+        )
         return result
 
     # driver_version, when set, decides the branch.
@@ -113,26 +109,32 @@ def decide(declaration: dict, os_data: dict, info: dict, nvml: dict,
     if build == "auto":
         build = "precompiled" if source == "distribution" and "precompiled" in sources else "dkms"
     result["build"] = build
-    source_ok = (source in sources
-                 and (build == "dkms" or (source == "distribution" and "precompiled" in sources))
-                 and (source == "cuda" or os_data.get("distribution_repo"))
-                 and (source != "cuda" or os_data.get("cuda_repo_key") is not None))
+    source_ok = (
+        source in sources
+        and (build == "dkms" or (source == "distribution" and "precompiled" in sources))
+        and (source == "cuda" or os_data.get("distribution_repo"))
+        and (source != "cuda" or os_data.get("cuda_repo_key") is not None)
+    )
     if not source_ok:
         if build == "precompiled":
-            result["error"] = ("driver_module_build: precompiled modules are Canonical's signed linux-modules-nvidia "
-                               "packages and exist only on Ubuntu with driver_source: distribution; use "
-                               "driver_module_build: dkms (or auto)")
+            result["error"] = (
+                "driver_module_build: precompiled modules are Canonical's signed linux-modules-nvidia "
+                "packages and exist only on Ubuntu with driver_source: distribution; use "
+                "driver_module_build: dkms (or auto)"
+            )
         else:
-            result["error"] = ("driver_source: {0} has no NVIDIA driver for {1} {2}; use driver_source: cuda "
-                               "(NVIDIA's repository)").format(source, os_data.get("distribution"),
-                                                               os_data.get("distribution_version"))
+            result["error"] = ("driver_source: {0} has no NVIDIA driver for {1} {2}; use driver_source: cuda (NVIDIA's repository)").format(
+                source, os_data.get("distribution"), os_data.get("distribution_version")
+            )
         return result
 
     enroll = truthy(declaration.get("secure_boot_enroll"))
     if enroll and not declaration.get("secure_boot_enroll_password"):
-        result["error"] = ("driver_secure_boot_enroll: true queues the signing certificate for enrolment at the "
-                           "next boot, which asks for a one-time password at the console: set "
-                           "driver_secure_boot_enroll_password (from a vault).")
+        result["error"] = (
+            "driver_secure_boot_enroll: true queues the signing certificate for enrolment at the "
+            "next boot, which asks for a one-time password at the console: set "
+            "driver_secure_boot_enroll_password (from a vault)."
+        )
         return result
 
     # NVML lists the GPUs only while a driver whose library matches its module is loaded.
@@ -140,8 +142,7 @@ def decide(declaration: dict, os_data: dict, info: dict, nvml: dict,
     if nvml_gpus:
         flavour = kernel_module(nvml_gpus, declaration["kernel_module"], branch, "nvml")
     else:
-        flavour = kernel_module(declaration.get("gpu_models") or [], declaration["kernel_module"], branch,
-                                "driver_gpu_models")
+        flavour = kernel_module(declaration.get("gpu_models") or [], declaration["kernel_module"], branch, "driver_gpu_models")
     result["gpus"] = flavour["gpus"]
     present = declaration["state"] == "present"
     if not present:
@@ -154,15 +155,16 @@ def decide(declaration: dict, os_data: dict, info: dict, nvml: dict,
     result["flavour"] = flavour["flavour"]
 
     secure_boot = info["secure_boot"]
-    if (secure_boot["enabled"] and build != "precompiled" and not secure_boot["mok_certificate_enrolled"]
-            and not enroll):
+    if secure_boot["enabled"] and build != "precompiled" and not secure_boot["mok_certificate_enrolled"] and not enroll:
         result["error"] = (
             "Secure Boot is enabled and DKMS would sign the nvidia modules with {0}, which is not enrolled as a "
             "Machine Owner Key, so the kernel would refuse them. Enrol it (driver_secure_boot_enroll: true with "
             "driver_secure_boot_enroll_password; confirm at the console on the next boot), point "
             "driver_secure_boot_mok_key/driver_secure_boot_mok_cert at an enrolled key pair, or use modules signed "
             "by your distribution (Ubuntu: driver_source: distribution, driver_module_build: precompiled).".format(
-                secure_boot.get("mok_certificate") or "a key"))
+                secure_boot.get("mok_certificate") or "a key"
+            )
+        )
     return result
 
 
@@ -198,19 +200,24 @@ def repository(declaration: dict, os_data: dict, facts: dict) -> dict[str, t.Any
         "apt_lines": ["deb {0} {1} {2}".format(url, suite, " ".join(components)) for suite in repo["suites"]],
         "key": declaration["distribution_key_url"] or repo["keyring"],
         "fingerprint": "",
-        "keyring": (keyring_dir + "/gpufleet-nvidia-distribution.asc") if declaration["distribution_key_url"]
-        else repo["keyring"],
+        "keyring": (keyring_dir + "/gpufleet-nvidia-distribution.asc") if declaration["distribution_key_url"] else repo["keyring"],
     }
 
 
 def _owned_files(os_data: dict) -> list[str]:
     """Every file the role may have written, as node_files removes them in one call."""
     keyring_dir = os_data.get("keyring_dir")
-    candidates = [os_data.get("sources_file"), os_data.get("pin_file"), os_data.get("unattended_upgrades_file"),
-                  keyring_dir + "/gpufleet-nvidia-cuda.asc" if keyring_dir else None,
-                  keyring_dir + "/gpufleet-nvidia-distribution.asc" if keyring_dir else None,
-                  os_data.get("repo_file"), os_data.get("module_stream_file"),
-                  os_data["nouveau_file"], os_data["dkms_signing_file"]]
+    candidates = [
+        os_data.get("sources_file"),
+        os_data.get("pin_file"),
+        os_data.get("unattended_upgrades_file"),
+        keyring_dir + "/gpufleet-nvidia-cuda.asc" if keyring_dir else None,
+        keyring_dir + "/gpufleet-nvidia-distribution.asc" if keyring_dir else None,
+        os_data.get("repo_file"),
+        os_data.get("module_stream_file"),
+        os_data["nouveau_file"],
+        os_data["dkms_signing_file"],
+    ]
     return [{"path": path, "state": "absent"} for path in candidates if path]
 
 
@@ -251,8 +258,7 @@ def plan(decision: dict, declaration: dict, os_data: dict, facts: dict, info: di
     # NVIDIA's apt repositories publish pinning packages from about R580 on.
     pinning = ["nvidia-driver-pinning-" + (version or branch)] if source == "cuda" and backend == "apt" else []
     fabricmanager_setting = str(declaration["fabricmanager"]).lower()
-    fabricmanager = fabricmanager_setting == "true" or (fabricmanager_setting == "auto"
-                                                        and len(info.get("nvswitches") or []) > 0)
+    fabricmanager = fabricmanager_setting == "true" or (fabricmanager_setting == "auto" and len(info.get("nvswitches") or []) > 0)
     nvlsm = any(gpu["architecture"] in os_data["nvlsm_architectures"] for gpu in decision.get("gpus") or [])
     repo = repository(declaration, os_data, facts)
 
@@ -263,9 +269,11 @@ def plan(decision: dict, declaration: dict, os_data: dict, facts: dict, info: di
         result["error"] = (
             "{0}Fabric Manager is needed, but {1} does not package it; use driver_source: cuda (NVIDIA's repository "
             "has Fabric Manager at every driver version){2}.".format(
-                "NVSwitches were found, so " if fabricmanager_setting == "auto" else "", repo["name"],
-                "" if fabricmanager_setting == "true"
-                else ", or set driver_fabricmanager: false if these GPUs do not use the NVSwitches"))
+                "NVSwitches were found, so " if fabricmanager_setting == "auto" else "",
+                repo["name"],
+                "" if fabricmanager_setting == "true" else ", or set driver_fabricmanager: false if these GPUs do not use the NVSwitches",
+            )
+        )
         return result
     # Fabric Manager is versioned with the driver (pinned and held with it); NVLSM has its own versions.
     if fabricmanager:
@@ -273,17 +281,17 @@ def plan(decision: dict, declaration: dict, os_data: dict, facts: dict, info: di
     independent += nvlsm_packages
 
     installed_version = upstream_version(installed.get(version_package))
-    installed_any = next((upstream_version(installed[name]) for name in (version_package, other_flavour_package)
-                          if name in installed), None)
+    installed_any = next((upstream_version(installed[name]) for name in (version_package, other_flavour_package) if name in installed), None)
     # Installed as declared: the installed versions are the plan, nothing to look up.
-    satisfied = (installed_version is not None and version_package not in unconfigured
-                 and (installed_version == version if version else installed_version.split(".", maxsplit=1)[0] == branch)
-                 and all(name in installed for name in top))
+    satisfied = (
+        installed_version is not None
+        and version_package not in unconfigured
+        and (installed_version == version if version else installed_version.split(".", maxsplit=1)[0] == branch)
+        and all(name in installed for name in top)
+    )
     # Everything of the installed driver: its version's packages and the named ones.
     named = set(top + pinning + [version_package, other_flavour_package])
-    driver_packages = [p["name"] for p in packages
-                       if (installed_any is not None and upstream_version(p["version"]) == installed_any)
-                       or p["name"] in named]
+    driver_packages = [p["name"] for p in packages if (installed_any is not None and upstream_version(p["version"]) == installed_any) or p["name"] in named]
 
     # DKMS builds from headers; precompiled modules come one package per kernel.
     if build == "dkms":
@@ -301,8 +309,8 @@ def plan(decision: dict, declaration: dict, os_data: dict, facts: dict, info: di
     if present and not info["kernels"]["running_installed"] and not running_foreign:
         result["error"] = (
             "the running kernel {0} is not installed any more (no /boot/vmlinuz-{0}), so no module can be built for "
-            "it; reboot into an installed kernel ({1}) first.".format(
-                info["kernels"]["running"], ", ".join(k["release"] for k in kernels) or "none"))
+            "it; reboot into an installed kernel ({1}) first.".format(info["kernels"]["running"], ", ".join(k["release"] for k in kernels) or "none")
+        )
         return result
 
     secure_boot = info["secure_boot"]
@@ -314,51 +322,53 @@ def plan(decision: dict, declaration: dict, os_data: dict, facts: dict, info: di
     # the packages, the nouveau blacklist with the configuration.
     files = []
     if backend == "apt":
-        files = [{"path": os_data["sources_file"], "template": "apt-sources.list.j2", "step": "repository"},
-                 {"path": os_data["pin_file"], "template": "apt-preferences.j2", "step": "repository"},
-                 {"path": os_data["unattended_upgrades_file"], "template": "apt-unattended-upgrades.j2",
-                  "step": "repository"}]
+        files = [
+            {"path": os_data["sources_file"], "template": "apt-sources.list.j2", "step": "repository"},
+            {"path": os_data["pin_file"], "template": "apt-preferences.j2", "step": "repository"},
+            {"path": os_data["unattended_upgrades_file"], "template": "apt-unattended-upgrades.j2", "step": "repository"},
+        ]
     elif truthy(os_data.get("module_streams")):
         files = [{"path": os_data["module_stream_file"], "template": "dnf-module-stream.j2", "step": "repository"}]
     files.append({"path": os_data["nouveau_file"], "template": "blacklist-nouveau.conf.j2", "step": "configure"})
 
-    result.update({
-        "branch": branch,
-        "build": build,
-        "flavour": flavour,
-        "backend": backend,
-        "installed": installed,
-        "unconfigured": unconfigured,
-        "held": held,
-        "kernels": kernels,
-        "in_container": in_container,
-        "top_packages": top,
-        "version_package": version_package,
-        "other_flavour_package": other_flavour_package,
-        "independent": independent,
-        "pinning_packages": pinning,
-        "probe_packages": _unique(top + [version_package] + pinning),
-        # EL 8/9: NVIDIA's streams are <branch>-open and <branch>-dkms (proprietary).
-        "module_stream": "{0}-{1}".format(branch, "open" if flavour == "open" else "dkms"),
-        "fabricmanager": fabricmanager,
-        "services": ["nvidia-persistenced"] + (["nvidia-fabricmanager"] if fabricmanager else []),
-        "repo": repo,
-        "mok_key": mok_key,
-        "mok_cert": mok_cert,
-        "mok_enrolment_needed": bool(secure_boot["enabled"] and build == "dkms"
-                                     and not secure_boot["mok_certificate_enrolled"] and enroll),
-        "secure_boot": bool(secure_boot["enabled"] or enroll),
-        "installed_version": installed_version,
-        "installed_any": installed_any,
-        "satisfied": satisfied,
-        "driver_packages": driver_packages,
-        "release_for_removal": [name for name in held if name in driver_packages],
-        "owned_files": _owned_files(os_data),
-        "kernel_packages": kernel_packages,
-        "kernel_query": kernel_query,
-        "running_kernel_foreign": running_foreign,
-        "files": files,
-    })
+    result.update(
+        {
+            "branch": branch,
+            "build": build,
+            "flavour": flavour,
+            "backend": backend,
+            "installed": installed,
+            "unconfigured": unconfigured,
+            "held": held,
+            "kernels": kernels,
+            "in_container": in_container,
+            "top_packages": top,
+            "version_package": version_package,
+            "other_flavour_package": other_flavour_package,
+            "independent": independent,
+            "pinning_packages": pinning,
+            "probe_packages": _unique(top + [version_package] + pinning),
+            # EL 8/9: NVIDIA's streams are <branch>-open and <branch>-dkms (proprietary).
+            "module_stream": "{0}-{1}".format(branch, "open" if flavour == "open" else "dkms"),
+            "fabricmanager": fabricmanager,
+            "services": ["nvidia-persistenced"] + (["nvidia-fabricmanager"] if fabricmanager else []),
+            "repo": repo,
+            "mok_key": mok_key,
+            "mok_cert": mok_cert,
+            "mok_enrolment_needed": bool(secure_boot["enabled"] and build == "dkms" and not secure_boot["mok_certificate_enrolled"] and enroll),
+            "secure_boot": bool(secure_boot["enabled"] or enroll),
+            "installed_version": installed_version,
+            "installed_any": installed_any,
+            "satisfied": satisfied,
+            "driver_packages": driver_packages,
+            "release_for_removal": [name for name in held if name in driver_packages],
+            "owned_files": _owned_files(os_data),
+            "kernel_packages": kernel_packages,
+            "kernel_query": kernel_query,
+            "running_kernel_foreign": running_foreign,
+            "files": files,
+        }
+    )
     return result
 
 
@@ -376,8 +386,7 @@ def kernels_missing(planned: dict, query_output: str) -> list[str]:
 # 3. select
 
 
-def select(planned: dict, offered: dict | None, version: str, nvml: dict, bake: t.Any,
-           select_versions: t.Callable[..., dict]) -> dict[str, t.Any]:
+def select(planned: dict, offered: dict | None, version: str, nvml: dict, bake: t.Any, select_versions: t.Callable[..., dict]) -> dict[str, t.Any]:
     """The exact versions to install, and what changes on the node for them.
 
     offered: package_versions_info's `versions` (newest first), or None when the node is already as declared.
@@ -386,13 +395,13 @@ def select(planned: dict, offered: dict | None, version: str, nvml: dict, bake: 
     installed = planned["installed"]
     top = planned["top_packages"]
     if planned["satisfied"]:
-        chosen = {"version": planned["installed_version"],
-                  "packages": {name: installed[name] for name in top}, "error": None}
+        chosen = {"version": planned["installed_version"], "packages": {name: installed[name] for name in top}, "error": None}
         pinning = [name for name in planned["pinning_packages"] if name in installed]
     else:
         offered = offered or {}
-        chosen = select_versions(offered, top, planned["version_package"], planned["branch"], str(version),
-                                 planned["independent"], installed, planned["repo"]["name"])
+        chosen = select_versions(
+            offered, top, planned["version_package"], planned["branch"], str(version), planned["independent"], installed, planned["repo"]["name"]
+        )
         # NVIDIA's pinning package, when the repository has it.
         pinning = [name for name in planned["pinning_packages"] if offered.get(name)]
     if chosen["error"] is not None:
@@ -404,8 +413,7 @@ def select(planned: dict, offered: dict | None, version: str, nvml: dict, bake: 
     if planned["backend"] == "apt":
         install = ["{0}={1}".format(name, v) for name, v in packages.items()] + new_pinning
         # Packages missing, at another version, or left half-configured by an earlier failure.
-        changing = [name for name, v in packages.items()
-                    if installed.get(name) != v or name in planned["unconfigured"]] + new_pinning
+        changing = [name for name, v in packages.items() if installed.get(name) != v or name in planned["unconfigured"]] + new_pinning
     else:
         install = ["{0}-{1}".format(name, v) for name, v in packages.items()]
         changing = [name for name, v in packages.items() if installed.get(name) != v]
@@ -423,8 +431,7 @@ def select(planned: dict, offered: dict | None, version: str, nvml: dict, bake: 
         "release": release,
         "remove_other_flavour": other in installed and other != planned["version_package"],
         # The new module is running already: services can be started now, no reboot.
-        "module_current": bool(nvml.get("status") == "ok" and nvml.get("driver_version") == target
-                               and not truthy(bake)),
+        "module_current": bool(nvml.get("status") == "ok" and nvml.get("driver_version") == target and not truthy(bake)),
         # dnf's rollback: the old versions of the packages the plan installs.
         "rollback_packages": {name: v for name, v in installed.items() if name in packages},
         "rollback_install": ["{0}-{1}".format(name, v) for name, v in installed.items() if name in packages],
@@ -435,8 +442,7 @@ def files_to_write(planned: dict, rendered: list[str], found: dict) -> dict[str,
     """The role's own files as rendered (`rendered` in the order of the plan's files), those that differ on the
     node (content or mode, as driver_info read them), and node_files' entries for them by step."""
     desired = {entry["path"]: content for entry, content in zip(planned["files"], rendered)}
-    stale = [path for path, content in desired.items()
-             if (found.get(path) or {}).get("content") != content or (found.get(path) or {}).get("mode") != "0644"]
+    stale = [path for path, content in desired.items() if (found.get(path) or {}).get("content") != content or (found.get(path) or {}).get("mode") != "0644"]
     write: dict[str, list[dict]] = {"repository": [], "configure": []}
     for entry in planned["files"]:
         if entry["path"] in stale:
@@ -463,13 +469,15 @@ def rollback(planned: dict, packages_after: list[dict]) -> dict[str, list[str]]:
     installed = planned["installed"]
     return {
         "remove": [p["name"] for p in packages_after if p["name"] not in installed],
-        "restore": ["{0}={1}".format(p["name"], installed[p["name"]]) for p in packages_after
-                    if p["name"] in installed and (p["version"] != installed[p["name"]] or not p["configured"])],
+        "restore": [
+            "{0}={1}".format(p["name"], installed[p["name"]])
+            for p in packages_after
+            if p["name"] in installed and (p["version"] != installed[p["name"]] or not p["configured"])
+        ],
     }
 
 
-def reboot_reason(nvml: dict, target_version: str, mok_import_changed: bool, reboot: str,
-                  changing: list) -> str:
+def reboot_reason(nvml: dict, target_version: str, mok_import_changed: bool, reboot: str, changing: list) -> str:
     """Why the node must reboot into the installed driver; '' when it needn't."""
     status = nvml.get("status")
     if status in ("driver_not_loaded", "library_not_found"):
@@ -477,8 +485,7 @@ def reboot_reason(nvml: dict, target_version: str, mok_import_changed: bool, reb
     if status == "version_mismatch":
         return "the loaded nvidia module does not match the installed libraries (version mismatch)"
     if nvml.get("driver_version") != target_version:
-        return "the loaded nvidia module is {0}, the installed driver is {1}".format(
-            nvml.get("driver_version"), target_version)
+        return "the loaded nvidia module is {0}, the installed driver is {1}".format(nvml.get("driver_version"), target_version)
     if mok_import_changed:
         return "a Machine Owner Key enrolment is queued (confirm it at the console)"
     if reboot == "always" and changing:

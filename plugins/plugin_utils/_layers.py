@@ -10,8 +10,16 @@ from __future__ import annotations
 
 # Layer -> the variables preflight and verify read by these agreed names.
 LAYER_VARIABLES: dict[str, tuple[str, ...]] = {
-    "driver": ("driver_state", "driver_branch", "driver_version", "driver_kernel_module", "driver_gpu_models",
-               "driver_fabricmanager", "driver_reboot", "driver_bake"),
+    "driver": (
+        "driver_state",
+        "driver_branch",
+        "driver_version",
+        "driver_kernel_module",
+        "driver_gpu_models",
+        "driver_fabricmanager",
+        "driver_reboot",
+        "driver_bake",
+    ),
     "container_toolkit": ("container_toolkit_version", "container_toolkit_package_set", "container_toolkit_bake"),
     "container_runtime": ("container_runtime_engine", "container_runtime_cdi", "container_runtime_set_default"),
     "cdi": ("cdi_spec_dir", "cdi_format", "cdi_device_name_strategy", "cdi_bake"),

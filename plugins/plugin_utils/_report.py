@@ -39,8 +39,13 @@ VERSION_COLUMNS = (
     ("crictl", "crictl (Kubernetes)"),
 )
 STATUS_TEXT = {
-    "pass": "pass", "warn": "warn", "fail": "FAIL", "not_managed": "not managed",
-    "not_available": "not available", "deferred": "deferred", "missing": "no report",
+    "pass": "pass",
+    "warn": "warn",
+    "fail": "FAIL",
+    "not_managed": "not managed",
+    "not_available": "not available",
+    "deferred": "deferred",
+    "missing": "no report",
 }
 # GPU-instance fill by compute slices (the N of "Ng"); distinct enough to be
 # told apart on screen and counted in a screenshot.
@@ -169,8 +174,7 @@ def image_label(name: str) -> str:
 def run_outcome(report: dict[str, t.Any], name: str) -> str | None:
     """pass | fail once the workload layer ran the image on the host; None before."""
     sources = [(report.get("workload") or {}).get("images")]
-    sources += [(item.get("observed") or {}).get("images") for item in report.get("checks") or []
-                if item.get("layer") == "workload"]
+    sources += [(item.get("observed") or {}).get("images") for item in report.get("checks") or [] if item.get("layer") == "workload"]
     for images in sources:
         if isinstance(images, list):
             images = {str(item.get("name")): item for item in images if isinstance(item, dict)}
@@ -197,8 +201,7 @@ def cuda_cell(report: dict[str, t.Any], name: str, cuda: str) -> tuple[str, str,
     return text, css, str(image.get("reason") or "")
 
 
-def cuda_rows(reports: list[dict[str, t.Any]], images: list[tuple[str, str]]
-              ) -> list[tuple[list[str], dict[str, t.Any], list[tuple[str, str, str]]]]:
+def cuda_rows(reports: list[dict[str, t.Any]], images: list[tuple[str, str]]) -> list[tuple[list[str], dict[str, t.Any], list[tuple[str, str, str]]]]:
     """(hosts, first report, cells): hosts with the same driver, GPUs and cells share a row."""
     rows: dict[t.Any, tuple[list[str], dict[str, t.Any], list[tuple[str, str, str]]]] = {}
     for report in reports:
@@ -229,9 +232,12 @@ def _layout_key(gpu: dict[str, t.Any]) -> str:
     """What the picture shows: identical keys draw identical pictures."""
     mig = dict(gpu.get("mig") or {})
     mig["gpu_instances"] = sorted(
-        ((gi.get("profile"), gi.get("start"), gi.get("size"),
-          tuple(sorted((ci.get("start"), ci.get("size")) for ci in gi.get("compute_instances") or [])))
-         for gi in mig.get("gpu_instances") or []), key=str)
+        (
+            (gi.get("profile"), gi.get("start"), gi.get("size"), tuple(sorted((ci.get("start"), ci.get("size")) for ci in gi.get("compute_instances") or [])))
+            for gi in mig.get("gpu_instances") or []
+        ),
+        key=str,
+    )
     return repr((gpu.get("name"), sorted(mig.items(), key=lambda kv: kv[0])))
 
 
@@ -256,12 +262,10 @@ def _gpu_caption(gpu: dict[str, t.Any], indices: list[t.Any] | None = None) -> s
     if not mig.get("capable"):
         state = "no MIG"
     elif mig.get("enabled") != mig.get("pending_enabled"):
-        state = "MIG {0} (turns {1} after a reset/reboot)".format(
-            "on" if mig.get("enabled") else "off", "on" if mig.get("pending_enabled") else "off")
+        state = "MIG {0} (turns {1} after a reset/reboot)".format("on" if mig.get("enabled") else "off", "on" if mig.get("pending_enabled") else "off")
     else:
         state = "MIG on" if mig.get("enabled") else "MIG off"
-    return "{0} &middot; {1} &middot; {2}".format(_e(_indices(indices or [gpu.get("index")])), _e(gpu.get("name")),
-                                                  _e(state))
+    return "{0} &middot; {1} &middot; {2}".format(_e(_indices(indices or [gpu.get("index")])), _e(gpu.get("name")), _e(state))
 
 
 def mig_svg(gpu: dict[str, t.Any]) -> str:
@@ -271,44 +275,56 @@ def mig_svg(gpu: dict[str, t.Any]) -> str:
     unit = BAR_WIDTH / units
     top = 14
     height = top + BAR_HEIGHT + CI_HEIGHT + 4
-    parts = ['<svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" '
-             'role="img" aria-label="MIG layout of GPU {2}">'.format(BAR_WIDTH + 2, height, _e(gpu.get("index")))]
+    parts = [
+        '<svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" role="img" aria-label="MIG layout of GPU {2}">'.format(
+            BAR_WIDTH + 2, height, _e(gpu.get("index"))
+        )
+    ]
     # The grid first: free memory slices stay visible as empty boxes.
     parts.append('<rect x="1" y="{0}" width="{1}" height="{2}" fill="#f6f8fa"/>'.format(top, BAR_WIDTH, BAR_HEIGHT))
     for i in range(units + 1):
         x = 1 + i * unit
-        parts.append('<line x1="{0:.1f}" y1="{1}" x2="{0:.1f}" y2="{2}" stroke="#8c959f" stroke-width="1"/>'.format(
-            x, top - 3, top + BAR_HEIGHT))
+        parts.append('<line x1="{0:.1f}" y1="{1}" x2="{0:.1f}" y2="{2}" stroke="#8c959f" stroke-width="1"/>'.format(x, top - 3, top + BAR_HEIGHT))
         if i < units:
-            parts.append('<text x="{0:.1f}" y="10" font-size="9" text-anchor="middle" fill="#57606a">{1}</text>'.format(
-                x + unit / 2, i))
+            parts.append('<text x="{0:.1f}" y="10" font-size="9" text-anchor="middle" fill="#57606a">{1}</text>'.format(x + unit / 2, i))
     if not mig.get("enabled"):
         fill = "#d0d7de" if mig.get("capable") else "#eaeef2"
         parts.append('<rect x="1" y="{0}" width="{1}" height="{2}" fill="{3}"/>'.format(top, BAR_WIDTH, BAR_HEIGHT, fill))
-        parts.append('<text x="{0}" y="{1}" font-size="12" text-anchor="middle" fill="#24292f">{2}</text>'.format(
-            BAR_WIDTH / 2, top + BAR_HEIGHT / 2 + 4, "whole GPU (MIG off)" if mig.get("capable") else "whole GPU"))
+        parts.append(
+            '<text x="{0}" y="{1}" font-size="12" text-anchor="middle" fill="#24292f">{2}</text>'.format(
+                BAR_WIDTH / 2, top + BAR_HEIGHT / 2 + 4, "whole GPU (MIG off)" if mig.get("capable") else "whole GPU"
+            )
+        )
     elif not mig.get("gpu_instances"):
-        parts.append('<rect x="1" y="{0}" width="{1}" height="{2}" fill="none" stroke="#8c959f" '
-                     'stroke-dasharray="4 3"/>'.format(top, BAR_WIDTH, BAR_HEIGHT))
-        parts.append('<text x="{0}" y="{1}" font-size="12" text-anchor="middle" fill="#57606a">'
-                     'MIG on, no GPU instances: no CUDA work can run here</text>'.format(
-                         BAR_WIDTH / 2, top + BAR_HEIGHT / 2 + 4))
-    for gi in sorted(mig.get("gpu_instances") or [], key=lambda g: (g.get("start") or 0)):
+        parts.append('<rect x="1" y="{0}" width="{1}" height="{2}" fill="none" stroke="#8c959f" stroke-dasharray="4 3"/>'.format(top, BAR_WIDTH, BAR_HEIGHT))
+        parts.append(
+            '<text x="{0}" y="{1}" font-size="12" text-anchor="middle" fill="#57606a">MIG on, no GPU instances: no CUDA work can run here</text>'.format(
+                BAR_WIDTH / 2, top + BAR_HEIGHT / 2 + 4
+            )
+        )
+    for gi in sorted(mig.get("gpu_instances") or [], key=lambda g: g.get("start") or 0):
         start, size = gi.get("start") or 0, gi.get("size") or 1
         x, width = 1 + start * unit, size * unit
-        parts.append('<rect class="gi" x="{0:.1f}" y="{1}" width="{2:.1f}" height="{3}" fill="{4}" stroke="#ffffff" '
-                     'stroke-width="2"><title>GPU instance {5}: {6} at slices {7}-{8}</title></rect>'.format(
-                         x, top, width, BAR_HEIGHT, colour(gi.get("profile")), _e(gi.get("id")), _e(gi.get("profile")),
-                         start, start + size - 1))
-        parts.append('<text x="{0:.1f}" y="{1}" font-size="11" text-anchor="middle" fill="#ffffff" '
-                     'font-weight="600">{2}</text>'.format(x + width / 2, top + BAR_HEIGHT / 2 + 4, _e(gi.get("profile"))))
+        parts.append(
+            '<rect class="gi" x="{0:.1f}" y="{1}" width="{2:.1f}" height="{3}" fill="{4}" stroke="#ffffff" '
+            'stroke-width="2"><title>GPU instance {5}: {6} at slices {7}-{8}</title></rect>'.format(
+                x, top, width, BAR_HEIGHT, colour(gi.get("profile")), _e(gi.get("id")), _e(gi.get("profile")), start, start + size - 1
+            )
+        )
+        parts.append(
+            '<text x="{0:.1f}" y="{1}" font-size="11" text-anchor="middle" fill="#ffffff" font-weight="600">{2}</text>'.format(
+                x + width / 2, top + BAR_HEIGHT / 2 + 4, _e(gi.get("profile"))
+            )
+        )
         slices = compute_slices(gi.get("profile")) or 1
         for ci in gi.get("compute_instances") or []:
             ci_x = x + 2 + (ci.get("start") or 0) / slices * (width - 4)
             ci_w = max((ci.get("size") or 1) / slices * (width - 4) - 2, 1)
-            parts.append('<rect x="{0:.1f}" y="{1}" width="{2:.1f}" height="{3}" fill="#24292f" opacity="0.55">'
-                         '<title>compute instance {4}</title></rect>'.format(
-                             ci_x, top + BAR_HEIGHT + 2, ci_w, CI_HEIGHT - 2, _e(ci.get("id"))))
+            parts.append(
+                '<rect x="{0:.1f}" y="{1}" width="{2:.1f}" height="{3}" fill="#24292f" opacity="0.55"><title>compute instance {4}</title></rect>'.format(
+                    ci_x, top + BAR_HEIGHT + 2, ci_w, CI_HEIGHT - 2, _e(ci.get("id"))
+                )
+            )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -317,17 +333,20 @@ def _cuda_html(reports: list[dict[str, t.Any]]) -> list[str]:
     images = cuda_images(reports)
     if not images:
         return []
-    out = ['<h2>CUDA images</h2><p>Each image against each host\'s loaded driver and GPUs: <b>runs</b> natively, '
-           '<b>needs compat</b> (NVIDIA\'s cuda-compat package), <b>needs driver &gt;= X</b>; hover for why.</p>',
-           "<table><thead><tr><th>Hosts</th><th>Driver</th><th>GPUs</th>"]
-    out.extend('<th title="{0}">{1}<br>CUDA {2}</th>'.format(_e(name), _e(image_label(name)), _e(cuda))
-               for name, cuda in images)
+    out = [
+        "<h2>CUDA images</h2><p>Each image against each host's loaded driver and GPUs: <b>runs</b> natively, "
+        "<b>needs compat</b> (NVIDIA's cuda-compat package), <b>needs driver &gt;= X</b>; hover for why.</p>",
+        "<table><thead><tr><th>Hosts</th><th>Driver</th><th>GPUs</th>",
+    ]
+    out.extend('<th title="{0}">{1}<br>CUDA {2}</th>'.format(_e(name), _e(image_label(name)), _e(cuda)) for name, cuda in images)
     out.append("</tr></thead><tbody>")
     for hosts, report, cells in cuda_rows(reports, images):
-        out.append('<tr><td class="models">{0}</td><td>{1}</td><td class="models">{2}</td>'.format(
-            _e(", ".join(hosts)), _e((report.get("versions") or {}).get("driver") or "-"), _e(gpu_models(report))))
-        out.extend('<td class="st {0}" title="{1}">{2}</td>'.format(_e(css), _e(reason), _e(text))
-                   for text, css, reason in cells)
+        out.append(
+            '<tr><td class="models">{0}</td><td>{1}</td><td class="models">{2}</td>'.format(
+                _e(", ".join(hosts)), _e((report.get("versions") or {}).get("driver") or "-"), _e(gpu_models(report))
+            )
+        )
+        out.extend('<td class="st {0}" title="{1}">{2}</td>'.format(_e(css), _e(reason), _e(text)) for text, css, reason in cells)
         out.append("</tr>")
     out.append("</tbody></table>")
     return out
@@ -336,15 +355,23 @@ def _cuda_html(reports: list[dict[str, t.Any]]) -> list[str]:
 def render_html(reports: list[dict[str, t.Any]], title: str = "gpufleet fleet report") -> str:
     reports = sorted(reports, key=lambda r: str(r.get("host")))
     totals = _totals(reports)
-    out = ['<!DOCTYPE html>', '<html lang="en"><head><meta charset="utf-8">',
-           '<meta name="viewport" content="width=device-width, initial-scale=1">',
-           '<title>{0}</title><style>{1}</style></head><body>'.format(_e(title), CSS),
-           '<h1>{0}</h1>'.format(_e(title)),
-           '<p class="totals"><span><b>{0}</b> host(s)</span>{1}</p>'.format(len(reports), "".join(
-               '<span class="{0}">&nbsp;{1} {2}&nbsp;</span>'.format(_e(status), totals[status], _e(STATUS_TEXT.get(
-                   status, status))) for status in ("fail", "warn", "pass", "missing") if totals.get(status)))]
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        "<title>{0}</title><style>{1}</style></head><body>".format(_e(title), CSS),
+        "<h1>{0}</h1>".format(_e(title)),
+        '<p class="totals"><span><b>{0}</b> host(s)</span>{1}</p>'.format(
+            len(reports),
+            "".join(
+                '<span class="{0}">&nbsp;{1} {2}&nbsp;</span>'.format(_e(status), totals[status], _e(STATUS_TEXT.get(status, status)))
+                for status in ("fail", "warn", "pass", "missing")
+                if totals.get(status)
+            ),
+        ),
+    ]
 
-    out.append('<h2>Hosts and versions</h2><table><thead><tr><th>Host</th><th>Status</th>')
+    out.append("<h2>Hosts and versions</h2><table><thead><tr><th>Host</th><th>Status</th>")
     out.extend("<th>{0}</th>".format(_e(label)) for _key, label in VERSION_COLUMNS)
     out.append("<th>GPUs</th>")
     out.extend("<th>{0}</th>".format(_e(label)) for _key, label in LAYER_COLUMNS)
@@ -353,18 +380,15 @@ def render_html(reports: list[dict[str, t.Any]], title: str = "gpufleet fleet re
         status = report.get("status", "missing")
         versions = report.get("versions") or {}
         checks = _checks(report)
-        out.append('<tr><td>{0}</td><td class="st {1}">{2}</td>'.format(
-            _e(report.get("host")), _e(status), _e(STATUS_TEXT.get(status, status))))
-        out.extend("<td>{0}</td>".format(_e(version_cell(versions, key)) if version_cell(versions, key) else "&ndash;")
-                   for key, _label in VERSION_COLUMNS)
+        out.append('<tr><td>{0}</td><td class="st {1}">{2}</td>'.format(_e(report.get("host")), _e(status), _e(STATUS_TEXT.get(status, status))))
+        out.extend("<td>{0}</td>".format(_e(version_cell(versions, key)) if version_cell(versions, key) else "&ndash;") for key, _label in VERSION_COLUMNS)
         out.append('<td class="models">{0}</td>'.format(_e(gpu_models(report))))
         for layer, _label in LAYER_COLUMNS:
             item = checks.get(layer)
             if item is None:
                 out.append("<td>&ndash;</td>")
             else:
-                out.append('<td class="st {0}" title="{1}">{2}</td>'.format(
-                    _e(item["status"]), _e(item.get("summary")), _e(layer_cell(layer, item))))
+                out.append('<td class="st {0}" title="{1}">{2}</td>'.format(_e(item["status"]), _e(item.get("summary")), _e(layer_cell(layer, item))))
         out.append("</tr>")
     out.append("</tbody></table>")
     out.extend(_cuda_html(reports))
@@ -374,32 +398,36 @@ def render_html(reports: list[dict[str, t.Any]], title: str = "gpufleet fleet re
     for report in reports:
         findings = _findings(report)
         if report.get("status") == "missing":
-            findings = [("verify", {"severity": "error", "message": report.get("reason") or
-                                    "no verify report: the host failed or was unreachable before verify ran"})]
+            findings = [
+                ("verify", {"severity": "error", "message": report.get("reason") or "no verify report: the host failed or was unreachable before verify ran"})
+            ]
         if not findings:
             continue
         any_findings = True
         out.append('<h3>{0}</h3><ul class="findings">'.format(_e(report.get("host"))))
         for where, item in findings:
-            out.append('<li><span class="sev sev-{0}">{0}</span> <b>{1}</b>: {2}{3}</li>'.format(
-                _e(item.get("severity")), _e(where), _e(item.get("message")),
-                ' <span class="fix">&mdash; fix: {0}</span>'.format(_e(item.get("fix"))) if item.get("fix") else ""))
+            out.append(
+                '<li><span class="sev sev-{0}">{0}</span> <b>{1}</b>: {2}{3}</li>'.format(
+                    _e(item.get("severity")),
+                    _e(where),
+                    _e(item.get("message")),
+                    ' <span class="fix">&mdash; fix: {0}</span>'.format(_e(item.get("fix"))) if item.get("fix") else "",
+                )
+            )
         out.append("</ul>")
     if not any_findings:
         out.append("<p>No findings.</p>")
 
     out.append('<h2>MIG layout</h2><p class="legend">')
     out.extend('<span><i style="background:{0}"></i>{1}g</span>'.format(SLICE_COLOURS[s], s) for s in (1, 2, 3, 4, 7))
-    out.append('<span>Boxes: GPU instances at their placement on the memory-slice grid (to scale); '
-               'dark strips: their compute instances.</span></p>')
+    out.append("<span>Boxes: GPU instances at their placement on the memory-slice grid (to scale); dark strips: their compute instances.</span></p>")
     for report in reports:
         gpus = report.get("gpus") or []
         if not gpus:
             continue
         out.append('<h3>{0}</h3><div class="gpus">'.format(_e(report.get("host"))))
         for indices, gpu in gpu_groups(gpus):
-            out.append('<div class="gpu"><div class="gpu-label">{0}</div>{1}</div>'.format(
-                _gpu_caption(gpu, indices), mig_svg(gpu)))
+            out.append('<div class="gpu"><div class="gpu-label">{0}</div>{1}</div>'.format(_gpu_caption(gpu, indices), mig_svg(gpu)))
         out.append("</div>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"
@@ -448,9 +476,14 @@ def _cuda_markdown(reports: list[dict[str, t.Any]]) -> list[str]:
     header = ["Hosts", "Driver", "GPUs"] + ["{0} (CUDA {1})".format(image_label(name), cuda) for name, cuda in images]
     lines = ["", "## CUDA images", "", "| " + " | ".join(_md(h) for h in header) + " |", "|" + "---|" * len(header)]
     for hosts, report, cells in cuda_rows(reports, images):
-        lines.append("| " + " | ".join(
-            [_md(", ".join(hosts)), _md((report.get("versions") or {}).get("driver") or "-"), _md(gpu_models(report))]
-            + [_md(text) for text, _css, _reason in cells]) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                [_md(", ".join(hosts)), _md((report.get("versions") or {}).get("driver") or "-"), _md(gpu_models(report))]
+                + [_md(text) for text, _css, _reason in cells]
+            )
+            + " |"
+        )
     lines += [""] + ["- `{0}` (CUDA {1}): `{2}`".format(image_label(name), cuda, name) for name, cuda in images]
     return lines
 
@@ -458,10 +491,14 @@ def _cuda_markdown(reports: list[dict[str, t.Any]]) -> list[str]:
 def render_markdown(reports: list[dict[str, t.Any]], title: str = "gpufleet fleet report") -> str:
     reports = sorted(reports, key=lambda r: str(r.get("host")))
     totals = _totals(reports)
-    lines = ["# {0}".format(title), "",
-             "{0} host(s): {1}".format(len(reports), ", ".join(
-                 "{0} {1}".format(totals[s], STATUS_TEXT.get(s, s)) for s in ("fail", "warn", "pass", "missing")
-                 if totals.get(s))), ""]
+    lines = [
+        "# {0}".format(title),
+        "",
+        "{0} host(s): {1}".format(
+            len(reports), ", ".join("{0} {1}".format(totals[s], STATUS_TEXT.get(s, s)) for s in ("fail", "warn", "pass", "missing") if totals.get(s))
+        ),
+        "",
+    ]
     header = ["Host", "Status"] + [label for _key, label in VERSION_COLUMNS] + ["GPUs"] + [label for _key, label in LAYER_COLUMNS]
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "---|" * len(header))
@@ -499,8 +536,7 @@ def render_markdown(reports: list[dict[str, t.Any]], title: str = "gpufleet flee
             continue
         lines += ["### {0}".format(report.get("host")), "", "```text"]
         width = max(len("GPU {0}".format(g.get("index"))) for g in gpus)
-        lines += ["{0}  {1}{2}".format("GPU {0}".format(g.get("index")).ljust(width), mig_text(g), _mig_note(g))
-                  for g in gpus]
+        lines += ["{0}  {1}{2}".format("GPU {0}".format(g.get("index")).ljust(width), mig_text(g), _mig_note(g)) for g in gpus]
         lines += ["```", ""]
     return "\n".join(lines)
 
@@ -513,27 +549,37 @@ def render_text(reports: list[dict[str, t.Any]]) -> list[str]:
     """A one-screen summary: totals, a line per host, each layer's status for small fleets."""
     reports = sorted(reports, key=lambda r: str(r.get("host")))
     totals = _totals(reports)
-    lines = ["{0} host(s): {1}".format(len(reports), ", ".join(
-        "{0} {1}".format(totals[s], STATUS_TEXT.get(s, s)) for s in ("fail", "warn", "pass", "missing")
-        if totals.get(s)))]
+    lines = [
+        "{0} host(s): {1}".format(
+            len(reports), ", ".join("{0} {1}".format(totals[s], STATUS_TEXT.get(s, s)) for s in ("fail", "warn", "pass", "missing") if totals.get(s))
+        )
+    ]
     for name, cuda in cuda_images(reports):
         counts_by_cell: dict[str, int] = {}
         for report in reports:
             text = cuda_cell(report, name, cuda)[0]
             if text != "-":
                 counts_by_cell[text] = counts_by_cell.get(text, 0) + 1
-        lines.append("CUDA image {0} (CUDA {1}): {2}".format(image_label(name), cuda, ", ".join(
-            "{0} {1}".format(n, text) for text, n in sorted(counts_by_cell.items()))))
+        lines.append(
+            "CUDA image {0} (CUDA {1}): {2}".format(image_label(name), cuda, ", ".join("{0} {1}".format(n, text) for text, n in sorted(counts_by_cell.items())))
+        )
     for report in reports:
         status = report.get("status", "missing")
         counts = report.get("summary") or {}
         if status == "missing":
             lines.append("{0}: no report ({1})".format(report.get("host"), report.get("reason") or "verify did not run"))
             continue
-        lines.append("{0}: {1} - {2} error(s), {3} warning(s); driver {4}, CUDA {5}, {6}".format(
-            report.get("host"), STATUS_TEXT.get(status, status), counts.get("error", 0), counts.get("warning", 0),
-            (report.get("versions") or {}).get("driver") or "-", (report.get("versions") or {}).get("cuda") or "-",
-            gpu_models(report)))
+        lines.append(
+            "{0}: {1} - {2} error(s), {3} warning(s); driver {4}, CUDA {5}, {6}".format(
+                report.get("host"),
+                STATUS_TEXT.get(status, status),
+                counts.get("error", 0),
+                counts.get("warning", 0),
+                (report.get("versions") or {}).get("driver") or "-",
+                (report.get("versions") or {}).get("cuda") or "-",
+                gpu_models(report),
+            )
+        )
         if len(reports) <= TEXT_DETAIL_HOSTS:
             for item in report.get("checks") or []:
                 status_text = STATUS_TEXT.get(item["status"], item["status"])

@@ -51,8 +51,14 @@ class VerifyError(ValueError):
     """Observations that cannot be what the role gathers (a bug, not a finding)."""
 
 
-def check(layer: str, status: str, summary: str, expected: dict[str, t.Any] | None = None,
-          observed: dict[str, t.Any] | None = None, findings: list[dict[str, str]] | None = None) -> dict[str, t.Any]:
+def check(
+    layer: str,
+    status: str,
+    summary: str,
+    expected: dict[str, t.Any] | None = None,
+    observed: dict[str, t.Any] | None = None,
+    findings: list[dict[str, str]] | None = None,
+) -> dict[str, t.Any]:
     return {
         "layer": layer,
         "status": status,
@@ -63,8 +69,7 @@ def check(layer: str, status: str, summary: str, expected: dict[str, t.Any] | No
     }
 
 
-def judged(layer: str, summary: str, expected: dict[str, t.Any], observed: dict[str, t.Any],
-           findings: list[dict[str, str]]) -> dict[str, t.Any]:
+def judged(layer: str, summary: str, expected: dict[str, t.Any], observed: dict[str, t.Any], findings: list[dict[str, str]]) -> dict[str, t.Any]:
     """A check whose status follows from its findings."""
     level = worst(findings)
     status = {"error": "fail", "warning": "warn"}.get(level or "", "pass")
@@ -78,9 +83,12 @@ def not_managed(layer: str, declaration: dict[str, t.Any]) -> dict[str, t.Any]:
 
 
 def deferred(layer: str, why: str) -> dict[str, t.Any]:
-    return check(layer, "deferred", why, findings=[finding(
-        "verify_" + layer, "info", layer, "{0}: {1}".format(layer, why),
-        "verify the node after its first boot", layer, "gpufleet verify")])
+    return check(
+        layer,
+        "deferred",
+        why,
+        findings=[finding("verify_" + layer, "info", layer, "{0}: {1}".format(layer, why), "verify the node after its first boot", layer, "gpufleet verify")],
+    )
 
 
 def _error(layer: str, subject: str, message: str, fix: str, severity: str = "error") -> dict[str, str]:
@@ -96,12 +104,9 @@ def _vars(declaration: dict[str, t.Any]) -> dict[str, t.Any]:
 # =============================================================================
 
 NVML_PROBLEMS = {
-    "library_not_found": ("the NVIDIA user-space driver (libnvidia-ml.so.1) is not installed",
-                          "run the driver layer (--tags driver)"),
-    "driver_not_loaded": ("the nvidia kernel module is not loaded",
-                          "reboot the node (driver_reboot) or load the module (modprobe nvidia); check dkms status"),
-    "version_mismatch": ("the loaded kernel module and the installed user-space driver differ",
-                         "reboot the node so the installed driver's module loads"),
+    "library_not_found": ("the NVIDIA user-space driver (libnvidia-ml.so.1) is not installed", "run the driver layer (--tags driver)"),
+    "driver_not_loaded": ("the nvidia kernel module is not loaded", "reboot the node (driver_reboot) or load the module (modprobe nvidia); check dkms status"),
+    "version_mismatch": ("the loaded kernel module and the installed user-space driver differ", "reboot the node so the installed driver's module loads"),
 }
 
 
@@ -112,39 +117,60 @@ def module_flavour(proc_version: str | None) -> str | None:
     return "open" if "Open Kernel Module" in proc_version else "proprietary"
 
 
-def check_driver(declaration: dict[str, t.Any], nvml: dict[str, t.Any],
-                 proc_version: str | None = None) -> dict[str, t.Any]:
+def check_driver(declaration: dict[str, t.Any], nvml: dict[str, t.Any], proc_version: str | None = None) -> dict[str, t.Any]:
     if not declaration.get("managed"):
         return not_managed("driver", declaration)
     wanted = _vars(declaration)
     state = wanted.get("driver_state") or "present"
     status = nvml.get("status")
-    observed = {"nvml_status": status, "driver_version": nvml.get("driver_version"),
-                "cuda_driver_version": nvml.get("cuda_driver_version"), "gpu_count": nvml.get("gpu_count"),
-                "kernel_module": module_flavour(proc_version)}
+    observed = {
+        "nvml_status": status,
+        "driver_version": nvml.get("driver_version"),
+        "cuda_driver_version": nvml.get("cuda_driver_version"),
+        "gpu_count": nvml.get("gpu_count"),
+        "kernel_module": module_flavour(proc_version),
+    }
     keys = ("driver_state", "driver_version", "driver_branch", "driver_kernel_module")
     expected = {key: wanted.get(key) for key in keys if wanted.get(key) not in (None, "")}
     if state == "absent":
-        found = [] if not nvml.get("driver_loaded") else [_error(
-            "driver", "driver_state", "driver {0} is loaded, but driver_state is absent".format(
-                nvml.get("driver_version") or "?"), "re-run the driver layer; reboot to unload the module")]
+        found = (
+            []
+            if not nvml.get("driver_loaded")
+            else [
+                _error(
+                    "driver",
+                    "driver_state",
+                    "driver {0} is loaded, but driver_state is absent".format(nvml.get("driver_version") or "?"),
+                    "re-run the driver layer; reboot to unload the module",
+                )
+            ]
+        )
         return judged("driver", "no NVIDIA driver, as declared", expected, observed, found)
     if status != "ok":
         problem, fix = NVML_PROBLEMS.get(status, ("NVML is not usable ({0})".format(status), "check the driver"))
-        return judged("driver", "", expected, observed, [_error(
-            "driver", "nvml", "{0}: {1}".format(problem, nvml.get("reason") or status), fix)])
+        return judged("driver", "", expected, observed, [_error("driver", "nvml", "{0}: {1}".format(problem, nvml.get("reason") or status), fix)])
     found = []
     loaded = str(nvml.get("driver_version") or "")
     version = str(wanted.get("driver_version") or "")
     branch = str(wanted.get("driver_branch") or "")
     if version and loaded != version:
-        found.append(_error("driver", "driver_version",
-                            "loaded driver {0} differs from the pinned driver_version {1}".format(loaded, version),
-                            "run the driver layer, then reboot if it reports a reboot is required"))
+        found.append(
+            _error(
+                "driver",
+                "driver_version",
+                "loaded driver {0} differs from the pinned driver_version {1}".format(loaded, version),
+                "run the driver layer, then reboot if it reports a reboot is required",
+            )
+        )
     elif not version and branch and loaded.split(".", maxsplit=1)[0] != branch:
-        found.append(_error("driver", "driver_branch",
-                            "loaded driver {0} is not in the declared branch R{1}".format(loaded, branch),
-                            "run the driver layer, then reboot if it reports a reboot is required"))
+        found.append(
+            _error(
+                "driver",
+                "driver_branch",
+                "loaded driver {0} is not in the declared branch R{1}".format(loaded, branch),
+                "run the driver layer, then reboot if it reports a reboot is required",
+            )
+        )
     flavour = observed["kernel_module"]
     declared_flavour = wanted.get("driver_kernel_module") or "auto"
     if flavour and declared_flavour == "auto":
@@ -153,11 +179,15 @@ def check_driver(declaration: dict[str, t.Any], nvml: dict[str, t.Any],
         except MatrixError:
             declared_flavour = "auto"
     if flavour and declared_flavour in ("open", "proprietary") and flavour != declared_flavour:
-        found.append(_error("driver", "driver_kernel_module",
-                            "the {0} kernel modules are loaded, but {1} are declared".format(flavour, declared_flavour),
-                            "run the driver layer to switch flavours, then reboot"))
-    summary = "driver {0} loaded{1}, {2} GPU(s)".format(
-        loaded, " ({0} modules)".format(flavour) if flavour else "", nvml.get("gpu_count"))
+        found.append(
+            _error(
+                "driver",
+                "driver_kernel_module",
+                "the {0} kernel modules are loaded, but {1} are declared".format(flavour, declared_flavour),
+                "run the driver layer to switch flavours, then reboot",
+            )
+        )
+    summary = "driver {0} loaded{1}, {2} GPU(s)".format(loaded, " ({0} modules)".format(flavour) if flavour else "", nvml.get("gpu_count"))
     return judged("driver", summary, expected, observed, found)
 
 
@@ -177,8 +207,10 @@ def _installed(packages: dict[str, t.Any], name: str) -> str | None:
 # link the container loses the GPU (NVIDIA/nvidia-container-toolkit#48). The
 # nodes nvidia-ctk itself leaves out (cmd/nvidia-ctk/system/
 # create-dev-char-symlinks/existing.go, nodeIsBlocked) are not judged.
-DEV_CHAR_FIX = ("run `nvidia-ctk system create-dev-char-symlinks --create-all`, or the container_toolkit layer "
-                "with container_toolkit_dev_char_links: true (its udev rule also creates them when the driver loads)")
+DEV_CHAR_FIX = (
+    "run `nvidia-ctk system create-dev-char-symlinks --create-all`, or the container_toolkit layer "
+    "with container_toolkit_dev_char_links: true (its udev rule also creates them when the driver loads)"
+)
 DEV_CHAR_IGNORED = ("nvidia-fs", "nvidia-nvswitch", "nvidia-nvlink")
 
 
@@ -207,11 +239,12 @@ def dev_char_missing(listing: str) -> list[dict[str, str]]:
             major, minor = (int(part, 16) for part in number.split(":"))
             nodes[path] = "{0}:{1}".format(major, minor)
         elif kind == "link" and path:
-            links[number] = path if path.startswith("/") else "/dev/" + path[3:] if path.startswith("../") \
-                else "/dev/char/" + path
-    return [{"link": "/dev/char/" + name, "target": path, "found": links.get(name) or ""}
-            for path, name in sorted(nodes.items())
-            if int(name.split(":")[0]) in majors and links.get(name) != path]
+            links[number] = path if path.startswith("/") else "/dev/" + path[3:] if path.startswith("../") else "/dev/char/" + path
+    return [
+        {"link": "/dev/char/" + name, "target": path, "found": links.get(name) or ""}
+        for path, name in sorted(nodes.items())
+        if int(name.split(":")[0]) in majors and links.get(name) != path
+    ]
 
 
 def _dev_char_findings(observed: t.Any) -> list[dict[str, str]]:
@@ -221,22 +254,25 @@ def _dev_char_findings(observed: t.Any) -> list[dict[str, str]]:
     if not isinstance(observed, dict) or not ("deferred" in observed or "listing" in observed):
         raise VerifyError("dev_char: expected {listing: <find output>} or {deferred: <why>}, got " + repr(observed))
     if observed.get("deferred"):
-        return [_error("container_toolkit", "/dev/char", "/dev/char links: {0}".format(observed["deferred"]),
-                       "verify the node after its first boot", "info")]
+        return [_error("container_toolkit", "/dev/char", "/dev/char links: {0}".format(observed["deferred"]), "verify the node after its first boot", "info")]
     listing = observed["listing"]
     if not isinstance(listing, str):
         raise VerifyError("dev_char: expected the find listing as text, got {0}".format(type(listing).__name__))
     findings = []
     for item in dev_char_missing(listing):
         state = "points to " + item["found"] if item["found"] else "is missing"
-        findings.append(_error("container_toolkit", item["link"], "{0}, the link to {1}, {2}: containers lose this "
-                               "device on systemctl daemon-reload".format(item["link"], item["target"], state),
-                               DEV_CHAR_FIX))
+        findings.append(
+            _error(
+                "container_toolkit",
+                item["link"],
+                "{0}, the link to {1}, {2}: containers lose this device on systemctl daemon-reload".format(item["link"], item["target"], state),
+                DEV_CHAR_FIX,
+            )
+        )
     return findings
 
 
-def check_container_toolkit(declaration: dict[str, t.Any], packages: dict[str, t.Any],
-                            dev_char: t.Any = None) -> dict[str, t.Any]:
+def check_container_toolkit(declaration: dict[str, t.Any], packages: dict[str, t.Any], dev_char: t.Any = None) -> dict[str, t.Any]:
     """The packages; with `dev_char` ({listing: <find output>}, see dev_char_missing) also the /dev/char links."""
     if not declaration.get("managed"):
         return not_managed("container_toolkit", declaration)
@@ -249,16 +285,21 @@ def check_container_toolkit(declaration: dict[str, t.Any], packages: dict[str, t
     found = []
     for name, installed in observed.items():
         if installed is None:
-            found.append(_error("container_toolkit", name, "package {0} is not installed".format(name),
-                                "run the container_toolkit layer (--tags container_toolkit)"))
+            found.append(
+                _error("container_toolkit", name, "package {0} is not installed".format(name), "run the container_toolkit layer (--tags container_toolkit)")
+            )
         elif version and parse_version(installed) != parse_version(version):
-            found.append(_error("container_toolkit", name, "package {0} is {1}, pinned {2}".format(
-                name, installed, version), "run the container_toolkit layer to install the pinned version"))
+            found.append(
+                _error(
+                    "container_toolkit",
+                    name,
+                    "package {0} is {1}, pinned {2}".format(name, installed, version),
+                    "run the container_toolkit layer to install the pinned version",
+                )
+            )
     found.extend(_dev_char_findings(dev_char))
-    summary = "Container Toolkit {0} ({1} set)".format(
-        observed.get("nvidia-container-toolkit-base") or "?", package_set)
-    return judged("container_toolkit", summary, {"version": version or None, "package_set": package_set},
-                  observed, found)
+    summary = "Container Toolkit {0} ({1} set)".format(observed.get("nvidia-container-toolkit-base") or "?", package_set)
+    return judged("container_toolkit", summary, {"version": version or None, "package_set": package_set}, observed, found)
 
 
 # =============================================================================
@@ -280,8 +321,9 @@ def _containerd_dump(text: str, wanted: dict[str, t.Any], found: list[dict[str, 
     try:
         config = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        found.append(_error("container_runtime", "containerd", "`containerd config dump` is not TOML: {0}".format(
-            exc), "check containerd's configuration files"))
+        found.append(
+            _error("container_runtime", "containerd", "`containerd config dump` is not TOML: {0}".format(exc), "check containerd's configuration files")
+        )
         return {}
     section, containerd, version = _containerd_cri(config)
     runtimes = containerd.get("runtimes") or {}
@@ -298,59 +340,91 @@ def _containerd_dump(text: str, wanted: dict[str, t.Any], found: list[dict[str, 
         "cdi_spec_dirs": section.get("cdi_spec_dirs"),
     }
     if nvidia is None:
-        found.append(_error(
-            "container_runtime", "runtime",
-            "containerd's effective config (`containerd config dump`) has no `{0}` runtime; imports: {1}".format(
-                RUNTIME_NAME, ", ".join(observed["imports"]) or "none"),
-            "run the container_runtime layer; it restores the drop-in and its `imports` entry"))
+        found.append(
+            _error(
+                "container_runtime",
+                "runtime",
+                "containerd's effective config (`containerd config dump`) has no `{0}` runtime; imports: {1}".format(
+                    RUNTIME_NAME, ", ".join(observed["imports"]) or "none"
+                ),
+                "run the container_runtime layer; it restores the drop-in and its `imports` entry",
+            )
+        )
     elif observed["nvidia_binary"] and not str(observed["nvidia_binary"]).endswith("nvidia-container-runtime"):
-        found.append(_error("container_runtime", "runtime",
-                            "containerd's `{0}` runtime runs {1}, not nvidia-container-runtime".format(
-                                RUNTIME_NAME, observed["nvidia_binary"]),
-                            "run the container_runtime layer", "warning"))
+        found.append(
+            _error(
+                "container_runtime",
+                "runtime",
+                "containerd's `{0}` runtime runs {1}, not nvidia-container-runtime".format(RUNTIME_NAME, observed["nvidia_binary"]),
+                "run the container_runtime layer",
+                "warning",
+            )
+        )
     if wanted.get("container_runtime_set_default") and observed["default_runtime"] != RUNTIME_NAME:
-        found.append(_error("container_runtime", "default_runtime",
-                            "containerd's default runtime is {0}, but container_runtime_set_default is true".format(
-                                observed["default_runtime"]), "run the container_runtime layer"))
+        found.append(
+            _error(
+                "container_runtime",
+                "default_runtime",
+                "containerd's default runtime is {0}, but container_runtime_set_default is true".format(observed["default_runtime"]),
+                "run the container_runtime layer",
+            )
+        )
     if wanted.get("container_runtime_cdi"):
         if observed["enable_cdi"] is None:
-            found.append(_error("container_runtime", "cdi",
-                                "this containerd has no CDI support (its effective config has no enable_cdi; "
-                                "containerd 1.6 drops it)",
-                                "upgrade containerd to 1.7 or newer, or set container_runtime_cdi: false", "warning"))
+            found.append(
+                _error(
+                    "container_runtime",
+                    "cdi",
+                    "this containerd has no CDI support (its effective config has no enable_cdi; containerd 1.6 drops it)",
+                    "upgrade containerd to 1.7 or newer, or set container_runtime_cdi: false",
+                    "warning",
+                )
+            )
         elif observed["enable_cdi"] is not True:
-            found.append(_error("container_runtime", "cdi", "containerd's effective config has enable_cdi = false",
-                                "run the container_runtime layer"))
+            found.append(_error("container_runtime", "cdi", "containerd's effective config has enable_cdi = false", "run the container_runtime layer"))
     return observed
 
 
-def _crictl_info(text: str, dump: dict[str, t.Any], wanted: dict[str, t.Any],
-                 found: list[dict[str, str]]) -> dict[str, t.Any]:
+def _crictl_info(text: str, dump: dict[str, t.Any], wanted: dict[str, t.Any], found: list[dict[str, str]]) -> dict[str, t.Any]:
     """Judge `crictl info`: the configuration the running daemon uses."""
     try:
         info = json.loads(text)
     except ValueError as exc:
-        found.append(_error("container_runtime", "crictl info", "`crictl info` is not JSON: {0}".format(exc),
-                            "check /etc/crictl.yaml and the runtime endpoint"))
+        found.append(
+            _error("container_runtime", "crictl info", "`crictl info` is not JSON: {0}".format(exc), "check /etc/crictl.yaml and the runtime endpoint")
+        )
         return {}
     config = info.get("config") or {}
     runtimes = (config.get("containerd") or {}).get("runtimes") or {}
-    running = {"runtimes": sorted(runtimes), "enable_cdi": config.get("enableCDI"),
-               "default_runtime": (config.get("containerd") or {}).get("defaultRuntimeName")}
+    running = {
+        "runtimes": sorted(runtimes),
+        "enable_cdi": config.get("enableCDI"),
+        "default_runtime": (config.get("containerd") or {}).get("defaultRuntimeName"),
+    }
     if RUNTIME_NAME not in runtimes and RUNTIME_NAME in (dump.get("runtimes") or []):
-        found.append(_error("container_runtime", "restart",
-                            "the running containerd has no `{0}` runtime although its config does: it was not "
-                            "restarted after the change".format(RUNTIME_NAME), "restart containerd"))
+        found.append(
+            _error(
+                "container_runtime",
+                "restart",
+                "the running containerd has no `{0}` runtime although its config does: it was not restarted after the change".format(RUNTIME_NAME),
+                "restart containerd",
+            )
+        )
     elif RUNTIME_NAME not in runtimes and dump:
         pass  # already reported from the config dump
     elif RUNTIME_NAME not in runtimes:
-        found.append(_error("container_runtime", "runtime",
-                            "the running runtime (`crictl info`) has no `{0}` runtime".format(RUNTIME_NAME),
-                            "run the container_runtime layer"))
+        found.append(
+            _error(
+                "container_runtime",
+                "runtime",
+                "the running runtime (`crictl info`) has no `{0}` runtime".format(RUNTIME_NAME),
+                "run the container_runtime layer",
+            )
+        )
     if wanted.get("container_runtime_cdi") and dump.get("enable_cdi") is True and running["enable_cdi"] is False:
-        found.append(_error("container_runtime", "restart",
-                            "the running containerd has CDI off although its config enables it: restart it",
-                            "restart containerd"))
+        found.append(
+            _error("container_runtime", "restart", "the running containerd has CDI off although its config enables it: restart it", "restart containerd")
+        )
     return running
 
 
@@ -358,24 +432,42 @@ def _docker_info(text: str, wanted: dict[str, t.Any], found: list[dict[str, str]
     try:
         info = json.loads(text)
     except ValueError as exc:
-        found.append(_error("container_runtime", "docker info", "`docker info` is not JSON: {0}".format(exc),
-                            "check that dockerd runs"))
+        found.append(_error("container_runtime", "docker info", "`docker info` is not JSON: {0}".format(exc), "check that dockerd runs"))
         return {}
     runtimes = info.get("Runtimes") or {}
-    observed = {"runtimes": sorted(runtimes), "default_runtime": info.get("DefaultRuntime"),
-                "cdi_spec_dirs": info.get("CDISpecDirs") or [], "server_version": info.get("ServerVersion")}
+    observed = {
+        "runtimes": sorted(runtimes),
+        "default_runtime": info.get("DefaultRuntime"),
+        "cdi_spec_dirs": info.get("CDISpecDirs") or [],
+        "server_version": info.get("ServerVersion"),
+    }
     if RUNTIME_NAME not in runtimes:
-        found.append(_error("container_runtime", "runtime",
-                            "`docker info` lists no `{0}` runtime (runtimes: {1})".format(
-                                RUNTIME_NAME, ", ".join(observed["runtimes"]) or "none"),
-                            "run the container_runtime layer; it merges the runtime into daemon.json"))
+        found.append(
+            _error(
+                "container_runtime",
+                "runtime",
+                "`docker info` lists no `{0}` runtime (runtimes: {1})".format(RUNTIME_NAME, ", ".join(observed["runtimes"]) or "none"),
+                "run the container_runtime layer; it merges the runtime into daemon.json",
+            )
+        )
     if wanted.get("container_runtime_set_default") and observed["default_runtime"] != RUNTIME_NAME:
-        found.append(_error("container_runtime", "default_runtime",
-                            "Docker's default runtime is {0}, but container_runtime_set_default is true".format(
-                                observed["default_runtime"]), "run the container_runtime layer"))
+        found.append(
+            _error(
+                "container_runtime",
+                "default_runtime",
+                "Docker's default runtime is {0}, but container_runtime_set_default is true".format(observed["default_runtime"]),
+                "run the container_runtime layer",
+            )
+        )
     if wanted.get("container_runtime_cdi") and not observed["cdi_spec_dirs"]:
-        found.append(_error("container_runtime", "cdi", "`docker info` shows no CDI spec directories: CDI is off",
-                            "run the container_runtime layer (features.cdi in daemon.json; Docker 25 or newer)"))
+        found.append(
+            _error(
+                "container_runtime",
+                "cdi",
+                "`docker info` shows no CDI spec directories: CDI is off",
+                "run the container_runtime layer (features.cdi in daemon.json; Docker 25 or newer)",
+            )
+        )
     return observed
 
 
@@ -383,21 +475,29 @@ def _crio_config(text: str, wanted: dict[str, t.Any], found: list[dict[str, str]
     try:
         config = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        found.append(_error("container_runtime", "crio", "`crio status config` is not TOML: {0}".format(exc),
-                            "check that CRI-O runs"))
+        found.append(_error("container_runtime", "crio", "`crio status config` is not TOML: {0}".format(exc), "check that CRI-O runs"))
         return {}
     runtime = (config.get("crio") or {}).get("runtime") or {}
     runtimes = runtime.get("runtimes") or {}
-    observed = {"runtimes": sorted(runtimes), "default_runtime": runtime.get("default_runtime"),
-                "cdi_spec_dirs": runtime.get("cdi_spec_dirs")}
+    observed = {"runtimes": sorted(runtimes), "default_runtime": runtime.get("default_runtime"), "cdi_spec_dirs": runtime.get("cdi_spec_dirs")}
     if RUNTIME_NAME not in runtimes:
-        found.append(_error("container_runtime", "runtime",
-                            "CRI-O's effective config has no `{0}` runtime".format(RUNTIME_NAME),
-                            "run the container_runtime layer; it writes the crio.conf.d drop-in"))
+        found.append(
+            _error(
+                "container_runtime",
+                "runtime",
+                "CRI-O's effective config has no `{0}` runtime".format(RUNTIME_NAME),
+                "run the container_runtime layer; it writes the crio.conf.d drop-in",
+            )
+        )
     if wanted.get("container_runtime_set_default") and observed["default_runtime"] != RUNTIME_NAME:
-        found.append(_error("container_runtime", "default_runtime",
-                            "CRI-O's default runtime is {0}, but container_runtime_set_default is true".format(
-                                observed["default_runtime"]), "run the container_runtime layer"))
+        found.append(
+            _error(
+                "container_runtime",
+                "default_runtime",
+                "CRI-O's default runtime is {0}, but container_runtime_set_default is true".format(observed["default_runtime"]),
+                "run the container_runtime layer",
+            )
+        )
     return observed
 
 
@@ -409,14 +509,22 @@ def check_container_runtime(declaration: dict[str, t.Any], observed: dict[str, t
     engine = wanted.get("container_runtime_engine") or "containerd"
     found: list[dict[str, str]] = []
     seen: dict[str, t.Any] = {"engine": engine}
-    sources = {"containerd": ("containerd_dump", "containerd config dump"), "docker": ("docker_info", "docker info"),
-               "crio": ("crio_config", "crio status config")}
+    sources = {
+        "containerd": ("containerd_dump", "containerd config dump"),
+        "docker": ("docker_info", "docker info"),
+        "crio": ("crio_config", "crio status config"),
+    }
     key, command = sources.get(engine, ("", engine))
     text = observed.get(key)
     if not text:
-        found.append(_error("container_runtime", engine, "`{0}` gave nothing: {1}".format(
-            command, observed.get(key + "_error") or "{0} is not installed".format(engine)),
-            "run the container_runtime layer; check that {0} is installed".format(engine)))
+        found.append(
+            _error(
+                "container_runtime",
+                engine,
+                "`{0}` gave nothing: {1}".format(command, observed.get(key + "_error") or "{0} is not installed".format(engine)),
+                "run the container_runtime layer; check that {0} is installed".format(engine),
+            )
+        )
         return judged("container_runtime", "", {"engine": engine}, seen, found)
     if engine == "containerd":
         seen["config"] = _containerd_dump(text, wanted, found)
@@ -426,10 +534,13 @@ def check_container_runtime(declaration: dict[str, t.Any], observed: dict[str, t
         seen["running"] = _docker_info(text, wanted, found)
     else:
         seen["config"] = _crio_config(text, wanted, found)
-    expected = {"engine": engine, "runtime": RUNTIME_NAME, "cdi": bool(wanted.get("container_runtime_cdi")),
-                "default": bool(wanted.get("container_runtime_set_default"))}
-    summary = "{0}: `{1}` runtime present{2}".format(
-        engine, RUNTIME_NAME, ", CDI on" if expected["cdi"] else "")
+    expected = {
+        "engine": engine,
+        "runtime": RUNTIME_NAME,
+        "cdi": bool(wanted.get("container_runtime_cdi")),
+        "default": bool(wanted.get("container_runtime_set_default")),
+    }
+    summary = "{0}: `{1}` runtime present{2}".format(engine, RUNTIME_NAME, ", CDI on" if expected["cdi"] else "")
     return judged("container_runtime", summary, expected, seen, found)
 
 
@@ -480,33 +591,50 @@ def parse_cdi_spec(text: str) -> dict[str, t.Any]:
     return spec
 
 
-def check_cdi(declaration: dict[str, t.Any], nvml: dict[str, t.Any], spec_text: str | None,
-              spec_path: str) -> dict[str, t.Any]:
+def check_cdi(declaration: dict[str, t.Any], nvml: dict[str, t.Any], spec_text: str | None, spec_path: str) -> dict[str, t.Any]:
     if not declaration.get("managed"):
         return not_managed("cdi", declaration)
     wanted = _vars(declaration)
     strategies = _strategies(wanted.get("cdi_device_name_strategy"))
     expected: dict[str, t.Any] = {"path": spec_path, "kind": CDI_KIND, "strategies": list(strategies)}
     if nvml.get("status") != "ok":
-        return check("cdi", "not_available", "NVML is not usable ({0}): the spec cannot be compared with the GPUs".format(
-            nvml.get("status")), expected, findings=[_error(
-                "cdi", "nvml", "CDI spec not verified: NVML is not usable ({0})".format(nvml.get("status")),
-                "fix the driver layer first", "warning")])
+        return check(
+            "cdi",
+            "not_available",
+            "NVML is not usable ({0}): the spec cannot be compared with the GPUs".format(nvml.get("status")),
+            expected,
+            findings=[
+                _error("cdi", "nvml", "CDI spec not verified: NVML is not usable ({0})".format(nvml.get("status")), "fix the driver layer first", "warning")
+            ],
+        )
     if spec_text is None:
-        return judged("cdi", "", expected, {}, [_error(
-            "cdi", spec_path, "no CDI spec at {0}".format(spec_path),
-            "run the cdi layer, or start the CDI refresh unit (nvidia-cdi-refresh / gpufleet-cdi-refresh)")])
+        return judged(
+            "cdi",
+            "",
+            expected,
+            {},
+            [
+                _error(
+                    "cdi",
+                    spec_path,
+                    "no CDI spec at {0}".format(spec_path),
+                    "run the cdi layer, or start the CDI refresh unit (nvidia-cdi-refresh / gpufleet-cdi-refresh)",
+                )
+            ],
+        )
     try:
         spec = parse_cdi_spec(spec_text)
     except (yaml.YAMLError, VerifyError) as exc:
-        return judged("cdi", "", expected, {}, [_error("cdi", spec_path, "{0} is not a CDI spec: {1}".format(
-            spec_path, exc), "run the cdi layer to regenerate it")])
+        return judged(
+            "cdi", "", expected, {}, [_error("cdi", spec_path, "{0} is not a CDI spec: {1}".format(spec_path, exc), "run the cdi layer to regenerate it")]
+        )
     names = [str(device.get("name")) for device in spec.get("devices") or [] if isinstance(device, dict)]
     observed = {"kind": spec.get("kind"), "cdi_version": spec.get("cdiVersion"), "devices": sorted(names)}
     found = []
     if spec.get("kind") != CDI_KIND:
-        found.append(_error("cdi", "kind", "{0} declares kind {1}, expected {2}".format(
-            spec_path, spec.get("kind"), CDI_KIND), "run the cdi layer to regenerate it"))
+        found.append(
+            _error("cdi", "kind", "{0} declares kind {1}, expected {2}".format(spec_path, spec.get("kind"), CDI_KIND), "run the cdi layer to regenerate it")
+        )
     want, mig_counts = expected_cdi_devices(nvml, strategies)
     have = set(names) - {"all"}
     index_mig = re.compile(r"^(?:mig)?(\d+):(\d+)$")
@@ -519,21 +647,36 @@ def check_cdi(declaration: dict[str, t.Any], nvml: dict[str, t.Any], spec_text: 
     uuids = {gpu.get("uuid"): gpu.get("index") for gpu in nvml.get("gpus") or []}
     for name in sorted(want - have):
         what = "GPU {0}".format(uuids[name]) if name in uuids else name
-        found.append(_error("cdi", name, "CDI spec is stale: {0} ({1}) is missing from {2}".format(
-            what, name, spec_path), "regenerate the spec: run the cdi layer or restart its refresh unit"))
+        found.append(
+            _error(
+                "cdi",
+                name,
+                "CDI spec is stale: {0} ({1}) is missing from {2}".format(what, name, spec_path),
+                "regenerate the spec: run the cdi layer or restart its refresh unit",
+            )
+        )
     for name in sorted(have - want):
-        found.append(_error("cdi", name, "CDI spec is stale: it lists {0}, which NVML does not report".format(name),
-                            "regenerate the spec: run the cdi layer or restart its refresh unit"))
+        found.append(
+            _error(
+                "cdi",
+                name,
+                "CDI spec is stale: it lists {0}, which NVML does not report".format(name),
+                "regenerate the spec: run the cdi layer or restart its refresh unit",
+            )
+        )
     if any(s in ("index", "type-index") for s in strategies):
         for gpu, count in sorted(mig_counts.items()):
             if mig_seen.get(gpu, 0) != count:
-                found.append(_error("cdi", "GPU {0} MIG devices".format(gpu),
-                                    "CDI spec is stale: GPU {0} has {1} MIG device(s), the spec names {2}".format(
-                                        gpu, count, mig_seen.get(gpu, 0)),
-                                    "regenerate the spec: run the cdi layer or restart its refresh unit"))
+                found.append(
+                    _error(
+                        "cdi",
+                        "GPU {0} MIG devices".format(gpu),
+                        "CDI spec is stale: GPU {0} has {1} MIG device(s), the spec names {2}".format(gpu, count, mig_seen.get(gpu, 0)),
+                        "regenerate the spec: run the cdi layer or restart its refresh unit",
+                    )
+                )
     if "all" not in names:
-        found.append(_error("cdi", "all", "{0} has no `all` device".format(spec_path),
-                            "regenerate the spec without --no-all-device", "warning"))
+        found.append(_error("cdi", "all", "{0} has no `all` device".format(spec_path), "regenerate the spec without --no-all-device", "warning"))
     summary = "{0}: {1} device name(s) match NVML".format(spec_path, len(names))
     return judged("cdi", summary, expected, observed, found)
 
@@ -543,8 +686,7 @@ def check_cdi(declaration: dict[str, t.Any], nvml: dict[str, t.Any], spec_text: 
 # =============================================================================
 
 
-def check_crictl(declaration: dict[str, t.Any], version_output: str | None,
-                 info_error: str | None = None) -> dict[str, t.Any]:
+def check_crictl(declaration: dict[str, t.Any], version_output: str | None, info_error: str | None = None) -> dict[str, t.Any]:
     if not declaration.get("managed"):
         return not_managed("crictl", declaration)
     wanted = _vars(declaration)
@@ -552,34 +694,45 @@ def check_crictl(declaration: dict[str, t.Any], version_output: str | None,
     kubernetes = str(wanted.get("crictl_kubernetes_version") or "")
     expected = {"version": pinned or None, "kubernetes": kubernetes or None}
     if not version_output:
-        return judged("crictl", "", expected, {}, [_error("crictl", "crictl", "crictl is not installed",
-                                                          "run the crictl layer (--tags crictl)")])
+        return judged("crictl", "", expected, {}, [_error("crictl", "crictl", "crictl is not installed", "run the crictl layer (--tags crictl)")])
     match = re.search(r"v?(\d+\.\d+\.\d+)", version_output)
     if not match:
-        return judged("crictl", "", expected, {"output": version_output}, [_error(
-            "crictl", "crictl", "cannot read the crictl version from: {0}".format(version_output),
-            "check /usr/local/bin/crictl")])
+        return judged(
+            "crictl",
+            "",
+            expected,
+            {"output": version_output},
+            [_error("crictl", "crictl", "cannot read the crictl version from: {0}".format(version_output), "check /usr/local/bin/crictl")],
+        )
     installed = parse_version(match.group(1))
     observed = {"version": "v" + version_text(installed), "runtime_reachable": info_error is None}
     found = []
     if pinned and installed != parse_version(pinned):
-        found.append(_error("crictl", "crictl_version", "crictl {0} is installed, pinned {1}".format(
-            observed["version"], pinned), "run the crictl layer"))
+        found.append(_error("crictl", "crictl_version", "crictl {0} is installed, pinned {1}".format(observed["version"], pinned), "run the crictl layer"))
     elif kubernetes:
         try:
             minor = parse_version(kubernetes)[:2]
         except MatrixError:
             minor = None
         if minor and tuple(installed[:2]) != tuple(minor):
-            found.append(_error(
-                "crictl", "crictl_kubernetes_version",
-                "crictl {0} does not fit Kubernetes {1}: cri-tools follows Kubernetes minors".format(
-                    observed["version"], version_text(minor)),
-                "use crictl v{0}.x (crictl_version: \"\" derives it)".format(version_text(minor)),
-                "error" if not pinned else "warning"))
+            found.append(
+                _error(
+                    "crictl",
+                    "crictl_kubernetes_version",
+                    "crictl {0} does not fit Kubernetes {1}: cri-tools follows Kubernetes minors".format(observed["version"], version_text(minor)),
+                    'use crictl v{0}.x (crictl_version: "" derives it)'.format(version_text(minor)),
+                    "error" if not pinned else "warning",
+                )
+            )
     if info_error is not None:
-        found.append(_error("crictl", "crictl info", "crictl cannot reach the container runtime: {0}".format(
-            info_error), "check runtime-endpoint in /etc/crictl.yaml (run the crictl layer)"))
+        found.append(
+            _error(
+                "crictl",
+                "crictl info",
+                "crictl cannot reach the container runtime: {0}".format(info_error),
+                "check runtime-endpoint in /etc/crictl.yaml (run the crictl layer)",
+            )
+        )
     return judged("crictl", "crictl {0}".format(observed["version"]), expected, observed, found)
 
 
@@ -590,26 +743,41 @@ def check_crictl(declaration: dict[str, t.Any], version_output: str | None,
 # Why a workload container failed, from the engine's own words, and what to
 # do about it (first match wins).
 WORKLOAD_CAUSES = (
-    (re.compile(r"unresolvable CDI devices|CDI device injection failed|could not select device driver \"cdi\"|"
-                r"failed to inject CDI", re.I),
-     "the engine cannot resolve the CDI device", "regenerate the CDI spec (run the cdi layer) and enable CDI in the "
-     "engine (container_runtime_cdi: true)"),
-    (re.compile(r"no runtime for|unknown or invalid runtime name|runtime handler .* not (?:found|supported)", re.I),
-     "the engine does not know the runtime handler", "run the container_runtime layer (it configures the handler)"),
-    (re.compile(r"time limit|timed out|deadline", re.I),
-     "the container did not finish in time", "find what hangs in the container (the check command, a hook), or raise "
-     "verify_workload_timeout"),
-    (re.compile(r"does not see", re.I),
-     "the container does not see every device NVML reports", "regenerate the CDI spec (run the cdi layer); check the "
-     "/dev/char links (nvidia-ctk system create-dev-char-symlinks --create-all)"),
-    (re.compile(r"reports driver", re.I),
-     "the container runs another driver's libraries than the host", "regenerate the CDI spec after the driver "
-     "change (run the cdi layer)"),
+    (
+        re.compile(
+            r"unresolvable CDI devices|CDI device injection failed|could not select device driver \"cdi\"|"
+            r"failed to inject CDI",
+            re.IGNORECASE,
+        ),
+        "the engine cannot resolve the CDI device",
+        "regenerate the CDI spec (run the cdi layer) and enable CDI in the engine (container_runtime_cdi: true)",
+    ),
+    (
+        re.compile(r"no runtime for|unknown or invalid runtime name|runtime handler .* not (?:found|supported)", re.IGNORECASE),
+        "the engine does not know the runtime handler",
+        "run the container_runtime layer (it configures the handler)",
+    ),
+    (
+        re.compile(r"time limit|timed out|deadline", re.IGNORECASE),
+        "the container did not finish in time",
+        "find what hangs in the container (the check command, a hook), or raise verify_workload_timeout",
+    ),
+    (
+        re.compile(r"does not see", re.IGNORECASE),
+        "the container does not see every device NVML reports",
+        "regenerate the CDI spec (run the cdi layer); check the /dev/char links (nvidia-ctk system create-dev-char-symlinks --create-all)",
+    ),
+    (
+        re.compile(r"reports driver", re.IGNORECASE),
+        "the container runs another driver's libraries than the host",
+        "regenerate the CDI spec after the driver change (run the cdi layer)",
+    ),
 )
 
 
-def workload_plan(nvml: dict[str, t.Any], layers: dict[str, t.Any], settings: dict[str, t.Any],
-                  cuda_images: list[dict[str, t.Any]] | None = None) -> dict[str, t.Any]:
+def workload_plan(
+    nvml: dict[str, t.Any], layers: dict[str, t.Any], settings: dict[str, t.Any], cuda_images: list[dict[str, t.Any]] | None = None
+) -> dict[str, t.Any]:
     """The workload check's containers for one host: which engine and handler, and per container the CDI devices
     it asks for and the GPU and MIG UUIDs it must see. `managed` false (with `reason`) when the check does not run."""
     runtime = layers.get("container_runtime") or {}
@@ -622,16 +790,21 @@ def workload_plan(nvml: dict[str, t.Any], layers: dict[str, t.Any], settings: di
         return plan
     wanted = _vars(runtime)
     engine = str(wanted.get("container_runtime_engine") or "containerd")
-    plan.update(managed=True, engine=engine,
-                runtime_handler=str(wanted.get("container_runtime_nvidia_runtime_name") or RUNTIME_NAME),
-                image=str(settings.get("image") or ""))
+    plan.update(
+        managed=True,
+        engine=engine,
+        runtime_handler=str(wanted.get("container_runtime_nvidia_runtime_name") or RUNTIME_NAME),
+        image=str(settings.get("image") or ""),
+    )
     archive_url = str(settings.get("archive_url") or "")
     if archive_url and not str(settings.get("archive_checksum") or "").startswith("sha256:"):
-        raise VerifyError("verify_workload_image_archive_checksum: give the archive's sha256 as 'sha256:<hex>' "
-                          "(downloads are verified); got '{0}'".format(settings.get("archive_checksum") or ""))
+        raise VerifyError(
+            "verify_workload_image_archive_checksum: give the archive's sha256 as 'sha256:<hex>' (downloads are verified); got '{0}'".format(
+                settings.get("archive_checksum") or ""
+            )
+        )
     # Where the archive is kept on the node ("" without one).
-    plan["archive"] = (str(settings.get("image_dir") or "").rstrip("/") + "/" + archive_url.rsplit("/", 1)[-1]
-                       if archive_url else "")
+    plan["archive"] = str(settings.get("image_dir") or "").rstrip("/") + "/" + archive_url.rsplit("/", 1)[-1] if archive_url else ""
     if not plan["image"]:
         plan["reason"] = "verify_workload_image is not set"
         return plan
@@ -642,10 +815,8 @@ def workload_plan(nvml: dict[str, t.Any], layers: dict[str, t.Any], settings: di
     migs = [(gpu, device) for gpu in gpus for device in ((gpu.get("mig") or {}).get("devices") or [])]
     # `all` brings a GPU's device node with the GPU itself or with its MIG
     # devices: a GPU in MIG mode without any is not in the container.
-    seen = [g for g in gpus if g.get("uuid") and (not (g.get("mig") or {}).get("enabled")
-                                                  or (g.get("mig") or {}).get("devices"))]
-    plan["devices"].append({"cdi": [CDI_KIND + "=all"], "gpus": [g["uuid"] for g in seen],
-                            "migs": [d["uuid"] for _g, d in migs if d.get("uuid")]})
+    seen = [g for g in gpus if g.get("uuid") and (not (g.get("mig") or {}).get("enabled") or (g.get("mig") or {}).get("devices"))]
+    plan["devices"].append({"cdi": [CDI_KIND + "=all"], "gpus": [g["uuid"] for g in seen], "migs": [d["uuid"] for _g, d in migs if d.get("uuid")]})
     # Every MIG device NVML reports, whoever made it (the mig layer, or a MIG
     # manager of its own), asked for by its CDI name, as a pod asks for MIG
     # devices: those of one GPU in one container, which must see them and
@@ -657,12 +828,10 @@ def workload_plan(nvml: dict[str, t.Any], layers: dict[str, t.Any], settings: di
         for gpu in gpus:
             devices = [d["uuid"] for g, d in migs if g is gpu and d.get("uuid")]
             if devices:
-                plan["devices"].append({"cdi": [CDI_KIND + "=" + uuid for uuid in devices], "gpus": [gpu["uuid"]],
-                                        "migs": devices})
+                plan["devices"].append({"cdi": [CDI_KIND + "=" + uuid for uuid in devices], "gpus": [gpu["uuid"]], "migs": devices})
     for image in cuda_images or []:
         if image.get("run"):
-            plan["devices"].append({"cdi": [CDI_KIND + "=all"], "gpus": plan["devices"][0]["gpus"],
-                                    "migs": plan["devices"][0]["migs"], "image": image["name"]})
+            plan["devices"].append({"cdi": [CDI_KIND + "=all"], "gpus": plan["devices"][0]["gpus"], "migs": plan["devices"][0]["migs"], "image": image["name"]})
     plan["run"] = True
     return plan
 
@@ -679,27 +848,32 @@ def check_workload(plan: dict[str, t.Any], result: dict[str, t.Any] | None) -> d
     if not plan.get("managed"):
         return not_managed("workload", plan)
     where = "{0} (runtime handler {1})".format(plan["engine"], plan["runtime_handler"] or "default")
-    expected = {"engine": plan["engine"], "runtime_handler": plan["runtime_handler"], "image": plan.get("image"),
-                "containers": [{"cdi": d["cdi"], "image": d.get("image", plan.get("image"))} for d in plan["devices"]]}
+    expected = {
+        "engine": plan["engine"],
+        "runtime_handler": plan["runtime_handler"],
+        "image": plan.get("image"),
+        "containers": [{"cdi": d["cdi"], "image": d.get("image", plan.get("image"))} for d in plan["devices"]],
+    }
     if not plan.get("run"):
-        fix = ("set verify_workload_image to an image pinned by digest (e.g. a CUDA base image from the site's "
-               "registry or the offline bundle), or verify_workload: false"
-               if plan["reason"] == "verify_workload_image is not set" else "fix the driver layer first")
-        return judged("workload", "", expected, {}, [_error(
-            "workload", where, "workload check not run: {0}".format(plan["reason"]), fix, "warning")])
+        fix = (
+            "set verify_workload_image to an image pinned by digest (e.g. a CUDA base image from the site's "
+            "registry or the offline bundle), or verify_workload: false"
+            if plan["reason"] == "verify_workload_image is not set"
+            else "fix the driver layer first"
+        )
+        return judged("workload", "", expected, {}, [_error("workload", where, "workload check not run: {0}".format(plan["reason"]), fix, "warning")])
     result = result or {}
     image = result.get("image") or {}
     runs = result.get("runs") or []
-    observed = {"image": {key: image.get(key) for key in ("ref", "present", "error")},
-                # No timings: the report is deterministic, so a re-run that
-                # finds the node unchanged rewrites nothing.
-                "runs": [{key: run.get(key) for key in ("cdi", "image", "status", "gpus", "migs",
-                                                        "driver_version", "missing", "unexpected", "error")}
-                         for run in runs]}
+    observed = {
+        "image": {key: image.get(key) for key in ("ref", "present", "error")},
+        # No timings: the report is deterministic, so a re-run that
+        # finds the node unchanged rewrites nothing.
+        "runs": [{key: run.get(key) for key in ("cdi", "image", "status", "gpus", "migs", "driver_version", "missing", "unexpected", "error")} for run in runs],
+    }
     # The CUDA images' outcomes, for the fleet report's image matrix.
     cuda_images = {d["image"] for d in plan["devices"] if d.get("image")}
-    observed["images"] = {run["image"]: {"status": "pass" if run.get("status") == "pass" else "fail"}
-                          for run in runs if run.get("image") in cuda_images}
+    observed["images"] = {run["image"]: {"status": "pass" if run.get("status") == "pass" else "fail"} for run in runs if run.get("image") in cuda_images}
     found = []
     for run in runs:
         if run.get("status") == "pass":
@@ -707,18 +881,22 @@ def check_workload(plan: dict[str, t.Any], result: dict[str, t.Any] | None) -> d
         cdi = ", ".join(run.get("cdi") or [])
         error = str(run.get("error") or "no result")
         if run.get("status") == "skipped":
-            return check("workload", "not_available", "workload check skipped: {0}".format(error), expected,
-                         observed)
+            return check("workload", "not_available", "workload check skipped: {0}".format(error), expected, observed)
         if error.startswith("image "):
-            cause, fix = "the image is missing", (
-                "load it from the offline bundle (verify_workload_image_archive_url) or make the site's registry "
-                "reachable (verify_workload_pull: true)")
+            cause, fix = (
+                "the image is missing",
+                ("load it from the offline bundle (verify_workload_image_archive_url) or make the site's registry reachable (verify_workload_pull: true)"),
+            )
         else:
             cause, fix = _workload_cause(error)
-        found.append(_error("workload", "{0} {1}".format(where, cdi),
-                            "{0}, CDI device {1}{2}: {3}: {4}".format(
-                                where, cdi, ", image " + run["image"] if run.get("image") else "", cause, error),
-                            fix))
+        found.append(
+            _error(
+                "workload",
+                "{0} {1}".format(where, cdi),
+                "{0}, CDI device {1}{2}: {3}: {4}".format(where, cdi, ", image " + run["image"] if run.get("image") else "", cause, error),
+                fix,
+            )
+        )
     summary = "{0}: {1} container(s) saw the host's GPUs and driver".format(where, len(runs))
     return judged("workload", summary, expected, observed, found)
 
@@ -740,8 +918,7 @@ def service_states(show: t.Any, persistenced: bool, fabricmanager: bool) -> dict
     return _health.service_states(show.get("stdout") or "", persistenced, fabricmanager)
 
 
-def check_health(settings: dict[str, t.Any], nvml: dict[str, t.Any], kernel_log: t.Any,
-                 services: dict[str, str] | None) -> dict[str, t.Any]:
+def check_health(settings: dict[str, t.Any], nvml: dict[str, t.Any], kernel_log: t.Any, services: dict[str, str] | None) -> dict[str, t.Any]:
     """Judge the GPUs' health (NVML, the kernel log's Xid events, the driver's daemons) by the policy."""
     if not settings.get("enabled"):
         return check("health", "not_managed", "not managed: verify_health is false")
@@ -760,17 +937,32 @@ def check_health(settings: dict[str, t.Any], nvml: dict[str, t.Any], kernel_log:
     source = str(settings.get("kernel_log") or "")
     found = []
     if kernel_log is None:
-        found.append(_error("health", source, "kernel log {0} not readable: Xid events not checked".format(source),
-                            "set verify_health_kernel_log to a readable kernel log (/dev/kmsg needs root)", "info"))
+        found.append(
+            _error(
+                "health",
+                source,
+                "kernel log {0} not readable: Xid events not checked".format(source),
+                "set verify_health_kernel_log to a readable kernel log (/dev/kmsg needs root)",
+                "info",
+            )
+        )
     if services is None:
-        found.append(_error("health", "services", "systemd not answering: nvidia-persistenced and "
-                            "nvidia-fabricmanager not checked", "run verify where systemd manages the node", "info"))
+        found.append(
+            _error(
+                "health",
+                "services",
+                "systemd not answering: nvidia-persistenced and nvidia-fabricmanager not checked",
+                "run verify where systemd manages the node",
+                "info",
+            )
+        )
     for item in judged_findings:
         if item["severity"] not in HEALTH_SEVERITY:
             continue
         gpu = item.get("gpu")
-        found.append(_error("health", "GPU {0}".format(gpu["index"]) if gpu else "node", item["message"],
-                            _health.action_text(item), HEALTH_SEVERITY[item["severity"]]))
+        found.append(
+            _error("health", "GPU {0}".format(gpu["index"]) if gpu else "node", item["message"], _health.action_text(item), HEALTH_SEVERITY[item["severity"]])
+        )
     gpus = nvml.get("gpus") or []
     # Nothing that moves on a healthy node (temperature, power, clocks): the
     # report of an unchanged node stays byte-identical.
@@ -781,8 +973,7 @@ def check_health(settings: dict[str, t.Any], nvml: dict[str, t.Any], kernel_log:
         "xid_events": len(events),
         "services": services,
         # The judgement per check and GPU, for the node-exporter textfile.
-        "judged": [{"check": item["check"], "severity": item["severity"], "gpu": item.get("gpu")}
-                   for item in judged_findings],
+        "judged": [{"check": item["check"], "severity": item["severity"], "gpu": item.get("gpu")} for item in judged_findings],
     }
     expected = {"gpu_count": settings.get("gpu_count"), "services": sorted(services or {})}
     summary = "{0} GPU(s) healthy; {1} Xid event(s) since boot".format(len(gpus), len(events))
@@ -794,42 +985,83 @@ def check_health(settings: dict[str, t.Any], nvml: dict[str, t.Any], kernel_log:
 # =============================================================================
 
 
-def check_mig(declaration: dict[str, t.Any], available: bool, result: dict[str, t.Any] | None = None,
-              module: str = "gpufleet.nvidia.mig_config", configured: bool = True) -> dict[str, t.Any]:
+def check_mig(
+    declaration: dict[str, t.Any], available: bool, result: dict[str, t.Any] | None = None, module: str = "gpufleet.nvidia.mig_config", configured: bool = True
+) -> dict[str, t.Any]:
     if not declaration.get("managed"):
         return not_managed("mig", declaration)
     label = _vars(declaration).get("mig_label")
     expected = {"label": label}
     if not configured:
-        return judged("mig", "", expected, {}, [_error(
-            "mig", "mig_config", "mig_label '{0}' is declared, but neither mig_config nor mig_config_src".format(label),
-            "declare the mig-parted configuration (mig_config, or mig_config_src on the controller)")])
+        return judged(
+            "mig",
+            "",
+            expected,
+            {},
+            [
+                _error(
+                    "mig",
+                    "mig_config",
+                    "mig_label '{0}' is declared, but neither mig_config nor mig_config_src".format(label),
+                    "declare the mig-parted configuration (mig_config, or mig_config_src on the controller)",
+                )
+            ],
+        )
     if not available:
-        return check("mig", "not_available", "MIG layout not asserted: {0} is not available".format(module),
-                     expected, findings=[_error(
-                         "mig", "mig_config",
-                         "MIG layout '{0}' was not asserted: {1} is not part of this collection version".format(
-                             label, module),
-                         "install a gpufleet.nvidia version with {0}; meanwhile check `nvidia-smi mig -lgi`".format(
-                             module), "warning")])
+        return check(
+            "mig",
+            "not_available",
+            "MIG layout not asserted: {0} is not available".format(module),
+            expected,
+            findings=[
+                _error(
+                    "mig",
+                    "mig_config",
+                    "MIG layout '{0}' was not asserted: {1} is not part of this collection version".format(label, module),
+                    "install a gpufleet.nvidia version with {0}; meanwhile check `nvidia-smi mig -lgi`".format(module),
+                    "warning",
+                )
+            ],
+        )
     result = result or {}
     differences = result.get("differences")
-    observed = {"diff": result.get("diff"), "reboot_required": result.get("reboot_required"),
-                "reset_required": result.get("reset_required"), "differences": differences}
+    observed = {
+        "diff": result.get("diff"),
+        "reboot_required": result.get("reboot_required"),
+        "reset_required": result.get("reset_required"),
+        "differences": differences,
+    }
     if not isinstance(differences, list):
         # `differences` is what state=asserted compares; without it the module
         # stopped before comparing (bad config, NVML unusable). `failed` cannot
         # tell: the role registers the assert under `failed_when: false`, and
         # Ansible then records `failed: false` whatever the module said.
-        return judged("mig", "", expected, observed, [_error(
-            "mig", label or "mig", "MIG layout '{0}' was not asserted: {1}".format(
-                label, result.get("msg") or "the mig_config result has no comparison (differences)"),
-            "fix what the message names, then run the mig layer (--tags mig)")])
+        return judged(
+            "mig",
+            "",
+            expected,
+            observed,
+            [
+                _error(
+                    "mig",
+                    label or "mig",
+                    "MIG layout '{0}' was not asserted: {1}".format(label, result.get("msg") or "the mig_config result has no comparison (differences)"),
+                    "fix what the message names, then run the mig layer (--tags mig)",
+                )
+            ],
+        )
     plans = {p.get("index"): p for p in result.get("plan") or [] if isinstance(p, dict)}
     found = [_mig_difference(str(label), line, plans) for line in differences]
     if not found and (result.get("reboot_required") or result.get("reset_required")):
-        found.append(_error("mig", label or "mig", "MIG layout '{0}' waits for a GPU reset or reboot".format(label),
-                            "reboot the node (or reset the GPUs) to finish the MIG mode change", "warning"))
+        found.append(
+            _error(
+                "mig",
+                label or "mig",
+                "MIG layout '{0}' waits for a GPU reset or reboot".format(label),
+                "reboot the node (or reset the GPUs) to finish the MIG mode change",
+                "warning",
+            )
+        )
     return judged("mig", "MIG layout '{0}' applied".format(label), expected, observed, found)
 
 
@@ -837,17 +1069,20 @@ def _mig_difference(label: str, line: str, plans: dict[t.Any, dict[str, t.Any]])
     """One finding per GPU that differs ("GPU 0: expected MIG disabled, found MIG enabled, ...")."""
     match = re.match(r"GPU (\d+): ", str(line))
     if not match:
-        return _error("mig", label or "mig", "MIG layout '{0}' is not applied: {1}".format(label, line),
-                      "run the mig layer (--tags mig)")
+        return _error("mig", label or "mig", "MIG layout '{0}' is not applied: {1}".format(label, line), "run the mig layer (--tags mig)")
     index = int(match.group(1))
     gpu = "GPU {0}".format(index)
     plan = plans.get(index) or {}
     if plan.get("reset_required") and not plan.get("changed"):
         # The declared mode is already requested (the mig layer did); only the
         # reset that activates it is missing.
-        return _error("mig", gpu, "MIG layout '{0}' waits for a GPU reset or reboot: {1}".format(label, line),
-                      "reset {0} (nvidia-smi --gpu-reset -i {1}) or reboot the node to finish the MIG mode "
-                      "change".format(gpu, index), "warning")
+        return _error(
+            "mig",
+            gpu,
+            "MIG layout '{0}' waits for a GPU reset or reboot: {1}".format(label, line),
+            "reset {0} (nvidia-smi --gpu-reset -i {1}) or reboot the node to finish the MIG mode change".format(gpu, index),
+            "warning",
+        )
     change = plan.get("mode_change")
     if change == "disable":
         fix = "disable MIG on {0}: run the mig layer (--tags mig)".format(gpu)
@@ -865,13 +1100,21 @@ def _mig_difference(label: str, line: str, plans: dict[t.Any, dict[str, t.Any]])
 
 def check_matrix(result: dict[str, t.Any] | None) -> dict[str, t.Any]:
     if not result or "findings" not in result:
-        return check("matrix", "fail", "the version matrix did not run: {0}".format((result or {}).get("msg")),
-                     findings=[_error("matrix", "version_matrix", "the version matrix did not run: {0}".format(
-                         (result or {}).get("msg")), "see the version_matrix task's error")])
+        return check(
+            "matrix",
+            "fail",
+            "the version matrix did not run: {0}".format((result or {}).get("msg")),
+            findings=[
+                _error(
+                    "matrix", "version_matrix", "the version matrix did not run: {0}".format((result or {}).get("msg")), "see the version_matrix task's error"
+                )
+            ],
+        )
     findings = result["findings"]
     count = len([f for f in findings if f["severity"] != "info"])
-    return judged("matrix", "installed versions fit together{0}".format(
-        "" if not count else " ({0} finding(s))".format(count)), {}, result.get("matrix") or {}, findings)
+    return judged(
+        "matrix", "installed versions fit together{0}".format("" if not count else " ({0} finding(s))".format(count)), {}, result.get("matrix") or {}, findings
+    )
 
 
 # =============================================================================
@@ -898,34 +1141,38 @@ def report_gpus(nvml: dict[str, t.Any]) -> list[dict[str, t.Any]]:
     gpus = []
     for gpu in nvml.get("gpus") or []:
         mig = gpu.get("mig") or {}
-        gpus.append({
-            "index": gpu.get("index"),
-            "name": gpu.get("name"),
-            "uuid": gpu.get("uuid"),
-            "architecture": gpu.get("architecture"),
-            "memory_total_mib": gpu.get("memory_total_mib"),
-            "mig": {
-                "capable": bool(mig.get("capable")),
-                "enabled": bool(mig.get("enabled")),
-                "pending_enabled": bool(mig.get("pending_enabled")),
-                "units": _mig_units(gpu),
-                "gpu_instances": [{
-                    "id": gi.get("id"),
-                    "profile": gi.get("profile_name") or "profile {0}".format(gi.get("profile_id")),
-                    "start": (gi.get("placement") or {}).get("start"),
-                    "size": (gi.get("placement") or {}).get("size"),
-                    "compute_instances": [
-                        {"id": ci.get("id"), "start": (ci.get("placement") or {}).get("start"),
-                         "size": (ci.get("placement") or {}).get("size")}
-                        for ci in gi.get("compute_instances") or []],
-                } for gi in mig.get("gpu_instances") or []],
-            },
-        })
+        gpus.append(
+            {
+                "index": gpu.get("index"),
+                "name": gpu.get("name"),
+                "uuid": gpu.get("uuid"),
+                "architecture": gpu.get("architecture"),
+                "memory_total_mib": gpu.get("memory_total_mib"),
+                "mig": {
+                    "capable": bool(mig.get("capable")),
+                    "enabled": bool(mig.get("enabled")),
+                    "pending_enabled": bool(mig.get("pending_enabled")),
+                    "units": _mig_units(gpu),
+                    "gpu_instances": [
+                        {
+                            "id": gi.get("id"),
+                            "profile": gi.get("profile_name") or "profile {0}".format(gi.get("profile_id")),
+                            "start": (gi.get("placement") or {}).get("start"),
+                            "size": (gi.get("placement") or {}).get("size"),
+                            "compute_instances": [
+                                {"id": ci.get("id"), "start": (ci.get("placement") or {}).get("start"), "size": (ci.get("placement") or {}).get("size")}
+                                for ci in gi.get("compute_instances") or []
+                            ],
+                        }
+                        for gi in mig.get("gpu_instances") or []
+                    ],
+                },
+            }
+        )
     return gpus
 
 
-def build_report(host: str, checks: list[dict[str, t.Any]], nvml: dict[str, t.Any],
-                 versions: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
+def build_report(host: str, checks: list[dict[str, t.Any]], nvml: dict[str, t.Any], versions: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
     """One host's report: checks in site.yml order, versions, GPUs. Deterministic (no timestamps)."""
     order = {layer: i for i, layer in enumerate(LAYERS + ("workload", "health", "matrix"))}
     checks = sorted(checks, key=lambda c: order.get(c["layer"], len(order)))
@@ -960,16 +1207,14 @@ def stats(report: dict[str, t.Any]) -> dict[str, t.Any]:
         "summary": report["summary"],
         "versions": report["versions"],
         "checks": {item["layer"]: item["status"] for item in report["checks"]},
-        "findings": [finding for item in report["checks"] for finding in item["findings"]
-                     if finding["severity"] != "info"],
+        "findings": [finding for item in report["checks"] for finding in item["findings"] if finding["severity"] != "info"],
     }
 
 
 def summary_lines(report: dict[str, t.Any]) -> list[str]:
     """One line per layer for a person reading the play's output."""
     counts = report["summary"]
-    lines = ["{0}: {1} ({2} error(s), {3} warning(s))".format(
-        report["host"], report["status"].upper(), counts["error"], counts["warning"])]
+    lines = ["{0}: {1} ({2} error(s), {3} warning(s))".format(report["host"], report["status"].upper(), counts["error"], counts["warning"])]
     for item in report["checks"]:
         lines.append("  {0:<18} {1:<13} {2}".format(item["layer"], item["status"], item["summary"]))
     return lines

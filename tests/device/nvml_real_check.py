@@ -57,9 +57,25 @@ PKG = "ansible_collections.gpufleet.nvidia.plugins"
 _WRITES = re.compile(r"Set|Create|Destroy|Reset|Clear")
 # nvidia-smi --query-gpu fields read, each also asked alone when the whole query fails.
 SMI_FIELDS = (
-    "index", "name", "uuid", "serial", "pci.bus_id", "pci.domain", "pci.bus", "pci.device", "pci.device_id",
-    "pci.sub_device_id", "memory.total", "memory.reserved", "memory.used", "memory.free", "driver_version",
-    "persistence_mode", "mig.mode.current", "mig.mode.pending", "compute_cap",
+    "index",
+    "name",
+    "uuid",
+    "serial",
+    "pci.bus_id",
+    "pci.domain",
+    "pci.bus",
+    "pci.device",
+    "pci.device_id",
+    "pci.sub_device_id",
+    "memory.total",
+    "memory.reserved",
+    "memory.used",
+    "memory.free",
+    "driver_version",
+    "persistence_mode",
+    "mig.mode.current",
+    "mig.mode.pending",
+    "compute_cap",
 )
 # Fields used/free move when anything touches the GPU between two reads.
 VOLATILE_MIB = 64
@@ -67,9 +83,14 @@ VOLATILE_MIB = 64
 # name an older nvidia-smi lacks must not cost the others (each group is
 # retried field by field when it fails).
 SMI_HEALTH_GROUPS = (
-    ("ecc.mode.current", "ecc.mode.pending", "ecc.errors.corrected.volatile.total",
-     "ecc.errors.uncorrected.volatile.total", "ecc.errors.corrected.aggregate.total",
-     "ecc.errors.uncorrected.aggregate.total"),
+    (
+        "ecc.mode.current",
+        "ecc.mode.pending",
+        "ecc.errors.corrected.volatile.total",
+        "ecc.errors.uncorrected.volatile.total",
+        "ecc.errors.corrected.aggregate.total",
+        "ecc.errors.uncorrected.aggregate.total",
+    ),
     ("retired_pages.single_bit_ecc.count", "retired_pages.double_bit.count", "retired_pages.pending"),
     ("remapped_rows.correctable", "remapped_rows.uncorrectable", "remapped_rows.pending", "remapped_rows.failure"),
     ("pcie.link.gen.current", "pcie.link.gen.max", "pcie.link.width.current", "pcie.link.width.max"),
@@ -99,7 +120,7 @@ def load_collection(repo: str, nvml_path: str | None) -> types.ModuleType:
     nvml = importlib.util.module_from_spec(spec)
     sys.modules[name] = nvml  # dataclasses look their module up while the file runs
     spec.loader.exec_module(nvml)  # type: ignore[union-attr]
-    setattr(utils, "_nvml", nvml)
+    utils._nvml = nvml
     guard_read_only(nvml)
     return nvml
 
@@ -108,7 +129,7 @@ def guard_read_only(nvml: types.ModuleType) -> None:
     resolve = nvml.NvmlSession._function
 
     def _function(self: t.Any, name: str) -> t.Any:
-        if _WRITES.search(name[len("nvml"):]):
+        if _WRITES.search(name[len("nvml") :]):
             raise RuntimeError("read-only check refused to call {0}".format(name))
         return resolve(self, name)
 
@@ -190,23 +211,17 @@ def read_ours(nvml: types.ModuleType, indices: range) -> dict[str, t.Any]:
             if isinstance(d["uuid"], str):
                 d["handle_by_uuid_matches"] = attempt(nvml, lambda u: s.device_by_uuid(u) == dev, d["uuid"])
             if isinstance(d["pci"], dict):
-                d["handle_by_bus_id_matches"] = attempt(
-                    nvml, lambda b: s.device_by_pci_bus_id(b) == dev, d["pci"]["bus_id"])
+                d["handle_by_bus_id_matches"] = attempt(nvml, lambda b: s.device_by_pci_bus_id(b) == dev, d["pci"]["bus_id"])
             d["gpu_instance_profiles"] = {}
             for index in indices:
                 p = attempt(nvml, s.gpu_instance_profile, dev, index)
-                d["gpu_instance_profiles"][str(index)] = (
-                    {"error": "NVML_ERROR_NOT_SUPPORTED"} if p is None
-                    else p if isinstance(p, dict) else nvml.to_dict(p))
+                d["gpu_instance_profiles"][str(index)] = {"error": "NVML_ERROR_NOT_SUPPORTED"} if p is None else p if isinstance(p, dict) else nvml.to_dict(p)
             listed = attempt(nvml, s.gpu_instance_profiles, dev)
-            d["gpu_instance_profiles_listed"] = (
-                [p.id for p in listed] if isinstance(listed, list) else listed)
+            d["gpu_instance_profiles_listed"] = [p.id for p in listed] if isinstance(listed, list) else listed
             d["placements"] = {}
             d["remaining_capacity"] = {}
             for p in listed if isinstance(listed, list) else []:
-                d["placements"][str(p.id)] = attempt(
-                    nvml, lambda x, pid: [nvml.to_dict(q) for q in s.gpu_instance_possible_placements(x, pid)],
-                    dev, p.id)
+                d["placements"][str(p.id)] = attempt(nvml, lambda x, pid: [nvml.to_dict(q) for q in s.gpu_instance_possible_placements(x, pid)], dev, p.id)
                 d["remaining_capacity"][str(p.id)] = attempt(nvml, s.gpu_instance_remaining_capacity, dev, p.id)
             d["gpu_instances"] = []
             mig_on = isinstance(d["mig_mode"], dict) and d["mig_mode"]["current"]
@@ -222,11 +237,13 @@ def read_ours(nvml: types.ModuleType, indices: range) -> dict[str, t.Any]:
             d["mig_devices"] = []
             if mig_on:
                 for mig in s.mig_devices(dev):
-                    d["mig_devices"].append({
-                        "uuid": attempt(nvml, s.device_uuid, mig),
-                        "gpu_instance_id": attempt(nvml, s.mig_device_gpu_instance_id, mig),
-                        "compute_instance_id": attempt(nvml, s.mig_device_compute_instance_id, mig),
-                    })
+                    d["mig_devices"].append(
+                        {
+                            "uuid": attempt(nvml, s.device_uuid, mig),
+                            "gpu_instance_id": attempt(nvml, s.mig_device_gpu_instance_id, mig),
+                            "compute_instance_id": attempt(nvml, s.mig_device_compute_instance_id, mig),
+                        }
+                    )
             out["devices"].append(d)
         out["resolved"] = list(s.resolved)
         return out
@@ -261,8 +278,7 @@ def time_collector(repo: str, runs: int = 7) -> dict[str, t.Any]:
             module.NvmlFactsCollector(library=None, gather_health=gather).collect()
             samples[str(gather).lower()].append(time.perf_counter() - start)
     medians = {key: statistics.median(values) for key, values in samples.items()}
-    return {"runs": runs, "median_s": medians, "added_median_s": round(medians["true"] - medians["false"], 6),
-            "samples_s": samples}
+    return {"runs": runs, "median_s": medians, "added_median_s": round(medians["true"] - medians["false"], 6), "samples_s": samples}
 
 
 # --- pynvml ----------------------------------------------------------------------------
@@ -273,6 +289,7 @@ def read_pynvml(nvml: types.ModuleType, indices: range) -> dict[str, t.Any]:
         return {"error": "pynvml not importable: {0}".format(exc)}
     try:
         from importlib.metadata import version  # pylint: disable=import-outside-toplevel
+
         package_version = version("nvidia-ml-py")
     except Exception:  # pylint: disable=broad-except
         package_version = None
@@ -296,18 +313,30 @@ def read_pynvml(nvml: types.ModuleType, indices: range) -> dict[str, t.Any]:
 
             def pci(x: t.Any) -> dict[str, t.Any]:
                 r = p.nvmlDeviceGetPciInfo_v3(x)
-                return {"bus_id": _text(r.busId), "bus_id_legacy": _text(r.busIdLegacy), "domain": r.domain,
-                        "bus": r.bus, "device": r.device, "pci_device_id": r.pciDeviceId,
-                        "pci_subsystem_id": r.pciSubSystemId}
+                return {
+                    "bus_id": _text(r.busId),
+                    "bus_id_legacy": _text(r.busIdLegacy),
+                    "domain": r.domain,
+                    "bus": r.bus,
+                    "device": r.device,
+                    "pci_device_id": r.pciDeviceId,
+                    "pci_subsystem_id": r.pciSubSystemId,
+                }
 
             def memory(x: t.Any) -> dict[str, t.Any]:
                 r = p.nvmlDeviceGetMemoryInfo(x, version=p.nvmlMemory_v2)
                 return {"total": r.total, "free": r.free, "used": r.used, "reserved": r.reserved}
 
             def processes(x: t.Any) -> list[dict[str, t.Any]]:
-                return [{"pid": r.pid, "used_memory": r.usedGpuMemory, "gpu_instance_id": _instance(r.gpuInstanceId),
-                         "compute_instance_id": _instance(r.computeInstanceId)}
-                        for r in p.nvmlDeviceGetComputeRunningProcesses_v3(x)]
+                return [
+                    {
+                        "pid": r.pid,
+                        "used_memory": r.usedGpuMemory,
+                        "gpu_instance_id": _instance(r.gpuInstanceId),
+                        "compute_instance_id": _instance(r.computeInstanceId),
+                    }
+                    for r in p.nvmlDeviceGetComputeRunningProcesses_v3(x)
+                ]
 
             def mig_mode(x: t.Any) -> dict[str, bool]:
                 cur, pend = p.nvmlDeviceGetMigMode(x)
@@ -330,13 +359,25 @@ def read_pynvml(nvml: types.ModuleType, indices: range) -> dict[str, t.Any]:
                 "gpu_instance_profiles": {},
             }
             for index in indices:
+
                 def profile(x: t.Any, idx: int) -> dict[str, t.Any]:
                     r = p.nvmlDeviceGetGpuInstanceProfileInfo(x, idx, version=2)
-                    return {"index": idx, "id": r.id, "name": _text(r.name), "slice_count": r.sliceCount,
-                            "instance_count": r.instanceCount, "multiprocessor_count": r.multiprocessorCount,
-                            "copy_engine_count": r.copyEngineCount, "decoder_count": r.decoderCount,
-                            "encoder_count": r.encoderCount, "jpeg_count": r.jpegCount, "ofa_count": r.ofaCount,
-                            "memory_size_mb": r.memorySizeMB, "is_p2p_supported": bool(r.isP2pSupported)}
+                    return {
+                        "index": idx,
+                        "id": r.id,
+                        "name": _text(r.name),
+                        "slice_count": r.sliceCount,
+                        "instance_count": r.instanceCount,
+                        "multiprocessor_count": r.multiprocessorCount,
+                        "copy_engine_count": r.copyEngineCount,
+                        "decoder_count": r.decoderCount,
+                        "encoder_count": r.encoderCount,
+                        "jpeg_count": r.jpegCount,
+                        "ofa_count": r.ofaCount,
+                        "memory_size_mb": r.memorySizeMB,
+                        "is_p2p_supported": bool(r.isP2pSupported),
+                    }
+
                 d["gpu_instance_profiles"][str(index)] = a(profile, h, index)
             d["placements"] = {}
             d["remaining_capacity"] = {}
@@ -383,12 +424,15 @@ def read_health_pynvml(nvml: types.ModuleType) -> dict[str, t.Any]:
 
     def one(h: t.Any) -> dict[str, t.Any]:
         mode = a(p.nvmlDeviceGetEccMode, h)
-        ecc = {"mode_current": None if not isinstance(mode, list) else mode[0] == p.NVML_FEATURE_ENABLED,
-               "mode_pending": None if not isinstance(mode, list) else mode[1] == p.NVML_FEATURE_ENABLED}
+        ecc = {
+            "mode_current": None if not isinstance(mode, list) else mode[0] == p.NVML_FEATURE_ENABLED,
+            "mode_pending": None if not isinstance(mode, list) else mode[1] == p.NVML_FEATURE_ENABLED,
+        }
         for key, counter in (("volatile", p.NVML_VOLATILE_ECC), ("aggregate", p.NVML_AGGREGATE_ECC)):
-            ecc[key] = {"corrected": a(p.nvmlDeviceGetTotalEccErrors, h, p.NVML_MEMORY_ERROR_TYPE_CORRECTED, counter),
-                        "uncorrected": a(p.nvmlDeviceGetTotalEccErrors, h, p.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
-                                         counter)}
+            ecc[key] = {
+                "corrected": a(p.nvmlDeviceGetTotalEccErrors, h, p.NVML_MEMORY_ERROR_TYPE_CORRECTED, counter),
+                "uncorrected": a(p.nvmlDeviceGetTotalEccErrors, h, p.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, counter),
+            }
         sbe = a(p.nvmlDeviceGetRetiredPages, h, p.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)
         dbe = a(p.nvmlDeviceGetRetiredPages, h, p.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
         pending = a(p.nvmlDeviceGetRetiredPagesPendingStatus, h)
@@ -410,16 +454,17 @@ def read_health_pynvml(nvml: types.ModuleType) -> dict[str, t.Any]:
             info = p.c_nvmlGpuFabricInfo_t()
             p.nvmlDeviceGetGpuFabricInfo(h, ctypes.byref(info))
             done = info.state == 3
-            fabric = {"state": health.FABRIC_STATES.get(info.state, "unknown"),
-                      "status": nvml.ERROR_NAMES.get(info.status) if done else None,
-                      "clique_id": info.cliqueId if done else None,
-                      "cluster_uuid": health._uuid(bytes(bytearray(info.clusterUuid))) if done else None}
+            fabric = {
+                "state": health.FABRIC_STATES.get(info.state, "unknown"),
+                "status": nvml.ERROR_NAMES.get(info.status) if done else None,
+                "clique_id": info.cliqueId if done else None,
+                "cluster_uuid": health._uuid(bytes(bytearray(info.clusterUuid))) if done else None,
+            }
         except p.NVMLError as exc:
             fabric = None if exc.value in unavailable else error_name(nvml, exc)
         except Exception as exc:  # pylint: disable=broad-except
             fabric = {"error": "{0}: {1}".format(type(exc).__name__, exc)}
-        reasons = getattr(p, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-            p.nvmlDeviceGetCurrentClocksThrottleReasons
+        reasons = getattr(p, "nvmlDeviceGetCurrentClocksEventReasons", None) or p.nvmlDeviceGetCurrentClocksThrottleReasons
         mask = a(reasons, h)
 
         def watts(mw: t.Any) -> t.Any:
@@ -427,29 +472,33 @@ def read_health_pynvml(nvml: types.ModuleType) -> dict[str, t.Any]:
 
         return {
             "ecc": ecc,
-            "retired_pages": {"single_bit_ecc": len(sbe) if isinstance(sbe, list) else sbe,
-                              "double_bit_ecc": len(dbe) if isinstance(dbe, list) else dbe,
-                              "pending": pending == p.NVML_FEATURE_ENABLED if isinstance(pending, int) else pending},
-            "remapped_rows": ({"correctable": rows[0], "uncorrectable": rows[1], "pending": bool(rows[2]),
-                               "failure": bool(rows[3])} if isinstance(rows, (list, tuple)) else
-                              {"correctable": rows, "uncorrectable": rows, "pending": rows, "failure": rows}),
+            "retired_pages": {
+                "single_bit_ecc": len(sbe) if isinstance(sbe, list) else sbe,
+                "double_bit_ecc": len(dbe) if isinstance(dbe, list) else dbe,
+                "pending": pending == p.NVML_FEATURE_ENABLED if isinstance(pending, int) else pending,
+            },
+            "remapped_rows": (
+                {"correctable": rows[0], "uncorrectable": rows[1], "pending": bool(rows[2]), "failure": bool(rows[3])}
+                if isinstance(rows, (list, tuple))
+                else {"correctable": rows, "uncorrectable": rows, "pending": rows, "failure": rows}
+            ),
             "recovery_action": recovery,
-            "pcie": {"gen_current": a(p.nvmlDeviceGetCurrPcieLinkGeneration, h),
-                     "gen_max": a(p.nvmlDeviceGetMaxPcieLinkGeneration, h),
-                     "width_current": a(p.nvmlDeviceGetCurrPcieLinkWidth, h),
-                     "width_max": a(p.nvmlDeviceGetMaxPcieLinkWidth, h),
-                     "replay_counter": a(p.nvmlDeviceGetPcieReplayCounter, h)},
+            "pcie": {
+                "gen_current": a(p.nvmlDeviceGetCurrPcieLinkGeneration, h),
+                "gen_max": a(p.nvmlDeviceGetMaxPcieLinkGeneration, h),
+                "width_current": a(p.nvmlDeviceGetCurrPcieLinkWidth, h),
+                "width_max": a(p.nvmlDeviceGetMaxPcieLinkWidth, h),
+                "replay_counter": a(p.nvmlDeviceGetPcieReplayCounter, h),
+            },
             "nvlink": links,
             "fabric": fabric,
-            "temperature": {"current_c": a(p.nvmlDeviceGetTemperature, h, p.NVML_TEMPERATURE_GPU),
-                            "slowdown_c": a(p.nvmlDeviceGetTemperatureThreshold, h,
-                                            p.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN),
-                            "shutdown_c": a(p.nvmlDeviceGetTemperatureThreshold, h,
-                                            p.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)},
-            "clock_event_reasons": {"mask": mask, "active": [n for bit, n in health.CLOCK_EVENT_REASONS
-                                                             if isinstance(mask, int) and mask & bit]},
-            "power": {"draw_w": watts(a(p.nvmlDeviceGetPowerUsage, h)),
-                      "limit_w": watts(a(p.nvmlDeviceGetEnforcedPowerLimit, h))},
+            "temperature": {
+                "current_c": a(p.nvmlDeviceGetTemperature, h, p.NVML_TEMPERATURE_GPU),
+                "slowdown_c": a(p.nvmlDeviceGetTemperatureThreshold, h, p.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN),
+                "shutdown_c": a(p.nvmlDeviceGetTemperatureThreshold, h, p.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN),
+            },
+            "clock_event_reasons": {"mask": mask, "active": [n for bit, n in health.CLOCK_EVENT_REASONS if isinstance(mask, int) and mask & bit]},
+            "power": {"draw_w": watts(a(p.nvmlDeviceGetPowerUsage, h)), "limit_w": watts(a(p.nvmlDeviceGetEnforcedPowerLimit, h))},
         }
 
     p.nvmlInit()
@@ -466,8 +515,11 @@ def struct_layouts(nvml: types.ModuleType) -> dict[str, t.Any]:
     except ImportError:
         return {"skipped": "pynvml not importable"}
     pairs = {
-        "_PciInfo": "nvmlPciInfo_t", "_Memory": "c_nvmlMemory_t", "_Memory_v2": "c_nvmlMemory_v2_t",
-        "_ProcessInfo": "c_nvmlProcessInfo_v2_t", "_GpuInstancePlacement": "c_nvmlGpuInstancePlacement_t",
+        "_PciInfo": "nvmlPciInfo_t",
+        "_Memory": "c_nvmlMemory_t",
+        "_Memory_v2": "c_nvmlMemory_v2_t",
+        "_ProcessInfo": "c_nvmlProcessInfo_v2_t",
+        "_GpuInstancePlacement": "c_nvmlGpuInstancePlacement_t",
         "_GpuInstanceProfileInfo": "c_nvmlGpuInstanceProfileInfo_t",
         "_GpuInstanceProfileInfo_v2": "c_nvmlGpuInstanceProfileInfo_v2_t",
         "_GpuInstanceInfo": "c_nvmlGpuInstanceInfo_t",
@@ -489,8 +541,7 @@ def struct_layouts(nvml: types.ModuleType) -> dict[str, t.Any]:
     header_wins = {("_GpuFabricInfo", "state"), ("_GpuFabricInfo_v2", "state"), ("_GpuFabricInfo_v3", "state")}
 
     def layout(cls: t.Any, name: str = "") -> list[list[t.Any]]:
-        return [[f[0], getattr(cls, f[0]).offset, None if (name, f[0]) in header_wins else getattr(cls, f[0]).size]
-                for f in cls._fields_]
+        return [[f[0], getattr(cls, f[0]).offset, None if (name, f[0]) in header_wins else getattr(cls, f[0]).size] for f in cls._fields_]
 
     structs = {}
     for ours, theirs in pairs.items():
@@ -498,8 +549,11 @@ def struct_layouts(nvml: types.ModuleType) -> dict[str, t.Any]:
             structs[ours] = {"pynvml": None}
             continue
         a, b = getattr(nvml, ours), getattr(pynvml, theirs)
-        structs[ours] = {"pynvml": theirs, "sizeof": [ctypes.sizeof(a), ctypes.sizeof(b)],
-                         "same": ctypes.sizeof(a) == ctypes.sizeof(b) and layout(a, ours) == layout(b, ours)}
+        structs[ours] = {
+            "pynvml": theirs,
+            "sizeof": [ctypes.sizeof(a), ctypes.sizeof(b)],
+            "same": ctypes.sizeof(a) == ctypes.sizeof(b) and layout(a, ours) == layout(b, ours),
+        }
         if not structs[ours]["same"]:
             structs[ours]["ours"], structs[ours]["theirs"] = layout(a), layout(b)
     constants = {}
@@ -510,9 +564,12 @@ def struct_layouts(nvml: types.ModuleType) -> dict[str, t.Any]:
             theirs = getattr(pynvml, name)
             theirs = getattr(theirs, "value", theirs)
             constants[name] = {"ours": ours, "pynvml": theirs, "same": ours == theirs}
-    return {"structs": structs, "constants": constants,
-            "constants_compared": len(constants),
-            "constants_differing": sorted(n for n, c in constants.items() if not c["same"])}
+    return {
+        "structs": structs,
+        "constants": constants,
+        "constants_compared": len(constants),
+        "constants_differing": sorted(n for n, c in constants.items() if not c["same"]),
+    }
 
 
 # --- nvidia-smi -------------------------------------------------------------------------
@@ -547,8 +604,11 @@ def read_smi() -> dict[str, t.Any]:
                 out.setdefault("query_field_errors", {})[field] = one["output"].strip()
     out["query_gpu"] = gpus
     apps = _run([smi, "--query-compute-apps=gpu_uuid,pid,used_memory", fmt])
-    out["compute_apps"] = ([dict(zip(("gpu_uuid", "pid", "used_memory"), (v.strip() for v in line.split(","))))
-                            for line in apps["output"].strip().splitlines()] if apps["rc"] == 0 else apps)
+    out["compute_apps"] = (
+        [dict(zip(("gpu_uuid", "pid", "used_memory"), (v.strip() for v in line.split(",")))) for line in apps["output"].strip().splitlines()]
+        if apps["rc"] == 0
+        else apps
+    )
     xml = _run([smi, "-q", "-x"])
     out["xml"] = parse_smi_xml(xml["output"]) if xml["rc"] == 0 else xml
     out["mig"] = {}
@@ -564,8 +624,7 @@ def _smi_query(smi: str, fields: t.Sequence[str]) -> tuple[list[dict[str, str]],
     fmt = "--format=csv,noheader,nounits"
     whole = _run([smi, "--query-gpu=" + ",".join(fields), fmt])
     if whole["rc"] == 0:
-        return [dict(zip(fields, (v.strip() for v in line.split(",")))) for line in
-                whole["output"].strip().splitlines()], {}
+        return [dict(zip(fields, (v.strip() for v in line.split(",")))) for line in whole["output"].strip().splitlines()], {}
     rows: list[dict[str, str]] = []
     errors = {}
     for field in fields:
@@ -627,44 +686,56 @@ def parse_smi_xml(text: str) -> dict[str, t.Any]:
         return None if found is None or found.text is None else found.text.strip()
 
     out: dict[str, t.Any] = {
-        "driver_version": get(root, "driver_version"), "cuda_version": get(root, "cuda_version"),
-        "attached_gpus": get(root, "attached_gpus"), "gpus": [],
+        "driver_version": get(root, "driver_version"),
+        "cuda_version": get(root, "cuda_version"),
+        "attached_gpus": get(root, "attached_gpus"),
+        "gpus": [],
     }
     for gpu in root.findall("gpu"):
-        out["gpus"].append({
-            "id": gpu.get("id"),
-            "product_name": get(gpu, "product_name"), "product_architecture": get(gpu, "product_architecture"),
-            "serial": get(gpu, "serial"), "uuid": get(gpu, "uuid"), "minor_number": get(gpu, "minor_number"),
-            "board_part_number": get(gpu, "board_part_number"),
-            "pci_bus_id": get(gpu, "pci/pci_bus_id"), "pci_device_id": get(gpu, "pci/pci_device_id"),
-            "pci_sub_system_id": get(gpu, "pci/pci_sub_system_id"),
-            "fb_total": get(gpu, "fb_memory_usage/total"), "fb_reserved": get(gpu, "fb_memory_usage/reserved"),
-            "persistence_mode": get(gpu, "persistence_mode"),
-            "mig_current": get(gpu, "mig_mode/current_mig"), "mig_pending": get(gpu, "mig_mode/pending_mig"),
-            "processes": [get(p, "pid") for p in gpu.findall("processes/process_info")],
-            "health": {
-                "ecc_current": get(gpu, "ecc_mode/current_ecc"), "ecc_pending": get(gpu, "ecc_mode/pending_ecc"),
-                "remap_corr": get(gpu, "remapped_rows/remapped_row_corr"),
-                "remap_unc": get(gpu, "remapped_rows/remapped_row_unc"),
-                "remap_pending": get(gpu, "remapped_rows/remapped_row_pending"),
-                "remap_failure": get(gpu, "remapped_rows/remapped_row_failure"),
-                "gen_max": get(gpu, "pci/pci_gpu_link_info/pcie_gen/max_link_gen"),
-                "gen_current": get(gpu, "pci/pci_gpu_link_info/pcie_gen/current_link_gen"),
-                "width_max": get(gpu, "pci/pci_gpu_link_info/link_widths/max_link_width"),
-                "width_current": get(gpu, "pci/pci_gpu_link_info/link_widths/current_link_width"),
-                "replay_counter": get(gpu, "pci/replay_counter"),
-                "temp_shutdown": get(gpu, "temperature/gpu_temp_max_threshold"),
-                "temp_slowdown": get(gpu, "temperature/gpu_temp_slow_threshold"),
-                "fabric_state": get(gpu, "fabric/state"), "fabric_status": get(gpu, "fabric/status"),
-                "fabric_clique_id": get(gpu, "fabric/cliqueId"), "fabric_cluster_uuid": get(gpu, "fabric/clusterUuid"),
-                "recovery_action": get(gpu, "gpu_recovery_action"),
-            },
-        })
+        out["gpus"].append(
+            {
+                "id": gpu.get("id"),
+                "product_name": get(gpu, "product_name"),
+                "product_architecture": get(gpu, "product_architecture"),
+                "serial": get(gpu, "serial"),
+                "uuid": get(gpu, "uuid"),
+                "minor_number": get(gpu, "minor_number"),
+                "board_part_number": get(gpu, "board_part_number"),
+                "pci_bus_id": get(gpu, "pci/pci_bus_id"),
+                "pci_device_id": get(gpu, "pci/pci_device_id"),
+                "pci_sub_system_id": get(gpu, "pci/pci_sub_system_id"),
+                "fb_total": get(gpu, "fb_memory_usage/total"),
+                "fb_reserved": get(gpu, "fb_memory_usage/reserved"),
+                "persistence_mode": get(gpu, "persistence_mode"),
+                "mig_current": get(gpu, "mig_mode/current_mig"),
+                "mig_pending": get(gpu, "mig_mode/pending_mig"),
+                "processes": [get(p, "pid") for p in gpu.findall("processes/process_info")],
+                "health": {
+                    "ecc_current": get(gpu, "ecc_mode/current_ecc"),
+                    "ecc_pending": get(gpu, "ecc_mode/pending_ecc"),
+                    "remap_corr": get(gpu, "remapped_rows/remapped_row_corr"),
+                    "remap_unc": get(gpu, "remapped_rows/remapped_row_unc"),
+                    "remap_pending": get(gpu, "remapped_rows/remapped_row_pending"),
+                    "remap_failure": get(gpu, "remapped_rows/remapped_row_failure"),
+                    "gen_max": get(gpu, "pci/pci_gpu_link_info/pcie_gen/max_link_gen"),
+                    "gen_current": get(gpu, "pci/pci_gpu_link_info/pcie_gen/current_link_gen"),
+                    "width_max": get(gpu, "pci/pci_gpu_link_info/link_widths/max_link_width"),
+                    "width_current": get(gpu, "pci/pci_gpu_link_info/link_widths/current_link_width"),
+                    "replay_counter": get(gpu, "pci/replay_counter"),
+                    "temp_shutdown": get(gpu, "temperature/gpu_temp_max_threshold"),
+                    "temp_slowdown": get(gpu, "temperature/gpu_temp_slow_threshold"),
+                    "fabric_state": get(gpu, "fabric/state"),
+                    "fabric_status": get(gpu, "fabric/status"),
+                    "fabric_clique_id": get(gpu, "fabric/cliqueId"),
+                    "fabric_cluster_uuid": get(gpu, "fabric/clusterUuid"),
+                    "recovery_action": get(gpu, "gpu_recovery_action"),
+                },
+            }
+        )
     return out
 
 
-_LGIP_ROW = re.compile(
-    r"^\|\s+(\d+)\s+MIG\s+(\S+)\s+(\d+)\s+(\d+)/(\d+)\s+([\d.]+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s+\|")
+_LGIP_ROW = re.compile(r"^\|\s+(\d+)\s+MIG\s+(\S+)\s+(\d+)\s+(\d+)/(\d+)\s+([\d.]+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s+\|")
 
 
 def parse_lgip(text: str) -> list[dict[str, t.Any]]:
@@ -672,9 +743,20 @@ def parse_lgip(text: str) -> list[dict[str, t.Any]]:
     for line in text.splitlines():
         m = _LGIP_ROW.match(line)
         if m:
-            rows.append({"gpu": int(m.group(1)), "name": m.group(2), "id": int(m.group(3)),
-                         "free": int(m.group(4)), "total": int(m.group(5)), "memory_gib": m.group(6),
-                         "p2p": m.group(7), "sm": int(m.group(8)), "dec": int(m.group(9)), "enc": int(m.group(10))})
+            rows.append(
+                {
+                    "gpu": int(m.group(1)),
+                    "name": m.group(2),
+                    "id": int(m.group(3)),
+                    "free": int(m.group(4)),
+                    "total": int(m.group(5)),
+                    "memory_gib": m.group(6),
+                    "p2p": m.group(7),
+                    "sm": int(m.group(8)),
+                    "dec": int(m.group(9)),
+                    "enc": int(m.group(10)),
+                }
+            )
     return rows
 
 
@@ -753,38 +835,53 @@ def _smi_bool(text: t.Any) -> bool | None:
     return {"Enabled": True, "Disabled": False}.get(text)
 
 
-def compare(ours: dict[str, t.Any], ref: dict[str, t.Any], smi: dict[str, t.Any], nvml: types.ModuleType,
-            collector: dict[str, t.Any] | None, ansible: dict[str, t.Any] | None) -> Compare:
+def compare(
+    ours: dict[str, t.Any],
+    ref: dict[str, t.Any],
+    smi: dict[str, t.Any],
+    nvml: types.ModuleType,
+    collector: dict[str, t.Any] | None,
+    ansible: dict[str, t.Any] | None,
+) -> Compare:
     c = Compare()
     xml = smi.get("xml") if isinstance(smi.get("xml"), dict) and "gpus" in smi["xml"] else {}
-    c.same("driver_version", ours=ours["driver_version"], pynvml=ref.get("driver_version"),
-           smi_xml=xml.get("driver_version"))
+    c.same("driver_version", ours=ours["driver_version"], pynvml=ref.get("driver_version"), smi_xml=xml.get("driver_version"))
     c.same("nvml_version", ours=ours["nvml_version"], pynvml=ref.get("nvml_version"))
     c.same("cuda_driver_version", ours=ours["cuda_driver_version"], pynvml=ref.get("cuda_driver_version"))
     if isinstance(ours["cuda_driver_version"], int):
-        c.same("cuda_driver_version (major.minor)", ours=nvml.format_cuda_version(ours["cuda_driver_version"]),
-               smi_xml=xml.get("cuda_version"))
-    c.same("device_count", ours=ours["device_count"], pynvml=ref.get("device_count"),
-           smi_xml=_int(xml.get("attached_gpus")))
+        c.same("cuda_driver_version (major.minor)", ours=nvml.format_cuda_version(ours["cuda_driver_version"]), smi_xml=xml.get("cuda_version"))
+    c.same("device_count", ours=ours["device_count"], pynvml=ref.get("device_count"), smi_xml=_int(xml.get("attached_gpus")))
     for i, d in enumerate(ours["devices"]):
         r = ref["devices"][i] if i < len(ref.get("devices", [])) else {}
         q = smi["query_gpu"][i] if i < len(smi.get("query_gpu", [])) else {}
         x = xml["gpus"][i] if xml and i < len(xml["gpus"]) else {}
         g = "gpu{0}.".format(i)
-        for key in ("index", "name", "uuid", "serial", "board_part_number", "minor_number", "architecture",
-                    "compute_capability", "persistence_mode", "mig_mode", "max_mig_device_count"):
+        for key in (
+            "index",
+            "name",
+            "uuid",
+            "serial",
+            "board_part_number",
+            "minor_number",
+            "architecture",
+            "compute_capability",
+            "persistence_mode",
+            "mig_mode",
+            "max_mig_device_count",
+        ):
             c.same(g + key, ours=d.get(key), pynvml=r.get(key))
         c.same(g + "name (smi)", ours=d["name"], smi=q.get("name"), smi_xml=x.get("product_name"))
         c.same(g + "uuid (smi)", ours=d["uuid"], smi=q.get("uuid"), smi_xml=x.get("uuid"))
         c.same(g + "serial (smi)", ours=d["serial"], smi=q.get("serial"), smi_xml=x.get("serial"))
         c.same(g + "board_part_number (smi)", ours=d["board_part_number"], smi_xml=x.get("board_part_number"))
         c.same(g + "minor_number (smi)", ours=d["minor_number"], smi_xml=_int(x.get("minor_number")))
-        c.same(g + "architecture (smi)", ours=nvml.architecture_name(d["architecture"])
-               if isinstance(d["architecture"], int) else d["architecture"],
-               smi_xml=(x.get("product_architecture") or "").lower() or None)
+        c.same(
+            g + "architecture (smi)",
+            ours=nvml.architecture_name(d["architecture"]) if isinstance(d["architecture"], int) else d["architecture"],
+            smi_xml=(x.get("product_architecture") or "").lower() or None,
+        )
         if isinstance(d["compute_capability"], list):
-            c.same(g + "compute_capability (smi)", ours="{0}.{1}".format(*d["compute_capability"]),
-                   smi=q.get("compute_cap"))
+            c.same(g + "compute_capability (smi)", ours="{0}.{1}".format(*d["compute_capability"]), smi=q.get("compute_cap"))
         c.same(g + "persistence_mode (smi)", ours=d["persistence_mode"], smi=_smi_bool(q.get("persistence_mode")))
         if isinstance(d["mig_mode"], dict):
             c.same(g + "mig_mode.current (smi)", ours=d["mig_mode"]["current"], smi=_smi_bool(q.get("mig.mode.current")))
@@ -805,18 +902,15 @@ def compare(ours: dict[str, t.Any], ref: dict[str, t.Any], smi: dict[str, t.Any]
         if isinstance(mem, dict):
             for key in ("total", "reserved"):
                 c.same(g + "memory." + key, ours=mem[key], pynvml=rmem.get(key))
-                c.same(g + "memory.{0} MiB (smi)".format(key), ours=mem[key] // MIB if mem[key] is not None else None,
-                       smi=_int(q.get("memory." + key)))
+                c.same(g + "memory.{0} MiB (smi)".format(key), ours=mem[key] // MIB if mem[key] is not None else None, smi=_int(q.get("memory." + key)))
             for key in ("free", "used"):
                 c.same(g + "memory." + key, volatile=VOLATILE_MIB * MIB, ours=mem[key], pynvml=rmem.get(key))
-                c.same(g + "memory.{0} MiB (smi)".format(key), volatile=VOLATILE_MIB, ours=mem[key] // MIB,
-                       smi=_int(q.get("memory." + key)))
+                c.same(g + "memory.{0} MiB (smi)".format(key), volatile=VOLATILE_MIB, ours=mem[key] // MIB, smi=_int(q.get("memory." + key)))
         if isinstance(d["processes"], list):
             pids = sorted(p["pid"] for p in d["processes"])
             c.same(g + "processes", ours=d["processes"], pynvml=r.get("processes"))
             apps = smi.get("compute_apps") if isinstance(smi.get("compute_apps"), list) else []
-            c.same(g + "process pids (smi)", ours=pids,
-                   smi=sorted(_int(a["pid"]) for a in apps if a.get("gpu_uuid") == d["uuid"]))
+            c.same(g + "process pids (smi)", ours=pids, smi=sorted(_int(a["pid"]) for a in apps if a.get("gpu_uuid") == d["uuid"]))
         for key in ("gpu_instance_profiles", "placements", "remaining_capacity"):
             for idx, prof in (d.get(key) or {}).items():
                 c.same(g + "{0}[{1}]".format(key, idx), ours=prof, pynvml=(r.get(key) or {}).get(idx))
@@ -824,13 +918,22 @@ def compare(ours: dict[str, t.Any], ref: dict[str, t.Any], smi: dict[str, t.Any]
         ours_profiles = {p["id"]: p for p in d["gpu_instance_profiles"].values() if "id" in p}
         for row in (row for row in lgip if row["gpu"] == i):
             p = ours_profiles.get(row["id"])
-            got = None if p is None else {
-                "name": (p["name"] or "").replace("MIG ", ""), "total": p["instance_count"], "sm": p["multiprocessor_count"],
-                "memory_gib": "{0:.2f}".format(p["memory_size_mb"] / 1024.0)}
-            c.same(g + "lgip id {0}".format(row["id"]), ours=got, smi={
-                "name": row["name"], "total": row["total"], "sm": row["sm"], "memory_gib": row["memory_gib"]})
-        for label, facts in (("collector", collector and collector.get("gather_mig_profiles=True")),
-                             ("ansible nvml_info", ansible)):
+            got = (
+                None
+                if p is None
+                else {
+                    "name": (p["name"] or "").replace("MIG ", ""),
+                    "total": p["instance_count"],
+                    "sm": p["multiprocessor_count"],
+                    "memory_gib": "{0:.2f}".format(p["memory_size_mb"] / 1024.0),
+                }
+            )
+            c.same(
+                g + "lgip id {0}".format(row["id"]),
+                ours=got,
+                smi={"name": row["name"], "total": row["total"], "sm": row["sm"], "memory_gib": row["memory_gib"]},
+            )
+        for label, facts in (("collector", collector and collector.get("gather_mig_profiles=True")), ("ansible nvml_info", ansible)):
             if not facts or "gpus" not in facts or i >= len(facts["gpus"]):
                 continue
             f = facts["gpus"][i]
@@ -839,8 +942,7 @@ def compare(ours: dict[str, t.Any], ref: dict[str, t.Any], smi: dict[str, t.Any]
 
 
 def _smi_flag(text: t.Any) -> bool | None:
-    return {"enabled": True, "yes": True, "1": True, "disabled": False, "no": False, "0": False}.get(
-        str(text).strip().lower()) if text is not None else None
+    return {"enabled": True, "yes": True, "1": True, "disabled": False, "no": False, "0": False}.get(str(text).strip().lower()) if text is not None else None
 
 
 def _num(text: t.Any) -> t.Any:
@@ -874,8 +976,7 @@ VOLATILE_HEALTH = {"temperature.current_c": VOLATILE_TEMP_C, "power.draw_w": VOL
 RECORDED_ONLY = {"pcie.gen_current", "clock_event_reasons.mask", "clock_event_reasons.active"}
 
 
-def compare_health(c: Compare, ours: dict[str, t.Any], ref: dict[str, t.Any], smi: dict[str, t.Any],
-                   xml: dict[str, t.Any]) -> None:
+def compare_health(c: Compare, ours: dict[str, t.Any], ref: dict[str, t.Any], smi: dict[str, t.Any], xml: dict[str, t.Any]) -> None:
     """Every health leaf: our binding against pynvml, and against nvidia-smi where it has the field."""
     for i, mine in enumerate(ours.get("devices", [])):
         g = "gpu{0}.health.".format(i)
@@ -893,70 +994,71 @@ def compare_health(c: Compare, ours: dict[str, t.Any], ref: dict[str, t.Any], sm
         q = smi["query_gpu"][i] if i < len(smi.get("query_gpu", [])) else {}
         x = (xml["gpus"][i].get("health") or {}) if xml and i < len(xml.get("gpus", [])) else {}
         ecc, pcie, temp = h["ecc"], h["pcie"], h["temperature"]
-        c.same(g + "ecc.mode_current (smi)", ours=ecc["mode_current"], smi=_smi_flag(q.get("ecc.mode.current")),
-               smi_xml=_smi_flag(x.get("ecc_current")))
-        c.same(g + "ecc.mode_pending (smi)", ours=ecc["mode_pending"], smi=_smi_flag(q.get("ecc.mode.pending")),
-               smi_xml=_smi_flag(x.get("ecc_pending")))
+        c.same(g + "ecc.mode_current (smi)", ours=ecc["mode_current"], smi=_smi_flag(q.get("ecc.mode.current")), smi_xml=_smi_flag(x.get("ecc_current")))
+        c.same(g + "ecc.mode_pending (smi)", ours=ecc["mode_pending"], smi=_smi_flag(q.get("ecc.mode.pending")), smi_xml=_smi_flag(x.get("ecc_pending")))
         for kind in ("corrected", "uncorrected"):
             for counter in ("volatile", "aggregate"):
-                c.same(g + "ecc.{0}.{1} (smi)".format(counter, kind), ours=ecc[counter][kind],
-                       smi=_num(q.get("ecc.errors.{0}.{1}.total".format(kind, counter))))
+                c.same(
+                    g + "ecc.{0}.{1} (smi)".format(counter, kind), ours=ecc[counter][kind], smi=_num(q.get("ecc.errors.{0}.{1}.total".format(kind, counter)))
+                )
         retired = h["retired_pages"]
-        c.same(g + "retired_pages.single_bit_ecc (smi)", ours=retired["single_bit_ecc"],
-               smi=_num(q.get("retired_pages.single_bit_ecc.count")))
-        c.same(g + "retired_pages.double_bit_ecc (smi)", ours=retired["double_bit_ecc"],
-               smi=_num(q.get("retired_pages.double_bit.count")))
+        c.same(g + "retired_pages.single_bit_ecc (smi)", ours=retired["single_bit_ecc"], smi=_num(q.get("retired_pages.single_bit_ecc.count")))
+        c.same(g + "retired_pages.double_bit_ecc (smi)", ours=retired["double_bit_ecc"], smi=_num(q.get("retired_pages.double_bit.count")))
         c.same(g + "retired_pages.pending (smi)", ours=retired["pending"], smi=_smi_flag(q.get("retired_pages.pending")))
         rows = h["remapped_rows"]
-        c.same(g + "remapped_rows.correctable (smi)", ours=rows["correctable"],
-               smi=_num(q.get("remapped_rows.correctable")), smi_xml=_num(x.get("remap_corr")))
-        c.same(g + "remapped_rows.uncorrectable (smi)", ours=rows["uncorrectable"],
-               smi=_num(q.get("remapped_rows.uncorrectable")), smi_xml=_num(x.get("remap_unc")))
-        c.same(g + "remapped_rows.pending (smi)", ours=rows["pending"], smi=_smi_flag(q.get("remapped_rows.pending")),
-               smi_xml=_smi_flag(x.get("remap_pending")))
-        c.same(g + "remapped_rows.failure (smi)", ours=rows["failure"], smi=_smi_flag(q.get("remapped_rows.failure")),
-               smi_xml=_smi_flag(x.get("remap_failure")))
-        c.same(g + "recovery_action (smi_xml)", ours=h["recovery_action"],
-               smi_xml=SMI_RECOVERY_ACTIONS.get(str(x.get("recovery_action")).strip().lower()))
-        c.same(g + "pcie.gen_max (smi)", ours=pcie["gen_max"], smi=_num(q.get("pcie.link.gen.max")),
-               smi_xml=_num(x.get("gen_max")))
-        c.same(g + "pcie.width_max (smi)", ours=pcie["width_max"], smi=_num(q.get("pcie.link.width.max")),
-               smi_xml=_num(x.get("width_max")))
-        c.same(g + "pcie.width_current (smi)", ours=pcie["width_current"], smi=_num(q.get("pcie.link.width.current")),
-               smi_xml=_num(x.get("width_current")))
+        c.same(g + "remapped_rows.correctable (smi)", ours=rows["correctable"], smi=_num(q.get("remapped_rows.correctable")), smi_xml=_num(x.get("remap_corr")))
+        c.same(
+            g + "remapped_rows.uncorrectable (smi)",
+            ours=rows["uncorrectable"],
+            smi=_num(q.get("remapped_rows.uncorrectable")),
+            smi_xml=_num(x.get("remap_unc")),
+        )
+        c.same(
+            g + "remapped_rows.pending (smi)", ours=rows["pending"], smi=_smi_flag(q.get("remapped_rows.pending")), smi_xml=_smi_flag(x.get("remap_pending"))
+        )
+        c.same(
+            g + "remapped_rows.failure (smi)", ours=rows["failure"], smi=_smi_flag(q.get("remapped_rows.failure")), smi_xml=_smi_flag(x.get("remap_failure"))
+        )
+        c.same(g + "recovery_action (smi_xml)", ours=h["recovery_action"], smi_xml=SMI_RECOVERY_ACTIONS.get(str(x.get("recovery_action")).strip().lower()))
+        c.same(g + "pcie.gen_max (smi)", ours=pcie["gen_max"], smi=_num(q.get("pcie.link.gen.max")), smi_xml=_num(x.get("gen_max")))
+        c.same(g + "pcie.width_max (smi)", ours=pcie["width_max"], smi=_num(q.get("pcie.link.width.max")), smi_xml=_num(x.get("width_max")))
+        c.same(g + "pcie.width_current (smi)", ours=pcie["width_current"], smi=_num(q.get("pcie.link.width.current")), smi_xml=_num(x.get("width_current")))
         c.same(g + "pcie.replay_counter (smi_xml)", ours=pcie["replay_counter"], smi_xml=_num(x.get("replay_counter")))
-        c.same(g + "temperature.current_c (smi)", volatile=VOLATILE_TEMP_C, ours=temp["current_c"],
-               smi=_num(q.get("temperature.gpu")))
+        c.same(g + "temperature.current_c (smi)", volatile=VOLATILE_TEMP_C, ours=temp["current_c"], smi=_num(q.get("temperature.gpu")))
         c.same(g + "temperature.slowdown_c (smi_xml)", ours=temp["slowdown_c"], smi_xml=_num(x.get("temp_slowdown")))
         c.same(g + "temperature.shutdown_c (smi_xml)", ours=temp["shutdown_c"], smi_xml=_num(x.get("temp_shutdown")))
         c.same(g + "power.limit_w (smi)", volatile=1, ours=h["power"]["limit_w"], smi=_num(q.get("enforced.power.limit")))
-        c.same(g + "power.draw_w (smi)", volatile=VOLATILE_POWER_W, ours=h["power"]["draw_w"],
-               smi=_num(q.get("power.draw")))
+        c.same(g + "power.draw_w (smi)", volatile=VOLATILE_POWER_W, ours=h["power"]["draw_w"], smi=_num(q.get("power.draw")))
         links = (smi.get("nvlink_parsed") or {}).get(i)
         if links is not None:
             c.same(g + "nvlink (smi nvlink -s)", ours=h["nvlink"], smi=links)
         fabric = h["fabric"]
         if isinstance(fabric, dict) and x.get("fabric_state") and x["fabric_state"].strip().upper() != "N/A":
-            c.same(g + "fabric.state (smi_xml)", ours=fabric["state"],
-                   smi_xml=x["fabric_state"].strip().lower().replace(" ", "_"))
+            c.same(g + "fabric.state (smi_xml)", ours=fabric["state"], smi_xml=x["fabric_state"].strip().lower().replace(" ", "_"))
             if fabric["clique_id"] is not None:
                 c.same(g + "fabric.clique_id (smi_xml)", ours=fabric["clique_id"], smi_xml=_num(x.get("fabric_clique_id")))
             if fabric["cluster_uuid"] is not None and x.get("fabric_cluster_uuid"):
-                c.same(g + "fabric.cluster_uuid (smi_xml)", ours=fabric["cluster_uuid"],
-                       smi_xml=x["fabric_cluster_uuid"].strip().lower())
+                c.same(g + "fabric.cluster_uuid (smi_xml)", ours=fabric["cluster_uuid"], smi_xml=x["fabric_cluster_uuid"].strip().lower())
 
 
 def _facts_view(r: dict[str, t.Any], nvml: types.ModuleType) -> dict[str, t.Any]:
     """What nvml_info should report, built from pynvml's reading."""
     profiles = sorted((p for p in r["gpu_instance_profiles"].values() if "id" in p), key=lambda p: p["index"])
     return {
-        "name": r["name"], "uuid": r["uuid"], "serial": r["serial"], "board_part_number": r["board_part_number"],
-        "minor_number": r["minor_number"], "bus_id": r["pci"]["bus_id"],
+        "name": r["name"],
+        "uuid": r["uuid"],
+        "serial": r["serial"],
+        "board_part_number": r["board_part_number"],
+        "minor_number": r["minor_number"],
+        "bus_id": r["pci"]["bus_id"],
         "device_id": "0x{0:08X}".format(r["pci"]["pci_device_id"]),
         "subsystem_id": "0x{0:08X}".format(r["pci"]["pci_subsystem_id"]),
-        "memory_total_mib": r["memory"]["total"] // MIB, "architecture": nvml.architecture_name(r["architecture"]),
-        "compute_capability": "{0}.{1}".format(*r["compute_capability"]), "persistence_mode": r["persistence_mode"],
-        "mig_enabled": r["mig_mode"]["current"], "mig_pending": r["mig_mode"]["pending"],
+        "memory_total_mib": r["memory"]["total"] // MIB,
+        "architecture": nvml.architecture_name(r["architecture"]),
+        "compute_capability": "{0}.{1}".format(*r["compute_capability"]),
+        "persistence_mode": r["persistence_mode"],
+        "mig_enabled": r["mig_mode"]["current"],
+        "mig_pending": r["mig_mode"]["pending"],
         "profile_ids": [p["id"] for p in profiles],
         "pids": sorted(p["pid"] for p in r["processes"]) if isinstance(r["processes"], list) else None,
     }
@@ -964,12 +1066,20 @@ def _facts_view(r: dict[str, t.Any], nvml: types.ModuleType) -> dict[str, t.Any]
 
 def _facts_view_of(f: dict[str, t.Any]) -> dict[str, t.Any]:
     return {
-        "name": f["name"], "uuid": f["uuid"], "serial": f["serial"], "board_part_number": f["board_part_number"],
-        "minor_number": f["minor_number"], "bus_id": (f["pci"] or {}).get("bus_id"),
-        "device_id": (f["pci"] or {}).get("device_id"), "subsystem_id": (f["pci"] or {}).get("subsystem_id"),
-        "memory_total_mib": f["memory_total_mib"], "architecture": f["architecture"],
-        "compute_capability": f["compute_capability"], "persistence_mode": f["persistence_mode"],
-        "mig_enabled": f["mig"]["enabled"], "mig_pending": f["mig"]["pending_enabled"],
+        "name": f["name"],
+        "uuid": f["uuid"],
+        "serial": f["serial"],
+        "board_part_number": f["board_part_number"],
+        "minor_number": f["minor_number"],
+        "bus_id": (f["pci"] or {}).get("bus_id"),
+        "device_id": (f["pci"] or {}).get("device_id"),
+        "subsystem_id": (f["pci"] or {}).get("subsystem_id"),
+        "memory_total_mib": f["memory_total_mib"],
+        "architecture": f["architecture"],
+        "compute_capability": f["compute_capability"],
+        "persistence_mode": f["persistence_mode"],
+        "mig_enabled": f["mig"]["enabled"],
+        "mig_pending": f["mig"]["pending_enabled"],
         "profile_ids": [p["id"] for p in sorted(f["mig"].get("profiles", []), key=lambda p: p["index"])],
         "pids": sorted(p["pid"] for p in f["processes"]),
     }
@@ -1001,10 +1111,19 @@ def sim_differences(model: dict[str, t.Any] | None, d: dict[str, t.Any], nvml: t
             if real:
                 diffs.append({"field": "profile index {0}".format(sp["index"]), "sim": sp["name"], "real": None})
             continue
-        for sk, rk in (("id", "id"), ("slices", "slice_count"), ("instances", "instance_count"),
-                       ("memory_mib", "memory_size_mb"), ("sm", "multiprocessor_count"), ("ce", "copy_engine_count"),
-                       ("dec", "decoder_count"), ("enc", "encoder_count"), ("jpeg", "jpeg_count"),
-                       ("ofa", "ofa_count"), ("p2p", "is_p2p_supported")):
+        for sk, rk in (
+            ("id", "id"),
+            ("slices", "slice_count"),
+            ("instances", "instance_count"),
+            ("memory_mib", "memory_size_mb"),
+            ("sm", "multiprocessor_count"),
+            ("ce", "copy_engine_count"),
+            ("dec", "decoder_count"),
+            ("enc", "encoder_count"),
+            ("jpeg", "jpeg_count"),
+            ("ofa", "ofa_count"),
+            ("p2p", "is_p2p_supported"),
+        ):
             check("profile {0}.{1}".format(sp["name"], sk), sp.get(sk), int(rp[rk]) if sk == "p2p" else rp[rk])
         check("profile {0}.name".format(sp["name"]), "MIG " + sp["name"], rp["name"])
         placements = d["placements"].get(str(rp["id"]))
@@ -1069,8 +1188,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repo", default=".", help="collection checkout (default: .)")
     ap.add_argument("--nvml", help="binding file to load instead of <repo>/plugins/module_utils/_nvml.py")
     ap.add_argument("--ansible-json", help="JSON of an nvml_info run (ansible's json callback) to compare too")
-    ap.add_argument("--expect-pid", type=int, action="append", default=[],
-                    help="a process known to hold GPU memory; it must appear in our reading")
+    ap.add_argument("--expect-pid", type=int, action="append", default=[], help="a process known to hold GPU memory; it must appear in our reading")
     ap.add_argument("--output", help="write the report here as well as to stdout")
     ap.add_argument("--redacted-output", help="also write a copy with UUIDs and serials replaced by <redacted>")
     args = ap.parse_args(argv)
@@ -1099,13 +1217,12 @@ def main(argv: list[str] | None = None) -> int:
         result.mismatches.append({"field": "pynvml", "error": ref["error"]})
     else:
         result = compare(ours, ref, smi, nvml, collector, ansible)
-    compare_health(result, health_ours, health_ref, health_smi,
-                   smi.get("xml") if isinstance(smi.get("xml"), dict) and "gpus" in smi["xml"] else {})
+    compare_health(result, health_ours, health_ref, health_smi, smi.get("xml") if isinstance(smi.get("xml"), dict) and "gpus" in smi["xml"] else {})
     for pid in args.expect_pid:
         seen = [p["pid"] for d in ours["devices"] if isinstance(d["processes"], list) for p in d["processes"]]
         result.same("expected pid {0} seen".format(pid), ours=pid in seen, expected=True)
     report = {
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "binding": os.path.relpath(args.nvml, args.repo) if args.nvml else "plugins/module_utils/_nvml.py",
         "python": sys.version.split()[0],
         "mismatches": result.mismatches,
@@ -1116,14 +1233,10 @@ def main(argv: list[str] | None = None) -> int:
         "pynvml": ref,
         "nvidia_smi": smi,
         "collector": collector,
-        "health": {"ours": health_ours, "pynvml": health_ref, "nvidia_smi": health_smi,
-                   "nvml_info_added_by_health": health_timing},
+        "health": {"ours": health_ours, "pynvml": health_ref, "nvidia_smi": health_smi, "nvml_info_added_by_health": health_timing},
         "ansible_nvml_info": ansible,
         "mig_plan": read_mig_plan(nvml),
-        "simulator": [
-            {"gpu": d["index"], "differences": sim_differences(read_sim_models(args.repo, d["name"]), d, nvml)}
-            for d in ours["devices"]
-        ],
+        "simulator": [{"gpu": d["index"], "differences": sim_differences(read_sim_models(args.repo, d["name"]), d, nvml)} for d in ours["devices"]],
         "known_models": [known_model_differences(args.repo, d) for d in ours["devices"]],
     }
     layouts = report["layouts"]

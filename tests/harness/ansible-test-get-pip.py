@@ -5,6 +5,7 @@ cannot reach. sanity.sh places this file in ansible-test's cache instead: it
 bootstraps pip with the interpreter's own ensurepip, then installs the pip
 version ansible-test asked for from PyPI, which is reachable.
 """
+
 from __future__ import annotations
 
 import ensurepip

@@ -25,6 +25,7 @@ Subcommands:
   index                                  regenerate and sign every repository
   serve | stop | status                  the HTTP server on loopback
 """
+
 from __future__ import annotations
 
 import argparse
@@ -68,6 +69,7 @@ def gpg(*args: str, **kwargs) -> subprocess.CompletedProcess:
 
 # --- key ----------------------------------------------------------------------
 
+
 def cmd_init(args: argparse.Namespace) -> None:
     GNUPGHOME.mkdir(parents=True, exist_ok=True)
     GNUPGHOME.chmod(0o700)
@@ -97,6 +99,7 @@ def _write_if_changed(path: Path, data: bytes) -> None:
 
 # --- fetching from Debian -----------------------------------------------------
 
+
 def _apt_options(suite: str) -> list[str]:
     """A private apt configuration, so the host's own sources stay untouched."""
     base = CACHE / "apt" / suite
@@ -111,11 +114,24 @@ def _apt_options(suite: str) -> list[str]:
     status = base / "status"
     status.touch()
     return [
-        "-o", f"Dir::Etc::sourcelist={sources}", "-o", "Dir::Etc::sourceparts=-",
-        "-o", f"Dir::State::Lists={base / 'lists'}", "-o", f"Dir::State::status={status}",
-        "-o", f"Dir::Cache={base}", "-o", f"Dir::Cache::archives={base / 'archives'}",
-        "-o", "APT::Architecture=amd64", "-o", "APT::Install-Recommends=false",
-        "-o", "Debug::NoLocking=true",
+        "-o",
+        f"Dir::Etc::sourcelist={sources}",
+        "-o",
+        "Dir::Etc::sourceparts=-",
+        "-o",
+        f"Dir::State::Lists={base / 'lists'}",
+        "-o",
+        f"Dir::State::status={status}",
+        "-o",
+        f"Dir::Cache={base}",
+        "-o",
+        f"Dir::Cache::archives={base / 'archives'}",
+        "-o",
+        "APT::Architecture=amd64",
+        "-o",
+        "APT::Install-Recommends=false",
+        "-o",
+        "Debug::NoLocking=true",
     ]
 
 
@@ -148,8 +164,7 @@ def cmd_fetch(args: argparse.Namespace) -> None:
             for path in cached:
                 print(path)
             return
-    out = run(["apt-get", *opts, "-qq", *target, "--print-uris", "install", *args.packages],
-              capture_output=True, text=True).stdout
+    out = run(["apt-get", *opts, "-qq", *target, "--print-uris", "install", *args.packages], capture_output=True, text=True).stdout
     fetched = []
     for line in out.splitlines():
         uri, name, _size, *rest = line.split()
@@ -202,6 +217,7 @@ def _download(uri: str, target: Path, checksum: str) -> None:
 
 
 # --- publishing ---------------------------------------------------------------
+
 
 def _repo_dir(path: str) -> Path:
     repo = (ROOT / path).resolve()
@@ -268,8 +284,7 @@ def _sign(directory: Path) -> None:
     for name in ("InRelease", "Release.gpg"):
         (directory / name).unlink(missing_ok=True)
     gpg("--clearsign", "--digest-algo", "SHA256", "-o", str(directory / "InRelease"), str(release))
-    gpg("--detach-sign", "--armor", "--digest-algo", "SHA256",
-        "-o", str(directory / "Release.gpg"), str(release))
+    gpg("--detach-sign", "--armor", "--digest-algo", "SHA256", "-o", str(directory / "Release.gpg"), str(release))
 
 
 def _packages(repo: Path, subdir: str, dest: Path) -> None:
@@ -289,15 +304,25 @@ def _index_dist(repo: Path) -> None:
         dist = repo / "dists" / suite
         for component in components:
             _packages(repo, f"pool/{suite}/{component}", dist / component / "binary-amd64")
-        release = run([
-            "apt-ftparchive",
-            "-o", "APT::FTPArchive::Release::Origin=gpufleet-test-mirror",
-            "-o", f"APT::FTPArchive::Release::Suite={suite}",
-            "-o", f"APT::FTPArchive::Release::Codename={suite}",
-            "-o", f"APT::FTPArchive::Release::Components={' '.join(sorted(components))}",
-            "-o", "APT::FTPArchive::Release::Architectures=amd64",
-            "release", ".",
-        ], cwd=dist, capture_output=True).stdout
+        release = run(
+            [
+                "apt-ftparchive",
+                "-o",
+                "APT::FTPArchive::Release::Origin=gpufleet-test-mirror",
+                "-o",
+                f"APT::FTPArchive::Release::Suite={suite}",
+                "-o",
+                f"APT::FTPArchive::Release::Codename={suite}",
+                "-o",
+                f"APT::FTPArchive::Release::Components={' '.join(sorted(components))}",
+                "-o",
+                "APT::FTPArchive::Release::Architectures=amd64",
+                "release",
+                ".",
+            ],
+            cwd=dist,
+            capture_output=True,
+        ).stdout
         (dist / "Release").write_bytes(release)
         _sign(dist)
 
@@ -306,8 +331,7 @@ def _index_flat(repo: Path) -> None:
     _packages(repo, ".", repo)
     for name in ("Release", "InRelease", "Release.gpg"):
         (repo / name).unlink(missing_ok=True)
-    release = run(["apt-ftparchive", "-o", "APT::FTPArchive::Release::Origin=gpufleet-test-mirror",
-                   "release", "."], cwd=repo, capture_output=True).stdout
+    release = run(["apt-ftparchive", "-o", "APT::FTPArchive::Release::Origin=gpufleet-test-mirror", "release", "."], cwd=repo, capture_output=True).stdout
     (repo / "Release").write_bytes(release)
     _sign(repo)
 
@@ -324,6 +348,7 @@ def cmd_index(args: argparse.Namespace) -> None:
 
 # --- serving ------------------------------------------------------------------
 
+
 def _served_root() -> str | None:
     try:
         url = f"http://127.0.0.1:{PORT}/{ROOT_MARKER}"
@@ -339,13 +364,15 @@ def cmd_serve(args: argparse.Namespace) -> None:
     if served == str(ROOT):
         return
     if served is not None:
-        raise SystemExit(f"port {PORT} already serves another mirror ({served}); "
-                         "set GPUFLEET_MIRROR_PORT or stop it")
-    logfile = open(CACHE / "mirror-http.log", "ab")  # noqa: SIM115 - handed to the child
+        raise SystemExit(f"port {PORT} already serves another mirror ({served}); set GPUFLEET_MIRROR_PORT or stop it")
+    logfile = open(CACHE / "mirror-http.log", "ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "http.server", str(PORT), "--bind", "127.0.0.1",
-         "--directory", str(ROOT)],
-        stdout=logfile, stderr=logfile, stdin=subprocess.DEVNULL, start_new_session=True)
+        [sys.executable, "-m", "http.server", str(PORT), "--bind", "127.0.0.1", "--directory", str(ROOT)],
+        stdout=logfile,
+        stderr=logfile,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     PIDFILE.write_text(f"{proc.pid}\n")
     for _attempt in range(50):
         if _served_root() == str(ROOT):

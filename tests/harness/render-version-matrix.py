@@ -12,6 +12,7 @@ runs --check).
     python tests/harness/render-version-matrix.py            rewrite the tables
     python tests/harness/render-version-matrix.py --check    exit 1 when they are stale
 """
+
 from __future__ import annotations
 
 import argparse
@@ -79,8 +80,7 @@ def _table(rows: t.Sequence[dict[str, t.Any]]) -> list[str]:
 
 
 def render() -> str:
-    paths = sorted((p for p in PACKAGE.glob("*.py") if p.stem != "__init__"),
-                   key=lambda p: (ORDER.index(p.stem) if p.stem in ORDER else len(ORDER), p.stem))
+    paths = sorted((p for p in PACKAGE.glob("*.py") if p.stem != "__init__"), key=lambda p: (ORDER.index(p.stem) if p.stem in ORDER else len(ORDER), p.stem))
     out = [BEGIN, ""]
     for path in paths:
         module = _load(path)

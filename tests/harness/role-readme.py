@@ -10,6 +10,7 @@ role's real interface (tests/unit/test_role_readmes.py runs --check).
     python tests/harness/role-readme.py roles/crictl [roles/cdi ...]     rewrite the tables
     python tests/harness/role-readme.py --check roles/*                  exit 1 when one is stale
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,8 +76,7 @@ def main() -> int:
             else:
                 (role / "README.md").write_text(new)
     if stale:
-        print("stale variable tables (run python tests/harness/role-readme.py {0}): {0}".format(" ".join(stale)),
-              file=sys.stderr)
+        print("stale variable tables (run python tests/harness/role-readme.py {0}): {0}".format(" ".join(stale)), file=sys.stderr)
         return 1
     return 0
 

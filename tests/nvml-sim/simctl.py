@@ -22,6 +22,7 @@ Examples::
     simctl.py inject remap-pending --gpu 2
     simctl.py inject xid --gpu 3 --xid 79
 """
+
 from __future__ import annotations
 
 import argparse
@@ -80,23 +81,89 @@ CI_PROFILE_SLICES = (1, 2, 3, 4, 7, 8, 6, 0, 0)
 
 # keys whose values stay strings in `show`; everything else is an integer
 STRING_KEYS = frozenset(
-    ("name", "uuid", "serial", "board_part_number", "bus_id", "driver_version", "nvml_version",
-     "mig_toggle", "call", "mode", "ci_slices", "fabric_state", "fabric_status", "cluster_uuid", "nvlink_down"))
+    (
+        "name",
+        "uuid",
+        "serial",
+        "board_part_number",
+        "bus_id",
+        "driver_version",
+        "nvml_version",
+        "mig_toggle",
+        "call",
+        "mode",
+        "ci_slices",
+        "fabric_state",
+        "fabric_status",
+        "cluster_uuid",
+        "nvlink_down",
+    )
+)
 
 SYSTEM_KEYS = ("driver_version", "cuda_driver_version", "nvml_version", "driver_loaded", "libcuda")
 GPU_KEYS = (
-    "name", "uuid", "serial", "board_part_number", "bus_id", "pci_domain", "pci_bus", "pci_device",
-    "pci_device_id", "pci_subsystem_id", "minor", "memory_total", "memory_reserved", "arch", "cc_major",
-    "cc_minor", "sm_count", "persistence", "mig_capable", "mig_current", "mig_pending", "mig_toggle",
-    "mig_profiles_off")
+    "name",
+    "uuid",
+    "serial",
+    "board_part_number",
+    "bus_id",
+    "pci_domain",
+    "pci_bus",
+    "pci_device",
+    "pci_device_id",
+    "pci_subsystem_id",
+    "minor",
+    "memory_total",
+    "memory_reserved",
+    "arch",
+    "cc_major",
+    "cc_minor",
+    "sm_count",
+    "persistence",
+    "mig_capable",
+    "mig_current",
+    "mig_pending",
+    "mig_toggle",
+    "mig_profiles_off",
+)
 # gpu-record health keys (FORMAT.md "Health"); absent keys read as a healthy GPU
 HEALTH_KEYS = (
-    "lost", "ecc_supported", "ecc_mode", "ecc_pending", "ecc_vol_corr", "ecc_vol_uncorr", "ecc_agg_corr",
-    "ecc_agg_uncorr", "retired_pages_supported", "retired_sbe", "retired_dbe", "retired_pending",
-    "remapped_rows_supported", "remap_corr", "remap_uncorr", "remap_pending", "remap_failure", "recovery_action",
-    "pcie_gen", "pcie_gen_max", "pcie_width", "pcie_width_max", "pcie_replay", "nvlinks", "nvlink_down",
-    "fabric_state", "fabric_status", "clique_id", "cluster_uuid", "temp", "temp_slowdown", "temp_shutdown",
-    "clock_event_reasons", "power_mw", "power_limit_mw")
+    "lost",
+    "ecc_supported",
+    "ecc_mode",
+    "ecc_pending",
+    "ecc_vol_corr",
+    "ecc_vol_uncorr",
+    "ecc_agg_corr",
+    "ecc_agg_uncorr",
+    "retired_pages_supported",
+    "retired_sbe",
+    "retired_dbe",
+    "retired_pending",
+    "remapped_rows_supported",
+    "remap_corr",
+    "remap_uncorr",
+    "remap_pending",
+    "remap_failure",
+    "recovery_action",
+    "pcie_gen",
+    "pcie_gen_max",
+    "pcie_width",
+    "pcie_width_max",
+    "pcie_replay",
+    "nvlinks",
+    "nvlink_down",
+    "fabric_state",
+    "fabric_status",
+    "clique_id",
+    "cluster_uuid",
+    "temp",
+    "temp_slowdown",
+    "temp_shutdown",
+    "clock_event_reasons",
+    "power_mw",
+    "power_limit_mw",
+)
 # system-record keys beyond the library's: read by the driver facade only
 SYSTEM_EXTRA_KEYS = ("nvswitches",)
 DEFAULT_KMSG = "/run/nvml-sim/kmsg"
@@ -113,6 +180,7 @@ class SimError(Exception):
 # values
 # --------------------------------------------------------------------------
 
+
 def pct_decode(text: str) -> str:
     """Undo the percent-encoding of a state-file value."""
     out = bytearray()
@@ -120,8 +188,8 @@ def pct_decode(text: str) -> str:
     i = 0
     hexdigits = b"0123456789abcdefABCDEF"
     while i < len(raw):
-        if raw[i:i + 1] == b"%" and len(raw) >= i + 3 and raw[i + 1] in hexdigits and raw[i + 2] in hexdigits:
-            out.append(int(raw[i + 1:i + 3], 16))
+        if raw[i : i + 1] == b"%" and len(raw) >= i + 3 and raw[i + 1] in hexdigits and raw[i + 2] in hexdigits:
+            out.append(int(raw[i + 1 : i + 3], 16))
             i += 3
         else:
             out.append(raw[i])
@@ -131,8 +199,7 @@ def pct_decode(text: str) -> str:
 
 def pct_encode(text: str) -> str:
     """Percent-encode '%', '=', blanks and control characters."""
-    return "".join(f"%{ord(ch):02X}" if ch in "%=" or ord(ch) <= 0x20 or ord(ch) == 0x7F else ch
-                   for ch in text)
+    return "".join(f"%{ord(ch):02X}" if ch in "%=" or ord(ch) <= 0x20 or ord(ch) == 0x7F else ch for ch in text)
 
 
 def parse_int(text: str) -> int:
@@ -153,7 +220,7 @@ def parse_size(text: str) -> int:
     value = text.strip()
     for suffix, factor in (("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30)):
         if value.endswith(suffix):
-            return parse_int(value[:-len(suffix)]) * factor
+            return parse_int(value[: -len(suffix)]) * factor
     return parse_int(value)
 
 
@@ -161,9 +228,9 @@ def error_code(text: str) -> int:
     """NVML error given as a number, NVML_ERROR_NAME or NAME (any case)."""
     name = text.strip().upper()
     if name.startswith("NVML_ERROR_"):
-        name = name[len("NVML_ERROR_"):]
+        name = name[len("NVML_ERROR_") :]
     elif name.startswith("NVML_"):
-        name = name[len("NVML_"):]
+        name = name[len("NVML_") :]
     if name in NVML_ERRORS:
         return NVML_ERRORS[name]
     try:
@@ -191,21 +258,21 @@ def fnv1a64(data: bytes, seed: int) -> int:
 
 def mig_uuid(gpu_uuid: str, gi: int, ci: int) -> str:
     """The MIG device UUID the library derives for (GPU UUID, GI id, CI id)."""
-    key = f"{gpu_uuid}/{gi}/{ci}".encode("utf-8")
+    key = f"{gpu_uuid}/{gi}/{ci}".encode()
     h1 = fnv1a64(key, 0xCBF29CE484222325)
     h2 = fnv1a64(key, h1 ^ 0x9E3779B97F4A7C15)
-    return (f"MIG-{h1 >> 32:08x}-{(h1 >> 16) & 0xFFFF:04x}-{h1 & 0xFFFF:04x}-"
-            f"{h2 >> 48:04x}-{h2 & 0xFFFFFFFFFFFF:012x}")
+    return f"MIG-{h1 >> 32:08x}-{(h1 >> 16) & 0xFFFF:04x}-{h1 & 0xFFFF:04x}-{h2 >> 48:04x}-{h2 & 0xFFFFFFFFFFFF:012x}"
 
 
 # --------------------------------------------------------------------------
 # state file model
 # --------------------------------------------------------------------------
 
+
 class Record:
     """One line of a state file: a type and ordered key=value fields."""
 
-    __slots__ = ("rtype", "fields")
+    __slots__ = ("fields", "rtype")
 
     def __init__(self, rtype: str, fields: Optional[Dict[str, str]] = None) -> None:
         self.rtype = rtype
@@ -264,12 +331,10 @@ class State:
             out.append(gpu.line())
             for prof in self.for_gpu("giprofile", index):
                 out.append(prof.line())
-                out.extend(p.line() for p in self.for_gpu("placement", index)
-                           if p.num("profile") == prof.num("id"))
+                out.extend(p.line() for p in self.for_gpu("placement", index) if p.num("profile") == prof.num("id"))
             for gi in sorted(self.for_gpu("gi", index), key=lambda r: r.num("id")):
                 out.append(gi.line())
-                out.extend(c.line() for c in sorted(self.for_gpu("ci", index), key=lambda r: r.num("id"))
-                           if c.num("gi") == gi.num("id"))
+                out.extend(c.line() for c in sorted(self.for_gpu("ci", index), key=lambda r: r.num("id")) if c.num("gi") == gi.num("id"))
         out.extend(r.line() for r in self.of_type("process"))
         out.extend(r.line() for r in self.of_type("fault"))
         return "\n".join(out) + "\n"
@@ -438,19 +503,44 @@ def ci_profiles(gi_prof: Dict[str, Any]) -> List[Dict[str, Any]]:
 # --------------------------------------------------------------------------
 
 NODE_KEYS = frozenset(("name", "description", "system", "gpus", "overrides", "bus_ids", "fabric"))
-GPU_FIXTURE_KEYS = frozenset((
-    "model", "count", "name", "persistence", "mig", "mig_current", "mig_pending", "mig_toggle", "uuid",
-    "serial", "bus_id", "minor", "memory_reserved_mib", "board_part_number", "gis", "processes", "health",
-    "mig_profiles_off"))
+GPU_FIXTURE_KEYS = frozenset(
+    (
+        "model",
+        "count",
+        "name",
+        "persistence",
+        "mig",
+        "mig_current",
+        "mig_pending",
+        "mig_toggle",
+        "uuid",
+        "serial",
+        "bus_id",
+        "minor",
+        "memory_reserved_mib",
+        "board_part_number",
+        "gis",
+        "processes",
+        "health",
+        "mig_profiles_off",
+    )
+)
 # a model's `health:` block -> gpu-record keys (the model's healthy idle values)
 MODEL_HEALTH_KEYS = {
-    "ecc_supported": "ecc_supported", "retired_pages_supported": "retired_pages_supported",
-    "remapped_rows_supported": "remapped_rows_supported", "pcie_gen_max": "pcie_gen_max",
-    "pcie_width_max": "pcie_width_max", "nvlinks": "nvlinks", "temp_c": "temp",
-    "temp_slowdown_c": "temp_slowdown", "temp_shutdown_c": "temp_shutdown",
-    "clock_event_reasons": "clock_event_reasons", "power_w": "power_mw", "power_limit_w": "power_limit_mw"}
-FABRIC_FIXTURE_KEYS = {"state": "fabric_state", "status": "fabric_status", "clique_id": "clique_id",
-                       "cluster_uuid": "cluster_uuid"}
+    "ecc_supported": "ecc_supported",
+    "retired_pages_supported": "retired_pages_supported",
+    "remapped_rows_supported": "remapped_rows_supported",
+    "pcie_gen_max": "pcie_gen_max",
+    "pcie_width_max": "pcie_width_max",
+    "nvlinks": "nvlinks",
+    "temp_c": "temp",
+    "temp_slowdown_c": "temp_slowdown",
+    "temp_shutdown_c": "temp_shutdown",
+    "clock_event_reasons": "clock_event_reasons",
+    "power_w": "power_mw",
+    "power_limit_w": "power_limit_mw",
+}
+FABRIC_FIXTURE_KEYS = {"state": "fabric_state", "status": "fabric_status", "clique_id": "clique_id", "cluster_uuid": "cluster_uuid"}
 UNIQUE_KEYS = ("uuid", "serial", "bus_id", "minor")
 DEFAULT_BUS = (0x07, 0x0F, 0x47, 0x4E, 0x87, 0x90, 0xB7, 0xBD)
 
@@ -517,7 +607,7 @@ def expand_gpus(node: Dict[str, Any]) -> List[Dict[str, Any]]:
 
 def identity(node_name: str, index: int, model_key: str) -> Dict[str, str]:
     """Deterministic UUID and serial for GPU `index` of a node."""
-    digest = hashlib.sha256(f"{node_name}/{index}/{model_key}".encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(f"{node_name}/{index}/{model_key}".encode()).hexdigest()
     uuid = f"GPU-{digest[0:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
     serial = "1" + str(int(digest[32:48], 16))[-12:].rjust(12, "0")
     return {"uuid": uuid, "serial": serial}
@@ -545,8 +635,7 @@ def parse_bus_id(text: str) -> Tuple[int, int, int]:
     return values[0], values[1], values[2]
 
 
-def render_instances(state: State, index: int, gpu: Dict[str, Any], geo: GpuGeometry,
-                     uuid: str) -> Dict[int, int]:
+def render_instances(state: State, index: int, gpu: Dict[str, Any], geo: GpuGeometry, uuid: str) -> Dict[int, int]:
     """Validate and emit the gi/ci records of one GPU; return {GI id: CI count}."""
     placed: List[Tuple[Dict[str, Any], Span]] = []
     made: Dict[int, int] = {}
@@ -561,8 +650,7 @@ def render_instances(state: State, index: int, gpu: Dict[str, Any], geo: GpuGeom
             span = geo.pick(placed, prof)
         placed.append((prof, span))
         gid = geo.gi_id(span)
-        state.records.append(Record("gi", {"gpu": str(index), "id": str(gid), "profile": str(prof["id"]),
-                                           "start": str(span[0]), "size": str(span[1])}))
+        state.records.append(Record("gi", {"gpu": str(index), "id": str(gid), "profile": str(prof["id"]), "start": str(span[0]), "size": str(span[1])}))
         render_cis(state, (index, gid), prof, spec.get("cis") or [], uuid)
         made[gid] = len(spec.get("cis") or [])
     return made
@@ -582,8 +670,7 @@ def ci_span(cip: Dict[str, Any], spec: Dict[str, Any], used: Sequence[Tuple[int,
     return span
 
 
-def render_cis(state: State, where: Tuple[int, int], prof: Dict[str, Any], specs: Sequence[Dict[str, Any]],
-               uuid: str) -> None:
+def render_cis(state: State, where: Tuple[int, int], prof: Dict[str, Any], specs: Sequence[Dict[str, Any]], uuid: str) -> None:
     """Validate and emit the ci records of GPU instance where=(GPU index, GI id)."""
     index, gid = where
     available = ci_profiles(prof)
@@ -597,9 +684,20 @@ def render_cis(state: State, where: Tuple[int, int], prof: Dict[str, Any], specs
         except SimError as exc:
             raise SimError(f"GPU {index} GI {gid}: {exc}") from None
         used.append((match[0]["index"], span))
-        state.records.append(Record("ci", {
-            "gpu": str(index), "gi": str(gid), "id": str(cid), "profile": str(match[0]["index"]),
-            "start": str(span[0]), "size": str(span[1]), "uuid": mig_uuid(uuid, gid, cid)}))
+        state.records.append(
+            Record(
+                "ci",
+                {
+                    "gpu": str(index),
+                    "gi": str(gid),
+                    "id": str(cid),
+                    "profile": str(match[0]["index"]),
+                    "start": str(span[0]),
+                    "size": str(span[1]),
+                    "uuid": mig_uuid(uuid, gid, cid),
+                },
+            )
+        )
 
 
 def gpu_record(node: Dict[str, Any], index: int, gpu: Dict[str, Any], model: Dict[str, Any]) -> Record:
@@ -615,39 +713,60 @@ def gpu_record(node: Dict[str, Any], index: int, gpu: Dict[str, Any], model: Dic
     bus_id = str(gpu.get("bus_id", bus_id_for(node, index)))
     domain, bus, device = parse_bus_id(bus_id)
     reserved = int(gpu.get("memory_reserved_mib", model.get("memory_reserved_mib", 0)))
-    return Record("gpu", {
-        "index": str(index), "name": str(gpu.get("name", model["name"])),
-        "uuid": str(gpu.get("uuid", ident["uuid"])), "serial": str(gpu.get("serial", ident["serial"])),
-        "board_part_number": str(gpu.get("board_part_number", model.get("board_part_number", ""))),
-        "bus_id": bus_id, "pci_domain": str(domain), "pci_bus": str(bus), "pci_device": str(device),
-        "pci_device_id": f"0x{parse_int(str(model['pci_device_id'])):08X}",
-        "pci_subsystem_id": f"0x{parse_int(str(model.get('pci_subsystem_id', '0'))):08X}",
-        "minor": str(gpu.get("minor", index)),
-        "memory_total": str(int(model["memory_total_mib"]) * MIB), "memory_reserved": str(reserved * MIB),
-        "arch": str(model["arch"]), "cc_major": str(model["cuda_compute_capability"][0]),
-        "cc_minor": str(model["cuda_compute_capability"][1]), "sm_count": str(model["sm_count"]),
-        "persistence": as_flag(gpu.get("persistence", 0)), "mig_capable": "1" if mig_capable else "0",
-        "mig_current": current, "mig_pending": pending,
-        "mig_toggle": str(gpu.get("mig_toggle", model.get("mig_toggle", "immediate"))),
-        # Only models whose source says so: the record stays as before for the others.
-        **({"mig_profiles_off": "1"} if gpu.get("mig_profiles_off", model.get("mig_profiles_off")) else {}),
-    })
+    return Record(
+        "gpu",
+        {
+            "index": str(index),
+            "name": str(gpu.get("name", model["name"])),
+            "uuid": str(gpu.get("uuid", ident["uuid"])),
+            "serial": str(gpu.get("serial", ident["serial"])),
+            "board_part_number": str(gpu.get("board_part_number", model.get("board_part_number", ""))),
+            "bus_id": bus_id,
+            "pci_domain": str(domain),
+            "pci_bus": str(bus),
+            "pci_device": str(device),
+            "pci_device_id": f"0x{parse_int(str(model['pci_device_id'])):08X}",
+            "pci_subsystem_id": f"0x{parse_int(str(model.get('pci_subsystem_id', '0'))):08X}",
+            "minor": str(gpu.get("minor", index)),
+            "memory_total": str(int(model["memory_total_mib"]) * MIB),
+            "memory_reserved": str(reserved * MIB),
+            "arch": str(model["arch"]),
+            "cc_major": str(model["cuda_compute_capability"][0]),
+            "cc_minor": str(model["cuda_compute_capability"][1]),
+            "sm_count": str(model["sm_count"]),
+            "persistence": as_flag(gpu.get("persistence", 0)),
+            "mig_capable": "1" if mig_capable else "0",
+            "mig_current": current,
+            "mig_pending": pending,
+            "mig_toggle": str(gpu.get("mig_toggle", model.get("mig_toggle", "immediate"))),
+            # Only models whose source says so: the record stays as before for the others.
+            **({"mig_profiles_off": "1"} if gpu.get("mig_profiles_off", model.get("mig_profiles_off")) else {}),
+        },
+    )
 
 
 def profile_records(index: int, model: Dict[str, Any]) -> List[Record]:
     """giprofile and placement records of one GPU."""
     out = []
     for prof in model["profiles"]:
-        fields = {"gpu": str(index), "index": str(prof["index"]), "id": str(prof["id"]), "name": prof["name"],
-                  "slices": str(prof["slices"]), "instances": str(prof["instances"]), "sm": str(prof["sm"]),
-                  "memory_mb": str(prof["memory_mib"])}
+        fields = {
+            "gpu": str(index),
+            "index": str(prof["index"]),
+            "id": str(prof["id"]),
+            "name": prof["name"],
+            "slices": str(prof["slices"]),
+            "instances": str(prof["instances"]),
+            "sm": str(prof["sm"]),
+            "memory_mb": str(prof["memory_mib"]),
+        }
         for key in ("ce", "dec", "enc", "jpeg", "ofa", "p2p"):
             fields[key] = str(prof.get(key, 0))
         if prof.get("ci_slices"):
             fields["ci_slices"] = ",".join(str(s) for s in prof["ci_slices"])
         out.append(Record("giprofile", fields))
-        out.extend(Record("placement", {"gpu": str(index), "profile": str(prof["id"]), "start": str(start),
-                                        "size": str(size)}) for start, size in prof["placements"])
+        out.extend(
+            Record("placement", {"gpu": str(index), "profile": str(prof["id"]), "start": str(start), "size": str(size)}) for start, size in prof["placements"]
+        )
     return out
 
 
@@ -657,11 +776,14 @@ def process_records(index: int, gpu: Dict[str, Any], made: Dict[int, int]) -> Li
     for proc in gpu.get("processes") or []:
         gi, ci = int(proc.get("gi", -1)), int(proc.get("ci", -1))
         if gi >= 0 and (gi not in made or not 0 <= ci < made[gi]):
-            raise SimError(f"GPU {index}: process {proc.get('pid')} runs in GI {gi} / CI {ci}, "
-                           "which the fixture does not create")
+            raise SimError(f"GPU {index}: process {proc.get('pid')} runs in GI {gi} / CI {ci}, which the fixture does not create")
         used = int(proc.get("used_memory", int(proc.get("used_memory_mib", 0)) * MIB))
-        out.append(Record("process", {"gpu": str(index), "pid": str(proc["pid"]), "used_memory": str(used),
-                                      "gi": str(gi), "ci": str(ci), "name": str(proc.get("name", ""))}))
+        out.append(
+            Record(
+                "process",
+                {"gpu": str(index), "pid": str(proc["pid"]), "used_memory": str(used), "gi": str(gi), "ci": str(ci), "name": str(proc.get("name", ""))},
+            )
+        )
     return out
 
 
@@ -672,8 +794,7 @@ def health_fields(node: Dict[str, Any], gpu: Dict[str, Any], model: Dict[str, An
         if key == "sources":
             continue
         if key not in MODEL_HEALTH_KEYS:
-            raise SimError(f"model {model['key']}: unknown health key {key!r} "
-                           f"(known: {', '.join(sorted(MODEL_HEALTH_KEYS))})")
+            raise SimError(f"model {model['key']}: unknown health key {key!r} (known: {', '.join(sorted(MODEL_HEALTH_KEYS))})")
         target = MODEL_HEALTH_KEYS[key]
         if isinstance(value, bool):
             value = int(value)
@@ -713,13 +834,20 @@ def render_node(path: str) -> State:
         raise SimError(f"{path}: unknown keys {', '.join(sorted(unknown))}")
     models_dir = os.path.join(os.path.dirname(os.path.abspath(path)), os.pardir, "models")
     system = node.get("system") or {}
-    state = State([Record("system", {
-        "driver_version": str(system.get("driver_version", "")),
-        "cuda_driver_version": str(system.get("cuda_driver_version", 0)),
-        "nvml_version": str(system.get("nvml_version", "")),
-        "driver_loaded": as_flag(system.get("driver_loaded", True)),
-        "libcuda": as_flag(system.get("libcuda", True)),
-    })])
+    state = State(
+        [
+            Record(
+                "system",
+                {
+                    "driver_version": str(system.get("driver_version", "")),
+                    "cuda_driver_version": str(system.get("cuda_driver_version", 0)),
+                    "nvml_version": str(system.get("nvml_version", "")),
+                    "driver_loaded": as_flag(system.get("driver_loaded", True)),
+                    "libcuda": as_flag(system.get("libcuda", True)),
+                },
+            )
+        ]
+    )
     if system.get("nvswitches"):
         state.system().fields["nvswitches"] = str(int(system["nvswitches"]))
     for index, gpu in enumerate(expand_gpus(node)):
@@ -730,6 +858,7 @@ def render_node(path: str) -> State:
 # --------------------------------------------------------------------------
 # show
 # --------------------------------------------------------------------------
+
 
 def typed(rec: Record, drop: Sequence[str] = ()) -> Dict[str, Any]:
     """Record fields with integers converted, minus `drop`."""
@@ -757,8 +886,9 @@ def show_gpu(state: State, gpu: Record) -> Dict[str, Any]:
     names = {}
     for prof in state.for_gpu("giprofile", index):
         entry = typed(prof, ("gpu",))
-        entry["placements"] = [{"start": p.num("start"), "size": p.num("size")}
-                               for p in state.for_gpu("placement", index) if p.num("profile") == prof.num("id")]
+        entry["placements"] = [
+            {"start": p.num("start"), "size": p.num("size")} for p in state.for_gpu("placement", index) if p.num("profile") == prof.num("id")
+        ]
         names[prof.num("id")] = prof.get("name")
         profiles.append(entry)
     out["profiles"] = profiles
@@ -766,8 +896,7 @@ def show_gpu(state: State, gpu: Record) -> Dict[str, Any]:
     for gi in sorted(state.for_gpu("gi", index), key=lambda r: r.num("id")):
         entry = typed(gi, ("gpu",))
         entry["profile_name"] = names.get(gi.num("profile"), "")
-        entry["cis"] = [typed(c, ("gpu", "gi")) for c in sorted(state.for_gpu("ci", index), key=lambda r: r.num("id"))
-                        if c.num("gi") == gi.num("id")]
+        entry["cis"] = [typed(c, ("gpu", "gi")) for c in sorted(state.for_gpu("ci", index), key=lambda r: r.num("id")) if c.num("gi") == gi.num("id")]
         gis.append(entry)
     out["gis"] = gis
     out["processes"] = [typed(p, ("gpu",)) for p in state.for_gpu("process", index)]
@@ -796,6 +925,7 @@ def show_state(state: State, path: str, rundir: str) -> Dict[str, Any]:
 # --------------------------------------------------------------------------
 # subcommands
 # --------------------------------------------------------------------------
+
 
 def mark_booted(rundir: str) -> None:
     """Create the boot marker: the state file describes the current boot."""
@@ -838,9 +968,9 @@ def cmd_fault(args: argparse.Namespace) -> int:
         return 0
     if args.action == "clear":
         with editing(path) as state:
-            removed = state.remove(lambda r: r.rtype == "fault"
-                                   and (args.call is None or r.get("call") == args.call)
-                                   and (args.gpu is None or r.num("gpu", -1) == args.gpu))
+            removed = state.remove(
+                lambda r: r.rtype == "fault" and (args.call is None or r.get("call") == args.call) and (args.gpu is None or r.num("gpu", -1) == args.gpu)
+            )
         print(f"removed {removed} fault(s)")
         return 0
     if not args.call or args.error is None:
@@ -851,9 +981,18 @@ def cmd_fault(args: argparse.Namespace) -> int:
         raise SimError("--skip must not be negative")
     code = error_code(args.error)
     with editing(path) as state:
-        state.records.append(Record("fault", {
-            "call": args.call, "error": str(code), "mode": "once" if args.once else "always",
-            "skip": str(args.skip), "gpu": str(-1 if args.gpu is None else args.gpu)}))
+        state.records.append(
+            Record(
+                "fault",
+                {
+                    "call": args.call,
+                    "error": str(code),
+                    "mode": "once" if args.once else "always",
+                    "skip": str(args.skip),
+                    "gpu": str(-1 if args.gpu is None else args.gpu),
+                },
+            )
+        )
     return 0
 
 
@@ -887,18 +1026,28 @@ def cmd_process(args: argparse.Namespace) -> int:
         return 0
     if args.action == "clear":
         with editing(path) as state:
-            removed = state.remove(lambda r: r.rtype == "process"
-                                   and (args.gpu is None or r.num("gpu", -1) == args.gpu)
-                                   and (args.pid is None or r.num("pid", -1) == args.pid))
+            removed = state.remove(
+                lambda r: r.rtype == "process" and (args.gpu is None or r.num("gpu", -1) == args.gpu) and (args.pid is None or r.num("pid", -1) == args.pid)
+            )
         print(f"removed {removed} process(es)")
         return 0
     if args.gpu is None or args.pid is None:
         raise SimError("process add needs --gpu and --pid")
     with editing(path) as state:
         state.gpu(args.gpu)  # must exist
-        state.records.append(Record("process", {
-            "gpu": str(args.gpu), "pid": str(args.pid), "used_memory": str(parse_size(args.used_memory)),
-            "gi": str(args.gi), "ci": str(args.ci), "name": args.name}))
+        state.records.append(
+            Record(
+                "process",
+                {
+                    "gpu": str(args.gpu),
+                    "pid": str(args.pid),
+                    "used_memory": str(parse_size(args.used_memory)),
+                    "gi": str(args.gi),
+                    "ci": str(args.ci),
+                    "name": args.name,
+                },
+            )
+        )
     return 0
 
 
@@ -934,9 +1083,24 @@ def cmd_errors(_args: argparse.Namespace) -> int:
 # health keys a fault sets and `inject clear` removes (the model's own values,
 # such as thresholds and maximum link widths, stay)
 FAULT_KEYS = (
-    "lost", "ecc_vol_corr", "ecc_vol_uncorr", "ecc_agg_corr", "ecc_agg_uncorr", "retired_sbe", "retired_dbe",
-    "retired_pending", "remap_corr", "remap_uncorr", "remap_pending", "remap_failure", "recovery_action",
-    "pcie_gen", "pcie_width", "pcie_replay", "nvlink_down")
+    "lost",
+    "ecc_vol_corr",
+    "ecc_vol_uncorr",
+    "ecc_agg_corr",
+    "ecc_agg_uncorr",
+    "retired_sbe",
+    "retired_dbe",
+    "retired_pending",
+    "remap_corr",
+    "remap_uncorr",
+    "remap_pending",
+    "remap_failure",
+    "recovery_action",
+    "pcie_gen",
+    "pcie_width",
+    "pcie_replay",
+    "nvlink_down",
+)
 
 # Text the driver logs with an Xid when the caller gives none: Xid 79 is
 # raised by osHandleGpuLost with this message
@@ -1081,8 +1245,7 @@ def inject(state: State, args: argparse.Namespace) -> List[str]:
             add_count(gpu, f"ecc_{kind}_uncorr", args.uncorrected)
     elif fault in ("remap-pending", "remap-failure"):
         if not gpu_arch_supports(gpu, "remapped_rows_supported"):
-            raise SimError(f"GPU {args.gpu} ({gpu.get('name')}) does not remap rows (pre-Ampere: use "
-                           "`health --gpu N retired_pending=1`)")
+            raise SimError(f"GPU {args.gpu} ({gpu.get('name')}) does not remap rows (pre-Ampere: use `health --gpu N retired_pending=1`)")
         if fault == "remap-pending":
             # an uncorrectable error marked a row; the remap happens at the next GPU reset
             add_count(gpu, "remap_uncorr", 1)
@@ -1104,8 +1267,7 @@ def inject(state: State, args: argparse.Namespace) -> List[str]:
         gpu.fields["lost"] = "1"
         if args.log:
             # what osHandleGpuLost logs: the Xid 79, then the per-device line
-            messages += [xid_line(gpu.get("bus_id"), 79, XID_DEFAULT_TEXT[79], "'<unknown>'", "<unknown>"),
-                         fallen_off_bus_line(gpu.get("bus_id"))]
+            messages += [xid_line(gpu.get("bus_id"), 79, XID_DEFAULT_TEXT[79], "'<unknown>'", "<unknown>"), fallen_off_bus_line(gpu.get("bus_id"))]
     elif fault == "xid":
         if args.fallen_off_bus:
             messages.append(fallen_off_bus_line(gpu.get("bus_id")))
@@ -1149,8 +1311,7 @@ def build_parser() -> argparse.ArgumentParser:
     render = sub.add_parser("render", parents=[common], help="expand a node fixture into a state file")
     render.add_argument("node", help="node fixture (nodes/*.yml)")
     render.add_argument("-o", "--output", help="state file to write (default: stdout)")
-    render.add_argument("--booted", action="store_true",
-                        help="also create the boot marker, so the library keeps the fixture's instances")
+    render.add_argument("--booted", action="store_true", help="also create the boot marker, so the library keeps the fixture's instances")
     render.set_defaults(func=cmd_render)
 
     show = sub.add_parser("show", parents=[common], help="print the state as JSON")
@@ -1183,8 +1344,7 @@ def build_parser() -> argparse.ArgumentParser:
     proc.add_argument("--name", default="", help="process name")
     proc.set_defaults(func=cmd_process)
 
-    reboot = sub.add_parser("reboot", parents=[common],
-                            help="remove the boot marker: the next nvmlInit applies a boot")
+    reboot = sub.add_parser("reboot", parents=[common], help="remove the boot marker: the next nvmlInit applies a boot")
     reboot.add_argument("--apply", action="store_true", help="apply the boot to the state file now")
     reboot.set_defaults(func=cmd_reboot)
 
@@ -1197,22 +1357,19 @@ def build_parser() -> argparse.ArgumentParser:
     health.set_defaults(func=cmd_health)
 
     inj = sub.add_parser("inject", parents=[common], help="inject a named fault into a GPU")
-    inj.add_argument("fault", choices=("ecc-burst", "remap-pending", "remap-failure", "link-degrade",
-                                       "nvlink-down", "gpu-lost", "xid", "clear"))
+    inj.add_argument("fault", choices=("ecc-burst", "remap-pending", "remap-failure", "link-degrade", "nvlink-down", "gpu-lost", "xid", "clear"))
     inj.add_argument("--gpu", type=int, required=True)
     inj.add_argument("--corrected", type=int, default=100, help="ecc-burst: corrected errors added (100)")
     inj.add_argument("--uncorrected", type=int, default=1, help="ecc-burst: uncorrected errors added (1)")
     inj.add_argument("--gen", type=int, default=3, help="link-degrade: trained PCIe generation (3)")
     inj.add_argument("--width", type=int, default=8, help="link-degrade: trained PCIe width (8)")
     inj.add_argument("--link", type=int, default=0, help="nvlink-down: link number (0)")
-    inj.add_argument("--log", action="store_true",
-                     help="gpu-lost: also log the driver's Xid 79 and fallen-off-the-bus lines")
+    inj.add_argument("--log", action="store_true", help="gpu-lost: also log the driver's Xid 79 and fallen-off-the-bus lines")
     inj.add_argument("--xid", type=int, help="xid: the Xid number")
     inj.add_argument("--text", help="xid: the message after the name (default: the driver's, if known)")
     inj.add_argument("--pid", default="'<unknown>'", help="xid: pid= field (the driver's default '<unknown>')")
     inj.add_argument("--name", default="<unknown>", help="xid: name= field (the driver's default <unknown>)")
-    inj.add_argument("--fallen-off-bus", action="store_true",
-                     help="xid: log the bare 'NVRM: GPU <pci>: GPU has fallen off the bus.' line instead")
+    inj.add_argument("--fallen-off-bus", action="store_true", help="xid: log the bare 'NVRM: GPU <pci>: GPU has fallen off the bus.' line instead")
     inj.add_argument("--kmsg", help=f"kernel log file (default: $NVML_SIM_KMSG or {DEFAULT_KMSG})")
     inj.set_defaults(func=cmd_inject)
 

@@ -3,6 +3,7 @@
 ansible-test needs the collection under an ansible_collections/<ns>/<name>
 tree; plain pytest does not, so a symlink under build/ is enough here.
 """
+
 from __future__ import annotations
 
 import os

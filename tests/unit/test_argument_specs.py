@@ -3,6 +3,7 @@
 defaults/main.yml is a role's public API; the argument spec is what
 ansible-doc and the role README show. They must never drift apart.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,8 +12,7 @@ import pytest
 import yaml
 
 ROLES = Path(__file__).resolve().parents[2] / "roles"
-PYTHON_TYPES = {"str": str, "bool": bool, "int": int, "list": list, "dict": dict, "float": (float, int),
-                "path": str, "raw": object}
+PYTHON_TYPES = {"str": str, "bool": bool, "int": int, "list": list, "dict": dict, "float": (float, int), "path": str, "raw": object}
 
 
 def role_dirs() -> list[Path]:

@@ -12,6 +12,7 @@ meta/execution-environment.yml during the build, with paths relative to the
 collection root: the generated introspection script is run on an installed
 copy to prove that reading works too. No container is built.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,8 +31,7 @@ META = ROOT / "meta"
 
 def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", PATH="{0}{1}{2}".format(BIN, os.pathsep, os.environ.get("PATH", "")))
-    return subprocess.run(list(args), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=120, check=False)
+    return subprocess.run(list(args), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120, check=False)
 
 
 def version() -> str:
@@ -60,7 +60,7 @@ def context(tarball: Path, tmp_path_factory) -> Path:
 def test_definition_is_schema_3_with_the_tested_ansible_core():
     definition = yaml.safe_load((META / "execution-environment.yml").read_text())
     assert definition["version"] == 3
-    locked = re.search(r"^ansible-core==(\S+)$", (ROOT / "tests" / "harness" / "requirements.txt").read_text(), re.M)
+    locked = re.search(r"^ansible-core==(\S+)$", (ROOT / "tests" / "harness" / "requirements.txt").read_text(), re.MULTILINE)
     assert definition["dependencies"]["ansible_core"]["package_pip"] == "ansible-core=={0}".format(locked.group(1))
 
 
@@ -75,11 +75,10 @@ def test_containerfile_installs_our_requirements_and_the_collection(context: Pat
     assert (build / "bindep.txt").read_text() == (META / "bindep.txt").read_text()
     assert (build / "requirements.txt").read_text() == (META / "requirements.txt").read_text()
     # kubernetes.core drains Kubernetes nodes in playbooks/upgrade.yml.
-    assert yaml.safe_load((build / "requirements.yml").read_text()) == {
-        "collections": [{"name": "kubernetes.core", "version": ">=6.2.0"}]}
+    assert yaml.safe_load((build / "requirements.yml").read_text()) == {"collections": [{"name": "kubernetes.core", "version": ">=6.2.0"}]}
     assert (build / "collections" / "gpufleet-nvidia-{0}.tar.gz".format(version())).is_file()
     # The build context names no outside registry: the base image is the user's to give.
-    assert re.search(r'^ARG EE_BASE_IMAGE="localhost/', containerfile, re.M)
+    assert re.search(r'^ARG EE_BASE_IMAGE="localhost/', containerfile, re.MULTILINE)
 
 
 def test_root_requirement_files_are_the_ee_files():
@@ -90,12 +89,18 @@ def test_root_requirement_files_are_the_ee_files():
 
 def test_installed_collection_declares_its_requirements_to_ansible_builder(tarball: Path, context: Path, tmp_path):
     collections = tmp_path / "collections"
-    result = run(str(BIN / "ansible-galaxy"), "collection", "install", "--offline", "--force", str(tarball),
-                 "-p", str(collections))
+    result = run(str(BIN / "ansible-galaxy"), "collection", "install", "--offline", "--force", str(tarball), "-p", str(collections))
     assert result.returncode == 0, result.stdout
     # The build context's own introspection script, as the EE build runs it over the installed collections.
-    result = run(sys.executable, str(context / "_build" / "scripts" / "introspect.py"), "introspect",
-                 "--user-pip=requirements.txt", "--user-bindep=bindep.txt", str(collections), cwd=context / "_build")
+    result = run(
+        sys.executable,
+        str(context / "_build" / "scripts" / "introspect.py"),
+        "introspect",
+        "--user-pip=requirements.txt",
+        "--user-bindep=bindep.txt",
+        str(collections),
+        cwd=context / "_build",
+    )
     assert result.returncode == 0, result.stdout
     found = yaml.safe_load(result.stdout)
     ours = [line.split("#")[0].strip() for line in found["system"] if line.endswith("from collection gpufleet.nvidia")]

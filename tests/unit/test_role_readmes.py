@@ -3,6 +3,7 @@
 A README opts in with the markers tests/harness/role-readme.py writes
 between; regenerate with `python tests/harness/role-readme.py roles/<role>`.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -25,6 +26,5 @@ def documented_roles() -> list[Path]:
 
 @pytest.mark.parametrize("role", documented_roles(), ids=lambda p: p.name)
 def test_variable_table_matches_the_argument_spec(role: Path) -> None:
-    result = subprocess.run([sys.executable, str(SCRIPT), "--check", str(role)], capture_output=True, text=True,
-                            check=False)
+    result = subprocess.run([sys.executable, str(SCRIPT), "--check", str(role)], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr

@@ -22,13 +22,13 @@ import subprocess
 import typing as t
 
 STAGE = "/run/gpufleet-sim-driver"
-GPU_MAJOR = 195           # fixed by the driver (register_chrdev(195, "nvidia"))
-CTL_MINOR = 255           # /dev/nvidiactl
+GPU_MAJOR = 195  # fixed by the driver (register_chrdev(195, "nvidia"))
+CTL_MINOR = 255  # /dev/nvidiactl
 # The driver's mig-minors layout: config 1, monitor 2, then per GPU 15 GPU
 # instances, each with its access minor followed by 8 compute instances.
 MIG_GIS, MIG_CIS = 15, 8
 NVIDIA_VENDOR = "0x10de"
-CLASS_3D = "0x030200"     # 3D controller, as datacenter GPUs report
+CLASS_3D = "0x030200"  # 3D controller, as datacenter GPUs report
 # NVSwitches enumerate as "bridge, other" (what driver_info's nvswitches looks
 # for: plugins/module_utils/_driver_state.py); device 0x22a3 is the Hopper
 # NVSwitch in pci.ids ("GH100 [H100 NVSwitch]"). The system record's
@@ -134,18 +134,24 @@ def build(state: dict[str, t.Any], uvm_major: int, caps_major: int) -> dict[str,
     else:
         with open(STAGE + "/proc-devices.orig", encoding="utf-8") as handle:
             original = handle.read()
-    write(STAGE + "/proc-devices", proc_devices(original, {
-        GPU_MAJOR: gpu_major_name, uvm_major: "nvidia-uvm", caps_major: "nvidia-caps"}), changed)
+    write(STAGE + "/proc-devices", proc_devices(original, {GPU_MAJOR: gpu_major_name, uvm_major: "nvidia-uvm", caps_major: "nvidia-caps"}), changed)
 
     driver = STAGE + "/proc-driver"
-    write(driver + "/nvidia/version",
-          "NVRM version: NVIDIA UNIX x86_64 Kernel Module  {0}  (gpufleet simulated driver)\n"
-          "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n".format(version), changed)
+    write(
+        driver + "/nvidia/version",
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  {0}  (gpufleet simulated driver)\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n".format(
+            version
+        ),
+        changed,
+    )
     minors = ["config 1", "monitor 2"]
-    wanted_nodes = {"/dev/nvidiactl": (GPU_MAJOR, CTL_MINOR),
-                    "/dev/nvidia-uvm": (uvm_major, 0), "/dev/nvidia-uvm-tools": (uvm_major, 1),
-                    "/dev/nvidia-caps/nvidia-cap1": (caps_major, 1),
-                    "/dev/nvidia-caps/nvidia-cap2": (caps_major, 2)}
+    wanted_nodes = {
+        "/dev/nvidiactl": (GPU_MAJOR, CTL_MINOR),
+        "/dev/nvidia-uvm": (uvm_major, 0),
+        "/dev/nvidia-uvm-tools": (uvm_major, 1),
+        "/dev/nvidia-caps/nvidia-cap1": (caps_major, 1),
+        "/dev/nvidia-caps/nvidia-cap2": (caps_major, 2),
+    }
     write(driver + "/nvidia/capabilities/mig/config", access(1), changed)
     write(driver + "/nvidia/capabilities/mig/monitor", access(2), changed)
     pci = STAGE + "/pci-devices"
@@ -163,8 +169,7 @@ def build(state: dict[str, t.Any], uvm_major: int, caps_major: int) -> dict[str,
         for gi in gpu.get("gis") or []:
             gi_dir = "{0}/nvidia/capabilities/gpu{1}/mig/gi{2}".format(driver, minor, gi["id"])
             write(gi_dir + "/access", access(gi_minor(minor, gi["id"])), changed)
-            wanted_nodes["/dev/nvidia-caps/nvidia-cap{0}".format(gi_minor(minor, gi["id"]))] = (
-                caps_major, gi_minor(minor, gi["id"]))
+            wanted_nodes["/dev/nvidia-caps/nvidia-cap{0}".format(gi_minor(minor, gi["id"]))] = (caps_major, gi_minor(minor, gi["id"]))
             for ci in gi.get("cis") or []:
                 number = ci_minor(minor, gi["id"], ci["id"])
                 write("{0}/ci{1}/access".format(gi_dir, ci["id"]), access(number), changed)
@@ -172,16 +177,20 @@ def build(state: dict[str, t.Any], uvm_major: int, caps_major: int) -> dict[str,
         # What nvpci (nvidia-ctk system create-dev-char-symlinks --create-all) reads of a GPU.
         device_id = "0x{0:04x}".format(int(gpu["pci_device_id"]) >> 16)
         subsystem = int(gpu.get("pci_subsystem_id") or 0)
-        for name, value in (("vendor", NVIDIA_VENDOR), ("device", device_id), ("class", CLASS_3D),
-                            ("numa_node", "-1"), ("subsystem_vendor", "0x{0:04x}".format(subsystem & 0xFFFF)),
-                            ("subsystem_device", "0x{0:04x}".format(subsystem >> 16)),
-                            ("resource", "0x0000000000000000 0x0000000000000000 0x0000000000000000")):
+        for name, value in (
+            ("vendor", NVIDIA_VENDOR),
+            ("device", device_id),
+            ("class", CLASS_3D),
+            ("numa_node", "-1"),
+            ("subsystem_vendor", "0x{0:04x}".format(subsystem & 0xFFFF)),
+            ("subsystem_device", "0x{0:04x}".format(subsystem >> 16)),
+            ("resource", "0x0000000000000000 0x0000000000000000 0x0000000000000000"),
+        ):
             write("{0}/{1}/{2}".format(pci, bus, name), value + "\n", changed)
     write(driver + "/nvidia-caps/mig-minors", "\n".join(minors) + "\n", changed)
     for number in range(int(system.get("nvswitches") or 0)):
         bus = "0000:{0:02x}:00.0".format(NVSWITCH_FIRST_BUS + number)
-        for name, value in (("vendor", NVIDIA_VENDOR), ("device", NVSWITCH_DEVICE), ("class", CLASS_BRIDGE_OTHER),
-                            ("numa_node", "-1")):
+        for name, value in (("vendor", NVIDIA_VENDOR), ("device", NVSWITCH_DEVICE), ("class", CLASS_BRIDGE_OTHER), ("numa_node", "-1")):
             write("{0}/{1}/{2}".format(pci, bus, name), value + "\n", changed)
 
     # An empty kernel log of the simulated driver (mode 0600 like /dev/kmsg's

@@ -4,6 +4,7 @@ The fault tests run our roles once more against a live node with other
 settings, through ansible-playbook and the scenario's own inventory and
 ansible.cfg (Molecule exports both), and look at what the run left behind.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,12 +31,14 @@ class PlaybookRun:
 
 def run_role(host, role: str, extra_vars: dict | None = None, check: bool = False, tasks_from: str = "main") -> PlaybookRun:
     """Run gpufleet.nvidia.<role> on `host` with `extra_vars` (highest precedence)."""
-    play = [{
-        "name": "Fault test: {0}".format(role),
-        "hosts": host.backend.host,
-        "gather_facts": False,
-        "tasks": [{"ansible.builtin.import_role": {"name": "gpufleet.nvidia." + role, "tasks_from": tasks_from}}],
-    }]
+    play = [
+        {
+            "name": "Fault test: {0}".format(role),
+            "hosts": host.backend.host,
+            "gather_facts": False,
+            "tasks": [{"ansible.builtin.import_role": {"name": "gpufleet.nvidia." + role, "tasks_from": tasks_from}}],
+        }
+    ]
     return run_playbook(play, extra_vars, check)
 
 
@@ -95,8 +98,6 @@ def mirror_url(host) -> str:
 
 def mirror_fingerprint(host) -> str:
     """The fingerprint of the test mirror's signing key, read on the controller."""
-    key = subprocess.run(["curl", "-fsS", mirror_url(host) + "/keys/gpufleet-mirror.asc"],
-                         capture_output=True, check=True).stdout
-    colons = subprocess.run(["gpg", "--batch", "--show-keys", "--with-colons"], input=key,
-                            capture_output=True, check=True).stdout.decode()
+    key = subprocess.run(["curl", "-fsS", mirror_url(host) + "/keys/gpufleet-mirror.asc"], capture_output=True, check=True).stdout
+    colons = subprocess.run(["gpg", "--batch", "--show-keys", "--with-colons"], input=key, capture_output=True, check=True).stdout.decode()
     return next(line.split(":")[9] for line in colons.splitlines() if line.startswith("fpr:"))

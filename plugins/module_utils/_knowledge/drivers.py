@@ -22,19 +22,23 @@ _FORUM = "secondary: https://forums.developer.nvidia.com/t/current-graphics-driv
 _PDF_2021 = "https://docs.nvidia.com/datacenter/tesla/pdf/NVIDIA_CUDA_Drivers_Support.pdf"
 _AKS = "secondary: Azure/aks-gpu#113"
 _KERNEL_MODULES = "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/kernel-modules.html"
-_OPEN_BLOG = ("secondary: NVIDIA Technical Blog, 'NVIDIA transitions fully towards open-source GPU kernel modules' "
-              "(R560, July 2024), as quoted by "
-              "http://blockchainnewsuat.azurewebsites.net/news/nvidia-fully-adopts-open-source-gpu-kernel-modules-r560")
+_OPEN_BLOG = (
+    "secondary: NVIDIA Technical Blog, 'NVIDIA transitions fully towards open-source GPU kernel modules' "
+    "(R560, July 2024), as quoted by "
+    "http://blockchainnewsuat.azurewebsites.net/news/nvidia-fully-adopts-open-source-gpu-kernel-modules-r560"
+)
 
 # What each branch type means (support spans: NFB about a quarter, PB up to a
 # year, LTSB about three years).
 BRANCH_TYPES = (
-    {"type": "NFB", "name": "New Feature Branch", "source": _LIFECYCLE + " ; " + _V620 + " (no end-of-life date)",
-     "checked": "2026-11-25"},
+    {"type": "NFB", "name": "New Feature Branch", "source": _LIFECYCLE + " ; " + _V620 + " (no end-of-life date)", "checked": "2026-11-25"},
     {"type": "PB", "name": "Production Branch", "source": _LIFECYCLE, "checked": "2026-11-22"},
-    {"type": "LTSB", "name": "Long Term Support Branch",
-     "source": _LIFECYCLE + " ; https://docs.nvidia.com/ai-enterprise/lifecycle/latest/infrastructure-software.html",
-     "checked": "2026-11-22"},
+    {
+        "type": "LTSB",
+        "name": "Long Term Support Branch",
+        "source": _LIFECYCLE + " ; https://docs.nvidia.com/ai-enterprise/lifecycle/latest/infrastructure-software.html",
+        "checked": "2026-11-22",
+    },
     {"type": "Evaluation", "name": "evaluation branch", "source": _PDF_2021, "checked": "2026-11-22"},
 )
 
@@ -46,45 +50,50 @@ DRIVER_BRANCHES = (
     {"branch": "418", "type": "LTSB", "eol": "2022-03", "status": "V", "source": _PDF_2021, "checked": "2026-11-22"},
     {"branch": "440", "type": "NFB", "eol": "2020-11", "status": "V", "source": _PDF_2021, "checked": "2026-11-22"},
     {"branch": "450", "type": "LTSB", "eol": "2023-07", "status": "V", "source": _PDF_2021, "checked": "2026-11-22"},
-    {"branch": "455", "type": "Evaluation", "eol": "ended", "status": "V", "source": _PDF_2021,
-     "checked": "2026-11-22"},
+    {"branch": "455", "type": "Evaluation", "eol": "ended", "status": "V", "source": _PDF_2021, "checked": "2026-11-22"},
     {"branch": "460", "type": "PB", "eol": "2022-01", "status": "V", "source": _PDF_2021, "checked": "2026-11-22"},
-    {"branch": "465", "type": "NFB", "eol": "ended", "status": "V", "source": _V580 + " ; type " + _AKS,
-     "checked": "2026-11-22"},
-    {"branch": "470", "type": "LTSB", "eol": "ended", "status": "S",
-     "note": "the last branch for Kepler; NVIDIA lists it as no longer maintained (no end-of-life date is published)",
-     "source": _FORUM + " ; type " + _AKS, "checked": "2026-11-25"},
-    {"branch": "495", "type": "NFB", "eol": "ended", "status": "V", "source": _V580 + " ; type " + _AKS,
-     "checked": "2026-11-22"},
-    {"branch": "510", "type": "PB", "eol": "ended", "status": "V", "source": _V580 + " ; type " + _AKS,
-     "checked": "2026-11-22"},
-    {"branch": "515", "type": "PB", "eol": "ended", "status": "V", "source": _V580 + " ; type " + _AKS,
-     "checked": "2026-11-22"},
+    {"branch": "465", "type": "NFB", "eol": "ended", "status": "V", "source": _V580 + " ; type " + _AKS, "checked": "2026-11-22"},
+    {
+        "branch": "470",
+        "type": "LTSB",
+        "eol": "ended",
+        "status": "S",
+        "note": "the last branch for Kepler; NVIDIA lists it as no longer maintained (no end-of-life date is published)",
+        "source": _FORUM + " ; type " + _AKS,
+        "checked": "2026-11-25",
+    },
+    {"branch": "495", "type": "NFB", "eol": "ended", "status": "V", "source": _V580 + " ; type " + _AKS, "checked": "2026-11-22"},
+    {"branch": "510", "type": "PB", "eol": "ended", "status": "V", "source": _V580 + " ; type " + _AKS, "checked": "2026-11-22"},
+    {"branch": "515", "type": "PB", "eol": "ended", "status": "V", "source": _V580 + " ; type " + _AKS, "checked": "2026-11-22"},
     {"branch": "520", "type": "NFB", "eol": "ended", "status": "S", "source": _AKS, "checked": "2026-11-22"},
-    {"branch": "525", "type": "PB", "eol": "ended", "status": "V", "source": _V580 + " ; type " + _AKS,
-     "checked": "2026-11-22"},
-    {"branch": "535", "type": "LTSB", "eol": "2026-06", "status": "V", "source": _V615 + " ; " + _V580,
-     "checked": "2026-11-25"},
-    {"branch": "550", "type": "PB", "eol": "ended", "status": "V", "source": _V580 + " ; type " + _AKS,
-     "checked": "2026-11-22"},
-    {"branch": "560", "type": "NFB", "eol": "ended", "status": "V", "source": _V580 + " ; type " + _AKS,
-     "checked": "2026-11-22"},
-    {"branch": "565", "type": "NFB", "eol": "ended", "status": "V", "source": _V580 + " ; type " + _AKS,
-     "checked": "2026-11-22"},
+    {"branch": "525", "type": "PB", "eol": "ended", "status": "V", "source": _V580 + " ; type " + _AKS, "checked": "2026-11-22"},
+    {"branch": "535", "type": "LTSB", "eol": "2026-06", "status": "V", "source": _V615 + " ; " + _V580, "checked": "2026-11-25"},
+    {"branch": "550", "type": "PB", "eol": "ended", "status": "V", "source": _V580 + " ; type " + _AKS, "checked": "2026-11-22"},
+    {"branch": "560", "type": "NFB", "eol": "ended", "status": "V", "source": _V580 + " ; type " + _AKS, "checked": "2026-11-22"},
+    {"branch": "565", "type": "NFB", "eol": "ended", "status": "V", "source": _V580 + " ; type " + _AKS, "checked": "2026-11-22"},
     {"branch": "570", "type": "PB", "eol": "2026-02", "status": "V", "source": _V580, "checked": "2026-11-25"},
     {"branch": "575", "type": "NFB", "eol": "ended", "status": "V", "source": _V580, "checked": "2026-11-22"},
-    {"branch": "580", "type": "LTSB", "eol": "2028-06", "status": "V", "source": _V620 + " ; " + _V615,
-     "checked": "2026-11-25"},
-    {"branch": "590", "type": "NFB", "eol": "ended", "status": "S",
-     "note": "a New Feature Branch: no end-of-life date; the security bulletins after January 2026 no longer list it",
-     "source": _FORUM + " ; NVIDIA/product-security:2026/5747/5747.md vs 2026/5821/5821.md", "checked": "2026-11-25"},
-    {"branch": "595", "type": "PB", "eol": "2027-03", "status": "V", "source": _V620 + " ; " + _V615,
-     "checked": "2026-11-25"},
+    {"branch": "580", "type": "LTSB", "eol": "2028-06", "status": "V", "source": _V620 + " ; " + _V615, "checked": "2026-11-25"},
+    {
+        "branch": "590",
+        "type": "NFB",
+        "eol": "ended",
+        "status": "S",
+        "note": "a New Feature Branch: no end-of-life date; the security bulletins after January 2026 no longer list it",
+        "source": _FORUM + " ; NVIDIA/product-security:2026/5747/5747.md vs 2026/5821/5821.md",
+        "checked": "2026-11-25",
+    },
+    {"branch": "595", "type": "PB", "eol": "2027-03", "status": "V", "source": _V620 + " ; " + _V615, "checked": "2026-11-25"},
     {"branch": "610", "type": "NFB", "eol": "2026-08", "status": "V", "source": _V615, "checked": "2026-11-25"},
-    {"branch": "615", "type": "NFB", "eol": None, "status": "S",
-     "note": "a New Feature Branch: NVIDIA publishes no end-of-life date for these short-lived branches",
-     "source": _BULLETIN_5861 + " (Tesla Linux R615 615.71.09) ; type: absent from " + _V620
-               + ", which lists only LTSB and PB", "checked": "2026-11-25"},
+    {
+        "branch": "615",
+        "type": "NFB",
+        "eol": None,
+        "status": "S",
+        "note": "a New Feature Branch: NVIDIA publishes no end-of-life date for these short-lived branches",
+        "source": _BULLETIN_5861 + " (Tesla Linux R615 615.71.09) ; type: absent from " + _V620 + ", which lists only LTSB and PB",
+        "checked": "2026-11-25",
+    },
     {"branch": "620", "type": "LTSB", "eol": "2029-09", "status": "V", "source": _V620, "checked": "2026-11-25"},
 )
 
@@ -97,14 +106,11 @@ KERNEL_MODULE_FLAVOURS = (
     {"architecture": "maxwell", "flavours": ("proprietary",), "source": _KERNEL_MODULES, "checked": "2026-11-22"},
     {"architecture": "pascal", "flavours": ("proprietary",), "source": _KERNEL_MODULES, "checked": "2026-11-22"},
     {"architecture": "volta", "flavours": ("proprietary",), "source": _KERNEL_MODULES, "checked": "2026-11-22"},
-    {"architecture": "turing", "flavours": ("open", "proprietary"), "source": _KERNEL_MODULES,
-     "checked": "2026-11-22"},
-    {"architecture": "ampere", "flavours": ("open", "proprietary"), "source": _KERNEL_MODULES,
-     "checked": "2026-11-22"},
+    {"architecture": "turing", "flavours": ("open", "proprietary"), "source": _KERNEL_MODULES, "checked": "2026-11-22"},
+    {"architecture": "ampere", "flavours": ("open", "proprietary"), "source": _KERNEL_MODULES, "checked": "2026-11-22"},
     {"architecture": "ada", "flavours": ("open", "proprietary"), "source": _KERNEL_MODULES, "checked": "2026-11-22"},
     {"architecture": "hopper", "grace": True, "flavours": ("open",), "source": _OPEN_BLOG, "checked": "2026-11-22"},
-    {"architecture": "hopper", "flavours": ("open", "proprietary"), "source": _KERNEL_MODULES,
-     "checked": "2026-11-22"},
+    {"architecture": "hopper", "flavours": ("open", "proprietary"), "source": _KERNEL_MODULES, "checked": "2026-11-22"},
     {"architecture": "blackwell", "flavours": ("open",), "source": _OPEN_BLOG, "checked": "2026-11-22"},
     {"architecture": "rubin", "flavours": ("open",), "source": _OPEN_BLOG, "checked": "2026-11-22"},
 )
@@ -120,16 +126,32 @@ OPEN_MODULES_DEFAULT_BRANCH = {"value": "560", "source": _KERNEL_MODULES, "check
 # Bulletins after 2026-09-30 were not read.
 _PSIRT = "NVIDIA/product-security@"
 DRIVER_SECURITY_BULLETINS = (
-    {"bulletin": "5703", "published": "2025-10",
-     "fixed": {"535": "535.274.02", "570": "570.195.03", "580": "580.95.05"},
-     "source": _PSIRT + "dbb4ada0:2025/5703/5703.md", "checked": "2026-11-25"},
-    {"bulletin": "5747", "published": "2026-01-28",
-     "fixed": {"535": "535.288.01", "570": "570.211.01", "580": "580.126.09", "590": "590.48.01"},
-     "source": _PSIRT + "dbb4ada0:2026/5747/5747.md", "checked": "2026-11-25"},
-    {"bulletin": "5821", "published": "2026-05-19",
-     "fixed": {"535": "535.309.01", "580": "580.159.03", "595": "595.71.05"},
-     "source": _PSIRT + "dbb4ada0:2026/5821/5821.md", "checked": "2026-11-25"},
-    {"bulletin": "5861", "published": "2026-09-30",
-     "fixed": {"580": "580.178.04", "595": "595.91.07", "610": "610.57.04", "615": "615.71.09"},
-     "source": _PSIRT + "08d1a287:2026/5861/5861.md", "checked": "2026-11-25"},
+    {
+        "bulletin": "5703",
+        "published": "2025-10",
+        "fixed": {"535": "535.274.02", "570": "570.195.03", "580": "580.95.05"},
+        "source": _PSIRT + "dbb4ada0:2025/5703/5703.md",
+        "checked": "2026-11-25",
+    },
+    {
+        "bulletin": "5747",
+        "published": "2026-01-28",
+        "fixed": {"535": "535.288.01", "570": "570.211.01", "580": "580.126.09", "590": "590.48.01"},
+        "source": _PSIRT + "dbb4ada0:2026/5747/5747.md",
+        "checked": "2026-11-25",
+    },
+    {
+        "bulletin": "5821",
+        "published": "2026-05-19",
+        "fixed": {"535": "535.309.01", "580": "580.159.03", "595": "595.71.05"},
+        "source": _PSIRT + "dbb4ada0:2026/5821/5821.md",
+        "checked": "2026-11-25",
+    },
+    {
+        "bulletin": "5861",
+        "published": "2026-09-30",
+        "fixed": {"580": "580.178.04", "595": "595.91.07", "610": "610.57.04", "615": "615.71.09"},
+        "source": _PSIRT + "08d1a287:2026/5861/5861.md",
+        "checked": "2026-11-25",
+    },
 )

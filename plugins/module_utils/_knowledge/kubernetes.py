@@ -26,19 +26,37 @@ CRICTL_GROUPS = (
 # NVIDIA Container Runtime acts on: nvidia must be the engine's default
 # runtime, or the GPU pods must select an nvidia RuntimeClass.
 DEVICE_PLUGIN_STRATEGIES = (
-    {"strategy": "envvar", "needs": "nvidia_runtime",
-     "source": "NVIDIA/k8s-device-plugin@1b826acc:README.md (Prerequisites; deviceListStrategy)",
-     "checked": "2026-11-25"},
+    {
+        "strategy": "envvar",
+        "needs": "nvidia_runtime",
+        "source": "NVIDIA/k8s-device-plugin@1b826acc:README.md (Prerequisites; deviceListStrategy)",
+        "checked": "2026-11-25",
+    },
 )
 
 # What NVIDIA's DRA driver for GPUs (k8s-dra-driver-gpu) needs. The standalone
 # driver asks for Kubernetes 1.32 with DRA enabled; the GPU Operator's DRA
 # workflow asks for Kubernetes 1.34.2 and GPU driver 580 or later.
 DRA_MINIMUMS = (
-    {"component": "kubernetes", "minimum": "1.32", "for": "k8s-dra-driver-gpu (DRA enabled)",
-     "source": "NVIDIA/k8s-dra-driver-gpu@22407113:README.md", "checked": "2026-11-25"},
-    {"component": "kubernetes", "minimum": "1.34.2", "for": "the GPU Operator's DRA workflow",
-     "source": "NVIDIA/cloud-native-docs@52dcb7b8:gpu-operator/dra-intro-install.rst", "checked": "2026-11-25"},
-    {"component": "driver", "minimum": "580", "for": "the GPU Operator's DRA workflow",
-     "source": "NVIDIA/cloud-native-docs@52dcb7b8:gpu-operator/dra-intro-install.rst", "checked": "2026-11-25"},
+    {
+        "component": "kubernetes",
+        "minimum": "1.32",
+        "for": "k8s-dra-driver-gpu (DRA enabled)",
+        "source": "NVIDIA/k8s-dra-driver-gpu@22407113:README.md",
+        "checked": "2026-11-25",
+    },
+    {
+        "component": "kubernetes",
+        "minimum": "1.34.2",
+        "for": "the GPU Operator's DRA workflow",
+        "source": "NVIDIA/cloud-native-docs@52dcb7b8:gpu-operator/dra-intro-install.rst",
+        "checked": "2026-11-25",
+    },
+    {
+        "component": "driver",
+        "minimum": "580",
+        "for": "the GPU Operator's DRA workflow",
+        "source": "NVIDIA/cloud-native-docs@52dcb7b8:gpu-operator/dra-intro-install.rst",
+        "checked": "2026-11-25",
+    },
 )

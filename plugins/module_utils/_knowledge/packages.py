@@ -134,8 +134,16 @@ DPKG_QUERY_FORMAT: dict[str, t.Any] = {
 DPKG_STATUS_ABBREV: dict[str, t.Any] = {
     "value": {
         "selection": {"u": "unknown", "i": "install", "h": "hold", "r": "deinstall", "p": "purge"},
-        "status": {"n": "not-installed", "c": "config-files", "H": "half-installed", "U": "unpacked",
-                   "F": "half-configured", "W": "triggers-awaited", "t": "triggers-pending", "i": "installed"},
+        "status": {
+            "n": "not-installed",
+            "c": "config-files",
+            "H": "half-installed",
+            "U": "unpacked",
+            "F": "half-configured",
+            "W": "triggers-awaited",
+            "t": "triggers-pending",
+            "i": "installed",
+        },
         "error": {" ": None, "R": "reinst-required"},
     },
     "source": "https://manpages.debian.org/bookworm/dpkg/dpkg-query.1.en.html",
@@ -153,9 +161,11 @@ RPM_QUERY_FORMAT: dict[str, t.Any] = {
 
 def toolkit_packages(package_set: str | None = None, release_version: bool | None = None) -> tuple[str, ...]:
     """The toolkit's package names in install order: of one set, or only those carrying the release version."""
-    return tuple(row["package"] for row in TOOLKIT_PACKAGE_SETS
-                 if (package_set is None or package_set in row["sets"])
-                 and (release_version is None or row["release_version"] is release_version))
+    return tuple(
+        row["package"]
+        for row in TOOLKIT_PACKAGE_SETS
+        if (package_set is None or package_set in row["sets"]) and (release_version is None or row["release_version"] is release_version)
+    )
 
 
 def version_packages() -> dict[str, tuple[str, ...]]:
@@ -180,13 +190,15 @@ def dpkg_query_rows(text: str) -> list[dict[str, t.Any]]:
             continue
         name, version, abbrev = fields
         error = abbrev[2:3] or " "
-        rows.append({
-            "name": name.split(":")[0],
-            "version": version,
-            "selection": letters["selection"].get(abbrev[0], abbrev[0]),
-            "status": letters["status"].get(abbrev[1], abbrev[1]),
-            "error": letters["error"].get(error, error),
-        })
+        rows.append(
+            {
+                "name": name.split(":")[0],
+                "version": version,
+                "selection": letters["selection"].get(abbrev[0], abbrev[0]),
+                "status": letters["status"].get(abbrev[1], abbrev[1]),
+                "error": letters["error"].get(error, error),
+            }
+        )
     return rows
 
 
@@ -203,11 +215,13 @@ def rpm_query_rows(text: str) -> list[dict[str, t.Any]]:
             continue
         name, evr = fields
         epoch, version = evr.split(":", 1)
-        rows.append({
-            "name": name,
-            "version": version if epoch == "0" else evr,
-            "selection": "install",
-            "status": "installed",
-            "error": None,
-        })
+        rows.append(
+            {
+                "name": name,
+                "version": version if epoch == "0" else evr,
+                "selection": "install",
+                "status": "installed",
+                "error": None,
+            }
+        )
     return rows

@@ -14,6 +14,7 @@ already the pinned file (a re-run reads nothing from upstream), else from URL
 (get_url then fetches it a second time, on the first run only). Prints
 {"sha256": ..., "manifests": [{"digest": ..., "name": ...}]} as JSON.
 """
+
 import hashlib
 import json
 import os
@@ -39,9 +40,9 @@ def read(stream):
             if member.isfile() and member.name.lstrip("./") == "index.json":
                 for m in json.load(archive.extractfile(member)).get("manifests", []):
                     notes = m.get("annotations") or {}
-                    manifests.append({"digest": m.get("digest", ""),
-                                      "name": notes.get("io.containerd.image.name")
-                                      or notes.get("org.opencontainers.image.ref.name", "")})
+                    manifests.append(
+                        {"digest": m.get("digest", ""), "name": notes.get("io.containerd.image.name") or notes.get("org.opencontainers.image.ref.name", "")}
+                    )
     while hashed.read(1 << 20):
         pass
     return {"sha256": hashed.sha256.hexdigest(), "manifests": manifests}

@@ -14,6 +14,7 @@ module on stdin, as the docker connection does, so Ansible pipelines: one
 ``podman exec`` per module. The container's filesystem is mounted only when
 a file is really copied (copy, template, fetch).
 """
+
 from __future__ import annotations
 
 DOCUMENTATION = """

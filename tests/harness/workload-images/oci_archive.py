@@ -14,6 +14,7 @@ What repack changes, and why:
   so its .sha256 is stable. The blobs are copied unchanged; the manifest digest is podman's.
 Standard library only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,7 @@ import tarfile
 
 CONTAINERD_NAME = "io.containerd.image.name"
 OCI_REF_NAME = "org.opencontainers.image.ref.name"
-MANIFEST_TYPES = ("application/vnd.oci.image.manifest.v1+json",
-                  "application/vnd.docker.distribution.manifest.v2+json")
+MANIFEST_TYPES = ("application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json")
 
 
 def _blob_path(digest: str) -> str:
@@ -57,8 +57,7 @@ def _manifests(members: dict[str, bytes]) -> list[dict]:
 
 
 def _write(path: str, members: dict[str, bytes]) -> None:
-    directories = sorted({name.rsplit("/", i)[0] + "/" for name in members if "/" in name
-                          for i in range(1, name.count("/") + 1)})
+    directories = sorted({name.rsplit("/", i)[0] + "/" for name in members if "/" in name for i in range(1, name.count("/") + 1)})
     with open(path, "wb") as raw, tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as archive:
         for name in directories:
             info = tarfile.TarInfo(name.rstrip("/"))
@@ -81,19 +80,21 @@ def repack(src: str, dest: str, ref: str) -> dict:
     descriptor.setdefault("annotations", {}).update({OCI_REF_NAME: ref, CONTAINERD_NAME: ref})
     members["index.json"] = json.dumps(index, separators=(",", ":"), sort_keys=True).encode()
     manifest = images[0]["manifest"]
-    docker = [{"Config": _blob_path(manifest["config"]["digest"]),
-               "RepoTags": [ref],
-               "Layers": [_blob_path(layer["digest"]) for layer in manifest["layers"]]}]
+    docker = [{"Config": _blob_path(manifest["config"]["digest"]), "RepoTags": [ref], "Layers": [_blob_path(layer["digest"]) for layer in manifest["layers"]]}]
     members["manifest.json"] = json.dumps(docker, separators=(",", ":")).encode()
     _write(dest, members)
     return {"name": ref, "digest": descriptor["digest"], "config": manifest["config"]["digest"]}
 
 
 def inspect(path: str) -> list[dict]:
-    return [{"name": image["descriptor"].get("annotations", {}).get(CONTAINERD_NAME, ""),
-             "digest": image["descriptor"]["digest"],
-             "config": image["manifest"]["config"]["digest"]}
-            for image in _manifests(_read_members(path))]
+    return [
+        {
+            "name": image["descriptor"].get("annotations", {}).get(CONTAINERD_NAME, ""),
+            "digest": image["descriptor"]["digest"],
+            "config": image["manifest"]["config"]["digest"],
+        }
+        for image in _manifests(_read_members(path))
+    ]
 
 
 def main() -> None:

@@ -20,7 +20,8 @@ import pytest
 import yaml
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _nvml
-from ansible_collections.gpufleet.nvidia.tests.unit.device.conftest import ROOT as _ROOT, load_reading
+from ansible_collections.gpufleet.nvidia.tests.unit.device.conftest import ROOT as _ROOT
+from ansible_collections.gpufleet.nvidia.tests.unit.device.conftest import load_reading
 
 
 @pytest.fixture(scope="module")
@@ -46,12 +47,15 @@ def test_comparison_of_the_recorded_reading_agrees(check, reading):
     assert len(result.matched) == reading["matched_count"] - 1  # less the --expect-pid check
 
 
-@pytest.mark.parametrize(("source", "path", "value"), [
-    ("pynvml", ("devices", 0, "memory", "total"), 1),
-    ("pynvml", ("devices", 0, "gpu_instance_profiles", "9", "id"), 1),
-    ("ours", ("devices", 0, "placements", "15", 0, "start"), 1),
-    ("nvidia_smi", ("query_gpu", 0, "memory.reserved"), "481"),
-])
+@pytest.mark.parametrize(
+    ("source", "path", "value"),
+    [
+        ("pynvml", ("devices", 0, "memory", "total"), 1),
+        ("pynvml", ("devices", 0, "gpu_instance_profiles", "9", "id"), 1),
+        ("ours", ("devices", 0, "placements", "15", 0, "start"), 1),
+        ("nvidia_smi", ("query_gpu", 0, "memory.reserved"), "481"),
+    ],
+)
 def test_comparison_finds_a_changed_field(check, reading, source, path, value):
     r = copy.deepcopy(reading)
     node = r[source]

@@ -28,8 +28,7 @@ def reading():
 
 def _compare_health(check, r):
     result = check.Compare()
-    check.compare_health(result, r["health"]["ours"], r["health"]["pynvml"], r["health"]["nvidia_smi"],
-                         r["nvidia_smi"]["xml"])
+    check.compare_health(result, r["health"]["ours"], r["health"]["pynvml"], r["health"]["nvidia_smi"], r["nvidia_smi"]["xml"])
     return result
 
 
@@ -55,13 +54,16 @@ def test_health_comparison_of_the_recorded_reading_agrees(check, reading):
     assert "gpu0.health.remapped_rows.pending" in result.matched
 
 
-@pytest.mark.parametrize(("path", "value"), [
-    (("remapped_rows", "pending"), True),
-    (("ecc", "volatile", "uncorrected"), 1),
-    (("pcie", "width_current"), 8),
-    (("recovery_action",), 2),
-    (("temperature", "current_c"), 80),
-])
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("remapped_rows", "pending"), True),
+        (("ecc", "volatile", "uncorrected"), 1),
+        (("pcie", "width_current"), 8),
+        (("recovery_action",), 2),
+        (("temperature", "current_c"), 80),
+    ],
+)
 def test_health_comparison_catches_a_difference(check, reading, path, value):
     changed = copy.deepcopy(reading)
     leaf = changed["health"]["ours"]["devices"][0]["health"]
@@ -75,7 +77,9 @@ def test_health_comparison_catches_a_difference(check, reading, path, value):
 def test_the_real_gpu_is_judged_healthy(reading):
     """No false alarm on a real, idle, healthy GPU: the judgement of its recorded reading is a pass."""
     gpu = reading["ours"]["devices"][0]
-    facts = {"status": "ok", "gpus": [{"index": 0, "uuid": "GPU-redacted", "pci": gpu["pci"],
-                                       "lost": False, "health": reading["health"]["ours"]["devices"][0]["health"]}]}
+    facts = {
+        "status": "ok",
+        "gpus": [{"index": 0, "uuid": "GPU-redacted", "pci": gpu["pci"], "lost": False, "health": reading["health"]["ours"]["devices"][0]["health"]}],
+    }
     policy = _health.HealthPolicy.from_vars({"gpu_count_expected": 1})
     assert _health.judge(facts, [], {"nvidia-persistenced": "active"}, policy) == []

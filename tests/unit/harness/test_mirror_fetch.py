@@ -1,4 +1,5 @@
 """tests/harness/mirror.py fetch: the answer is kept per request and apt lists, asked again when either changes."""
+
 from __future__ import annotations
 
 import argparse

@@ -8,6 +8,7 @@ library down completely afterwards.  The socket variable always names a
 test's own path, so a host that runs nvml-sim-persistenced on the default
 socket cannot answer for a test's missing state file.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -53,8 +54,7 @@ def simctl() -> Any:
 @pytest.fixture(scope="session")
 def libpath() -> str:
     """Build the library with make, as a test host would."""
-    proc = subprocess.run(["make", "-C", SIM_DIR], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, check=False)
+    proc = subprocess.run(["make", "-C", SIM_DIR], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
     assert proc.returncode == 0, proc.stdout
     assert os.path.exists(LIB_PATH)
     return LIB_PATH
@@ -141,8 +141,8 @@ class Persistenced:
         self.log = os.path.join(self.dir, "log")
         with open(self.log, "wb") as log:
             self.proc: Optional[subprocess.Popen] = subprocess.Popen(
-                [sys.executable, PERSISTENCED, "--socket", self.socket, "--state", state, "--rundir", rundir],
-                stdout=log, stderr=subprocess.STDOUT)
+                [sys.executable, PERSISTENCED, "--socket", self.socket, "--state", state, "--rundir", rundir], stdout=log, stderr=subprocess.STDOUT
+            )
         deadline = time.monotonic() + 10
         while not os.path.exists(self.socket):
             assert self.proc.poll() is None, open(self.log, encoding="utf-8").read()

@@ -4,6 +4,7 @@ The native tool is what a container gets through CDI: it must list the same
 GPUs and MIG devices as the Python stand-in, through NVML calls only, and
 still work when the only way to the state is nvml-sim-persistenced's socket.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,10 +31,13 @@ def node(tmp_path: Any, simctl: Any, libpath: str) -> Any:
     """Factory: node(name) renders nodes/<name>.yml, booted; returns the environment pointing at it."""
 
     def render(name: str = "dgx-a100-mig-mixed") -> Dict[str, str]:
-        env = dict(os.environ, NVML_SIM_STATE=str(tmp_path / name / "state"),
-                   NVML_SIM_RUNDIR=str(tmp_path / name / "run"),
-                   NVML_SIM_SOCKET=str(tmp_path / "no-persistenced" / "socket"),
-                   LD_LIBRARY_PATH=os.path.dirname(libpath))
+        env = dict(
+            os.environ,
+            NVML_SIM_STATE=str(tmp_path / name / "state"),
+            NVML_SIM_RUNDIR=str(tmp_path / name / "run"),
+            NVML_SIM_SOCKET=str(tmp_path / "no-persistenced" / "socket"),
+            LD_LIBRARY_PATH=os.path.dirname(libpath),
+        )
         env.pop("NVML_SIM_EUID", None)
         state = simctl.render_node(os.path.join(NODES_DIR, name + ".yml"))
         with simctl.locked(env["NVML_SIM_STATE"]):
@@ -45,13 +49,11 @@ def node(tmp_path: Any, simctl: Any, libpath: str) -> Any:
 
 
 def run(env: Dict[str, str], *args: str, binary: str = NATIVE_SMI) -> subprocess.CompletedProcess:
-    return subprocess.run([binary, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, check=False, timeout=30)
+    return subprocess.run([binary, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False, timeout=30)
 
 
 def python_smi(env: Dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["python3", PYTHON_SMI, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, check=False, timeout=30)
+    return subprocess.run(["python3", PYTHON_SMI, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False, timeout=30)
 
 
 def shown(simctl: Any, env: Dict[str, str]) -> Dict[str, Any]:
@@ -64,13 +66,14 @@ def uuids(listing: str) -> List[str]:
 
 # ---- build ---------------------------------------------------------------------
 
+
 def _symbol_versions(path: str) -> List[tuple]:
-    out = subprocess.run(["objdump", "-T", path], stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout
+    out = subprocess.run(["objdump", "-T", path], stdout=subprocess.PIPE, text=True, check=True).stdout
     return sorted({tuple(int(p) for p in v.split(".")) for v in re.findall(r"GLIBC_([0-9.]+)", out)})
 
 
 def _needed(path: str) -> List[str]:
-    out = subprocess.run(["objdump", "-p", path], stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout
+    out = subprocess.run(["objdump", "-p", path], stdout=subprocess.PIPE, text=True, check=True).stdout
     return re.findall(r"NEEDED\s+(\S+)", out)
 
 
@@ -92,8 +95,8 @@ def test_native_smi_is_not_linked_to_nvml(libpath: str) -> None:
 
 # ---- -L ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["dgx-a100-8x40gb", "dgx-a100-mig-mixed", "mixed-a100-h100-l40s", "t4-1x",
-                                  "hgx-h100-8x80gb"])
+
+@pytest.mark.parametrize("name", ["dgx-a100-8x40gb", "dgx-a100-mig-mixed", "mixed-a100-h100-l40s", "t4-1x", "hgx-h100-8x80gb"])
 def test_list_matches_the_python_one(node: Any, simctl: Any, name: str) -> None:
     env = node(name)
     native, python = run(env, "-L"), python_smi(env, "-L")
@@ -111,13 +114,13 @@ def test_list_matches_the_python_one(node: Any, simctl: Any, name: str) -> None:
 def test_list_shows_partial_compute_instances(node: Any) -> None:
     """dgx-a100-mig-mixed has a 1c.3g.20gb device: the MIG column is the device's profile."""
     out = run(node(), "-L").stdout
-    assert re.search(r"^  MIG 1c\.3g\.20gb   Device  \d: \(UUID: MIG-", out, re.M), out
+    assert re.search(r"^  MIG 1c\.3g\.20gb   Device  \d: \(UUID: MIG-", out, re.MULTILINE), out
 
 
 # ---- --query-gpu -----------------------------------------------------------------
 
-@pytest.mark.parametrize("fields", [ALL_FIELDS, ["uuid"], ["pci.bus_id", "index"], ["driver_version", "name", "uuid"],
-                                    ["gpu_name", "gpu_bus_id"]])
+
+@pytest.mark.parametrize("fields", [ALL_FIELDS, ["uuid"], ["pci.bus_id", "index"], ["driver_version", "name", "uuid"], ["gpu_name", "gpu_bus_id"]])
 def test_query(node: Any, simctl: Any, fields: List[str]) -> None:
     env = node("mixed-a100-h100-l40s")
     state = shown(simctl, env)
@@ -140,17 +143,21 @@ def test_query_header_ids_and_spaced_options(node: Any, simctl: Any) -> None:
     assert run(env, "--query-gpu=uuid", "--format=csv,noheader,nounits", "--id=0").stdout == gpus[0]["uuid"] + "\n"
 
 
-@pytest.mark.parametrize(("args", "code", "text"), [
-    (("--query-gpu=uuid,temperature.gpu", "--format=csv"), 2, 'Field "temperature.gpu" is not a valid field'),
-    (("--query-gpu=uuid", "--format=json"), 2, 'Invalid format option "json"'),
-    (("--query-gpu=uuid", "--format=csv", "-i", "12"), 6, 'No devices were found matching "12"'),
-])
+@pytest.mark.parametrize(
+    ("args", "code", "text"),
+    [
+        (("--query-gpu=uuid,temperature.gpu", "--format=csv"), 2, 'Field "temperature.gpu" is not a valid field'),
+        (("--query-gpu=uuid", "--format=json"), 2, 'Invalid format option "json"'),
+        (("--query-gpu=uuid", "--format=csv", "-i", "12"), 6, 'No devices were found matching "12"'),
+    ],
+)
 def test_query_errors(node: Any, args: Any, code: int, text: str) -> None:
     out = run(node(), *args)
     assert out.returncode == code and text in out.stdout, (out.returncode, out.stdout)
 
 
 # ---- exit codes like the real tool ----------------------------------------------------
+
 
 def test_driver_not_loaded(node: Any, simctl: Any) -> None:
     env = node()
@@ -178,12 +185,11 @@ def test_init_failure_exits_with_the_nvml_code(node: Any, simctl: Any) -> None:
 
 def test_a_lost_gpu_is_reported_and_the_rest_listed(node: Any, simctl: Any) -> None:
     env = node("dgx-a100-8x40gb")
-    assert simctl.main(["fault", "add", "nvmlDeviceGetHandleByIndex_v2", "GPU_IS_LOST", "--gpu", "3",
-                        "--state", env["NVML_SIM_STATE"]]) == 0
+    assert simctl.main(["fault", "add", "nvmlDeviceGetHandleByIndex_v2", "GPU_IS_LOST", "--gpu", "3", "--state", env["NVML_SIM_STATE"]]) == 0
     out = run(env, "-L")
     assert out.returncode == 15
     assert "Unable to determine the device handle for GPU3: GPU is lost" in out.stdout
-    assert len(re.findall(r"^GPU \d", out.stdout, re.M)) == 7
+    assert len(re.findall(r"^GPU \d", out.stdout, re.MULTILINE)) == 7
 
 
 def test_no_library(node: Any) -> None:
@@ -193,6 +199,7 @@ def test_no_library(node: Any) -> None:
 
 
 # ---- everything else goes to the Python implementation ------------------------------------
+
 
 def test_reset_is_handed_to_the_python_one(node: Any, simctl: Any) -> None:
     """build/nvidia-smi.py (a link to ../nvidia-smi) is next to the binary, as it is installed on a node."""
@@ -219,6 +226,7 @@ def test_without_the_python_one(node: Any, tmp_path: Any) -> None:
 
 # ---- the state served on the persistenced socket (what a container sees) -------------------
 
+
 def gi_cap(minor: int, gi: int) -> int:
     """The driver's static mig-minors numbering (config 1, monitor 2, 15 x (1 + 8) per GPU)."""
     return 3 + minor * 135 + gi * 9
@@ -244,8 +252,13 @@ def _dev_tree(root: str, state: Dict[str, Any], gpus: Any = None, migs: Any = No
 def _container_env(env: Dict[str, str], socket_path: str, dev_root: str = "") -> Dict[str, str]:
     """No state file, no run dir: only the socket (and the device nodes CDI gives), as inside a CDI container."""
     missing = os.path.join(os.path.dirname(env["NVML_SIM_STATE"]), "not-mounted")
-    return dict(env, NVML_SIM_STATE=os.path.join(missing, "state"), NVML_SIM_RUNDIR=os.path.join(missing, "run"),
-                NVML_SIM_SOCKET=socket_path, NVML_SIM_DEV_ROOT=dev_root)
+    return dict(
+        env,
+        NVML_SIM_STATE=os.path.join(missing, "state"),
+        NVML_SIM_RUNDIR=os.path.join(missing, "run"),
+        NVML_SIM_SOCKET=socket_path,
+        NVML_SIM_DEV_ROOT=dev_root,
+    )
 
 
 @pytest.mark.parametrize("name", ["dgx-a100-mig-mixed", "hgx-h200-8x141gb"])
@@ -260,8 +273,7 @@ def test_native_smi_through_the_socket_only(node: Any, simctl: Any, persistenced
     assert out.stdout == python_smi(env, "-L").stdout
     expected = [g["uuid"] for g in state["gpus"]]
     assert [u for u in uuids(out.stdout) if u.startswith("GPU-")] == expected
-    assert [u for u in uuids(out.stdout) if u.startswith("MIG-")] == [
-        ci["uuid"] for g in state["gpus"] for gi in g["gis"] for ci in gi["cis"]]
+    assert [u for u in uuids(out.stdout) if u.startswith("MIG-")] == [ci["uuid"] for g in state["gpus"] for gi in g["gis"] for ci in gi["cis"]]
     query = run(inside, "--query-gpu=uuid,driver_version", "--format=csv,noheader")
     assert query.stdout.splitlines() == ["{0}, {1}".format(u, state["system"]["driver_version"]) for u in expected]
     assert not os.path.exists(os.path.dirname(inside["NVML_SIM_STATE"]))  # nothing written on the reader's side

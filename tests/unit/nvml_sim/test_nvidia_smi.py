@@ -1,4 +1,5 @@
 """The nvidia-smi stand-in of a simulated node: -L and --gpu-reset."""
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,7 @@ def node(tmp_path: Any, simctl: Any) -> Dict[str, str]:
 
 
 def smi(env: Dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, NVIDIA_SMI, *args], env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    return subprocess.run([sys.executable, NVIDIA_SMI, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
 
 
 def gpus(simctl: Any, env: Dict[str, str]) -> Any:

@@ -3,6 +3,7 @@
 Every call goes through raw ctypes with struct layouts written out from
 nvml.h, so a layout or semantics drift in the C library shows up here.
 """
+
 # ctypes structs have no methods; a few ABI walk-throughs need many locals.
 # pylint: disable=too-few-public-methods,too-many-locals
 from __future__ import annotations
@@ -52,72 +53,139 @@ P = ctypes.c_void_p
 
 class PciInfo(ctypes.Structure):
     """nvmlPciInfo_t (v3 layout)."""
-    _fields_ = [("busIdLegacy", ctypes.c_char * 16), ("domain", U), ("bus", U), ("device", U),
-                ("pciDeviceId", U), ("pciSubSystemId", U), ("busId", ctypes.c_char * 32)]
+
+    _fields_ = [
+        ("busIdLegacy", ctypes.c_char * 16),
+        ("domain", U),
+        ("bus", U),
+        ("device", U),
+        ("pciDeviceId", U),
+        ("pciSubSystemId", U),
+        ("busId", ctypes.c_char * 32),
+    ]
 
 
 class Memory(ctypes.Structure):
     """nvmlMemory_t."""
+
     _fields_ = [("total", ULL), ("free", ULL), ("used", ULL)]
 
 
 class MemoryV2(ctypes.Structure):
     """nvmlMemory_v2_t."""
+
     _fields_ = [("version", U), ("total", ULL), ("reserved", ULL), ("free", ULL), ("used", ULL)]
 
 
 class ProcessInfo(ctypes.Structure):
     """nvmlProcessInfo_t as filled by nvmlDeviceGetComputeRunningProcesses_v3."""
+
     _fields_ = [("pid", U), ("usedGpuMemory", ULL), ("gpuInstanceId", U), ("computeInstanceId", U)]
 
 
 class DeviceAttributes(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_uint) for name in (
-        "multiprocessorCount", "sharedCopyEngineCount", "sharedDecoderCount", "sharedEncoderCount",
-        "sharedJpegCount", "sharedOfaCount", "gpuInstanceSliceCount", "computeInstanceSliceCount")] + [
-        ("memorySizeMB", ctypes.c_ulonglong)]
+    _fields_ = [
+        (name, ctypes.c_uint)
+        for name in (
+            "multiprocessorCount",
+            "sharedCopyEngineCount",
+            "sharedDecoderCount",
+            "sharedEncoderCount",
+            "sharedJpegCount",
+            "sharedOfaCount",
+            "gpuInstanceSliceCount",
+            "computeInstanceSliceCount",
+        )
+    ] + [("memorySizeMB", ctypes.c_ulonglong)]
 
 
 class Placement(ctypes.Structure):
     """nvmlGpuInstancePlacement_t / nvmlComputeInstancePlacement_t."""
+
     _fields_ = [("start", U), ("size", U)]
 
 
 class GiProfile(ctypes.Structure):
     """nvmlGpuInstanceProfileInfo_t."""
-    _fields_ = [("id", U), ("isP2pSupported", U), ("sliceCount", U), ("instanceCount", U),
-                ("multiprocessorCount", U), ("copyEngineCount", U), ("decoderCount", U), ("encoderCount", U),
-                ("jpegCount", U), ("ofaCount", U), ("memorySizeMB", ULL)]
+
+    _fields_ = [
+        ("id", U),
+        ("isP2pSupported", U),
+        ("sliceCount", U),
+        ("instanceCount", U),
+        ("multiprocessorCount", U),
+        ("copyEngineCount", U),
+        ("decoderCount", U),
+        ("encoderCount", U),
+        ("jpegCount", U),
+        ("ofaCount", U),
+        ("memorySizeMB", ULL),
+    ]
 
 
 class GiProfileV2(ctypes.Structure):
     """nvmlGpuInstanceProfileInfo_v2_t."""
-    _fields_ = [("version", U), ("id", U), ("isP2pSupported", U), ("sliceCount", U), ("instanceCount", U),
-                ("multiprocessorCount", U), ("copyEngineCount", U), ("decoderCount", U), ("encoderCount", U),
-                ("jpegCount", U), ("ofaCount", U), ("memorySizeMB", ULL), ("name", ctypes.c_char * 96)]
+
+    _fields_ = [
+        ("version", U),
+        ("id", U),
+        ("isP2pSupported", U),
+        ("sliceCount", U),
+        ("instanceCount", U),
+        ("multiprocessorCount", U),
+        ("copyEngineCount", U),
+        ("decoderCount", U),
+        ("encoderCount", U),
+        ("jpegCount", U),
+        ("ofaCount", U),
+        ("memorySizeMB", ULL),
+        ("name", ctypes.c_char * 96),
+    ]
 
 
 class GiInfo(ctypes.Structure):
     """nvmlGpuInstanceInfo_t."""
+
     _fields_ = [("device", P), ("id", U), ("profileId", U), ("placement", Placement)]
 
 
 class CiProfile(ctypes.Structure):
     """nvmlComputeInstanceProfileInfo_t."""
-    _fields_ = [("id", U), ("sliceCount", U), ("instanceCount", U), ("multiprocessorCount", U),
-                ("sharedCopyEngineCount", U), ("sharedDecoderCount", U), ("sharedEncoderCount", U),
-                ("sharedJpegCount", U), ("sharedOfaCount", U)]
+
+    _fields_ = [
+        ("id", U),
+        ("sliceCount", U),
+        ("instanceCount", U),
+        ("multiprocessorCount", U),
+        ("sharedCopyEngineCount", U),
+        ("sharedDecoderCount", U),
+        ("sharedEncoderCount", U),
+        ("sharedJpegCount", U),
+        ("sharedOfaCount", U),
+    ]
 
 
 class CiProfileV2(ctypes.Structure):
     """nvmlComputeInstanceProfileInfo_v2_t."""
-    _fields_ = [("version", U), ("id", U), ("sliceCount", U), ("instanceCount", U), ("multiprocessorCount", U),
-                ("sharedCopyEngineCount", U), ("sharedDecoderCount", U), ("sharedEncoderCount", U),
-                ("sharedJpegCount", U), ("sharedOfaCount", U), ("name", ctypes.c_char * 96)]
+
+    _fields_ = [
+        ("version", U),
+        ("id", U),
+        ("sliceCount", U),
+        ("instanceCount", U),
+        ("multiprocessorCount", U),
+        ("sharedCopyEngineCount", U),
+        ("sharedDecoderCount", U),
+        ("sharedEncoderCount", U),
+        ("sharedJpegCount", U),
+        ("sharedOfaCount", U),
+        ("name", ctypes.c_char * 96),
+    ]
 
 
 class CiInfo(ctypes.Structure):
     """nvmlComputeInstanceInfo_t."""
+
     _fields_ = [("device", P), ("gpuInstance", P), ("id", U), ("profileId", U), ("placement", Placement)]
 
 
@@ -150,49 +218,87 @@ class Api:
     """Typed access to the library: api.NAME(args) -> return code."""
 
     SIGS: Dict[str, List[Any]] = {
-        "nvmlInit": [], "nvmlInit_v2": [], "nvmlInitWithFlags": [U], "nvmlShutdown": [],
-        "nvmlSystemGetDriverVersion": [ctypes.c_char_p, U], "nvmlSystemGetNVMLVersion": [ctypes.c_char_p, U],
-        "nvmlSystemGetCudaDriverVersion": [P], "nvmlSystemGetCudaDriverVersion_v2": [P],
-        "nvmlDeviceGetCount": [P], "nvmlDeviceGetCount_v2": [P],
-        "nvmlDeviceGetHandleByIndex": [U, P], "nvmlDeviceGetHandleByIndex_v2": [U, P],
-        "nvmlDeviceGetHandleByUUID": [ctypes.c_char_p, P], "nvmlDeviceGetHandleByPciBusId": [ctypes.c_char_p, P],
+        "nvmlInit": [],
+        "nvmlInit_v2": [],
+        "nvmlInitWithFlags": [U],
+        "nvmlShutdown": [],
+        "nvmlSystemGetDriverVersion": [ctypes.c_char_p, U],
+        "nvmlSystemGetNVMLVersion": [ctypes.c_char_p, U],
+        "nvmlSystemGetCudaDriverVersion": [P],
+        "nvmlSystemGetCudaDriverVersion_v2": [P],
+        "nvmlDeviceGetCount": [P],
+        "nvmlDeviceGetCount_v2": [P],
+        "nvmlDeviceGetHandleByIndex": [U, P],
+        "nvmlDeviceGetHandleByIndex_v2": [U, P],
+        "nvmlDeviceGetHandleByUUID": [ctypes.c_char_p, P],
+        "nvmlDeviceGetHandleByPciBusId": [ctypes.c_char_p, P],
         "nvmlDeviceGetHandleByPciBusId_v2": [ctypes.c_char_p, P],
-        "nvmlDeviceGetIndex": [P, P], "nvmlDeviceGetName": [P, ctypes.c_char_p, U],
-        "nvmlDeviceGetUUID": [P, ctypes.c_char_p, U], "nvmlDeviceGetSerial": [P, ctypes.c_char_p, U],
-        "nvmlDeviceGetBoardPartNumber": [P, ctypes.c_char_p, U], "nvmlDeviceGetMinorNumber": [P, P],
-        "nvmlDeviceGetPciInfo": [P, P], "nvmlDeviceGetPciInfo_v2": [P, P], "nvmlDeviceGetPciInfo_v3": [P, P],
-        "nvmlDeviceGetMemoryInfo": [P, P], "nvmlDeviceGetMemoryInfo_v2": [P, P],
-        "nvmlDeviceGetArchitecture": [P, P], "nvmlDeviceGetCudaComputeCapability": [P, P, P],
-        "nvmlDeviceGetAttributes": [P, P], "nvmlDeviceGetAttributes_v2": [P, P],
-        "nvmlDeviceGetPersistenceMode": [P, P], "nvmlDeviceGetComputeRunningProcesses_v3": [P, P, P],
-        "nvmlDeviceGetMigMode": [P, P, P], "nvmlDeviceSetMigMode": [P, U, P],
-        "nvmlDeviceGetGpuInstanceProfileInfo": [P, U, P], "nvmlDeviceGetGpuInstanceProfileInfoV": [P, U, P],
+        "nvmlDeviceGetIndex": [P, P],
+        "nvmlDeviceGetName": [P, ctypes.c_char_p, U],
+        "nvmlDeviceGetUUID": [P, ctypes.c_char_p, U],
+        "nvmlDeviceGetSerial": [P, ctypes.c_char_p, U],
+        "nvmlDeviceGetBoardPartNumber": [P, ctypes.c_char_p, U],
+        "nvmlDeviceGetMinorNumber": [P, P],
+        "nvmlDeviceGetPciInfo": [P, P],
+        "nvmlDeviceGetPciInfo_v2": [P, P],
+        "nvmlDeviceGetPciInfo_v3": [P, P],
+        "nvmlDeviceGetMemoryInfo": [P, P],
+        "nvmlDeviceGetMemoryInfo_v2": [P, P],
+        "nvmlDeviceGetArchitecture": [P, P],
+        "nvmlDeviceGetCudaComputeCapability": [P, P, P],
+        "nvmlDeviceGetAttributes": [P, P],
+        "nvmlDeviceGetAttributes_v2": [P, P],
+        "nvmlDeviceGetPersistenceMode": [P, P],
+        "nvmlDeviceGetComputeRunningProcesses_v3": [P, P, P],
+        "nvmlDeviceGetMigMode": [P, P, P],
+        "nvmlDeviceSetMigMode": [P, U, P],
+        "nvmlDeviceGetGpuInstanceProfileInfo": [P, U, P],
+        "nvmlDeviceGetGpuInstanceProfileInfoV": [P, U, P],
         "nvmlDeviceGetGpuInstanceProfileInfoByIdV": [P, U, P],
         "nvmlDeviceGetGpuInstancePossiblePlacements_v2": [P, U, P, P],
-        "nvmlDeviceGetGpuInstanceRemainingCapacity": [P, U, P], "nvmlDeviceCreateGpuInstance": [P, U, P],
-        "nvmlDeviceCreateGpuInstanceWithPlacement": [P, U, P, P], "nvmlGpuInstanceDestroy": [P],
-        "nvmlDeviceGetGpuInstances": [P, U, P, P], "nvmlDeviceGetGpuInstanceById": [P, U, P],
-        "nvmlGpuInstanceGetInfo": [P, P], "nvmlGpuInstanceGetComputeInstanceProfileInfo": [P, U, U, P],
+        "nvmlDeviceGetGpuInstanceRemainingCapacity": [P, U, P],
+        "nvmlDeviceCreateGpuInstance": [P, U, P],
+        "nvmlDeviceCreateGpuInstanceWithPlacement": [P, U, P, P],
+        "nvmlGpuInstanceDestroy": [P],
+        "nvmlDeviceGetGpuInstances": [P, U, P, P],
+        "nvmlDeviceGetGpuInstanceById": [P, U, P],
+        "nvmlGpuInstanceGetInfo": [P, P],
+        "nvmlGpuInstanceGetComputeInstanceProfileInfo": [P, U, U, P],
         "nvmlGpuInstanceGetComputeInstanceProfileInfoV": [P, U, U, P],
         "nvmlGpuInstanceGetComputeInstancePossiblePlacements": [P, U, P, P],
         "nvmlGpuInstanceGetComputeInstanceRemainingCapacity": [P, U, P],
         "nvmlGpuInstanceCreateComputeInstance": [P, U, P],
-        "nvmlGpuInstanceCreateComputeInstanceWithPlacement": [P, U, P, P], "nvmlComputeInstanceDestroy": [P],
-        "nvmlGpuInstanceGetComputeInstances": [P, U, P, P], "nvmlGpuInstanceGetComputeInstanceById": [P, U, P],
-        "nvmlComputeInstanceGetInfo_v2": [P, P], "nvmlDeviceGetMaxMigDeviceCount": [P, P],
-        "nvmlDeviceGetMigDeviceHandleByIndex": [P, U, P], "nvmlDeviceGetDeviceHandleFromMigDeviceHandle": [P, P],
-        "nvmlDeviceIsMigDeviceHandle": [P, P], "nvmlDeviceGetGpuInstanceId": [P, P],
+        "nvmlGpuInstanceCreateComputeInstanceWithPlacement": [P, U, P, P],
+        "nvmlComputeInstanceDestroy": [P],
+        "nvmlGpuInstanceGetComputeInstances": [P, U, P, P],
+        "nvmlGpuInstanceGetComputeInstanceById": [P, U, P],
+        "nvmlComputeInstanceGetInfo_v2": [P, P],
+        "nvmlDeviceGetMaxMigDeviceCount": [P, P],
+        "nvmlDeviceGetMigDeviceHandleByIndex": [P, U, P],
+        "nvmlDeviceGetDeviceHandleFromMigDeviceHandle": [P, P],
+        "nvmlDeviceIsMigDeviceHandle": [P, P],
+        "nvmlDeviceGetGpuInstanceId": [P, P],
         "nvmlDeviceGetComputeInstanceId": [P, P],
-        "nvmlDeviceGetEccMode": [P, P, P], "nvmlDeviceGetTotalEccErrors": [P, ctypes.c_int, ctypes.c_int, P],
-        "nvmlDeviceGetRetiredPages": [P, ctypes.c_int, P, P], "nvmlDeviceGetRetiredPages_v2": [P, ctypes.c_int, P, P, P],
-        "nvmlDeviceGetRetiredPagesPendingStatus": [P, P], "nvmlDeviceGetRemappedRows": [P, P, P, P, P],
-        "nvmlDeviceGetFieldValues": [P, ctypes.c_int, P], "nvmlDeviceGetCurrPcieLinkGeneration": [P, P],
-        "nvmlDeviceGetMaxPcieLinkGeneration": [P, P], "nvmlDeviceGetCurrPcieLinkWidth": [P, P],
-        "nvmlDeviceGetMaxPcieLinkWidth": [P, P], "nvmlDeviceGetPcieReplayCounter": [P, P],
-        "nvmlDeviceGetNvLinkState": [P, U, P], "nvmlDeviceGetGpuFabricInfo": [P, P],
-        "nvmlDeviceGetGpuFabricInfoV": [P, P], "nvmlDeviceGetTemperature": [P, ctypes.c_int, P],
-        "nvmlDeviceGetTemperatureThreshold": [P, ctypes.c_int, P], "nvmlDeviceGetCurrentClocksEventReasons": [P, P],
-        "nvmlDeviceGetCurrentClocksThrottleReasons": [P, P], "nvmlDeviceGetPowerUsage": [P, P],
+        "nvmlDeviceGetEccMode": [P, P, P],
+        "nvmlDeviceGetTotalEccErrors": [P, ctypes.c_int, ctypes.c_int, P],
+        "nvmlDeviceGetRetiredPages": [P, ctypes.c_int, P, P],
+        "nvmlDeviceGetRetiredPages_v2": [P, ctypes.c_int, P, P, P],
+        "nvmlDeviceGetRetiredPagesPendingStatus": [P, P],
+        "nvmlDeviceGetRemappedRows": [P, P, P, P, P],
+        "nvmlDeviceGetFieldValues": [P, ctypes.c_int, P],
+        "nvmlDeviceGetCurrPcieLinkGeneration": [P, P],
+        "nvmlDeviceGetMaxPcieLinkGeneration": [P, P],
+        "nvmlDeviceGetCurrPcieLinkWidth": [P, P],
+        "nvmlDeviceGetMaxPcieLinkWidth": [P, P],
+        "nvmlDeviceGetPcieReplayCounter": [P, P],
+        "nvmlDeviceGetNvLinkState": [P, U, P],
+        "nvmlDeviceGetGpuFabricInfo": [P, P],
+        "nvmlDeviceGetGpuFabricInfoV": [P, P],
+        "nvmlDeviceGetTemperature": [P, ctypes.c_int, P],
+        "nvmlDeviceGetTemperatureThreshold": [P, ctypes.c_int, P],
+        "nvmlDeviceGetCurrentClocksEventReasons": [P, P],
+        "nvmlDeviceGetCurrentClocksThrottleReasons": [P, P],
+        "nvmlDeviceGetPowerUsage": [P, P],
         "nvmlDeviceGetEnforcedPowerLimit": [P, P],
     }
 
@@ -247,8 +353,7 @@ class Api:
         else:
             prof = [p for p in PROFILE_SIZES if p[0] == profile_id]
             size = prof[0][1] if prof else 1
-            rc = self.lib.nvmlDeviceCreateGpuInstanceWithPlacement(handle, profile_id, ref(Placement(start, size)),
-                                                                   ref(out))
+            rc = self.lib.nvmlDeviceCreateGpuInstanceWithPlacement(handle, profile_id, ref(Placement(start, size)), ref(out))
         return rc, out.value or 0
 
     def gi_info(self, gih: int) -> GiInfo:
@@ -263,8 +368,7 @@ class Api:
         if start is None:
             rc = self.lib.nvmlGpuInstanceCreateComputeInstance(gih, profile, ref(out))
         else:
-            rc = self.lib.nvmlGpuInstanceCreateComputeInstanceWithPlacement(gih, profile, ref(Placement(start, size)),
-                                                                            ref(out))
+            rc = self.lib.nvmlGpuInstanceCreateComputeInstanceWithPlacement(gih, profile, ref(Placement(start, size)), ref(out))
         return rc, out.value or 0
 
 
@@ -282,48 +386,105 @@ def api(nvml: ctypes.CDLL) -> Api:
 # build, symbols, layouts
 # ============================================================================
 
-EXPECTED_SYMBOLS = sorted("""
-nvmlInit nvmlInit_v2 nvmlInitWithFlags nvmlShutdown nvmlErrorString
-nvmlSystemGetDriverVersion nvmlSystemGetNVMLVersion nvmlSystemGetCudaDriverVersion nvmlSystemGetCudaDriverVersion_v2
-nvmlDeviceGetCount nvmlDeviceGetCount_v2 nvmlDeviceGetHandleByIndex nvmlDeviceGetHandleByIndex_v2
-nvmlDeviceGetHandleByUUID nvmlDeviceGetHandleByPciBusId nvmlDeviceGetHandleByPciBusId_v2
-nvmlDeviceGetIndex nvmlDeviceGetName nvmlDeviceGetUUID nvmlDeviceGetSerial nvmlDeviceGetBoardPartNumber
-nvmlDeviceGetMinorNumber nvmlDeviceGetPciInfo nvmlDeviceGetPciInfo_v2 nvmlDeviceGetPciInfo_v3
-nvmlDeviceGetMemoryInfo nvmlDeviceGetMemoryInfo_v2 nvmlDeviceGetArchitecture nvmlDeviceGetCudaComputeCapability
-nvmlDeviceGetAttributes nvmlDeviceGetAttributes_v2
-nvmlDeviceGetPersistenceMode nvmlDeviceGetComputeRunningProcesses_v3
-nvmlDeviceGetMigMode nvmlDeviceSetMigMode nvmlDeviceGetGpuInstanceProfileInfo nvmlDeviceGetGpuInstanceProfileInfoV
-nvmlDeviceGetGpuInstanceProfileInfoByIdV nvmlDeviceGetGpuInstancePossiblePlacements_v2
-nvmlDeviceGetGpuInstanceRemainingCapacity nvmlDeviceCreateGpuInstance nvmlDeviceCreateGpuInstanceWithPlacement
-nvmlGpuInstanceDestroy nvmlDeviceGetGpuInstances nvmlDeviceGetGpuInstanceById nvmlGpuInstanceGetInfo
-nvmlGpuInstanceGetComputeInstanceProfileInfo nvmlGpuInstanceGetComputeInstanceProfileInfoV
-nvmlGpuInstanceGetComputeInstancePossiblePlacements nvmlGpuInstanceGetComputeInstanceRemainingCapacity
-nvmlGpuInstanceCreateComputeInstance nvmlGpuInstanceCreateComputeInstanceWithPlacement nvmlComputeInstanceDestroy
-nvmlGpuInstanceGetComputeInstances nvmlGpuInstanceGetComputeInstanceById nvmlComputeInstanceGetInfo_v2
-nvmlDeviceGetMaxMigDeviceCount nvmlDeviceGetMigDeviceHandleByIndex nvmlDeviceGetDeviceHandleFromMigDeviceHandle
-nvmlDeviceIsMigDeviceHandle nvmlDeviceGetGpuInstanceId nvmlDeviceGetComputeInstanceId
-nvmlDeviceGetEccMode nvmlDeviceGetTotalEccErrors nvmlDeviceGetRetiredPages nvmlDeviceGetRetiredPages_v2
-nvmlDeviceGetRetiredPagesPendingStatus nvmlDeviceGetRemappedRows nvmlDeviceGetFieldValues
-nvmlDeviceGetCurrPcieLinkGeneration nvmlDeviceGetMaxPcieLinkGeneration nvmlDeviceGetCurrPcieLinkWidth
-nvmlDeviceGetMaxPcieLinkWidth nvmlDeviceGetPcieReplayCounter nvmlDeviceGetNvLinkState nvmlDeviceGetGpuFabricInfo
-nvmlDeviceGetGpuFabricInfoV nvmlDeviceGetTemperature nvmlDeviceGetTemperatureThreshold
-nvmlDeviceGetCurrentClocksEventReasons nvmlDeviceGetCurrentClocksThrottleReasons nvmlDeviceGetPowerUsage
-nvmlDeviceGetEnforcedPowerLimit
-""".split())  # noqa: SIM905 - the symbol table reads better as whitespace-separated text
+EXPECTED_SYMBOLS = sorted(
+    [
+        "nvmlInit",
+        "nvmlInit_v2",
+        "nvmlInitWithFlags",
+        "nvmlShutdown",
+        "nvmlErrorString",
+        "nvmlSystemGetDriverVersion",
+        "nvmlSystemGetNVMLVersion",
+        "nvmlSystemGetCudaDriverVersion",
+        "nvmlSystemGetCudaDriverVersion_v2",
+        "nvmlDeviceGetCount",
+        "nvmlDeviceGetCount_v2",
+        "nvmlDeviceGetHandleByIndex",
+        "nvmlDeviceGetHandleByIndex_v2",
+        "nvmlDeviceGetHandleByUUID",
+        "nvmlDeviceGetHandleByPciBusId",
+        "nvmlDeviceGetHandleByPciBusId_v2",
+        "nvmlDeviceGetIndex",
+        "nvmlDeviceGetName",
+        "nvmlDeviceGetUUID",
+        "nvmlDeviceGetSerial",
+        "nvmlDeviceGetBoardPartNumber",
+        "nvmlDeviceGetMinorNumber",
+        "nvmlDeviceGetPciInfo",
+        "nvmlDeviceGetPciInfo_v2",
+        "nvmlDeviceGetPciInfo_v3",
+        "nvmlDeviceGetMemoryInfo",
+        "nvmlDeviceGetMemoryInfo_v2",
+        "nvmlDeviceGetArchitecture",
+        "nvmlDeviceGetCudaComputeCapability",
+        "nvmlDeviceGetAttributes",
+        "nvmlDeviceGetAttributes_v2",
+        "nvmlDeviceGetPersistenceMode",
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+        "nvmlDeviceGetMigMode",
+        "nvmlDeviceSetMigMode",
+        "nvmlDeviceGetGpuInstanceProfileInfo",
+        "nvmlDeviceGetGpuInstanceProfileInfoV",
+        "nvmlDeviceGetGpuInstanceProfileInfoByIdV",
+        "nvmlDeviceGetGpuInstancePossiblePlacements_v2",
+        "nvmlDeviceGetGpuInstanceRemainingCapacity",
+        "nvmlDeviceCreateGpuInstance",
+        "nvmlDeviceCreateGpuInstanceWithPlacement",
+        "nvmlGpuInstanceDestroy",
+        "nvmlDeviceGetGpuInstances",
+        "nvmlDeviceGetGpuInstanceById",
+        "nvmlGpuInstanceGetInfo",
+        "nvmlGpuInstanceGetComputeInstanceProfileInfo",
+        "nvmlGpuInstanceGetComputeInstanceProfileInfoV",
+        "nvmlGpuInstanceGetComputeInstancePossiblePlacements",
+        "nvmlGpuInstanceGetComputeInstanceRemainingCapacity",
+        "nvmlGpuInstanceCreateComputeInstance",
+        "nvmlGpuInstanceCreateComputeInstanceWithPlacement",
+        "nvmlComputeInstanceDestroy",
+        "nvmlGpuInstanceGetComputeInstances",
+        "nvmlGpuInstanceGetComputeInstanceById",
+        "nvmlComputeInstanceGetInfo_v2",
+        "nvmlDeviceGetMaxMigDeviceCount",
+        "nvmlDeviceGetMigDeviceHandleByIndex",
+        "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
+        "nvmlDeviceIsMigDeviceHandle",
+        "nvmlDeviceGetGpuInstanceId",
+        "nvmlDeviceGetComputeInstanceId",
+        "nvmlDeviceGetEccMode",
+        "nvmlDeviceGetTotalEccErrors",
+        "nvmlDeviceGetRetiredPages",
+        "nvmlDeviceGetRetiredPages_v2",
+        "nvmlDeviceGetRetiredPagesPendingStatus",
+        "nvmlDeviceGetRemappedRows",
+        "nvmlDeviceGetFieldValues",
+        "nvmlDeviceGetCurrPcieLinkGeneration",
+        "nvmlDeviceGetMaxPcieLinkGeneration",
+        "nvmlDeviceGetCurrPcieLinkWidth",
+        "nvmlDeviceGetMaxPcieLinkWidth",
+        "nvmlDeviceGetPcieReplayCounter",
+        "nvmlDeviceGetNvLinkState",
+        "nvmlDeviceGetGpuFabricInfo",
+        "nvmlDeviceGetGpuFabricInfoV",
+        "nvmlDeviceGetTemperature",
+        "nvmlDeviceGetTemperatureThreshold",
+        "nvmlDeviceGetCurrentClocksEventReasons",
+        "nvmlDeviceGetCurrentClocksThrottleReasons",
+        "nvmlDeviceGetPowerUsage",
+        "nvmlDeviceGetEnforcedPowerLimit",
+    ]
+)
 
 
 def test_exports_exactly_the_nvml_subset(libpath: str) -> None:
     """Only NVML entry points are exported (no helper leaks)."""
-    out = subprocess.run(["nm", "-D", "--defined-only", libpath], stdout=subprocess.PIPE, check=True,
-                         universal_newlines=True).stdout
+    out = subprocess.run(["nm", "-D", "--defined-only", libpath], stdout=subprocess.PIPE, check=True, text=True).stdout
     names = sorted(line.split()[-1] for line in out.splitlines() if line.strip())
     assert names == EXPECTED_SYMBOLS
 
 
 def test_soname_and_symlink(libpath: str) -> None:
     """The library carries the real soname and loads by it, like the driver's."""
-    out = subprocess.run(["readelf", "-d", libpath], stdout=subprocess.PIPE, check=True,
-                         universal_newlines=True).stdout
+    out = subprocess.run(["readelf", "-d", libpath], stdout=subprocess.PIPE, check=True, text=True).stdout
     assert "Library soname: [libnvidia-ml.so.1]" in out
     needed = [line for line in out.splitlines() if "(NEEDED)" in line]
     assert len(needed) == 1 and "libc.so.6" in needed[0], needed
@@ -331,14 +492,26 @@ def test_soname_and_symlink(libpath: str) -> None:
     assert os.path.islink(link) and os.readlink(link) == "libnvidia-ml.so.1"
     env = dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(libpath))
     code = "import ctypes; lib = ctypes.CDLL('libnvidia-ml.so.1'); print(bool(lib.nvmlInit_v2))"
-    proc = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, check=True,
-                          universal_newlines=True)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, check=True, text=True)
     assert proc.stdout.strip() == "True"
 
 
-@pytest.mark.parametrize("struct,size", [
-    (PciInfo, 68), (Memory, 24), (MemoryV2, 40), (ProcessInfo, 24), (Placement, 8), (GiProfile, 48),
-    (GiProfileV2, 152), (GiInfo, 24), (CiProfile, 36), (CiProfileV2, 136), (CiInfo, 32)])
+@pytest.mark.parametrize(
+    "struct,size",
+    [
+        (PciInfo, 68),
+        (Memory, 24),
+        (MemoryV2, 40),
+        (ProcessInfo, 24),
+        (Placement, 8),
+        (GiProfile, 48),
+        (GiProfileV2, 152),
+        (GiInfo, 24),
+        (CiProfile, 36),
+        (CiProfileV2, 136),
+        (CiInfo, 32),
+    ],
+)
 def test_struct_sizes_match_nvml_h(struct: Any, size: int) -> None:
     """The ctypes mirrors used below have nvml.h's sizes (x86_64 / aarch64 LP64)."""
     assert ctypes.sizeof(struct) == size
@@ -354,6 +527,7 @@ def test_version_words() -> None:
 # ============================================================================
 # init / shutdown / errors / versions
 # ============================================================================
+
 
 def test_calls_before_init_are_uninitialized(sim: Any, api: Api) -> None:
     """Device and driver queries need nvmlInit; a surplus shutdown is no error (real library)."""
@@ -396,14 +570,35 @@ def test_handles_are_stable(sim: Any, api: Api) -> None:
 
 
 ERROR_STRINGS = {
-    0: "Success", 1: "Uninitialized", 2: "Invalid Argument", 3: "Not Supported", 4: "Insufficient Permissions",
-    5: "Already Initialized", 6: "Not Found", 7: "Insufficient Size", 8: "Insufficient External Power",
-    9: "Driver Not Loaded", 10: "Timeout", 11: "Interrupt Request Issue", 12: "NVML Shared Library Not Found",
-    13: "Function Not Found", 14: "Corrupted infoROM", 15: "GPU is lost", 16: "GPU requires reset",
-    17: "GPU access blocked by the operating system", 18: "Driver/library version mismatch",
-    19: "In use by another client", 20: "Insufficient Memory", 21: "No data", 22: "vGPU ECC not supported",
-    23: "Insufficient Resources", 24: "Invalid Frequency", 25: "Argument version mismatch",
-    26: "Requested functionality has been deprecated", 27: "System is not in ready state", 999: "Unknown Error",
+    0: "Success",
+    1: "Uninitialized",
+    2: "Invalid Argument",
+    3: "Not Supported",
+    4: "Insufficient Permissions",
+    5: "Already Initialized",
+    6: "Not Found",
+    7: "Insufficient Size",
+    8: "Insufficient External Power",
+    9: "Driver Not Loaded",
+    10: "Timeout",
+    11: "Interrupt Request Issue",
+    12: "NVML Shared Library Not Found",
+    13: "Function Not Found",
+    14: "Corrupted infoROM",
+    15: "GPU is lost",
+    16: "GPU requires reset",
+    17: "GPU access blocked by the operating system",
+    18: "Driver/library version mismatch",
+    19: "In use by another client",
+    20: "Insufficient Memory",
+    21: "No data",
+    22: "vGPU ECC not supported",
+    23: "Insufficient Resources",
+    24: "Invalid Frequency",
+    25: "Argument version mismatch",
+    26: "Requested functionality has been deprecated",
+    27: "System is not in ready state",
+    999: "Unknown Error",
     12345: "Unknown Error",
 }
 
@@ -490,6 +685,7 @@ def test_missing_state_file_is_driver_not_loaded(sim: Any, api: Api) -> None:
 
 # ---- the state served on the persistenced socket (inside a container) -------------
 
+
 def _inside_container(sim_obj: Any, socket_path: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """Point the library at a state file that is not there, at the server's socket, and at a /dev with every
     device's nodes (as CDI's `all` device gives them; the driver's mig-minors numbering); the missing dir."""
@@ -509,8 +705,7 @@ def _inside_container(sim_obj: Any, socket_path: str, monkeypatch: pytest.Monkey
     return missing
 
 
-def test_socket_snapshot_is_read_only(sim: Any, api: Api, persistenced: Any,
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_socket_snapshot_is_read_only(sim: Any, api: Api, persistenced: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Calls that would change the served state are NO_PERMISSION, even as root; reads work."""
     sim.render("dgx-a100-mig-mixed")
     before = sim.text()
@@ -535,8 +730,7 @@ def test_socket_snapshot_is_read_only(sim: Any, api: Api, persistenced: Any,
     assert not os.path.exists(missing)  # no state, lock or boot marker on the reader's side
 
 
-def test_socket_snapshot_faults_fire_per_session(sim: Any, api: Api, persistenced: Any,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_socket_snapshot_faults_fire_per_session(sim: Any, api: Api, persistenced: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A once fault fires once per reading session; the host's file keeps it."""
     sim.render()
     _fault(sim, "nvmlDeviceGetName", "GPU_IS_LOST", "--once")
@@ -550,16 +744,14 @@ def test_socket_snapshot_faults_fire_per_session(sim: Any, api: Api, persistence
     assert len(sim.show()["faults"]) == 1
 
 
-def test_socket_snapshot_answers_before_init(sim: Any, api: Api, persistenced: Any,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_socket_snapshot_answers_before_init(sim: Any, api: Api, persistenced: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     sim.render()
     _inside_container(sim, persistenced(sim.state_path, sim.run_dir).socket, monkeypatch)
     buf = ctypes.create_string_buffer(80)
     assert api.nvmlSystemGetNVMLVersion(buf, 80) == SUCCESS and buf.value == b"12.550.127.05"
 
 
-def test_no_state_file_and_no_socket_is_driver_not_loaded(sim: Any, api: Api, tmp_path: Any,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_state_file_and_no_socket_is_driver_not_loaded(sim: Any, api: Api, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A socket path nobody listens on (a stale socket file included) is no driver."""
     stale = tmp_path / "stale.sock"
     stale.write_text("")
@@ -582,8 +774,7 @@ def test_no_gpus_needs_the_no_gpus_flag(sim: Any, api: Api) -> None:
 def _run_init_subprocess(sim_obj: Any, libpath: str) -> subprocess.CompletedProcess:
     code = "import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]); print(lib.nvmlInit_v2())"
     env = dict(os.environ, NVML_SIM_STATE=sim_obj.state_path, NVML_SIM_RUNDIR=sim_obj.run_dir)
-    return subprocess.run([sys.executable, "-c", code, libpath], env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, universal_newlines=True, check=True)
+    return subprocess.run([sys.executable, "-c", code, libpath], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=True)
 
 
 def test_unknown_record_type_is_unknown_error(sim: Any, libpath: str) -> None:
@@ -608,6 +799,7 @@ def test_bad_header_is_unknown_error(sim: Any, libpath: str) -> None:
 # ============================================================================
 # device discovery and attributes
 # ============================================================================
+
 
 def test_count_and_index(sim: Any, api: Api) -> None:
     """v1 and v2 count/handle entry points agree."""
@@ -653,12 +845,12 @@ def test_identity_strings(sim: Any, api: Api, simctl: Any) -> None:
     uuid = shown[0]["uuid"]
     assert uuid.startswith("GPU-") and len(uuid) == 40
     assert len(shown[0]["serial"]) == 13 and shown[0]["serial"].isdigit()
-    assert simctl.render_node(os.path.join(NODES_DIR, "dgx-a100-8x40gb.yml")).dump().split("\n")[2:] == \
-        sim.text().split("\n")[2:], "rendering must be deterministic"
+    assert simctl.render_node(os.path.join(NODES_DIR, "dgx-a100-8x40gb.yml")).dump().split("\n")[2:] == sim.text().split("\n")[2:], (
+        "rendering must be deterministic"
+    )
 
 
-@pytest.mark.parametrize("func,value", [
-    ("nvmlDeviceGetName", "NVIDIA A100-SXM4-40GB"), ("nvmlDeviceGetBoardPartNumber", "692-2G506-0200-002")])
+@pytest.mark.parametrize("func,value", [("nvmlDeviceGetName", "NVIDIA A100-SXM4-40GB"), ("nvmlDeviceGetBoardPartNumber", "692-2G506-0200-002")])
 def test_string_insufficient_size(sim: Any, api: Api, func: str, value: str) -> None:
     """A buffer one byte short of string+NUL is INSUFFICIENT_SIZE."""
     sim.render()
@@ -693,8 +885,7 @@ def test_handle_by_uuid(sim: Any, api: Api) -> None:
     assert api.nvmlDeviceGetHandleByUUID(uuid.encode(), None) == INVALID_ARGUMENT
 
 
-@pytest.mark.parametrize("text,index", [
-    (b"00000000:0F:00.0", 1), (b"0000:0f:00.0", 1), (b"0F:00.0", 1), (b"00000000:BD:00.0", 7)])
+@pytest.mark.parametrize("text,index", [(b"00000000:0F:00.0", 1), (b"0000:0f:00.0", 1), (b"0F:00.0", 1), (b"00000000:BD:00.0", 7)])
 def test_handle_by_pci_bus_id(sim: Any, api: Api, text: bytes, index: int) -> None:
     """8-digit, legacy 4-digit and domain-less bus ids all resolve."""
     sim.render()
@@ -753,8 +944,7 @@ def test_memory_info_v1_v2(sim: Any, api: Api) -> None:
     assert (mem.total, mem.used, mem.free) == (total, reserved + held, total - reserved - held)
     mem2 = MemoryV2(version=MEMORY_V2)
     assert api.nvmlDeviceGetMemoryInfo_v2(api.handle(5), ref(mem2)) == SUCCESS
-    assert (mem2.version, mem2.total, mem2.reserved, mem2.used, mem2.free) == (
-        MEMORY_V2, total, reserved, held, total - reserved - held)
+    assert (mem2.version, mem2.total, mem2.reserved, mem2.used, mem2.free) == (MEMORY_V2, total, reserved, held, total - reserved - held)
     assert api.nvmlDeviceGetMemoryInfo_v2(api.handle(6), ref(mem2)) == SUCCESS and mem2.used == 0
 
 
@@ -798,9 +988,17 @@ def test_every_node_matches_its_models(sim: Any, api: Api, node: str, simctl: An
         assert mode.value == (1 if gpu.get("persistence") else 0)
 
 
-@pytest.mark.parametrize("node,arch,cc", [
-    ("l40s-4x", 8, (8, 9)), ("t4-1x", 6, (7, 5)), ("v100-8x", 5, (7, 0)), ("hgx-h100-8x80gb", 9, (9, 0)),
-    ("hgx-h200-8x141gb", 9, (9, 0)), ("a100-80gb-2x", 7, (8, 0))])
+@pytest.mark.parametrize(
+    "node,arch,cc",
+    [
+        ("l40s-4x", 8, (8, 9)),
+        ("t4-1x", 6, (7, 5)),
+        ("v100-8x", 5, (7, 0)),
+        ("hgx-h100-8x80gb", 9, (9, 0)),
+        ("hgx-h200-8x141gb", 9, (9, 0)),
+        ("a100-80gb-2x", 7, (8, 0)),
+    ],
+)
 def test_architecture_values(sim: Any, api: Api, node: str, arch: int, cc: Tuple[int, int]) -> None:
     """NVML_DEVICE_ARCH_* and compute capability per model."""
     sim.render(node)
@@ -816,11 +1014,11 @@ def test_architecture_values(sim: Any, api: Api, node: str, arch: int, cc: Tuple
 # processes
 # ============================================================================
 
+
 def test_processes_count_query_and_insufficient_size(sim: Any, api: Api) -> None:
     """count=0/infos=NULL asks for the count; a short array is INSUFFICIENT_SIZE."""
     sim.render("dgx-a100-mig-mixed")
-    assert sim.ctl.main(["process", "add", "--gpu", "5", "--pid", "5000", "--used-memory", "512MiB", "--name",
-                         "torch", "--state", sim.state_path]) == 0
+    assert sim.ctl.main(["process", "add", "--gpu", "5", "--pid", "5000", "--used-memory", "512MiB", "--name", "torch", "--state", sim.state_path]) == 0
     api.init()
     handle = api.handle(5)
     count = U(0)
@@ -871,6 +1069,7 @@ def test_processes_in_mig_mode(sim: Any, api: Api) -> None:
 # MIG on GPUs without MIG
 # ============================================================================
 
+
 @pytest.mark.parametrize("node", ["t4-1x", "l40s-4x", "v100-8x"])
 def test_non_mig_gpus_are_not_supported(sim: Any, api: Api, node: str) -> None:
     """Every MIG entry point says NOT_SUPPORTED (or 0 / NOT_FOUND where nvml.h says so)."""
@@ -882,8 +1081,7 @@ def test_non_mig_gpus_are_not_supported(sim: Any, api: Api, node: str) -> None:
     assert api.set_mig(handle, 0)[0] == NOT_SUPPORTED
     for index in range(GI_PROFILE_COUNT):
         assert api.nvmlDeviceGetGpuInstanceProfileInfo(handle, index, ref(GiProfile())) == NOT_SUPPORTED
-        assert api.nvmlDeviceGetGpuInstanceProfileInfoV(handle, index, ref(GiProfileV2(version=GI_PROFILE_V2))) \
-            == NOT_SUPPORTED
+        assert api.nvmlDeviceGetGpuInstanceProfileInfoV(handle, index, ref(GiProfileV2(version=GI_PROFILE_V2))) == NOT_SUPPORTED
     assert api.nvmlDeviceGetGpuInstanceProfileInfo(handle, GI_PROFILE_COUNT, ref(GiProfile())) == INVALID_ARGUMENT
     count = U(5)
     assert api.nvmlDeviceGetGpuInstancePossiblePlacements_v2(handle, 19, None, ref(count)) == NOT_SUPPORTED
@@ -903,6 +1101,7 @@ def test_non_mig_gpus_are_not_supported(sim: Any, api: Api, node: str) -> None:
 # ============================================================================
 # MIG mode
 # ============================================================================
+
 
 def test_set_mig_mode_immediate(sim: Any, api: Api) -> None:
     """An idle GPU with mig_toggle=immediate switches at once, both ways."""
@@ -1005,8 +1204,12 @@ def test_privileged_calls_need_root(sim: Any, api: Api, monkeypatch: pytest.Monk
 # GPU-instance profiles and placements
 # ============================================================================
 
-MIG_MODELS = [("dgx-a100-8x40gb", "a100-sxm4-40gb"), ("a100-80gb-2x", "a100-sxm4-80gb"),
-              ("hgx-h100-8x80gb", "h100-sxm5-80gb"), ("hgx-h200-8x141gb", "h200-sxm5-141gb")]
+MIG_MODELS = [
+    ("dgx-a100-8x40gb", "a100-sxm4-40gb"),
+    ("a100-80gb-2x", "a100-sxm4-80gb"),
+    ("hgx-h100-8x80gb", "h100-sxm5-80gb"),
+    ("hgx-h200-8x141gb", "h200-sxm5-141gb"),
+]
 
 
 @pytest.mark.parametrize("node,key", MIG_MODELS)
@@ -1028,12 +1231,33 @@ def test_gi_profile_info_v1_v2_match_model(sim: Any, api: Api, simctl: Any, node
             continue
         prof = by_index[index]
         assert (rc1, rc2) == (SUCCESS, SUCCESS)
-        expect = (prof["id"], prof["p2p"], prof["slices"], prof["instances"], prof["sm"], prof["ce"], prof["dec"],
-                  prof["enc"], prof["jpeg"], prof["ofa"], prof["memory_mib"])
+        expect = (
+            prof["id"],
+            prof["p2p"],
+            prof["slices"],
+            prof["instances"],
+            prof["sm"],
+            prof["ce"],
+            prof["dec"],
+            prof["enc"],
+            prof["jpeg"],
+            prof["ofa"],
+            prof["memory_mib"],
+        )
         for info in (v1, v2):
-            assert (info.id, info.isP2pSupported, info.sliceCount, info.instanceCount, info.multiprocessorCount,
-                    info.copyEngineCount, info.decoderCount, info.encoderCount, info.jpegCount, info.ofaCount,
-                    info.memorySizeMB) == expect
+            assert (
+                info.id,
+                info.isP2pSupported,
+                info.sliceCount,
+                info.instanceCount,
+                info.multiprocessorCount,
+                info.copyEngineCount,
+                info.decoderCount,
+                info.encoderCount,
+                info.jpegCount,
+                info.ofaCount,
+                info.memorySizeMB,
+            ) == expect
         assert v2.version == GI_PROFILE_V2 and v2.name.decode() == prof["name"]
         by_id = GiProfileV2(version=GI_PROFILE_V2)
         assert api.nvmlDeviceGetGpuInstanceProfileInfoByIdV(handle, prof["id"], ref(by_id)) == SUCCESS
@@ -1083,7 +1307,7 @@ def test_possible_placements_match_model(sim: Any, api: Api, simctl: Any, node: 
         arr = (Placement * (count.value + 1))((0xEE, 0xEE))
         arr[count.value] = Placement(0xEE, 0xEE)
         assert api.nvmlDeviceGetGpuInstancePossiblePlacements_v2(handle, prof["id"], arr, ref(count)) == SUCCESS
-        assert [(p.start, p.size) for p in arr[:count.value]] == prof["placements"]
+        assert [(p.start, p.size) for p in arr[: count.value]] == prof["placements"]
         assert (arr[count.value].start, arr[count.value].size) == (0xEE, 0xEE)
     assert api.nvmlDeviceGetGpuInstancePossiblePlacements_v2(handle, 77, None, ref(U())) == NOT_SUPPORTED
     assert api.nvmlDeviceGetGpuInstancePossiblePlacements_v2(handle, 19, None, None) == INVALID_ARGUMENT
@@ -1093,9 +1317,11 @@ def test_possible_placements_match_model(sim: Any, api: Api, simctl: Any, node: 
 # GPU-instance create / destroy
 # ============================================================================
 
-@pytest.mark.parametrize("profile_id,start,gi_id", [
-    (0, 0, 0), (5, 0, 1), (9, 0, 1), (9, 4, 2), (14, 0, 3), (14, 2, 4), (14, 4, 5), (15, 6, 6),
-    (19, 0, 7), (19, 3, 10), (19, 6, 13), (20, 5, 12)])
+
+@pytest.mark.parametrize(
+    "profile_id,start,gi_id",
+    [(0, 0, 0), (5, 0, 1), (9, 0, 1), (9, 4, 2), (14, 0, 3), (14, 2, 4), (14, 4, 5), (15, 6, 6), (19, 0, 7), (19, 3, 10), (19, 6, 13), (20, 5, 12)],
+)
 def test_gi_ids_follow_the_placement_grid(sim: Any, api: Api, profile_id: int, start: int, gi_id: int) -> None:
     """7g -> 0, size-4 -> 1..2, size-2 -> 3..6, size-1 -> 7..14 by start."""
     sim.render()
@@ -1117,14 +1343,14 @@ def test_create_with_placement_rules(sim: Any, api: Api) -> None:
     api.init()
     handle = api.handle(0)
     api.enable_mig(handle)
-    assert api.create_gi(handle, 9, 4)[0] == SUCCESS               # 3g.20gb on units 4-7
+    assert api.create_gi(handle, 9, 4)[0] == SUCCESS  # 3g.20gb on units 4-7
     assert api.create_gi(handle, 19, 5)[0] == INSUFFICIENT_RESOURCES  # overlaps
-    assert api.create_gi(handle, 5, 0)[0] == SUCCESS               # 4g.20gb on units 0-3
+    assert api.create_gi(handle, 5, 0)[0] == SUCCESS  # 4g.20gb on units 0-3
     assert api.create_gi(handle, 19, 0)[0] == INSUFFICIENT_RESOURCES
     out = P()
-    bad = Placement(1, 2)                                              # 2g.10gb never starts at 1
+    bad = Placement(1, 2)  # 2g.10gb never starts at 1
     assert api.nvmlDeviceCreateGpuInstanceWithPlacement(handle, 14, ref(bad), ref(out)) == INVALID_ARGUMENT
-    bad = Placement(7, 1)                                              # 1g can never start at 7
+    bad = Placement(7, 1)  # 1g can never start at 7
     assert api.nvmlDeviceCreateGpuInstanceWithPlacement(handle, 19, ref(bad), ref(out)) == INVALID_ARGUMENT
     assert api.nvmlDeviceCreateGpuInstanceWithPlacement(handle, 19, None, ref(out)) == INVALID_ARGUMENT
     assert api.nvmlDeviceCreateGpuInstanceWithPlacement(handle, 19, ref(Placement(0, 1)), None) == INVALID_ARGUMENT
@@ -1216,6 +1442,7 @@ def test_destroy_gpu_instance(sim: Any, api: Api) -> None:
 # compute instances
 # ============================================================================
 
+
 def _mixed_gi(sim_obj: Any, api: Api, gpu: int, gi_id: int) -> Tuple[int, int]:
     sim_obj.render("dgx-a100-mig-mixed")
     api.init()
@@ -1245,13 +1472,10 @@ def test_ci_profiles_of_a_3g_instance(sim: Any, api: Api) -> None:
         slices, instances, sms, name = expect[index]
         assert (rc1, rc2) == (SUCCESS, SUCCESS)
         for info in (v1, v2):
-            assert (info.id, info.sliceCount, info.instanceCount, info.multiprocessorCount) == (
-                index, slices, instances, sms)
-            assert (info.sharedCopyEngineCount, info.sharedDecoderCount, info.sharedEncoderCount,
-                    info.sharedJpegCount, info.sharedOfaCount) == (3, 2, 0, 0, 0)
+            assert (info.id, info.sliceCount, info.instanceCount, info.multiprocessorCount) == (index, slices, instances, sms)
+            assert (info.sharedCopyEngineCount, info.sharedDecoderCount, info.sharedEncoderCount, info.sharedJpegCount, info.sharedOfaCount) == (3, 2, 0, 0, 0)
         assert v2.name.decode() == name and v2.version == CI_PROFILE_V2
-    assert api.nvmlGpuInstanceGetComputeInstanceProfileInfo(gih, CI_PROFILE_COUNT, 0, ref(CiProfile())) \
-        == INVALID_ARGUMENT
+    assert api.nvmlGpuInstanceGetComputeInstanceProfileInfo(gih, CI_PROFILE_COUNT, 0, ref(CiProfile())) == INVALID_ARGUMENT
     assert api.nvmlGpuInstanceGetComputeInstanceProfileInfo(gih, 0, 1, ref(CiProfile())) == INVALID_ARGUMENT
     bad = CiProfileV2(version=GI_PROFILE_V2)
     assert api.nvmlGpuInstanceGetComputeInstanceProfileInfoV(gih, 0, 0, ref(bad)) == INVALID_ARGUMENT
@@ -1268,14 +1492,14 @@ def test_ci_placements_and_create(sim: Any, api: Api) -> None:
     assert api.nvmlGpuInstanceGetComputeInstancePossiblePlacements(gih, 0, None, ref(count)) == SUCCESS
     arr = (Placement * 3)()
     assert api.nvmlGpuInstanceGetComputeInstancePossiblePlacements(gih, 0, arr, ref(count)) == SUCCESS
-    assert [(p.start, p.size) for p in arr[:count.value]] == [(0, 1), (1, 1), (2, 1)]
+    assert [(p.start, p.size) for p in arr[: count.value]] == [(0, 1), (1, 1), (2, 1)]
     assert api.nvmlGpuInstanceGetComputeInstancePossiblePlacements(gih, 1, arr, ref(count)) == SUCCESS
-    assert [(p.start, p.size) for p in arr[:count.value]] == [(0, 2)]
-    rc, ci2 = api.create_ci(gih, 1)                                    # 2c auto -> slices 0-1
+    assert [(p.start, p.size) for p in arr[: count.value]] == [(0, 2)]
+    rc, ci2 = api.create_ci(gih, 1)  # 2c auto -> slices 0-1
     assert rc == SUCCESS
-    assert api.create_ci(gih, 0, 1, 1)[0] == INSUFFICIENT_RESOURCES    # overlaps the 2c
-    assert api.create_ci(gih, 0, 1, 2)[0] == INVALID_ARGUMENT          # wrong size
-    rc, ci1 = api.create_ci(gih, 0)                                    # 1c auto -> slice 2
+    assert api.create_ci(gih, 0, 1, 1)[0] == INSUFFICIENT_RESOURCES  # overlaps the 2c
+    assert api.create_ci(gih, 0, 1, 2)[0] == INVALID_ARGUMENT  # wrong size
+    rc, ci1 = api.create_ci(gih, 0)  # 1c auto -> slice 2
     assert rc == SUCCESS
     assert api.create_ci(gih, 0)[0] == INSUFFICIENT_RESOURCES
     remaining = U(9)
@@ -1285,8 +1509,7 @@ def test_ci_placements_and_create(sim: Any, api: Api) -> None:
     for cih in (ci2, ci1):
         info = CiInfo()
         assert api.nvmlComputeInstanceGetInfo_v2(cih, ref(info)) == SUCCESS
-        infos.append((info.device, info.gpuInstance, info.id, info.profileId, info.placement.start,
-                      info.placement.size))
+        infos.append((info.device, info.gpuInstance, info.id, info.profileId, info.placement.start, info.placement.size))
     assert infos == [(handle, gih, 0, 1, 0, 2), (handle, gih, 1, 0, 2, 1)]
     arr2 = (P * 3)()
     assert api.nvmlGpuInstanceGetComputeInstances(gih, 0, arr2, ref(count)) == SUCCESS
@@ -1322,6 +1545,7 @@ def test_busy_compute_instance_is_in_use(sim: Any, api: Api) -> None:
 # MIG device handles
 # ============================================================================
 
+
 def test_mig_device_handles(sim: Any, api: Api, simctl: Any) -> None:
     """Index order, names, UUIDs, memory, ids and parent of MIG devices."""
     sim.render("dgx-a100-mig-mixed")
@@ -1345,8 +1569,7 @@ def test_mig_device_handles(sim: Any, api: Api, simctl: Any) -> None:
         attrs = DeviceAttributes()
         assert api.nvmlDeviceGetAttributes_v2(handle, ref(attrs)) == SUCCESS
         slices = int(prof[0])
-        assert (attrs.gpuInstanceSliceCount, attrs.computeInstanceSliceCount, attrs.memorySizeMB) == \
-            (slices, slices, mib)
+        assert (attrs.gpuInstanceSliceCount, attrs.computeInstanceSliceCount, attrs.memorySizeMB) == (slices, slices, mib)
         value = U(99)
         assert api.nvmlDeviceIsMigDeviceHandle(handle, ref(value)) == SUCCESS and value.value == 1
         assert api.nvmlDeviceGetGpuInstanceId(handle, ref(value)) == SUCCESS and value.value == gi_id
@@ -1397,6 +1620,7 @@ def test_mig_handle_goes_stale_after_destroy(sim: Any, api: Api) -> None:
 # persistence of state
 # ============================================================================
 
+
 def test_state_persists_across_sessions(sim: Any, api: Api, simctl: Any) -> None:
     """Mutations are written back at once and re-read by the next init."""
     sim.render()
@@ -1408,8 +1632,16 @@ def test_state_persists_across_sessions(sim: Any, api: Api, simctl: Any) -> None
     gpu_uuid = api.text("nvmlDeviceGetUUID", handle)[1]
     shown = sim.show()["gpus"][0]  # visible before shutdown
     assert shown["mig_current"] == 1
-    assert shown["gis"] == [{"id": 2, "profile": 9, "start": 4, "size": 4, "profile_name": "3g.20gb", "cis": [
-        {"id": 0, "profile": 2, "start": 0, "size": 3, "uuid": simctl.mig_uuid(gpu_uuid, 2, 0)}]}]
+    assert shown["gis"] == [
+        {
+            "id": 2,
+            "profile": 9,
+            "start": 4,
+            "size": 4,
+            "profile_name": "3g.20gb",
+            "cis": [{"id": 0, "profile": 2, "start": 0, "size": 3, "uuid": simctl.mig_uuid(gpu_uuid, 2, 0)}],
+        }
+    ]
     assert api.nvmlShutdown() == SUCCESS
     api.init()
     out = P()
@@ -1459,6 +1691,7 @@ def test_concurrent_calls_are_safe(sim: Any, api: Api) -> None:
 # fault injection
 # ============================================================================
 
+
 def _fault(sim_obj: Any, *args: str) -> None:
     assert sim_obj.ctl.main(["fault", "add", *args, "--state", sim_obj.state_path]) == 0
 
@@ -1482,8 +1715,7 @@ def test_fault_always(sim: Any, api: Api) -> None:
     for _cycle in range(3):
         assert api.text("nvmlDeviceGetUUID", api.handle(0))[0] == UNKNOWN
     faults = sim.show()["faults"]
-    assert [(f["call"], f["error"], f["error_name"], f["mode"]) for f in faults] == [
-        ("nvmlDeviceGetUUID", 999, "NVML_ERROR_UNKNOWN", "always")]
+    assert [(f["call"], f["error"], f["error_name"], f["mode"]) for f in faults] == [("nvmlDeviceGetUUID", 999, "NVML_ERROR_UNKNOWN", "always")]
 
 
 def test_fault_skip(sim: Any, api: Api) -> None:
@@ -1569,6 +1801,7 @@ def test_fault_on_shutdown_keeps_session(sim: Any, api: Api) -> None:
 # the mixed fixture as facts code would read it
 # ============================================================================
 
+
 def test_mixed_fixture_overview(sim: Any, api: Api) -> None:
     """Modes, GI ids and MIG device counts of dgx-a100-mig-mixed."""
     sim.render("dgx-a100-mig-mixed")
@@ -1590,8 +1823,7 @@ def test_mixed_fixture_overview(sim: Any, api: Api) -> None:
 def test_every_entry_point_checks_faults(sim: Any, api: Api) -> None:
     """Each exported function (but nvmlErrorString) consults the fault records first."""
     sim.render()
-    names = [n for n in EXPECTED_SYMBOLS if n != "nvmlErrorString" and not n.startswith("nvmlInit")
-             and n != "nvmlShutdown"]
+    names = [n for n in EXPECTED_SYMBOLS if n != "nvmlErrorString" and not n.startswith("nvmlInit") and n != "nvmlShutdown"]
     with sim.edit() as state:
         for name in names:
             state.records.append(sim.ctl.Record("fault", {"call": name, "error": "999"}))
@@ -1631,7 +1863,7 @@ def test_real_library_exports_our_symbols(real_nvml: ctypes.CDLL) -> None:
 
 def test_real_library_error_strings(real_nvml: ctypes.CDLL, nvml: ctypes.CDLL) -> None:
     """nvmlErrorString agrees for every code the real library knows."""
-    for code in list(range(0, 28)) + [999, 4242]:
+    for code in list(range(28)) + [999, 4242]:
         assert nvml.nvmlErrorString(code) == real_nvml.nvmlErrorString(code), code
 
 

@@ -4,6 +4,7 @@ Semantics checked against nvml.h (NVIDIA/go-nvml@2f9e261fe40a:gen/nvml/nvml.h):
 count queries, per-value field statuses, NOT_SUPPORTED by architecture and
 NVML_ERROR_GPU_IS_LOST for a GPU that fell off the bus.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -14,8 +15,7 @@ from typing import Any, List, Tuple
 
 import pytest
 
-SIM_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
-                       "tests", "nvml-sim")
+SIM_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))), "tests", "nvml-sim")
 
 U = ctypes.c_uint
 ULL = ctypes.c_ulonglong
@@ -25,18 +25,31 @@ ARGUMENT_VERSION_MISMATCH = 25
 
 
 class FieldValue(ctypes.Structure):
-    _fields_ = [("fieldId", U), ("scopeId", U), ("timestamp", ctypes.c_longlong), ("latencyUsec", ctypes.c_longlong),
-                ("valueType", ctypes.c_int), ("nvmlReturn", ctypes.c_int), ("value", ULL)]
+    _fields_ = [
+        ("fieldId", U),
+        ("scopeId", U),
+        ("timestamp", ctypes.c_longlong),
+        ("latencyUsec", ctypes.c_longlong),
+        ("valueType", ctypes.c_int),
+        ("nvmlReturn", ctypes.c_int),
+        ("value", ULL),
+    ]
 
 
 class FabricInfo(ctypes.Structure):
-    _fields_ = [("clusterUuid", ctypes.c_ubyte * 16), ("status", ctypes.c_int), ("cliqueId", U),
-                ("state", ctypes.c_ubyte)]
+    _fields_ = [("clusterUuid", ctypes.c_ubyte * 16), ("status", ctypes.c_int), ("cliqueId", U), ("state", ctypes.c_ubyte)]
 
 
 class FabricInfoV3(ctypes.Structure):
-    _fields_ = [("version", U), ("clusterUuid", ctypes.c_ubyte * 16), ("status", ctypes.c_int), ("cliqueId", U),
-                ("state", ctypes.c_ubyte), ("healthMask", U), ("healthSummary", ctypes.c_ubyte)]
+    _fields_ = [
+        ("version", U),
+        ("clusterUuid", ctypes.c_ubyte * 16),
+        ("status", ctypes.c_int),
+        ("cliqueId", U),
+        ("state", ctypes.c_ubyte),
+        ("healthMask", U),
+        ("healthSummary", ctypes.c_ubyte),
+    ]
 
 
 def test_layouts_match_nvml_h() -> None:
@@ -59,8 +72,7 @@ def u32(nvml: ctypes.CDLL, func: str, dev: int) -> Tuple[int, int]:
 
 def ecc_total(nvml: ctypes.CDLL, dev: int, uncorrected: int, aggregate: int) -> Tuple[int, int]:
     out = ULL(0)
-    rc = nvml.nvmlDeviceGetTotalEccErrors(P(dev), ctypes.c_int(uncorrected), ctypes.c_int(aggregate),
-                                          ctypes.byref(out))
+    rc = nvml.nvmlDeviceGetTotalEccErrors(P(dev), ctypes.c_int(uncorrected), ctypes.c_int(aggregate), ctypes.byref(out))
     return rc, out.value
 
 
@@ -84,10 +96,10 @@ def nvlink(nvml: ctypes.CDLL, dev: int, link: int) -> Tuple[int, int]:
 
 
 def simctl_cli(sim: Any, *args: str, env: Any = None) -> subprocess.CompletedProcess:
-    environ = dict(os.environ, NVML_SIM_STATE=sim.state_path, NVML_SIM_RUNDIR=sim.run_dir,
-                   NVML_SIM_KMSG=os.path.join(sim.tmp, "kmsg"), **(env or {}))
-    return subprocess.run([sys.executable, os.path.join(SIM_DIR, "simctl.py"), *args], env=environ,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    environ = dict(os.environ, NVML_SIM_STATE=sim.state_path, NVML_SIM_RUNDIR=sim.run_dir, NVML_SIM_KMSG=os.path.join(sim.tmp, "kmsg"), **(env or {}))
+    return subprocess.run(
+        [sys.executable, os.path.join(SIM_DIR, "simctl.py"), *args], env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False
+    )
 
 
 def test_healthy_hgx_h100(sim: Any, nvml: ctypes.CDLL) -> None:
@@ -254,25 +266,32 @@ def test_lost_gpu(sim: Any, nvml: ctypes.CDLL) -> None:
 def test_faults_take_precedence_over_health(sim: Any, nvml: ctypes.CDLL) -> None:
     sim.render("t4-1x")
     with sim.edit() as state:
-        state.records.append(sim.ctl.Record("fault", {"call": "nvmlDeviceGetPowerUsage", "error": "999",
-                                                      "mode": "always", "skip": "0", "gpu": "0"}))
+        state.records.append(sim.ctl.Record("fault", {"call": "nvmlDeviceGetPowerUsage", "error": "999", "mode": "always", "skip": "0", "gpu": "0"}))
     assert nvml.nvmlInit_v2() == SUCCESS
     assert u32(nvml, "nvmlDeviceGetPowerUsage", handle(nvml, 0)[1])[0] == 999
     assert nvml.nvmlShutdown() == SUCCESS
 
 
-@pytest.mark.parametrize("fault, extra, check", [
-    ("ecc-burst", [], lambda n, d: ecc_total(n, d, 0, 0) == (SUCCESS, 100) and ecc_total(n, d, 1, 1) == (SUCCESS, 1)),
-    ("ecc-burst", ["--corrected", "5", "--uncorrected", "0"], lambda n, d: ecc_total(n, d, 0, 1) == (SUCCESS, 5)),
-    ("remap-pending", [], lambda n, d: remapped(n, d) == (SUCCESS, [0, 1, 1, 0])),
-    ("remap-failure", [], lambda n, d: remapped(n, d) == (SUCCESS, [0, 0, 0, 1])),
-    ("link-degrade", [], lambda n, d: (
-        u32(n, "nvmlDeviceGetCurrPcieLinkGeneration", d), u32(n, "nvmlDeviceGetCurrPcieLinkWidth", d),
-        u32(n, "nvmlDeviceGetMaxPcieLinkWidth", d)) == ((0, 3), (0, 8), (0, 16))),
-    ("link-degrade", ["--gen", "4", "--width", "4"], lambda n, d: u32(n, "nvmlDeviceGetCurrPcieLinkWidth", d) == (0, 4)),
-    ("nvlink-down", ["--link", "5"], lambda n, d: nvlink(n, d, 5) == (SUCCESS, 0) and nvlink(n, d, 4) == (SUCCESS, 1)),
-    ("gpu-lost", [], lambda n, d: u32(n, "nvmlDeviceGetPowerUsage", d)[0] == GPU_IS_LOST),
-])
+@pytest.mark.parametrize(
+    "fault, extra, check",
+    [
+        ("ecc-burst", [], lambda n, d: ecc_total(n, d, 0, 0) == (SUCCESS, 100) and ecc_total(n, d, 1, 1) == (SUCCESS, 1)),
+        ("ecc-burst", ["--corrected", "5", "--uncorrected", "0"], lambda n, d: ecc_total(n, d, 0, 1) == (SUCCESS, 5)),
+        ("remap-pending", [], lambda n, d: remapped(n, d) == (SUCCESS, [0, 1, 1, 0])),
+        ("remap-failure", [], lambda n, d: remapped(n, d) == (SUCCESS, [0, 0, 0, 1])),
+        (
+            "link-degrade",
+            [],
+            lambda n, d: (
+                (u32(n, "nvmlDeviceGetCurrPcieLinkGeneration", d), u32(n, "nvmlDeviceGetCurrPcieLinkWidth", d), u32(n, "nvmlDeviceGetMaxPcieLinkWidth", d))
+                == ((0, 3), (0, 8), (0, 16))
+            ),
+        ),
+        ("link-degrade", ["--gen", "4", "--width", "4"], lambda n, d: u32(n, "nvmlDeviceGetCurrPcieLinkWidth", d) == (0, 4)),
+        ("nvlink-down", ["--link", "5"], lambda n, d: nvlink(n, d, 5) == (SUCCESS, 0) and nvlink(n, d, 4) == (SUCCESS, 1)),
+        ("gpu-lost", [], lambda n, d: u32(n, "nvmlDeviceGetPowerUsage", d)[0] == GPU_IS_LOST),
+    ],
+)
 def test_inject(sim: Any, nvml: ctypes.CDLL, fault: str, extra: List[str], check: Any) -> None:
     """Each named fault changes exactly what NVML reports for that GPU; `clear` restores health."""
     sim.render("dgx-a100-8x40gb")
@@ -318,8 +337,9 @@ def test_xid_appends_kmsg_records(sim: Any) -> None:
     sim.render("dgx-a100-8x40gb")
     kmsg = os.path.join(sim.tmp, "kmsg")
     assert simctl_cli(sim, "inject", "xid", "--gpu", "0", "--xid", "79").returncode == 0
-    assert simctl_cli(sim, "inject", "xid", "--gpu", "7", "--xid", "48", "--text", "DBE (double bit error)",
-                      "--pid", "4242", "--name", "python3").returncode == 0
+    assert (
+        simctl_cli(sim, "inject", "xid", "--gpu", "7", "--xid", "48", "--text", "DBE (double bit error)", "--pid", "4242", "--name", "python3").returncode == 0
+    )
     assert simctl_cli(sim, "inject", "xid", "--gpu", "0", "--fallen-off-bus").returncode == 0
     lines = open(kmsg, encoding="utf-8").read().splitlines()
     assert oct(os.stat(kmsg).st_mode & 0o777) == "0o600"
@@ -330,7 +350,8 @@ def test_xid_appends_kmsg_records(sim: Any) -> None:
     assert [line.split(";", 1)[1] for line in lines] == [
         "NVRM: Xid (PCI:0000:07:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
         f"NVRM: Xid (PCI:0000:{bus7[9:11].lower()}:00): 48, pid=4242, name=python3, DBE (double bit error)",
-        "NVRM: GPU 0000:07:00.0: GPU has fallen off the bus."]
+        "NVRM: GPU 0000:07:00.0: GPU has fallen off the bus.",
+    ]
     proc = simctl_cli(sim, "inject", "gpu-lost", "--gpu", "1", "--log")
     assert proc.returncode == 0 and len(proc.stdout.splitlines()) == 2
     assert len(open(kmsg, encoding="utf-8").read().splitlines()) == 5

@@ -1,4 +1,5 @@
 """Tests of tests/nvml-sim/simctl.py: CLI, fixtures, file protocol."""
+
 from __future__ import annotations
 
 import ast
@@ -15,20 +16,17 @@ SIM_DIR = os.path.join(ROOT, "tests", "nvml-sim")
 SIMCTL = os.path.join(SIM_DIR, "simctl.py")
 NODES_DIR = os.path.join(SIM_DIR, "nodes")
 MODELS_DIR = os.path.join(SIM_DIR, "models")
-REQUIRED_MODELS = ("a100-sxm4-40gb", "a100-sxm4-80gb", "h100-sxm5-80gb", "h200-sxm5-141gb", "l40s", "t4",
-                   "v100-sxm2-16gb")
+REQUIRED_MODELS = ("a100-sxm4-40gb", "a100-sxm4-80gb", "h100-sxm5-80gb", "h200-sxm5-141gb", "l40s", "t4", "v100-sxm2-16gb")
 
 
 def run(args: List[str], env: Any = None, block_yaml: bool = False) -> subprocess.CompletedProcess:
     """Run simctl.py in a subprocess; block_yaml makes `import yaml` fail."""
     if block_yaml:
-        code = ("import runpy, sys; sys.modules['yaml'] = None; sys.argv = [sys.argv[1]] + sys.argv[2:]; "
-                "runpy.run_path(sys.argv[0], run_name='__main__')")
+        code = "import runpy, sys; sys.modules['yaml'] = None; sys.argv = [sys.argv[1]] + sys.argv[2:]; runpy.run_path(sys.argv[0], run_name='__main__')"
         cmd = [sys.executable, "-c", code, SIMCTL] + args
     else:
         cmd = [sys.executable, SIMCTL] + args
-    return subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                          check=False)
+    return subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
 
 
 @pytest.fixture
@@ -65,8 +63,7 @@ def test_mig_models_follow_the_reference(simctl: Any, key: str) -> None:
     if not os.path.exists(ref_path):
         pytest.skip("shared reference not present")
     reference = simctl.load_yaml(ref_path)
-    ref_key = {"a100-sxm4-40gb": "a100-40gb", "a100-sxm4-80gb": "a100-80gb", "h100-sxm5-80gb": "h100-80gb",
-               "h200-sxm5-141gb": "h200-141gb"}[key]
+    ref_key = {"a100-sxm4-40gb": "a100-40gb", "a100-sxm4-80gb": "a100-80gb", "h100-sxm5-80gb": "h100-80gb", "h200-sxm5-141gb": "h200-141gb"}[key]
     entry = [g for g in reference["gpus"] if g["key"] == ref_key][0]
     model = simctl.load_model(MODELS_DIR, key)
     assert model["name"] in entry["product_names"]
@@ -77,7 +74,11 @@ def test_mig_models_follow_the_reference(simctl: Any, key: str) -> None:
     for ref in entry["profiles"]:
         prof = ours[ref["id"]]
         assert (prof["name"], prof["index"], prof["slices"], prof["instances"]) == (
-            ref["name"], ref["nvml_profile_index"], ref["compute_slices"], ref["instances"])
+            ref["name"],
+            ref["nvml_profile_index"],
+            ref["compute_slices"],
+            ref["instances"],
+        )
         assert prof["placements"] == [(p["start"], p["size"]) for p in ref["placements"]]
         if "memory_gib_reported" in ref:
             # nvidia-smi prints GiB with two decimals (19.625 GiB shows as 19.62)
@@ -119,13 +120,14 @@ def test_show_and_edit_need_no_yaml(state: str) -> None:
 
 def test_fault_commands(state: str, simctl: Any) -> None:
     """add (number, NVML_ERROR_ name, short name), list, clear with filters."""
-    for args in (["nvmlDeviceGetName", "15", "--gpu", "2"], ["nvmlInit", "NVML_ERROR_DRIVER_NOT_LOADED", "--once"],
-                 ["nvmlShutdown", "unknown", "--skip", "3"]):
+    for args in (["nvmlDeviceGetName", "15", "--gpu", "2"], ["nvmlInit", "NVML_ERROR_DRIVER_NOT_LOADED", "--once"], ["nvmlShutdown", "unknown", "--skip", "3"]):
         assert simctl.main(["fault", "add"] + args + ["--state", state]) == 0
     listed = run(["fault", "list", "--state", state]).stdout.splitlines()
-    assert listed == ["fault call=nvmlDeviceGetName error=15 mode=always skip=0 gpu=2",
-                      "fault call=nvmlInit error=9 mode=once skip=0 gpu=-1",
-                      "fault call=nvmlShutdown error=999 mode=always skip=3 gpu=-1"]
+    assert listed == [
+        "fault call=nvmlDeviceGetName error=15 mode=always skip=0 gpu=2",
+        "fault call=nvmlInit error=9 mode=once skip=0 gpu=-1",
+        "fault call=nvmlShutdown error=999 mode=always skip=3 gpu=-1",
+    ]
     assert simctl.main(["fault", "clear", "--gpu", "2", "--state", state]) == 0
     assert simctl.main(["fault", "clear", "nvmlInit", "--state", state]) == 0
     assert len(run(["fault", "list", "--state", state]).stdout.splitlines()) == 1
@@ -149,12 +151,10 @@ def test_set_command(state: str, simctl: Any) -> None:
 
 def test_process_commands(state: str, simctl: Any) -> None:
     """process add (size suffixes) / list / clear."""
-    assert simctl.main(["process", "add", "--gpu", "1", "--pid", "7", "--used-memory", "2GiB", "--name", "vllm serve",
-                        "--state", state]) == 0
+    assert simctl.main(["process", "add", "--gpu", "1", "--pid", "7", "--used-memory", "2GiB", "--name", "vllm serve", "--state", state]) == 0
     assert simctl.main(["process", "add", "--gpu", "2", "--pid", "8", "--state", state]) == 0
     data = json.loads(run(["show", "--state", state]).stdout)
-    assert data["gpus"][1]["processes"] == [{"pid": 7, "used_memory": 2 << 30, "gi": -1, "ci": -1,
-                                             "name": "vllm serve"}]
+    assert data["gpus"][1]["processes"] == [{"pid": 7, "used_memory": 2 << 30, "gi": -1, "ci": -1, "name": "vllm serve"}]
     assert "name=vllm%20serve" in run(["process", "list", "--state", state]).stdout
     assert simctl.main(["process", "clear", "--gpu", "1", "--state", state]) == 0
     data = json.loads(run(["show", "--state", state]).stdout)
@@ -166,8 +166,7 @@ def test_reboot_apply(tmp_path: Any, simctl: Any) -> None:
     """reboot --apply performs the boot in the file and re-marks the boot."""
     path = str(tmp_path / "state")
     rundir = str(tmp_path / "run")
-    assert simctl.main(["render", os.path.join(NODES_DIR, "dgx-a100-mig-mixed.yml"), "-o", path, "--booted",
-                        "--rundir", rundir]) == 0
+    assert simctl.main(["render", os.path.join(NODES_DIR, "dgx-a100-mig-mixed.yml"), "-o", path, "--booted", "--rundir", rundir]) == 0
     assert simctl.main(["reboot", "--apply", "--state", path, "--rundir", rundir]) == 0
     data = json.loads(run(["show", "--state", path, "--rundir", rundir]).stdout)
     assert data["booted"]
@@ -175,19 +174,20 @@ def test_reboot_apply(tmp_path: Any, simctl: Any) -> None:
     assert all(not g["gis"] and not g["processes"] for g in data["gpus"])
 
 
-@pytest.mark.parametrize("fixture,message", [
-    ("gpus: [{model: t4, count: 1, mig: 1}]", "does not support MIG"),
-    ("gpus: [{model: a100-sxm4-40gb, count: 1, gis: [{profile: 1g.5gb}]}]", "need mig_current=1"),
-    ("gpus: [{model: a100-sxm4-40gb, count: 1, mig: 1, gis: [{profile: 3g.20gb, start: 2}]}]", "not one of"),
-    ("gpus: [{model: a100-sxm4-40gb, count: 1, mig: 1, gis: [{profile: 4g.20gb}, {profile: 4g.20gb}]}]",
-     "no free placement"),
-    ("gpus: [{model: a100-sxm4-40gb, count: 1, mig: 1, gis: [{profile: 7g.40gb, cis: [{profile: 6c.7g.40gb}]}]}]",
-     "no compute-instance profile"),
-    ("gpus: [{model: a100-sxm4-40gb, count: 2, uuid: GPU-x}]", "cannot be shared"),
-    ("gpus: [{model: h999}]", "unknown GPU model"),
-    ("gpus: [{model: t4, colour: red}]", "unknown GPU keys"),
-    ("gpus: [{model: t4, processes: [{pid: 1, gi: 3, ci: 0}]}]", "does not create"),
-])
+@pytest.mark.parametrize(
+    "fixture,message",
+    [
+        ("gpus: [{model: t4, count: 1, mig: 1}]", "does not support MIG"),
+        ("gpus: [{model: a100-sxm4-40gb, count: 1, gis: [{profile: 1g.5gb}]}]", "need mig_current=1"),
+        ("gpus: [{model: a100-sxm4-40gb, count: 1, mig: 1, gis: [{profile: 3g.20gb, start: 2}]}]", "not one of"),
+        ("gpus: [{model: a100-sxm4-40gb, count: 1, mig: 1, gis: [{profile: 4g.20gb}, {profile: 4g.20gb}]}]", "no free placement"),
+        ("gpus: [{model: a100-sxm4-40gb, count: 1, mig: 1, gis: [{profile: 7g.40gb, cis: [{profile: 6c.7g.40gb}]}]}]", "no compute-instance profile"),
+        ("gpus: [{model: a100-sxm4-40gb, count: 2, uuid: GPU-x}]", "cannot be shared"),
+        ("gpus: [{model: h999}]", "unknown GPU model"),
+        ("gpus: [{model: t4, colour: red}]", "unknown GPU keys"),
+        ("gpus: [{model: t4, processes: [{pid: 1, gi: 3, ci: 0}]}]", "does not create"),
+    ],
+)
 def test_render_rejects_impossible_fixtures(tmp_path: Any, simctl: Any, fixture: str, message: str) -> None:
     """The renderer enforces the same MIG rules as the library."""
     nodes = tmp_path / "nodes"
@@ -205,9 +205,11 @@ def test_auto_placement_in_fixtures_matches_library(tmp_path: Any, simctl: Any) 
     nodes.mkdir()
     os.symlink(MODELS_DIR, str(tmp_path / "models"))
     path = nodes / "auto.yml"
-    path.write_text("name: auto\nsystem: {driver_version: '550.127.05'}\n"
-                    "gpus: [{model: a100-sxm4-40gb, mig: 1, gis: [{profile: 3g.20gb}, {profile: 1g.5gb},"
-                    " {profile: 2g.10gb}, {profile: 1g.5gb}]}]\n")
+    path.write_text(
+        "name: auto\nsystem: {driver_version: '550.127.05'}\n"
+        "gpus: [{model: a100-sxm4-40gb, mig: 1, gis: [{profile: 3g.20gb}, {profile: 1g.5gb},"
+        " {profile: 2g.10gb}, {profile: 1g.5gb}]}]\n"
+    )
     state = simctl.render_node(str(path))
     placed = [(r.num("id"), r.num("start")) for r in state.of_type("gi")]
     assert placed == [(2, 4), (10, 3), (3, 0), (9, 2)]

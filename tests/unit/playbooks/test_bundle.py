@@ -12,6 +12,7 @@ closed local port here, so nothing leaves the machine: the run ends at the
 first fetch, naming the upstream variable. The real fetch, publication and a
 node converged from the result are the Molecule scenario `bundle`'s.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,12 @@ UPSTREAM = {
     "crictl_download_url": CLOSED + "/cri-tools",
 }
 
-IMAGE = {"name": "registry.example.internal/gpufleet/cuda-probe:1.0", "digest": "sha256:" + "5" * 64,
-         "archive_url": CLOSED + "/images/cuda-probe-1.0.oci.tar", "archive_checksum": "sha256:" + "a" * 64}
+IMAGE = {
+    "name": "registry.example.internal/gpufleet/cuda-probe:1.0",
+    "digest": "sha256:" + "5" * 64,
+    "archive_url": CLOSED + "/images/cuda-probe-1.0.oci.tar",
+    "archive_checksum": "sha256:" + "a" * 64,
+}
 
 
 def bundle(tmp_path: Path, *args: str, **extra) -> tuple[str, int]:
@@ -62,36 +67,65 @@ def test_the_example_is_judged_and_planned_then_stops_at_the_first_upstream_fetc
     assert not (tmp_path / "bundle").exists()
 
 
-@pytest.mark.parametrize("extra,message", [
-    ({"driver_version": ""}, 'driver_version is "": the bundle carries exact versions'),
-    ({"driver_version": "580.95.05", "driver_kernel_module": "proprietary", "driver_gpu_models": ["B200"]},
-     "driver_kernel_module: proprietary cannot drive B200 (blackwell)"),
-    ({"container_toolkit_gpg_key_url": "https://elsewhere.invalid/gpgkey"},
-     'container_toolkit_gpg_key_url is "https://elsewhere.invalid/gpgkey", not under bundle_mirror_url'),
-    ({"driver_cuda_repo_key_fingerprint": "EB693B3035CD5710E231E123A4B469963BF863CC"},
-     "driver_cuda_repo_key_fingerprint is \"EB693B3035CD5710E231E123A4B469963BF863CC\", but the bundle is signed"),
-    ({"crictl_version": "", "crictl_kubernetes_version": "1.12"},
-     'crictl_kubernetes_version "1.12" has no cri-tools release'),
-    ({"crictl_version": "v1.37.0"}, "crictl_checksums has no sha256 for v1.37.0 amd64"),
-    ({"bundle_platform": {"distribution": "Debian"}}, "bundle_platform is {\"distribution\": \"Debian\"}"),
-    ({"bundle_mirror_url": ""}, "bundle_mirror_url: give the URL the nodes will reach the bundle at"),
-    ({"gpufleet_gpu_group": "gpu_fleet_typo"}, "gpufleet_gpu_group: the inventory has no host in group 'gpu_fleet_typo'"),
-    ({"bundle_signing_key": "mine"}, "bundle_signing_key: give the 40-hex-digit fingerprint"),
-    ({"bundle_dir": "relative/dir"}, "bundle_dir: give the absolute path"),
-    ({"bundle_images": {"name": "x"}}, "bundle_images: give a list of {name, digest, archive_url, archive_checksum}"),
-    ({"bundle_images": [dict(IMAGE, digest="sha256:abc")]},
-     'bundle_images[0].digest is "sha256:abc": pin the image manifest digest'),
-    ({"bundle_images": [dict(IMAGE, name=IMAGE["name"] + "@" + IMAGE["digest"])]},
-     'bundle_images[0].name is "registry.example.internal/gpufleet/cuda-probe:1.0@sha256:'),
-    ({"bundle_images": [dict(IMAGE, archive_url="images/cuda-probe-1.0.oci.tar")]},
-     'bundle_images[0].archive_url is "images/cuda-probe-1.0.oci.tar": give the http(s):// or file:// URL'),
-    ({"bundle_images": [dict(IMAGE, archive_checksum="md5:0123")]},
-     'bundle_images[0].archive_checksum is "md5:0123": pin the archive file\'s sha256'),
-    ({"bundle_images": [IMAGE, dict(IMAGE, archive_url="http://elsewhere.invalid/cuda-probe-1.0.oci.tar")]},
-     "bundle_images: two archives are named cuda-probe-1.0.oci.tar"),
-], ids=["no version", "flavour", "url outside", "other fingerprint", "unknown minor", "no checksum", "platform",
-        "no mirror url", "unknown group", "signing key", "relative dir", "images not a list", "image digest",
-        "image name with digest", "image url", "image checksum", "image file twice"])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        ({"driver_version": ""}, 'driver_version is "": the bundle carries exact versions'),
+        (
+            {"driver_version": "580.95.05", "driver_kernel_module": "proprietary", "driver_gpu_models": ["B200"]},
+            "driver_kernel_module: proprietary cannot drive B200 (blackwell)",
+        ),
+        (
+            {"container_toolkit_gpg_key_url": "https://elsewhere.invalid/gpgkey"},
+            'container_toolkit_gpg_key_url is "https://elsewhere.invalid/gpgkey", not under bundle_mirror_url',
+        ),
+        (
+            {"driver_cuda_repo_key_fingerprint": "EB693B3035CD5710E231E123A4B469963BF863CC"},
+            'driver_cuda_repo_key_fingerprint is "EB693B3035CD5710E231E123A4B469963BF863CC", but the bundle is signed',
+        ),
+        ({"crictl_version": "", "crictl_kubernetes_version": "1.12"}, 'crictl_kubernetes_version "1.12" has no cri-tools release'),
+        ({"crictl_version": "v1.37.0"}, "crictl_checksums has no sha256 for v1.37.0 amd64"),
+        ({"bundle_platform": {"distribution": "Debian"}}, 'bundle_platform is {"distribution": "Debian"}'),
+        ({"bundle_mirror_url": ""}, "bundle_mirror_url: give the URL the nodes will reach the bundle at"),
+        ({"gpufleet_gpu_group": "gpu_fleet_typo"}, "gpufleet_gpu_group: the inventory has no host in group 'gpu_fleet_typo'"),
+        ({"bundle_signing_key": "mine"}, "bundle_signing_key: give the 40-hex-digit fingerprint"),
+        ({"bundle_dir": "relative/dir"}, "bundle_dir: give the absolute path"),
+        ({"bundle_images": {"name": "x"}}, "bundle_images: give a list of {name, digest, archive_url, archive_checksum}"),
+        ({"bundle_images": [dict(IMAGE, digest="sha256:abc")]}, 'bundle_images[0].digest is "sha256:abc": pin the image manifest digest'),
+        (
+            {"bundle_images": [dict(IMAGE, name=IMAGE["name"] + "@" + IMAGE["digest"])]},
+            'bundle_images[0].name is "registry.example.internal/gpufleet/cuda-probe:1.0@sha256:',
+        ),
+        (
+            {"bundle_images": [dict(IMAGE, archive_url="images/cuda-probe-1.0.oci.tar")]},
+            'bundle_images[0].archive_url is "images/cuda-probe-1.0.oci.tar": give the http(s):// or file:// URL',
+        ),
+        ({"bundle_images": [dict(IMAGE, archive_checksum="md5:0123")]}, 'bundle_images[0].archive_checksum is "md5:0123": pin the archive file\'s sha256'),
+        (
+            {"bundle_images": [IMAGE, dict(IMAGE, archive_url="http://elsewhere.invalid/cuda-probe-1.0.oci.tar")]},
+            "bundle_images: two archives are named cuda-probe-1.0.oci.tar",
+        ),
+    ],
+    ids=[
+        "no version",
+        "flavour",
+        "url outside",
+        "other fingerprint",
+        "unknown minor",
+        "no checksum",
+        "platform",
+        "no mirror url",
+        "unknown group",
+        "signing key",
+        "relative dir",
+        "images not a list",
+        "image digest",
+        "image name with digest",
+        "image url",
+        "image checksum",
+        "image file twice",
+    ],
+)
 def test_bad_input_is_named_before_anything_is_written(tmp_path, extra, message):
     out, rc = bundle(tmp_path, **extra)
     assert rc != 0

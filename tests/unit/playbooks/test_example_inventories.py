@@ -12,6 +12,7 @@ as "this does not work yet". Data files live beside the inventory
 directories (inventory/examples/files/<example>/), and the paths pointing at
 them must resolve.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -27,8 +28,15 @@ INVENTORIES = ("simulated", "fleet", "airgapped")
 
 
 def inventory_list(directory: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "ansible-inventory"), "-i", str(directory), "--list"], env=ansible_env(),
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [str(BIN / "ansible-inventory"), "-i", str(directory), "--list"],
+        env=ansible_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 @pytest.mark.parametrize("name", INVENTORIES)

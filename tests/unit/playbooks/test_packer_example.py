@@ -11,6 +11,7 @@ and held to what makes a bake work: the Ansible provisioner runs this
 collection's site.yml with gpufleet_bake=true, puts the builder into the
 group site.yml targets, and finds the group_vars that declare the node.
 """
+
 from __future__ import annotations
 
 import re
@@ -38,7 +39,7 @@ class Block(t.NamedTuple):
     blocks: list["Block"]
 
     def find(self, kind: str, *labels: str) -> list["Block"]:
-        return [b for b in self.blocks if b.kind == kind and b.labels[:len(labels)] == labels]
+        return [b for b in self.blocks if b.kind == kind and b.labels[: len(labels)] == labels]
 
 
 def _strip_comment(line: str) -> str:
@@ -46,7 +47,7 @@ def _strip_comment(line: str) -> str:
     for i, char in enumerate(line):
         if char == '"' and (i == 0 or line[i - 1] != "\\"):
             quoted = not quoted
-        if not quoted and (char == "#" or line[i:i + 2] == "//"):
+        if not quoted and (char == "#" or line[i : i + 2] == "//"):
             break
         out.append(char)
     return "".join(out).strip()
@@ -117,8 +118,7 @@ def resolve(value: str) -> Path:
 
 def site_group() -> str:
     """The group site.yml's plays target unless gpufleet_gpu_group says otherwise."""
-    hosts = {re.search(r"default\('([^']+)'\)", play["hosts"]).group(1)
-             for play in yaml.safe_load(SITE.read_text()) if "hosts" in play}
+    hosts = {re.search(r"default\('([^']+)'\)", play["hosts"]).group(1) for play in yaml.safe_load(SITE.read_text()) if "hosts" in play}
     assert len(hosts) == 1, hosts
     return hosts.pop()
 
@@ -131,8 +131,9 @@ def test_the_bake_switch_is_set(ansible: dict[str, str]) -> None:
     args = strings(ansible["extra_arguments"])
     pairs = list(zip(args, args[1:]))
     assert ("--extra-vars", "gpufleet_bake=true") in pairs
-    assert not any(value.startswith(("driver_bake", "cdi_bake", "mig_bake", "verify_bake")) for value in args), \
+    assert not any(value.startswith(("driver_bake", "cdi_bake", "mig_bake", "verify_bake")) for value in args), (
         "the roles' *_bake follow gpufleet_bake; setting them here would override the inventory"
+    )
 
 
 def test_the_builder_joins_the_group_site_yml_targets(template: Block, ansible: dict[str, str]) -> None:
@@ -140,8 +141,7 @@ def test_the_builder_joins_the_group_site_yml_targets(template: Block, ansible: 
     assert site_group() in strings(groups)
     inventory = resolve(ansible["inventory_directory"])
     assert inventory == EXAMPLE.resolve(), "group_vars/ must sit next to the generated inventory"
-    names = strings(groups) + [strings(variable_default(template, name))[0]
-                               for name in re.findall(r"\bvar\.(\w+)", groups)]
+    names = strings(groups) + [strings(variable_default(template, name))[0] for name in re.findall(r"\bvar\.(\w+)", groups)]
     for name in names:
         assert (inventory / "group_vars" / "{0}.yml".format(name)).is_file(), name
 

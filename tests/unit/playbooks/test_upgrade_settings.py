@@ -10,6 +10,7 @@ the controller, so a bad setting must fail there, naming the variable and the
 fix, with no host unreachable (no contact) and no task of the rolling play
 run. The roll itself is tested by the Molecule scenario extensions/molecule/upgrade.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,15 +24,21 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 FLEET = str(ROOT / "inventory" / "examples" / "fleet" / "hosts.yml")
-RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.MULTILINE)
 
 
 def playbook(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"),
-               ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-               PATH="{0}{1}{2}".format(BIN, os.pathsep, os.environ.get("PATH", "")))
-    return subprocess.run([str(BIN / "ansible-playbook"), *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=300, check=False)
+    env = dict(
+        os.environ,
+        ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"),
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_FORCE_COLOR="0",
+        PATH="{0}{1}{2}".format(BIN, os.pathsep, os.environ.get("PATH", "")),
+    )
+    return subprocess.run(
+        [str(BIN / "ansible-playbook"), *args], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, check=False
+    )
 
 
 def unreachable(output: str) -> int:
@@ -42,17 +49,17 @@ def upgrade(*extra: str):
     return playbook("playbooks/upgrade.yml", "-i", FLEET, *extra)
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["-e", "upgrade_serial=0"], "upgrade_serial: '0' is not a positive number of nodes"),
-    (["-e", '{"upgrade_serial": [1, "120%"]}'], "upgrade_serial: '120%' is not between 1% and 100%"),
-    (["-e", "upgrade_max_fail_percentage=150"],
-     "upgrade_max_fail_percentage: '150' is not a whole percentage from 0 to 100"),
-    (["-e", "upgrade_kubeconfig=/nonexistent/kubeconfig"],
-     "upgrade_kubeconfig: /nonexistent/kubeconfig is not a file on the controller"),
-    (["-e", "upgrade_slurm=true", "-e", "upgrade_slurm_host=slurmctl"],
-     "upgrade_slurm_host: slurmctl is not in the inventory"),
-    (["-e", "upgrade_gpu_process_poll=0"], "upgrade_gpu_process_poll (0) at least 1 second"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["-e", "upgrade_serial=0"], "upgrade_serial: '0' is not a positive number of nodes"),
+        (["-e", '{"upgrade_serial": [1, "120%"]}'], "upgrade_serial: '120%' is not between 1% and 100%"),
+        (["-e", "upgrade_max_fail_percentage=150"], "upgrade_max_fail_percentage: '150' is not a whole percentage from 0 to 100"),
+        (["-e", "upgrade_kubeconfig=/nonexistent/kubeconfig"], "upgrade_kubeconfig: /nonexistent/kubeconfig is not a file on the controller"),
+        (["-e", "upgrade_slurm=true", "-e", "upgrade_slurm_host=slurmctl"], "upgrade_slurm_host: slurmctl is not in the inventory"),
+        (["-e", "upgrade_gpu_process_poll=0"], "upgrade_gpu_process_poll (0) at least 1 second"),
+    ],
+)
 def test_bad_settings_stop_the_run_before_any_node(extra, message):
     run = upgrade(*extra)
     assert run.returncode != 0, run.stdout

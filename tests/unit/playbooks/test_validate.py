@@ -10,6 +10,7 @@ hosts whose declaration is bad, each naming the host, the variables and the
 fix. The inventories' hosts are SSH hosts that do not exist: any contact
 would make them unreachable.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,7 +33,7 @@ BIN = Path(sys.executable).parent
 EXAMPLES = ROOT / "inventory" / "examples"
 INVENTORIES = ("fleet", "airgapped")
 ROLES = ROOT / "roles"
-RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.MULTILINE)
 
 
 def ansible_env() -> dict[str, str]:
@@ -48,13 +49,23 @@ def ansible_env() -> dict[str, str]:
 
 
 def playbook(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "ansible-playbook"), *args], cwd=ROOT, env=ansible_env(),
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [str(BIN / "ansible-playbook"), *args],
+        cwd=ROOT,
+        env=ansible_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def recap(output: str) -> dict[str, dict[str, int]]:
-    return {m.group(1): {"ok": int(m.group(2)), "changed": int(m.group(3)), "unreachable": int(m.group(4)),
-                         "failed": int(m.group(5))} for m in RECAP.finditer(output)}
+    return {
+        m.group(1): {"ok": int(m.group(2)), "changed": int(m.group(3)), "unreachable": int(m.group(4)), "failed": int(m.group(5))}
+        for m in RECAP.finditer(output)
+    }
 
 
 def inventory_hosts(hosts_file: Path) -> set[str]:
@@ -63,6 +74,7 @@ def inventory_hosts(hosts_file: Path) -> set[str]:
         for child in ((group or {}).get("children") or {}).values():
             names |= walk(child)
         return names
+
     return walk(yaml.safe_load(hosts_file.read_text())["all"])
 
 
@@ -74,7 +86,7 @@ def resolve(value: str, variables: dict) -> str:
 
 
 def custom_stats(output: str) -> dict:
-    found = re.search(r"^\s*RUN: (\{.*\})\s*$", output, re.M)
+    found = re.search(r"^\s*RUN: (\{.*\})\s*$", output, re.MULTILINE)
     assert found, output
     return json.loads(found.group(1))
 
@@ -93,8 +105,7 @@ def bad_fleet(tmp_path_factory) -> Path:
     # The MIG config the inventory points at, beside it as in the examples.
     shutil.copytree(EXAMPLES / "files" / "fleet", root.parent / "files" / "fleet")
     # A V100 tier on driver branch 590 (R580 is Volta's last branch).
-    (root / "group_vars" / "dev.yml").write_text(
-        '---\ndriver_gpu_models: ["Tesla V100-SXM2-16GB"]\ndriver_branch: "590"\ndriver_version: ""\n')
+    (root / "group_vars" / "dev.yml").write_text('---\ndriver_gpu_models: ["Tesla V100-SXM2-16GB"]\ndriver_branch: "590"\ndriver_version: ""\n')
     host_vars = root / "host_vars"
     host_vars.mkdir()
     # One training node left on R550 while the images moved to CUDA 13.0.
@@ -114,8 +125,7 @@ def runs(bad_fleet: Path) -> dict[str, subprocess.CompletedProcess]:
     # The fleet as users run it from the installed collection, the others from the checkout.
     playbooks = {"fleet": "gpufleet.nvidia.validate"}
     with ThreadPoolExecutor(max_workers=len(inventories)) as pool:
-        futures = {name: pool.submit(playbook, playbooks.get(name, "playbooks/validate.yml"), "-i", str(path))
-                   for name, path in inventories.items()}
+        futures = {name: pool.submit(playbook, playbooks.get(name, "playbooks/validate.yml"), "-i", str(path)) for name, path in inventories.items()}
         return {name: future.result() for name, future in futures.items()}
 
 
@@ -130,9 +140,8 @@ def test_example_inventory_passes_without_contacting_a_node(runs, name):
         # SSH hosts that do not exist: unreachable=0 means nothing tried to reach them.
         assert counts == {"ok": counts["ok"], "changed": 0, "unreachable": 0, "failed": 0}, (host, run.stdout)
     # Each host judged on its own (version_matrix's action plugin, on the controller).
-    section = run.stdout.split("TASK [gpufleet.nvidia.preflight : Check the declared versions against the version "
-                               "matrix]", 1)[1].split("TASK [", 1)[0]
-    assert sorted(re.findall(r"^ok: \[([^\]]+)\]$", section, re.M)) == sorted(hosts), run.stdout
+    section = run.stdout.split("TASK [gpufleet.nvidia.preflight : Check the declared versions against the version matrix]", 1)[1].split("TASK [", 1)[0]
+    assert sorted(re.findall(r"^ok: \[([^\]]+)\]$", section, re.MULTILINE)) == sorted(hosts), run.stdout
     assert "[WARNING]" not in run.stdout, run.stdout
     # The judgement of every host reaches AWX through set_stats.
     stats = custom_stats(run.stdout)["gpufleet_preflight"]
@@ -189,8 +198,7 @@ def test_every_matrix_rule_names_the_variables_behind_it():
     table = yaml.safe_load((ROLES / "preflight" / "vars" / "main.yml").read_text())["__preflight_rule_variables"]
     # One rule id per toolkit CVE, one entry for them all (the gate reads ctk_cve_* as ctk_cve).
     assert set(table) == {re.sub(r"^ctk_cve_.*$", "ctk_cve", rule) for rule in RULES} | {"custom"}
-    options = {name for spec in ROLES.glob("*/meta/argument_specs.yml")
-               for name in yaml.safe_load(spec.read_text())["argument_specs"]["main"]["options"]}
+    options = {name for spec in ROLES.glob("*/meta/argument_specs.yml") for name in yaml.safe_load(spec.read_text())["argument_specs"]["main"]["options"]}
     for rule, names in table.items():
         assert set(names) <= options, (rule, set(names) - options)
 
@@ -198,9 +206,11 @@ def test_every_matrix_rule_names_the_variables_behind_it():
 @pytest.mark.parametrize("name", INVENTORIES)
 def test_example_group_vars_use_the_roles_real_variables(name):
     """Every role-prefixed variable of the examples is an option of that role (a typo would be silently ignored)."""
-    specs = {role.name: set(yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())
-                            ["argument_specs"]["main"]["options"])
-             for role in ROLES.iterdir() if (role / "meta" / "argument_specs.yml").is_file()}
+    specs = {
+        role.name: set(yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"])
+        for role in ROLES.iterdir()
+        if (role / "meta" / "argument_specs.yml").is_file()
+    }
     for path in sorted((EXAMPLES / name / "group_vars").glob("*.yml")):
         for variable in yaml.safe_load(path.read_text()) or {}:
             role = next((r for r in sorted(specs, key=len, reverse=True) if variable.startswith(r + "_")), None)
@@ -211,8 +221,7 @@ def test_example_group_vars_use_the_roles_real_variables(name):
 def test_airgapped_fleet_takes_everything_from_the_mirror():
     """Every role's download URL and key fingerprint points at the internal mirror."""
     declared = yaml.safe_load((EXAMPLES / "airgapped" / "group_vars" / "gpu_nodes.yml").read_text())
-    options = {name for spec in ROLES.glob("*/meta/argument_specs.yml")
-               for name in yaml.safe_load(spec.read_text())["argument_specs"]["main"]["options"]}
+    options = {name for spec in ROLES.glob("*/meta/argument_specs.yml") for name in yaml.safe_load(spec.read_text())["argument_specs"]["main"]["options"]}
     urls = sorted(name for name in options if name.endswith("_url"))
     fingerprints = sorted(name for name in options if name.endswith("_fingerprint"))
     assert urls and fingerprints
@@ -233,8 +242,7 @@ def test_example_inventories_name_no_outside_host():
 
 
 def test_collection_playbooks_pass_syntax_check():
-    run = playbook("gpufleet.nvidia.site", "gpufleet.nvidia.validate", "--syntax-check",
-                   "-i", str(EXAMPLES / "fleet" / "hosts.yml"))
+    run = playbook("gpufleet.nvidia.site", "gpufleet.nvidia.validate", "--syntax-check", "-i", str(EXAMPLES / "fleet" / "hosts.yml"))
     assert run.returncode == 0, run.stdout
     # Resolved in the installed collection, not in a playbooks/ directory next to the caller.
     for name in ("site", "validate"):

@@ -26,8 +26,7 @@ MIB = 1024 * 1024
 
 def profiles(gpu: dict[str, t.Any]) -> tuple[_mig.Profile, ...]:
     return tuple(
-        _mig.Profile(p["id"], p["name"], p["slices"], p["instances"],
-                     tuple(sorted((pl["start"], pl["size"]) for pl in p["placements"])))
+        _mig.Profile(p["id"], p["name"], p["slices"], p["instances"], tuple(sorted((pl["start"], pl["size"]) for pl in p["placements"])))
         for p in gpu["profiles"]
     )
 
@@ -35,24 +34,44 @@ def profiles(gpu: dict[str, t.Any]) -> tuple[_mig.Profile, ...]:
 def gpu_state(gpu: dict[str, t.Any], mig_enabled: bool | None = None) -> _mig.GpuState:
     """The GpuState of one `show` GPU; mig_enabled overrides the mode (as if MIG were on)."""
     enabled = bool(gpu["mig_current"]) if mig_enabled is None else mig_enabled
-    instances = tuple(
-        _mig.GpuInstanceState(gi["id"], gi["profile"], gi["start"], gi["size"], tuple(
-            _mig.ComputeInstanceState(ci["id"], CI_PROFILE_SLICES[ci["profile"]], ci["start"]) for ci in gi["cis"]))
-        for gi in gpu["gis"]
-    ) if enabled else ()
+    instances = (
+        tuple(
+            _mig.GpuInstanceState(
+                gi["id"],
+                gi["profile"],
+                gi["start"],
+                gi["size"],
+                tuple(_mig.ComputeInstanceState(ci["id"], CI_PROFILE_SLICES[ci["profile"]], ci["start"]) for ci in gi["cis"]),
+            )
+            for gi in gpu["gis"]
+        )
+        if enabled
+        else ()
+    )
     processes = tuple(
-        _mig.ClientProcess(p["pid"], "not visible here", p.get("used_memory", 0) // MIB,
-                           None if p.get("gi", -1) < 0 or not enabled else p["gi"],
-                           None if p.get("ci", -1) < 0 or not enabled else p["ci"])
+        _mig.ClientProcess(
+            p["pid"],
+            "not visible here",
+            p.get("used_memory", 0) // MIB,
+            None if p.get("gi", -1) < 0 or not enabled else p["gi"],
+            None if p.get("ci", -1) < 0 or not enabled else p["ci"],
+        )
         for p in sorted(gpu["processes"], key=lambda p: p["pid"])
     )
     capable = bool(gpu["mig_capable"])
     return _mig.GpuState(
-        index=gpu["index"], uuid=gpu["uuid"], name=gpu["name"], pci_device_id=gpu["pci_device_id"],
-        pci_subsystem_id=gpu["pci_subsystem_id"], mig_capable=capable, mig_enabled=capable and enabled,
+        index=gpu["index"],
+        uuid=gpu["uuid"],
+        name=gpu["name"],
+        pci_device_id=gpu["pci_device_id"],
+        pci_subsystem_id=gpu["pci_subsystem_id"],
+        mig_capable=capable,
+        mig_enabled=capable and enabled,
         mig_pending=capable and (enabled if mig_enabled is not None else bool(gpu["mig_pending"])),
-        profiles=profiles(gpu) if capable else (), profiles_from="nvml" if capable else "none",
-        gpu_instances=instances, processes=processes,
+        profiles=profiles(gpu) if capable else (),
+        profiles_from="nvml" if capable else "none",
+        gpu_instances=instances,
+        processes=processes,
     )
 
 
@@ -103,8 +122,7 @@ def check_layout(gpu: dict[str, t.Any]) -> list[str]:
                 problems.append("GI {0} overlaps [{1}, {2})".format(gi["id"], start, start + size))
         spans.append((gi["start"], gi["size"]))
     per_profile = Counter(gi["profile"] for gi in gpu["gis"])
-    problems += ["{0} instances of {1}".format(n, names[p]["name"])
-                 for p, n in per_profile.items() if n > names[p]["instances"]]
+    problems += ["{0} instances of {1}".format(n, names[p]["name"]) for p, n in per_profile.items() if n > names[p]["instances"]]
     if sum(names[gi["profile"]]["slices"] for gi in gpu["gis"]) > max(p["slices"] for p in gpu["profiles"]):
         problems.append("more compute slices than the GPU has")
     return problems

@@ -27,11 +27,13 @@ from ansible.module_utils import basic
 try:
     from ansible.module_utils.testing import patch_module_args
 except ImportError:  # ansible-core 2.18, the oldest meta/runtime.yml claims: no helper yet
+
     @contextlib.contextmanager
     def patch_module_args(args: dict[str, t.Any]) -> t.Iterator[None]:
         """What 2.19's helper does: AnsibleModule reads its arguments from basic._ANSIBLE_ARGS first."""
         with mock.patch.object(basic, "_ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": args}).encode()):
             yield
+
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _nvml
 
@@ -68,10 +70,12 @@ def run_module(name: str, args: dict[str, t.Any]) -> dict[str, t.Any]:
 
     outcome: dict[str, t.Any] = {"kind": "returned", "result": None, "traceback": None}
     module = importlib.import_module("ansible_collections.gpufleet.nvidia.plugins.modules." + name)
-    with patch_module_args(args), \
-            mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json), \
-            mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json), \
-            mock.patch.object(_nvml.NvmlSession, "__init__", recording_init):
+    with (
+        patch_module_args(args),
+        mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json),
+        mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json),
+        mock.patch.object(_nvml.NvmlSession, "__init__", recording_init),
+    ):
         try:
             module.main()
         except _ModuleExit as done:

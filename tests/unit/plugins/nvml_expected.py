@@ -21,15 +21,23 @@ MIB = 1024 * 1024
 
 # nvmlDeviceArchitecture_t values from nvml.h (kept apart from the binding's
 # table on purpose: this is the independent expectation).
-ARCHITECTURES = {2: "kepler", 3: "maxwell", 4: "pascal", 5: "volta", 6: "turing", 7: "ampere", 8: "ada",
-                 9: "hopper", 10: "blackwell", 13: "rubin"}
+ARCHITECTURES = {2: "kepler", 3: "maxwell", 4: "pascal", 5: "volta", 6: "turing", 7: "ampere", 8: "ada", 9: "hopper", 10: "blackwell", 13: "rubin"}
 # FORMAT.md: NVML_COMPUTE_INSTANCE_PROFILE_* index -> compute slices.
 CI_PROFILE_SLICES = (1, 2, 3, 4, 7, 8, 6)
 # nvml.h (NVIDIA/go-nvml@2f9e261fe40a:gen/nvml/nvml.h): NVML_GPU_FABRIC_STATE_*,
 # the nvmlClocksEventReason* bits in bit order, NVML_DEVICE_ARCH_AMPERE.
 FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
-CLOCK_EVENT_BITS = ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",
-                    "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "display_clock_setting")
+CLOCK_EVENT_BITS = (
+    "gpu_idle",
+    "applications_clocks_setting",
+    "sw_power_cap",
+    "hw_slowdown",
+    "sync_boost",
+    "sw_thermal_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "display_clock_setting",
+)
 ARCH_AMPERE = 7
 ARCH_UNKNOWN = 0xFFFFFFFF
 
@@ -59,10 +67,8 @@ def expected_health(gpu: dict[str, t.Any]) -> dict[str, t.Any]:
             "mode_current": ecc_on,
             "mode_pending": bool(get("ecc_pending", 1)),
             # nvml.h: the totals "require ECC Mode to be enabled".
-            "volatile": {"corrected": get("ecc_vol_corr") if ecc_on else None,
-                         "uncorrected": get("ecc_vol_uncorr") if ecc_on else None},
-            "aggregate": {"corrected": get("ecc_agg_corr") if ecc_on else None,
-                          "uncorrected": get("ecc_agg_uncorr") if ecc_on else None},
+            "volatile": {"corrected": get("ecc_vol_corr") if ecc_on else None, "uncorrected": get("ecc_vol_uncorr") if ecc_on else None},
+            "aggregate": {"corrected": get("ecc_agg_corr") if ecc_on else None, "uncorrected": get("ecc_agg_uncorr") if ecc_on else None},
         }
     arch = gpu["arch"]
     retired = get("retired_pages_supported", -1)
@@ -70,17 +76,24 @@ def expected_health(gpu: dict[str, t.Any]) -> dict[str, t.Any]:
     remapped = get("remapped_rows_supported", -1)
     remapped = bool(remapped) if remapped >= 0 else ecc_supported and arch >= ARCH_AMPERE and arch != ARCH_UNKNOWN
     if retired:
-        health["retired_pages"] = {"single_bit_ecc": get("retired_sbe"), "double_bit_ecc": get("retired_dbe"),
-                                   "pending": bool(get("retired_pending"))}
+        health["retired_pages"] = {"single_bit_ecc": get("retired_sbe"), "double_bit_ecc": get("retired_dbe"), "pending": bool(get("retired_pending"))}
     # nvml.h: no remapped rows "on MIG-enabled GPUs with active instances".
     if remapped and not (gpu["mig_capable"] and gpu.get("gis")):
-        health["remapped_rows"] = {"correctable": get("remap_corr"), "uncorrectable": get("remap_uncorr"),
-                                   "pending": bool(get("remap_pending")), "failure": bool(get("remap_failure"))}
+        health["remapped_rows"] = {
+            "correctable": get("remap_corr"),
+            "uncorrectable": get("remap_uncorr"),
+            "pending": bool(get("remap_pending")),
+            "failure": bool(get("remap_failure")),
+        }
     health["recovery_action"] = known("recovery_action") if "recovery_action" in gpu else 0
     gen_max, width_max = known("pcie_gen_max"), known("pcie_width_max")
-    health["pcie"] = {"gen_current": known("pcie_gen") if "pcie_gen" in gpu else gen_max, "gen_max": gen_max,
-                      "width_current": known("pcie_width") if "pcie_width" in gpu else width_max,
-                      "width_max": width_max, "replay_counter": get("pcie_replay")}
+    health["pcie"] = {
+        "gen_current": known("pcie_gen") if "pcie_gen" in gpu else gen_max,
+        "gen_max": gen_max,
+        "width_current": known("pcie_width") if "pcie_width" in gpu else width_max,
+        "width_max": width_max,
+        "replay_counter": get("pcie_replay"),
+    }
     down = get("nvlink_down", [])
     if isinstance(down, str):
         down = [int(link) for link in down.split(",") if link]
@@ -94,14 +107,15 @@ def expected_health(gpu: dict[str, t.Any]) -> dict[str, t.Any]:
         status = get("fabric_status", None)
         if status == 0 or status == "0":
             status = "NVML_SUCCESS"  # the probe's nvmlReturn_t, reported by name
-        health["fabric"] = {"state": state, "status": status if done else None,
-                            "clique_id": get("clique_id", None) if done else None,
-                            "cluster_uuid": get("cluster_uuid", None) if done else None}
-    health["temperature"] = {"current_c": known("temp"), "slowdown_c": known("temp_slowdown"),
-                             "shutdown_c": known("temp_shutdown")}
+        health["fabric"] = {
+            "state": state,
+            "status": status if done else None,
+            "clique_id": get("clique_id", None) if done else None,
+            "cluster_uuid": get("cluster_uuid", None) if done else None,
+        }
+    health["temperature"] = {"current_c": known("temp"), "slowdown_c": known("temp_slowdown"), "shutdown_c": known("temp_shutdown")}
     mask = get("clock_event_reasons")
-    health["clock_event_reasons"] = {"mask": mask,
-                                     "active": [name for bit, name in enumerate(CLOCK_EVENT_BITS) if mask >> bit & 1]}
+    health["clock_event_reasons"] = {"mask": mask, "active": [name for bit, name in enumerate(CLOCK_EVENT_BITS) if mask >> bit & 1]}
 
     def watts(key: str) -> float | None:
         value = known(key)
@@ -128,27 +142,30 @@ def expected_gpu(gpu: dict[str, t.Any], gather: bool, gather_health: bool = True
     gpu_instances, devices = [], []
     for gi in gpu.get("gis", []) if mig_on else []:
         gi_profile = profiles[gi["profile"]]
-        gpu_instances.append({
-            "id": gi["id"],
-            "profile_id": gi["profile"],
-            "profile_name": gi_profile["name"],
-            "placement": _placement(gi),
-            "compute_instances": sorted(
-                ({"id": ci["id"], "profile_id": ci["profile"], "placement": _placement(ci)} for ci in gi["cis"]),
-                key=lambda ci: ci["id"],
-            ),
-        })
+        gpu_instances.append(
+            {
+                "id": gi["id"],
+                "profile_id": gi["profile"],
+                "profile_name": gi_profile["name"],
+                "placement": _placement(gi),
+                "compute_instances": sorted(
+                    ({"id": ci["id"], "profile_id": ci["profile"], "placement": _placement(ci)} for ci in gi["cis"]),
+                    key=lambda ci: ci["id"],
+                ),
+            }
+        )
         for ci in gi["cis"]:
             ci_slices = CI_PROFILE_SLICES[ci["profile"]]
-            ci_name = gi_profile["name"] if ci_slices == gi_profile["slices"] else "{0}c.{1}".format(
-                ci_slices, gi_profile["name"])
-            devices.append({
-                "uuid": ci["uuid"],
-                "name": "{0} MIG {1}".format(gpu["name"], ci_name),
-                "gpu_instance_id": gi["id"],
-                "compute_instance_id": ci["id"],
-                "memory_total_mib": gi_profile["memory_mb"],
-            })
+            ci_name = gi_profile["name"] if ci_slices == gi_profile["slices"] else "{0}c.{1}".format(ci_slices, gi_profile["name"])
+            devices.append(
+                {
+                    "uuid": ci["uuid"],
+                    "name": "{0} MIG {1}".format(gpu["name"], ci_name),
+                    "gpu_instance_id": gi["id"],
+                    "compute_instance_id": ci["id"],
+                    "memory_total_mib": gi_profile["memory_mb"],
+                }
+            )
     mig: dict[str, t.Any] = {
         "capable": capable,
         "enabled": mig_on,
@@ -158,18 +175,22 @@ def expected_gpu(gpu: dict[str, t.Any], gather: bool, gather_health: bool = True
         "devices": sorted(devices, key=lambda d: (d["gpu_instance_id"], d["compute_instance_id"], d["uuid"])),
     }
     if gather:
-        mig["profiles"] = [
-            {
-                "index": p["index"],
-                "id": p["id"],
-                "name": p["name"],
-                "slices": p["slices"],
-                "instances": p["instances"],
-                "memory_mib": p["memory_mb"],
-                "placements": sorted((_placement(pl) for pl in p["placements"]), key=lambda pl: pl["start"]),
-            }
-            for p in sorted(gpu.get("profiles", []), key=lambda p: p["index"])
-        ] if mig_on or gpu.get("mig_profiles_off") else []  # a driver that answers with MIG off (FORMAT.md)
+        mig["profiles"] = (
+            [
+                {
+                    "index": p["index"],
+                    "id": p["id"],
+                    "name": p["name"],
+                    "slices": p["slices"],
+                    "instances": p["instances"],
+                    "memory_mib": p["memory_mb"],
+                    "placements": sorted((_placement(pl) for pl in p["placements"]), key=lambda pl: pl["start"]),
+                }
+                for p in sorted(gpu.get("profiles", []), key=lambda p: p["index"])
+            ]
+            if mig_on or gpu.get("mig_profiles_off")
+            else []
+        )  # a driver that answers with MIG off (FORMAT.md)
 
     def instance(value: int) -> int | None:
         return value if mig_on and value >= 0 else None
@@ -217,12 +238,21 @@ def expected_gpu(gpu: dict[str, t.Any], gather: bool, gather_health: bool = True
 def lost_gpu(index: int, gather: bool, gather_health: bool = True) -> dict[str, t.Any]:
     """A GPU whose handle NVML refused with GPU_IS_LOST: its index, every other field at its default."""
     gpu: dict[str, t.Any] = {
-        "index": index, "name": None, "uuid": None, "serial": None, "board_part_number": None,
-        "minor_number": None, "pci": None, "memory_total_mib": None, "architecture": "unknown",
-        "architecture_id": None, "compute_capability": None, "persistence_mode": None,
-        "mig": {"capable": False, "enabled": False, "pending_enabled": False, "pending_change": False,
-                "gpu_instances": [], "devices": []},
-        "processes": [], "lost": True,
+        "index": index,
+        "name": None,
+        "uuid": None,
+        "serial": None,
+        "board_part_number": None,
+        "minor_number": None,
+        "pci": None,
+        "memory_total_mib": None,
+        "architecture": "unknown",
+        "architecture_id": None,
+        "compute_capability": None,
+        "persistence_mode": None,
+        "mig": {"capable": False, "enabled": False, "pending_enabled": False, "pending_change": False, "gpu_instances": [], "devices": []},
+        "processes": [],
+        "lost": True,
     }
     if gather:
         gpu["mig"]["profiles"] = []
@@ -231,8 +261,7 @@ def lost_gpu(index: int, gather: bool, gather_health: bool = True) -> dict[str, 
     return gpu
 
 
-def expected_facts(show: dict[str, t.Any], library: str, gather: bool,
-                   gather_health: bool = True) -> dict[str, t.Any]:
+def expected_facts(show: dict[str, t.Any], library: str, gather: bool, gather_health: bool = True) -> dict[str, t.Any]:
     system = show["system"]
     return {
         "status": "ok",

@@ -35,7 +35,7 @@ def node_fixtures() -> list[Path]:
     return sorted(NODES_DIR.glob("*.yml"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def build() -> Path:
     """Build the simulator and return a private copy of the library.
 
@@ -43,7 +43,10 @@ def build() -> Path:
     tests/nvml-sim/build in the same checkout.
     """
     proc = subprocess.run(
-        ["make", "-s", "-C", str(SIM_DIR)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False,
+        ["make", "-s", "-C", str(SIM_DIR)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        check=False,
     )
     if proc.returncode != 0 or not SIM_LIBRARY.is_file():
         raise RuntimeError("building nvml-sim failed:\n" + proc.stdout.decode(errors="replace"))
@@ -63,7 +66,10 @@ def _subprocess_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def run_module_subprocess(
-    name: str, args: dict[str, t.Any], workdir: Path, env: dict[str, str] | None = None,
+    name: str,
+    args: dict[str, t.Any],
+    workdir: Path,
+    env: dict[str, str] | None = None,
 ) -> dict[str, t.Any]:
     """Run plugins/modules/<name> in a fresh interpreter; see module_runner.run_module."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -73,7 +79,11 @@ def run_module_subprocess(
         out_path.unlink()
     proc = subprocess.run(
         [sys.executable, "-m", RUNNER, name, str(args_path), str(out_path)],
-        env=_subprocess_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False, timeout=120,
+        env=_subprocess_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        check=False,
+        timeout=120,
     )
     if proc.returncode != 0 or not out_path.exists():
         # A crash of the interpreter itself (e.g. a segfault inside the library).
@@ -130,8 +140,7 @@ class SimNode:
             args += ["--gpu", str(gpu)]
         self.simctl(*args)
 
-    def run(self, name: str = "nvml_info", extra_env: dict[str, str] | None = None,
-            **args: t.Any) -> dict[str, t.Any]:
+    def run(self, name: str = "nvml_info", extra_env: dict[str, str] | None = None, **args: t.Any) -> dict[str, t.Any]:
         args.setdefault("library", str(build()))
         env = dict(self.env)
         env.update(extra_env or {})

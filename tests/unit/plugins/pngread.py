@@ -50,14 +50,13 @@ def read(path: Path) -> Image:
     offset, idat = 8, []
     width = height = channels = 0
     while offset < len(data):
-        length, kind = struct.unpack(">I4s", data[offset:offset + 8])
-        body = data[offset + 8:offset + 8 + length]
+        length, kind = struct.unpack(">I4s", data[offset : offset + 8])
+        body = data[offset + 8 : offset + 8 + length]
         offset += 12 + length
         if kind == b"IHDR":
             width, height, depth, colour, _compression, _filter, interlace = struct.unpack(">IIBBBBB", body)
             if depth != 8 or colour not in (2, 6) or interlace:
-                raise ValueError("unsupported PNG: depth {0}, colour type {1}, interlace {2}".format(
-                    depth, colour, interlace))
+                raise ValueError("unsupported PNG: depth {0}, colour type {1}, interlace {2}".format(depth, colour, interlace))
             channels = 3 if colour == 2 else 4
         elif kind == b"IDAT":
             idat.append(body)
@@ -69,7 +68,7 @@ def read(path: Path) -> Image:
     previous = bytes(stride)
     for y in range(height):
         kind = raw[y * (stride + 1)]
-        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        line = bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
         if kind == 1:
             for i in range(channels, stride):
                 line[i] = (line[i] + line[i - channels]) & 255

@@ -44,7 +44,8 @@ def test_the_boot_files_carry_the_command_unit_and_config_but_no_library(tmp_pat
             for source in (ROOT / "roles" / role / kind).iterdir():
                 (tmp_path / kind / source.name).symlink_to(source)
     book = tmp_path / "play.yml"
-    book.write_text("""
+    book.write_text(
+        """
 - hosts: localhost
   gather_facts: false
   vars:
@@ -62,12 +63,28 @@ def test_the_boot_files_carry_the_command_unit_and_config_but_no_library(tmp_pat
         content: "{{ {'mig': %(mig)s, 'verify': %(verify)s} | to_json }}"
         dest: %(out)s
       check_mode: false
-""" % {"root": ROOT, "out": tmp_path / "out.json", "mig": expressions["mig"].strip("{} "),
-       "verify": expressions["verify"].strip("{} ")})
+"""
+        % {"root": ROOT, "out": tmp_path / "out.json", "mig": expressions["mig"].strip("{} "), "verify": expressions["verify"].strip("{} ")}
+    )
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"), GPUFLEET_ROOT=str(ROOT))
-    proc = subprocess.run([str(Path(sys.executable).with_name("ansible-playbook")), "-i", "localhost,", "-c", "local",
-                           "--check", str(book), "-e", "ansible_python_interpreter={0}".format(sys.executable)],
-                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False, timeout=300)
+    proc = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("ansible-playbook")),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "--check",
+            str(book),
+            "-e",
+            "ansible_python_interpreter={0}".format(sys.executable),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        check=False,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout.decode()[-6000:]
     rendered = json.loads((tmp_path / "out.json").read_text())
     runtime = build_runtime()

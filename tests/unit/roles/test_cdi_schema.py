@@ -60,7 +60,7 @@ def test_files_are_the_ones_the_provenance_note_names() -> None:
     note = (SCHEMA_DIR / "README.md").read_text()
     for name in ("schema.json", "defs.json"):
         digest = hashlib.sha256((SCHEMA_DIR / name).read_bytes()).hexdigest()
-        assert re.search(r"`{0}`: .*?sha256 {1}\.".format(re.escape(name), digest), note, re.S), name
+        assert re.search(r"`{0}`: .*?sha256 {1}\.".format(re.escape(name), digest), note, re.DOTALL), name
 
 
 def test_every_reference_resolves() -> None:
@@ -87,23 +87,25 @@ def _spec() -> dict[str, t.Any]:
     return copy.deepcopy(load(CDI / "a100x8-ctk1.20.1.json"))
 
 
-@pytest.mark.parametrize("change, where, message", [
-    (lambda s: s.pop("kind"), [], "'kind' is a required property"),
-    (lambda s: s.update(devices={}), ["devices"], "is not of type 'array'"),
-    (lambda s: s["devices"][0].pop("containerEdits"), ["devices", 0], "'containerEdits' is a required property"),
-    # through defs.json: DeviceNode, then int64 inside defs.json
-    (lambda s: s["devices"][0]["containerEdits"]["deviceNodes"][0].update(major="195"),
-     ["devices", 0, "containerEdits", "deviceNodes", 0, "major"], "is not of type 'integer'"),
-    (lambda s: s["containerEdits"]["hooks"][0].pop("hookName"), ["containerEdits", "hooks", 0],
-     "'hookName' is a required property"),
-    (lambda s: s["containerEdits"]["hooks"][0].update(timeout=-1), ["containerEdits", "hooks", 0, "timeout"],
-     "less than the minimum of 0"),
-    (lambda s: s["containerEdits"]["mounts"][0].pop("containerPath"), ["containerEdits", "mounts", 0],
-     "'containerPath' is a required property"),
-    (lambda s: s.update(annotations={"a": 1}), ["annotations", "a"], "is not of type 'string'"),
-])
-def test_broken_specs_fail_at_their_place(change: t.Callable[[dict[str, t.Any]], t.Any], where: list[t.Any],
-                                          message: str) -> None:
+@pytest.mark.parametrize(
+    "change, where, message",
+    [
+        (lambda s: s.pop("kind"), [], "'kind' is a required property"),
+        (lambda s: s.update(devices={}), ["devices"], "is not of type 'array'"),
+        (lambda s: s["devices"][0].pop("containerEdits"), ["devices", 0], "'containerEdits' is a required property"),
+        # through defs.json: DeviceNode, then int64 inside defs.json
+        (
+            lambda s: s["devices"][0]["containerEdits"]["deviceNodes"][0].update(major="195"),
+            ["devices", 0, "containerEdits", "deviceNodes", 0, "major"],
+            "is not of type 'integer'",
+        ),
+        (lambda s: s["containerEdits"]["hooks"][0].pop("hookName"), ["containerEdits", "hooks", 0], "'hookName' is a required property"),
+        (lambda s: s["containerEdits"]["hooks"][0].update(timeout=-1), ["containerEdits", "hooks", 0, "timeout"], "less than the minimum of 0"),
+        (lambda s: s["containerEdits"]["mounts"][0].pop("containerPath"), ["containerEdits", "mounts", 0], "'containerPath' is a required property"),
+        (lambda s: s.update(annotations={"a": 1}), ["annotations", "a"], "is not of type 'string'"),
+    ],
+)
+def test_broken_specs_fail_at_their_place(change: t.Callable[[dict[str, t.Any]], t.Any], where: list[t.Any], message: str) -> None:
     spec = _spec()
     change(spec)
     errors = list(validator().iter_errors(spec))

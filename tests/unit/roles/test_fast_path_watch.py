@@ -28,8 +28,7 @@ PATH = re.compile(r"(?<![\w.{-])(/(?:etc|usr|var|run|opt|lib)/[\w.@/+-]*[\w+-])"
 EXEMPT = {
     # Outputs, not configuration: reports, the upgrade's state and the fingerprint itself.
     "/var/lib/gpufleet": "reports and records the roles write for people and for the next run",
-    "/var/lib/prometheus/node-exporter": "verify's health metrics for node-exporter: an output, rewritten by each "
-                                         "verify that finds the health changed",
+    "/var/lib/prometheus/node-exporter": "verify's health metrics for node-exporter: an output, rewritten by each verify that finds the health changed",
     # Files that packages own: their versions are in the fingerprint.
     "/usr/bin": "package files the roles run or probe (nvidia-ctk, nvidia-container-runtime, the engines)",
     "/usr/lib/systemd/system/nvidia-cdi-refresh.service": "package file; the roles' drop-in is under /etc/systemd/system",
@@ -69,16 +68,18 @@ def named_paths() -> dict[str, set[str]]:
 
 
 def test_every_path_the_roles_name_is_watched_or_exempt() -> None:
-    unwatched = {path: sorted(sources) for path, sources in named_paths().items()
-                 if not under(path, WATCHED) and not under(path, EXEMPT)}
-    assert not unwatched, "add these to __fast_path_watch_paths in roles/fast_path/vars/main.yml, or exempt them " \
-                          "with a reason: {0}".format(unwatched)
+    unwatched = {path: sorted(sources) for path, sources in named_paths().items() if not under(path, WATCHED) and not under(path, EXEMPT)}
+    assert not unwatched, "add these to __fast_path_watch_paths in roles/fast_path/vars/main.yml, or exempt them with a reason: {0}".format(unwatched)
 
 
 def test_the_scan_sees_the_files_the_roles_write() -> None:
     paths = named_paths()
-    for expected in ("/etc/containerd/config.toml", "/etc/apt/preferences.d/gpufleet-nvidia-driver",
-                     "/usr/local/sbin/gpufleet-mig", "/etc/gpufleet/verify/boot.json"):
+    for expected in (
+        "/etc/containerd/config.toml",
+        "/etc/apt/preferences.d/gpufleet-nvidia-driver",
+        "/usr/local/sbin/gpufleet-mig",
+        "/etc/gpufleet/verify/boot.json",
+    ):
         assert expected in paths, expected
 
 
@@ -91,8 +92,11 @@ def test_exemptions_are_still_needed() -> None:
 def test_every_layer_tag_is_known_to_the_record_rule() -> None:
     """A run that skips part of a layer must not record; the rule knows a layer's tags by their prefix."""
     layers = FAST_PATH_VARS["__fast_path_layer_tags"]
-    plays = [play for name in ("site.yml", "facts.yml")  # site.yml imports facts.yml
-             for play in yaml.safe_load((ROOT / "playbooks" / name).read_text(encoding="utf-8"))]
+    plays = [
+        play
+        for name in ("site.yml", "facts.yml")  # site.yml imports facts.yml
+        for play in yaml.safe_load((ROOT / "playbooks" / name).read_text(encoding="utf-8"))
+    ]
     site_tags = {tag for play in plays for tag in play.get("tags", [])} - {"always", "fast_path"}
     assert site_tags == set(layers)
     tags = set()
@@ -101,6 +105,5 @@ def test_every_layer_tag_is_known_to_the_record_rule() -> None:
             continue
         for found in re.findall(r"tags: \[([^]]*)\]", source.read_text(encoding="utf-8")):
             tags.update(tag.strip() for tag in found.split(","))
-    unknown = sorted(tag for tag in tags if tag != "always"
-                     and not any(tag == layer or tag.startswith(layer + "_") for layer in layers))
+    unknown = sorted(tag for tag in tags if tag != "always" and not any(tag == layer or tag.startswith(layer + "_") for layer in layers))
     assert not unknown, "tags without a layer's prefix: {0}".format(unknown)

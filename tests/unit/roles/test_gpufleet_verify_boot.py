@@ -51,8 +51,7 @@ def declaration(tmp_path: Path, spec: str, fmt: str = "yaml", **overrides: t.Any
         "driver": {"version": DRIVER, "branch": "550"},
         "persistence": True,
         "cdi": {"spec": str(path), "strategies": ["index", "uuid"]},
-        "mig": {"label": "off", "config": {"version": "v1", "mig-configs": {
-            "off": [{"devices": "all", "mig-enabled": False}]}}},
+        "mig": {"label": "off", "config": {"version": "v1", "mig-configs": {"off": [{"devices": "all", "mig-enabled": False}]}}},
     }
     config.update(overrides)
     out = tmp_path / "boot.json"
@@ -60,8 +59,7 @@ def declaration(tmp_path: Path, spec: str, fmt: str = "yaml", **overrides: t.Any
     return out
 
 
-def run(command: Path, node: nvml_sim.SimNode, *args: str,
-        block_yaml: bool = False) -> tuple[subprocess.CompletedProcess, dict[str, t.Any]]:
+def run(command: Path, node: nvml_sim.SimNode, *args: str, block_yaml: bool = False) -> tuple[subprocess.CompletedProcess, dict[str, t.Any]]:
     """Run the installed command; block_yaml makes `import yaml` fail, as on a node without python3-yaml."""
     environment = dict(os.environ)
     environment.update(node.env)
@@ -69,10 +67,8 @@ def run(command: Path, node: nvml_sim.SimNode, *args: str,
     environment.pop("NVML_SIM_EUID", None)
     argv = [sys.executable, str(command), *args]
     if block_yaml:
-        argv[1:1] = ["-c", "import runpy, sys; sys.modules['yaml'] = None; sys.argv = sys.argv[1:]; "
-                           "runpy.run_path(sys.argv[0], run_name='__main__')"]
-    done = subprocess.run(argv, env=environment, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, universal_newlines=True, check=False, timeout=120)
+        argv[1:1] = ["-c", "import runpy, sys; sys.modules['yaml'] = None; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"]
+    done = subprocess.run(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False, timeout=120)
     report_path = Path(args[args.index("--config") + 1]).parent / "report.json" if "--config" in args else None
     report = json.loads(report_path.read_text()) if report_path and report_path.exists() else {}
     return done, report
@@ -83,12 +79,10 @@ def statuses(report: dict[str, t.Any]) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("fmt, block_yaml", [("json", False), ("json", True), ("yaml", False)])
-def test_a_node_as_declared_passes(installed: Path, sim_node: t.Any, tmp_path: Path, fmt: str,
-                                   block_yaml: bool) -> None:
+def test_a_node_as_declared_passes(installed: Path, sim_node: t.Any, tmp_path: Path, fmt: str, block_yaml: bool) -> None:
     """JSON needs only the standard library; YAML is read with PyYAML."""
     node = sim_node("dgx-a100-8x40gb")
-    done, report = run(installed, node, "--config", str(declaration(tmp_path, spec_for(node, fmt), fmt)),
-                       block_yaml=block_yaml)
+    done, report = run(installed, node, "--config", str(declaration(tmp_path, spec_for(node, fmt), fmt)), block_yaml=block_yaml)
     assert done.returncode == 0, done.stdout
     assert report["status"] == "pass"
     assert statuses(report) == {"driver": "pass", "persistence": "pass", "cdi": "pass", "mig": "pass"}
@@ -104,8 +98,7 @@ def test_each_difference_is_a_finding(installed: Path, sim_node: t.Any, tmp_path
     done, report = run(installed, node, "--config", str(config))
     assert done.returncode == 1, done.stdout
     checks = {c["layer"]: c for c in report["checks"]}
-    assert checks["driver"]["findings"][0]["message"] == (
-        "loaded driver 550.127.05 differs from the pinned driver_version 550.163.01")
+    assert checks["driver"]["findings"][0]["message"] == ("loaded driver 550.127.05 differs from the pinned driver_version 550.163.01")
     assert [f["subject"] for f in checks["persistence"]["findings"]] == ["GPU 6"]
     missing = {f["subject"] for f in checks["cdi"]["findings"]}
     uuid7 = node.show()["gpus"][7]["uuid"]
@@ -139,8 +132,7 @@ def test_missing_spec_and_bad_config(installed: Path, sim_node: t.Any, tmp_path:
     assert done.returncode == 2 and "cannot read the declaration" in done.stdout
 
 
-def test_a_yaml_spec_without_pyyaml_is_a_finding_with_the_fix(installed: Path, sim_node: t.Any,
-                                                              tmp_path: Path) -> None:
+def test_a_yaml_spec_without_pyyaml_is_a_finding_with_the_fix(installed: Path, sim_node: t.Any, tmp_path: Path) -> None:
     node = sim_node("dgx-a100-8x40gb")
     config = declaration(tmp_path, spec_for(node, "yaml"), "yaml", mig=None)
     done, report = run(installed, node, "--config", str(config), block_yaml=True)
@@ -162,15 +154,19 @@ def test_a_broken_spec_is_a_finding_not_a_traceback(installed: Path, sim_node: t
 
 def health_declaration(tmp_path: Path, node: nvml_sim.SimNode, **health: t.Any) -> Path:
     """The driver and health checks only, the health layer's judgement with a kernel log file and a textfile."""
-    wanted = {"policy": {}, "gpu_count": None, "kernel_log": str(tmp_path / "kmsg"),
-              "textfile": str(tmp_path / "metrics" / "gpufleet-health.prom"), "persistenced": False,
-              "fabricmanager": False}
+    wanted = {
+        "policy": {},
+        "gpu_count": None,
+        "kernel_log": str(tmp_path / "kmsg"),
+        "textfile": str(tmp_path / "metrics" / "gpufleet-health.prom"),
+        "persistenced": False,
+        "fabricmanager": False,
+    }
     wanted.update(health)
     return declaration(tmp_path, spec_for(node), cdi=None, mig=None, health=wanted)
 
 
-def test_a_healthy_node_passes_health_and_writes_the_textfile_once(
-        installed: Path, sim_node: t.Any, tmp_path: Path) -> None:
+def test_a_healthy_node_passes_health_and_writes_the_textfile_once(installed: Path, sim_node: t.Any, tmp_path: Path) -> None:
     node = sim_node("dgx-a100-8x40gb")
     (tmp_path / "kmsg").write_text("6,1,100,-;Linux version 6.12.0\n")
     config = health_declaration(tmp_path, node, gpu_count=8)
@@ -178,7 +174,7 @@ def test_a_healthy_node_passes_health_and_writes_the_textfile_once(
     assert done.returncode == 0, done.stdout
     assert statuses(report)["health"] == "pass", report
     textfile = tmp_path / "metrics" / "gpufleet-health.prom"
-    gauges = re.findall(r'^gpufleet_gpu_health_status\{[^}]*gpu="(\d+)"[^}]*\} (\d+)$', textfile.read_text(), re.M)
+    gauges = re.findall(r'^gpufleet_gpu_health_status\{[^}]*gpu="(\d+)"[^}]*\} (\d+)$', textfile.read_text(), re.MULTILINE)
     assert {gpu for gpu, _value in gauges} == {str(i) for i in range(8)}
     assert {value for _gpu, value in gauges} == {"0"}
     assert oct(textfile.stat().st_mode & 0o777) == "0o644"
@@ -188,8 +184,7 @@ def test_a_healthy_node_passes_health_and_writes_the_textfile_once(
     assert "health" not in report["gpus"][0]  # readings that move stay out of the report
 
 
-def test_sick_gpus_fail_health_at_boot_naming_gpu_and_action(installed: Path, sim_node: t.Any,
-                                                             tmp_path: Path) -> None:
+def test_sick_gpus_fail_health_at_boot_naming_gpu_and_action(installed: Path, sim_node: t.Any, tmp_path: Path) -> None:
     node = sim_node("dgx-a100-8x40gb")
     kmsg = str(tmp_path / "kmsg")
     node.simctl("inject", "remap-failure", "--gpu", "1")
@@ -209,6 +204,6 @@ def test_sick_gpus_fail_health_at_boot_naming_gpu_and_action(installed: Path, si
     assert "Xid 79" in errors["GPU 5"]["message"] and gpus[5]["bus_id"] in errors["GPU 5"]["message"]
     assert report["gpus"][4]["lost"] is True and statuses(report)["driver"] == "pass"
     text = (tmp_path / "metrics" / "gpufleet-health.prom").read_text()
-    assert re.search(r'^gpufleet_gpu_health_status\{bus_id="[^"]+",check="remap_failure",gpu="1",', text, re.M)
-    assert re.search(r'check="remap_failure",gpu="1",uuid="[^"]+"\} 2$', text, re.M), text
-    assert re.search(r'check="gpu_lost",gpu="4",uuid="[^"]*"\} 2$', text, re.M), text
+    assert re.search(r'^gpufleet_gpu_health_status\{bus_id="[^"]+",check="remap_failure",gpu="1",', text, re.MULTILINE)
+    assert re.search(r'check="remap_failure",gpu="1",uuid="[^"]+"\} 2$', text, re.MULTILINE), text
+    assert re.search(r'check="gpu_lost",gpu="4",uuid="[^"]*"\} 2$', text, re.MULTILINE), text

@@ -27,8 +27,16 @@ import yaml
 ROOT = Path(__file__).resolve().parents[3]
 
 WANT = {"unknown": "u", "install": "i", "hold": "h", "deinstall": "r", "purge": "p"}
-STATUS = {"not-installed": "n", "config-files": "c", "half-installed": "H", "unpacked": "U",
-          "half-configured": "F", "triggers-awaited": "W", "triggers-pending": "t", "installed": "i"}
+STATUS = {
+    "not-installed": "n",
+    "config-files": "c",
+    "half-installed": "H",
+    "unpacked": "U",
+    "half-configured": "F",
+    "triggers-awaited": "W",
+    "triggers-pending": "t",
+    "installed": "i",
+}
 
 # (package, architecture qualifier, version, want, status, error flag): every case the parsers tell apart.
 STATES = [
@@ -49,9 +57,12 @@ def dpkg_output(fmt: str) -> str:
     lines = []
     for name, arch, version, want, status, eflag in STATES:
         fields = {
-            "${binary:Package}": name + arch, "${Package}": name, "${Version}": version,
+            "${binary:Package}": name + arch,
+            "${Package}": name,
+            "${Version}": version,
             "${db:Status-Abbrev}": WANT[want] + STATUS[status] + (eflag or " "),
-            "${db:Status-Want}": want, "${db:Status-Status}": status,
+            "${db:Status-Want}": want,
+            "${db:Status-Status}": status,
         }
         line = re.sub(r"\$\{[^}]+\}", lambda m: fields[m.group(0)], fmt)
         lines.append(line.replace("\\n", "\n").replace("\\t", "\t"))
@@ -74,13 +85,25 @@ def play(tmp_path: Path, tasks: list[dict[str, t.Any]], variables: dict[str, t.A
     out = tmp_path / "out.json"
     tasks = tasks + [{"ansible.builtin.copy": {"dest": str(out), "content": "{{ result | to_json }}", "mode": "0644"}}]
     playbook = tmp_path / "play.yml"
-    playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "vars": variables,
-                                         "tasks": tasks}]))
+    playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "vars": variables, "tasks": tasks}]))
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"))
     proc = subprocess.run(
-        [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "localhost,", "-c", "local", str(playbook),
-         "-e", "ansible_python_interpreter={0}".format(sys.executable)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False, timeout=120)
+        [
+            str(Path(sys.executable).with_name("ansible-playbook")),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            str(playbook),
+            "-e",
+            "ansible_python_interpreter={0}".format(sys.executable),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        check=False,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout.decode()
     return json.loads(out.read_text())
 
@@ -91,30 +114,41 @@ OLD_TOOLKIT_FORMAT = "${Package} ${db:Status-Status} ${db:Status-Want} ${Version
 OLD_TOOLKIT_FACTS = {
     "installed": "{{ __container_toolkit_rows | selectattr('1', 'eq', 'installed') | map('first') | list }}",
     "missing": "{{ __container_toolkit_wanted | reject('in', __container_toolkit_rows | selectattr('1', 'eq', "
-               "'installed') | selectattr('3', 'eq', __container_toolkit_package_version) | map('first') | list) "
-               "| list }}",
+    "'installed') | selectattr('3', 'eq', __container_toolkit_package_version) | map('first') | list) "
+    "| list }}",
     "selected": "{{ __container_toolkit_rows | selectattr('1', 'eq', 'installed') | selectattr('2', 'eq', "
-                "'hold' if container_toolkit_hold | bool else 'install') | map('first') | list }}",
+    "'hold' if container_toolkit_hold | bool else 'install') | map('first') | list }}",
 }
 
 
 @pytest.mark.parametrize("hold", [True, False])
 def test_container_toolkit_reads_the_same(tmp_path: Path, hold: bool) -> None:
     role_task = task("roles/container_toolkit/tasks/install-debian.yml", "Find the packages to hold or release")
-    assert "DPKG_QUERY_FORMAT" in task("roles/container_toolkit/tasks/install-debian.yml",
-                                       "Read the toolkit packages")["ansible.builtin.command"]["argv"]
-    result = play(tmp_path, [role_task, {"ansible.builtin.set_fact": {"result": {
-        "installed": "{{ __container_toolkit_installed }}", "missing": "{{ __container_toolkit_missing }}",
-        "selected": "{{ __container_toolkit_selected }}",
-        "old": {key: expression.replace("__container_toolkit_rows", "__old_rows")
-                for key, expression in OLD_TOOLKIT_FACTS.items()}}}}], {
-        "__container_toolkit_dpkg": {"rc": 1, "stdout": dpkg_output(knowledge("DPKG_QUERY_FORMAT"))},
-        "__old_rows": "{{ __old_stdout.splitlines() | map('split') | selectattr('3', 'defined') | list }}",
-        "__old_stdout": dpkg_output(OLD_TOOLKIT_FORMAT),
-        "__container_toolkit_wanted": [state[0] for state in STATES[:5]],
-        "__container_toolkit_package_version": "1.17.8-1",
-        "container_toolkit_hold": hold,
-    })
+    assert "DPKG_QUERY_FORMAT" in task("roles/container_toolkit/tasks/install-debian.yml", "Read the toolkit packages")["ansible.builtin.command"]["argv"]
+    result = play(
+        tmp_path,
+        [
+            role_task,
+            {
+                "ansible.builtin.set_fact": {
+                    "result": {
+                        "installed": "{{ __container_toolkit_installed }}",
+                        "missing": "{{ __container_toolkit_missing }}",
+                        "selected": "{{ __container_toolkit_selected }}",
+                        "old": {key: expression.replace("__container_toolkit_rows", "__old_rows") for key, expression in OLD_TOOLKIT_FACTS.items()},
+                    }
+                }
+            },
+        ],
+        {
+            "__container_toolkit_dpkg": {"rc": 1, "stdout": dpkg_output(knowledge("DPKG_QUERY_FORMAT"))},
+            "__old_rows": "{{ __old_stdout.splitlines() | map('split') | selectattr('3', 'defined') | list }}",
+            "__old_stdout": dpkg_output(OLD_TOOLKIT_FORMAT),
+            "__container_toolkit_wanted": [state[0] for state in STATES[:5]],
+            "__container_toolkit_package_version": "1.17.8-1",
+            "container_toolkit_hold": hold,
+        },
+    )
     old = result.pop("old")
     assert result == old
     assert result["missing"] == ["libnvidia-container-tools", "nvidia-container-toolkit"]  # not a vacuous match
@@ -123,18 +157,19 @@ def test_container_toolkit_reads_the_same(tmp_path: Path, hold: bool) -> None:
 # -- verify -------------------------------------------------------------------------------------------------
 
 OLD_VERIFY_DPKG = '${db:Status-Abbrev}{"${Package}": [{"version": "${Version}"}]}\\n'
-OLD_VERIFY_KEEP = ("{{ __old_stdout.splitlines() | select('match', '^[hi]i ') | map('regex_replace', '^[hi]i\\s+', '')"
-                   " | map('from_json') | combine }}")
+OLD_VERIFY_KEEP = "{{ __old_stdout.splitlines() | select('match', '^[hi]i ') | map('regex_replace', '^[hi]i\\s+', '') | map('from_json') | combine }}"
 
 
 def test_verify_reads_the_same_from_dpkg(tmp_path: Path) -> None:
     role_task = task("roles/verify/tasks/declared.yml", "Keep the installed packages' versions")
-    result = play(tmp_path, [role_task, {"ansible.builtin.set_fact": {"result": {
-        "new": "{{ __verify_packages_installed }}", "old": OLD_VERIFY_KEEP}}}], {
-        "__verify_reads": {"commands": {"dpkg": {"rc": 1, "stdout": dpkg_output(knowledge("DPKG_QUERY_FORMAT"))},
-                                        "rpm": {"rc": 127, "stdout": ""}}},
-        "__old_stdout": dpkg_output(OLD_VERIFY_DPKG),
-    })
+    result = play(
+        tmp_path,
+        [role_task, {"ansible.builtin.set_fact": {"result": {"new": "{{ __verify_packages_installed }}", "old": OLD_VERIFY_KEEP}}}],
+        {
+            "__verify_reads": {"commands": {"dpkg": {"rc": 1, "stdout": dpkg_output(knowledge("DPKG_QUERY_FORMAT"))}, "rpm": {"rc": 127, "stdout": ""}}},
+            "__old_stdout": dpkg_output(OLD_VERIFY_DPKG),
+        },
+    )
     assert result["new"] == result["old"]
     assert sorted(result["new"]) == ["docker-ce", "libnvidia-container1", "nvidia-container-toolkit-base"]
 
@@ -142,21 +177,26 @@ def test_verify_reads_the_same_from_dpkg(tmp_path: Path) -> None:
 def test_verify_reads_the_same_from_rpm(tmp_path: Path) -> None:
     role_task = task("roles/verify/tasks/declared.yml", "Keep the installed packages' versions")
     new = "nvidia-container-toolkit-base\t0:1.17.8-1\nlibnvidia-container1\t0:1.17.8-1\n"
-    old = ('ii {"nvidia-container-toolkit-base": [{"version": "1.17.8-1"}]}\n'
-           'ii {"libnvidia-container1": [{"version": "1.17.8-1"}]}\n')
-    result = play(tmp_path, [role_task, {"ansible.builtin.set_fact": {"result": {
-        "new": "{{ __verify_packages_installed }}", "old": OLD_VERIFY_KEEP}}}], {
-        "__verify_reads": {"commands": {"dpkg": {"rc": 127, "stdout": ""}, "rpm": {"rc": 0, "stdout": new}}},
-        "__old_stdout": old,
-    })
+    old = 'ii {"nvidia-container-toolkit-base": [{"version": "1.17.8-1"}]}\nii {"libnvidia-container1": [{"version": "1.17.8-1"}]}\n'
+    result = play(
+        tmp_path,
+        [role_task, {"ansible.builtin.set_fact": {"result": {"new": "{{ __verify_packages_installed }}", "old": OLD_VERIFY_KEEP}}}],
+        {
+            "__verify_reads": {"commands": {"dpkg": {"rc": 127, "stdout": ""}, "rpm": {"rc": 0, "stdout": new}}},
+            "__old_stdout": old,
+        },
+    )
     assert result["new"] == result["old"] and len(result["new"]) == 2
 
 
 def test_verify_queries_the_toolkit_and_matrix_packages(tmp_path: Path) -> None:
     from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import packages
 
-    result = play(tmp_path, [{"ansible.builtin.include_vars": str(ROOT / "roles/verify/vars/main.yml")},
-                             {"ansible.builtin.set_fact": {"result": "{{ __verify_packages }}"}}], {})
+    result = play(
+        tmp_path,
+        [{"ansible.builtin.include_vars": str(ROOT / "roles/verify/vars/main.yml")}, {"ansible.builtin.set_fact": {"result": "{{ __verify_packages }}"}}],
+        {},
+    )
     expected = list(packages.toolkit_packages())
     for names in list(packages.version_packages().values())[1:]:
         expected += names
@@ -178,16 +218,19 @@ fi
 def test_upgrade_reads_the_same_on_this_machine(tmp_path: Path) -> None:
     """The role's query and parse, run for real, against the old script and parse."""
     plan = (ROOT / "roles/upgrade/tasks/plan.yml").read_text()
-    parse = re.search(r"\{'packages': (.*?)\}\n\s*\| gpufleet\.nvidia\.verify_check\('container_toolkit'", plan,
-                      re.S).group(1)
+    parse = re.search(r"\{'packages': (.*?)\}\n\s*\| gpufleet\.nvidia\.verify_check\('container_toolkit'", plan, re.DOTALL).group(1)
     query = task("roles/upgrade/tasks/plan.yml", "Read the installed versions of the toolkit's packages")
     query["register"] = "__upgrade_package_query"
-    old = subprocess.run(["sh", "-c", OLD_UPGRADE_SCRIPT, "sh", "bash", "dpkg", "gpufleet-no-such-package"],
-                         stdout=subprocess.PIPE, text=True, check=True).stdout.rstrip("\r\n")
-    result = play(tmp_path, [query, {"ansible.builtin.set_fact": {"result": {
-        "new": "{{ " + parse + " }}", "old": OLD_VERIFY_KEEP}}}], {
-        "__upgrade_packages": ["bash", "dpkg", "gpufleet-no-such-package"],
-        "__old_stdout": old,
-    })
+    old = subprocess.run(
+        ["sh", "-c", OLD_UPGRADE_SCRIPT, "sh", "bash", "dpkg", "gpufleet-no-such-package"], stdout=subprocess.PIPE, text=True, check=True
+    ).stdout.rstrip("\r\n")
+    result = play(
+        tmp_path,
+        [query, {"ansible.builtin.set_fact": {"result": {"new": "{{ " + parse + " }}", "old": OLD_VERIFY_KEEP}}}],
+        {
+            "__upgrade_packages": ["bash", "dpkg", "gpufleet-no-such-package"],
+            "__old_stdout": old,
+        },
+    )
     assert result["new"] == result["old"]
     assert sorted(result["new"]) == ["bash", "dpkg"]

@@ -7,6 +7,7 @@ booted: nothing ran Ansible on it, so everything GPU-related found there is
 the work of the units the roles installed in the bake. Both are reached
 through podman directly (one exec per check, no Ansible round trip).
 """
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,7 @@ FIRSTBOOT = "bake-firstboot-debian13"
 DRIVER = "550.163.01"
 SPEC = "/etc/cdi/nvidia.json"  # the cdi role's default format
 BOOT_REPORT = "/var/lib/gpufleet/verify-boot.json"
-UNITS = ("nvidia-persistenced.service", "gpufleet-mig.service", "gpufleet-cdi-refresh.service",
-         "gpufleet-verify-boot.service")
+UNITS = ("nvidia-persistenced.service", "gpufleet-mig.service", "gpufleet-cdi-refresh.service", "gpufleet-verify-boot.service")
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +43,7 @@ def unit(node, name: str) -> dict:
 
 
 # -- the bake ------------------------------------------------------------------
+
 
 def test_bake_had_no_gpu_and_deferred_the_gpu_work(baked):
     assert not baked.file("/var/lib/nvml-sim").exists
@@ -74,12 +75,18 @@ def test_bake_report_defers_the_gpu_checks(baked):
     assert declaration["mig"]["label"] == "all-disabled"
     assert declaration["persistence"] is True
     # The boot check judges the GPUs' health as the health layer would have.
-    assert declaration["health"] == {"policy": {}, "gpu_count": None, "kernel_log": "/dev/kmsg",
-                                     "textfile": "/var/lib/prometheus/node-exporter/gpufleet-health.prom",
-                                     "persistenced": True, "fabricmanager": False}
+    assert declaration["health"] == {
+        "policy": {},
+        "gpu_count": None,
+        "kernel_log": "/dev/kmsg",
+        "textfile": "/var/lib/prometheus/node-exporter/gpufleet-health.prom",
+        "persistenced": True,
+        "fabricmanager": False,
+    }
 
 
 # -- the first boot ------------------------------------------------------------
+
 
 def test_first_boot_units_succeeded(instance):
     failed = instance.check_output("systemctl list-units --failed --plain --no-legend")

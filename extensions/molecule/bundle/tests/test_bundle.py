@@ -1,6 +1,7 @@
 """The node converged from the offline bundle alone; the bundle is what its
 manifest says; bundle.yml re-runs with nothing to do, predicts in check mode
 and stops bad input before it writes anything."""
+
 from __future__ import annotations
 
 import hashlib
@@ -23,7 +24,7 @@ GNUPG = EPHEMERAL / "site-gnupg"
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 TEST_MIRROR = os.environ.get("GPUFLEET_MIRROR_URL", "http://127.0.0.1:8765")
 BUNDLE_URL = "http://127.0.0.1:8780"
-RECAP = re.compile(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", re.M)
+RECAP = re.compile(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", re.MULTILINE)
 
 
 def manifest() -> dict:
@@ -31,18 +32,25 @@ def manifest() -> dict:
 
 
 def bundle_playbook(*args: str, extra: dict | None = None) -> tuple[subprocess.CompletedProcess, dict]:
-    argv = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], str(PROJECT / "playbooks" / "bundle.yml"),
-            *args]
+    argv = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], str(PROJECT / "playbooks" / "bundle.yml"), *args]
     if extra:
         argv += ["-e", json.dumps(extra)]
     # Molecule forces colour for its own runs; the recap is read as plain text.
-    run = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"), check=False, timeout=600)
+    run = subprocess.run(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"),
+        check=False,
+        timeout=600,
+    )
     run.stdout = re.sub(r"\x1b\[[0-9;]*m", "", run.stdout).replace('\\"', '"')
     return run, {m.group(1): {"changed": int(m.group(2)), "failed": int(m.group(3))} for m in RECAP.finditer(run.stdout)}
 
 
 # --- the node -----------------------------------------------------------------
+
 
 def test_the_test_mirror_is_unreachable_from_the_node(host):
     probe = host.run("python3 -c \"import urllib.request as u; u.urlopen('%s/', timeout=5)\"" % TEST_MIRROR)
@@ -60,12 +68,15 @@ def test_the_nodes_nvidia_sources_name_only_the_bundle(host):
     assert "8765" not in host.check_output("cat /etc/apt/sources.list /etc/apt/sources.list.d/*")
 
 
-@pytest.mark.parametrize("package,version,origin", [
-    ("nvidia-kernel-dkms", "550.163.01-2", BUNDLE_URL + "/debian trixie/non-free"),
-    ("libcuda1", "550.163.01-2", BUNDLE_URL + "/debian trixie/non-free"),
-    ("nvidia-persistenced", "550.163.01-1", BUNDLE_URL + "/debian trixie/contrib"),
-    ("nvidia-container-toolkit-base", "1.20.1-1", BUNDLE_URL + "/libnvidia-container/stable/deb/amd64"),
-])
+@pytest.mark.parametrize(
+    "package,version,origin",
+    [
+        ("nvidia-kernel-dkms", "550.163.01-2", BUNDLE_URL + "/debian trixie/non-free"),
+        ("libcuda1", "550.163.01-2", BUNDLE_URL + "/debian trixie/non-free"),
+        ("nvidia-persistenced", "550.163.01-1", BUNDLE_URL + "/debian trixie/contrib"),
+        ("nvidia-container-toolkit-base", "1.20.1-1", BUNDLE_URL + "/libnvidia-container/stable/deb/amd64"),
+    ],
+)
 def test_the_pinned_packages_came_from_the_bundle(host, package, version, origin):
     assert host.package(package).version == version
     policy = host.check_output("apt-cache policy %s" % package)
@@ -77,8 +88,7 @@ def test_the_bundle_server_served_what_the_node_installed(host):
     # apt asks for a flat repository's "./name.deb" as it stands in the index.
     served = {posixpath.normpath(path) for path in re.findall(r'"GET (\S+) HTTP/[0-9.]+" 200', log)}
     debs = [a["artifact"] for a in manifest()["artifacts"] if a["artifact"].endswith(".deb")]
-    for name in ("nvidia-kernel-dkms_550.163.01-2", "libnvidia-ml1_550.163.01-2",
-                 "nvidia-container-toolkit-base_1.20.1-1"):
+    for name in ("nvidia-kernel-dkms_550.163.01-2", "libnvidia-ml1_550.163.01-2", "nvidia-container-toolkit-base_1.20.1-1"):
         path = next(d for d in debs if name in d)
         assert "/" + path in served, sorted(served)
     assert "/cri-tools/v1.36.0/crictl-v1.36.0-linux-amd64.tar.gz" in served
@@ -93,6 +103,7 @@ def test_the_layers_work(host):
 
 
 # --- the bundle (controller side) --------------------------------------------
+
 
 def test_every_artifact_is_what_the_manifest_says():
     artifacts = manifest()["artifacts"]
@@ -110,8 +121,15 @@ def test_the_bundle_carries_the_closure_and_leaves_main_out():
     data = manifest()
     debs = {a["package"].split("=")[0] for a in data["artifacts"] if a["package"]}
     # The pinned set, and dependencies only contrib/non-free have.
-    assert {"nvidia-kernel-dkms", "libcuda1", "nvidia-smi", "nvidia-persistenced", "nvidia-kernel-support",
-            "firmware-nvidia-gsp", "nvidia-container-toolkit-base"} <= debs
+    assert {
+        "nvidia-kernel-dkms",
+        "libcuda1",
+        "nvidia-smi",
+        "nvidia-persistenced",
+        "nvidia-kernel-support",
+        "firmware-nvidia-gsp",
+        "nvidia-container-toolkit-base",
+    } <= debs
     # The other flavour is not declared, so not carried.
     assert "nvidia-open-kernel-dkms" not in debs
     external = data["external"]["debian"]
@@ -137,15 +155,14 @@ def test_the_image_archive_is_carried_with_its_pinned_digest():
 
 @pytest.mark.parametrize("repository", ["debian/dists/trixie", "libnvidia-container/stable/deb/amd64"])
 def test_the_repositories_are_signed_with_the_site_key_only(repository):
-    site = subprocess.run(["gpgv", "--keyring", str(GNUPG / "pubring.kbx"), str(BUNDLE / repository / "InRelease")],
-                          capture_output=True, text=True, check=False)
+    site = subprocess.run(
+        ["gpgv", "--keyring", str(GNUPG / "pubring.kbx"), str(BUNDLE / repository / "InRelease")], capture_output=True, text=True, check=False
+    )
     assert site.returncode == 0, site.stderr
-    with tempfile.TemporaryDirectory() as home, \
-            urllib.request.urlopen(TEST_MIRROR + "/keys/gpufleet-mirror.gpg", timeout=10) as answer:
+    with tempfile.TemporaryDirectory() as home, urllib.request.urlopen(TEST_MIRROR + "/keys/gpufleet-mirror.gpg", timeout=10) as answer:
         keyring = Path(home) / "mirror.gpg"
         keyring.write_bytes(answer.read())
-        other = subprocess.run(["gpgv", "--keyring", str(keyring), str(BUNDLE / repository / "InRelease")],
-                               capture_output=True, text=True, check=False)
+        other = subprocess.run(["gpgv", "--keyring", str(keyring), str(BUNDLE / repository / "InRelease")], capture_output=True, text=True, check=False)
     assert other.returncode != 0
 
 
@@ -153,7 +170,7 @@ def test_the_index_lists_exactly_the_carried_packages():
     listed = set()
     for packages in BUNDLE.rglob("Packages"):
         for stanza in packages.read_text().split("\n\n"):
-            fields = dict(re.findall(r"^(Filename|SHA256): (.*)$", stanza, re.M))
+            fields = dict(re.findall(r"^(Filename|SHA256): (.*)$", stanza, re.MULTILINE))
             if fields:
                 base = packages.parent if "dists" not in packages.parts else BUNDLE / "debian"
                 path = Path(os.path.normpath(base / fields["Filename"]))
@@ -164,6 +181,7 @@ def test_the_index_lists_exactly_the_carried_packages():
 
 
 # --- bundle.yml as a user runs it ----------------------------------------------
+
 
 def test_a_second_run_changes_nothing():
     run, recap = bundle_playbook()
@@ -188,11 +206,11 @@ def test_upstream_failures_stop_before_anything_is_written(tmp_path):
     group_vars = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent / "group_vars" / "gpu_nodes"
     upstream = dict(yaml.safe_load(group_vars.read_text())["bundle_upstream"])
     upstream["container_toolkit_apt_repo_url"] = "http://127.0.0.1:9/nowhere"
-    run, _recap = bundle_playbook(extra={"bundle_dir": str(target), "bundle_upstream": upstream,
-                                         "driver_version": "550.1.1"})
+    run, _recap = bundle_playbook(extra={"bundle_dir": str(target), "bundle_upstream": upstream, "driver_version": "550.1.1"})
     assert run.returncode != 0
-    for message in ("bundle_upstream.container_toolkit_apt_repo_url: cannot fetch http://127.0.0.1:9/nowhere/amd64/InRelease",
-                    "bundle_upstream.driver_distribution_url: " + TEST_MIRROR
-                    + "/debian (trixie) does not offer: nvidia-kernel-dkms 550.1.1 (offered: 550.163.01-2)"):
+    for message in (
+        "bundle_upstream.container_toolkit_apt_repo_url: cannot fetch http://127.0.0.1:9/nowhere/amd64/InRelease",
+        "bundle_upstream.driver_distribution_url: " + TEST_MIRROR + "/debian (trixie) does not offer: nvidia-kernel-dkms 550.1.1 (offered: 550.163.01-2)",
+    ):
         assert message in run.stdout, run.stdout[-3000:]
     assert not target.exists()

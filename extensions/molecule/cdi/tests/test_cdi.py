@@ -6,6 +6,7 @@ ships) with the real jsonschema package - never with the collection's own
 code - and the refresh units are read from systemd. Specs are read with json,
 or PyYAML for YAML.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,7 +24,7 @@ ROOT = os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.path.join(HERE, "..", "..
 sys.path.insert(0, os.path.join(HERE, "..", "..", "_shared"))
 
 # pylint: disable=wrong-import-position
-from stack import host_vars, node, run_role, sha256  # noqa: E402
+from stack import host_vars, node, run_role, sha256
 
 SCHEMA_DIR = os.path.join(ROOT, "roles", "cdi", "files", "cdi-schema")
 ALL_SPECS = [d + "/nvidia." + f for d in ("/etc/cdi", "/var/run/cdi") for f in ("yaml", "json")]
@@ -33,9 +34,12 @@ def settings(host) -> dict:
     hv = host_vars(host)
     directory = hv.get("cdi_spec_dir", "/etc/cdi")
     fmt = hv.get("cdi_format", "json")
-    return {"path": "{0}/nvidia.{1}".format(directory, fmt), "format": fmt,
-            "strategies": hv.get("cdi_device_name_strategy", ["index", "uuid"]),
-            "bake": hv.get("cdi_bake", False)}
+    return {
+        "path": "{0}/nvidia.{1}".format(directory, fmt),
+        "format": fmt,
+        "strategies": hv.get("cdi_device_name_strategy", ["index", "uuid"]),
+        "bake": hv.get("cdi_bake", False),
+    }
 
 
 def gpu_node(host):
@@ -57,8 +61,7 @@ def expected_names(host) -> set[str]:
     names = {"all"}
     for gpu in simulated_gpus(host):
         for strategy in settings(host)["strategies"]:
-            names.add({"index": str(gpu["index"]), "uuid": gpu["uuid"],
-                       "type-index": "gpu{0}".format(gpu["index"])}[strategy])
+            names.add({"index": str(gpu["index"]), "uuid": gpu["uuid"], "type-index": "gpu{0}".format(gpu["index"])}[strategy])
     return names
 
 
@@ -85,8 +88,7 @@ def test_spec_matches_the_cdi_schema(host):
     # The schema does bite: a device node's major as a string is refused (through defs.json).
     broken = read_spec(host)
     broken["devices"][0]["containerEdits"]["deviceNodes"][0]["major"] = "195"
-    assert [list(e.absolute_path) for e in check.iter_errors(broken)] == [
-        ["devices", 0, "containerEdits", "deviceNodes", 0, "major"]]
+    assert [list(e.absolute_path) for e in check.iter_errors(broken)] == [["devices", 0, "containerEdits", "deviceNodes", 0, "major"]]
 
 
 def test_each_gpu_device_carries_its_device_node(host):
@@ -147,8 +149,7 @@ def test_a_reformatted_spec_with_the_same_content_is_left_alone(host):
     spec = read_spec(host)
     spec["devices"].reverse()
     # Same data, other key order, indentation and device order.
-    text = (json.dumps(spec, indent=1, sort_keys=True) if s["format"] == "json"
-            else yaml.safe_dump(spec, sort_keys=True, default_flow_style=False, indent=4))
+    text = json.dumps(spec, indent=1, sort_keys=True) if s["format"] == "json" else yaml.safe_dump(spec, sort_keys=True, default_flow_style=False, indent=4)
     node(host).run_expect([0], "printf %%s %s > %s", text, s["path"])
     before = sha256(host, s["path"])
     run = run_role(host, "cdi")
@@ -192,8 +193,7 @@ def test_yaml_without_pyyaml_on_the_node_fails_first_with_the_fix(host):
     s = settings(host)
     n = node(host)
     assert n.run("python3 -c 'import yaml'").rc != 0, "the image has PyYAML now; this test needs a node without"
-    watched = [s["path"], "/etc/nvidia-container-toolkit/nvidia-cdi-refresh.env",
-               "/etc/systemd/system/gpufleet-cdi-refresh.service"]
+    watched = [s["path"], "/etc/nvidia-container-toolkit/nvidia-cdi-refresh.env", "/etc/systemd/system/gpufleet-cdi-refresh.service"]
     before = {path: sha256(host, path) for path in watched}
     run = run_role(host, "cdi", extra_vars={"cdi_format": "yaml"})
     assert run.failed, run

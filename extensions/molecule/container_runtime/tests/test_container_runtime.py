@@ -4,6 +4,7 @@ Expectations come from the scenario's fixtures and inventory, and the
 effective configuration is read from the engines themselves (crictl info,
 containerd config dump, docker info), never only from the files we wrote.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,7 +18,7 @@ HERE = os.path.dirname(__file__)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "_shared"))
 
 # pylint: disable=wrong-import-position
-from stack import host_vars, node, run_role, sha256  # noqa: E402
+from stack import host_vars, node, run_role, sha256
 
 FILES = os.path.join(HERE, "..", "files")
 MAIN = "/etc/containerd/config.toml"
@@ -61,7 +62,7 @@ def with_import(text: str) -> str:
     """`text` as the role must leave it: one imports line after `version`, nothing else."""
     lines = text.splitlines(keepends=True)
     at = next(i for i, line in enumerate(lines) if line.startswith("version"))
-    return "".join(lines[:at + 1] + [IMPORT_LINE] + lines[at + 1:])
+    return "".join(lines[: at + 1] + [IMPORT_LINE] + lines[at + 1 :])
 
 
 def expected_runtimes(host) -> dict[str, str]:
@@ -78,6 +79,7 @@ def cdi_expected(host) -> bool:
 
 
 # --- containerd ------------------------------------------------------------------------------
+
 
 def test_running_cri_plugin_serves_the_nvidia_runtimes(host):
     containerd_only(host)
@@ -164,8 +166,7 @@ def test_retemplated_main_config_gets_only_our_import_back(host):
     """Another tool rewrites config.toml (as kubespray does on every run)."""
     if name(host) != "container_runtime-debian13":
         pytest.skip("exercised on the containerd 1.7 node")
-    retemplated = fixture(FIXTURES["container_runtime-debian12"]).replace(
-        "mirror.gpufleet.invalid", "mirror2.gpufleet.invalid")
+    retemplated = fixture(FIXTURES["container_runtime-debian12"]).replace("mirror.gpufleet.invalid", "mirror2.gpufleet.invalid")
     node(host).run_expect([0], "printf %%s %s > %s", retemplated, MAIN)
     run = run_role(host, "container_runtime")
     assert not run.failed, run
@@ -185,8 +186,7 @@ def test_config_containerd_refuses_is_rolled_back_before_any_restart(host):
         pytest.skip("exercised on the containerd 1.6 node")
     before = {path: sha256(host, path) for path in (MAIN, DROP_IN)}
     pid = _main_pid(host)
-    run = run_role(host, "container_runtime", {
-        "container_runtime_containerd_plugin_settings": {"enable_selinux": "definitely-not-a-bool"}})
+    run = run_role(host, "container_runtime", {"container_runtime_containerd_plugin_settings": {"enable_selinux": "definitely-not-a-bool"}})
     assert run.failed, run
     assert "containerd refused the new configuration" in run.output, run
     assert {path: sha256(host, path) for path in before} == before
@@ -199,8 +199,7 @@ def test_containerd_that_fails_with_the_new_drop_in_is_rolled_back(host, which):
     if name(host) != which:
         pytest.skip("exercised on " + which)
     before = {path: sha256(host, path) for path in (MAIN, DROP_IN)}
-    run = run_role(host, "container_runtime", {
-        "container_runtime_containerd_plugin_settings": {"containerd": {"default_runtime_name": "gpufleet-missing"}}})
+    run = run_role(host, "container_runtime", {"container_runtime_containerd_plugin_settings": {"containerd": {"default_runtime_name": "gpufleet-missing"}}})
     assert run.failed, run
     assert "did not come back healthy" in run.output, run
     assert "is running with them again" in run.output, run
@@ -210,6 +209,7 @@ def test_containerd_that_fails_with_the_new_drop_in_is_rolled_back(host, which):
 
 
 # --- Docker ------------------------------------------------------------------------------------
+
 
 def test_daemon_json_keeps_every_other_key(host):
     if engine(host) != "docker":
@@ -231,8 +231,7 @@ def test_running_docker_serves_the_runtime_with_cdi(host):
         pytest.skip("not a Docker node")
     info = json.loads(node(host).check_output("docker info --format '{{json .}}'"))
     # docker info answers for the client alone when the daemon does not: say why.
-    assert not info.get("ServerErrors"), (info["ServerErrors"], node(host).run(
-        "systemctl status --no-pager --lines=20 docker containerd").stdout)
+    assert not info.get("ServerErrors"), (info["ServerErrors"], node(host).run("systemctl status --no-pager --lines=20 docker containerd").stdout)
     assert info["Runtimes"]["nvidia"]["path"] == "/usr/bin/nvidia-container-runtime"
     assert info["DefaultRuntime"] == "nvidia"
     assert info["CDISpecDirs"] == CDI_DIRS

@@ -1,4 +1,5 @@
 """container_toolkit on a live node: packages, holds, repository, config.toml, faults."""
+
 from __future__ import annotations
 
 import os
@@ -7,7 +8,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "_shared"))
 
 # pylint: disable=wrong-import-position
-from stack import host_vars, mirror_fingerprint, mirror_url, node, run_role, sha256, toml_file  # noqa: E402
+from stack import host_vars, mirror_fingerprint, mirror_url, node, run_role, sha256, toml_file
 
 CONFIG = "/etc/nvidia-container-runtime/config.toml"
 SOURCES = "/etc/apt/sources.list.d/nvidia-container-toolkit.sources"
@@ -98,11 +99,15 @@ def test_an_unreachable_mirror_fails_before_anything_changes(host):
     version, _packages = wanted(host)
     before = {path: sha256(host, path) for path in (CONFIG, SOURCES, KEYRING)}
     other = "1.17.8" if version.startswith("1.20") else "1.20.1"
-    run = run_role(host, "container_toolkit", {
-        "container_toolkit_version": other,
-        "container_toolkit_apt_repo_url": "http://127.0.0.1:9/libnvidia-container/stable/deb",
-        "container_toolkit_gpg_key_fingerprint": mirror_fingerprint(host),
-    })
+    run = run_role(
+        host,
+        "container_toolkit",
+        {
+            "container_toolkit_version": other,
+            "container_toolkit_apt_repo_url": "http://127.0.0.1:9/libnvidia-container/stable/deb",
+            "container_toolkit_gpg_key_fingerprint": mirror_fingerprint(host),
+        },
+    )
     assert run.failed, run
     assert "Check that the repository answers" in run.output, run
     assert {path: sha256(host, path) for path in before} == before

@@ -1,4 +1,5 @@
 """crictl from the mirror: the exact verified artifact, crictl.yaml, and the faults."""
+
 from __future__ import annotations
 
 import hashlib
@@ -14,7 +15,7 @@ HERE = os.path.dirname(__file__)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "_shared"))
 
 # pylint: disable=wrong-import-position
-from stack import host_vars, mirror_url, node, run_role, sha256  # noqa: E402
+from stack import host_vars, mirror_url, node, run_role, sha256
 
 VERSION = "v1.36.0"
 TARBALL = "crictl-{0}-linux-amd64.tar.gz".format(VERSION)
@@ -55,12 +56,16 @@ def test_crictl_yaml_points_at_the_engine(host):
 
 
 def test_tampered_tarball_is_refused_and_nothing_installed(host):
-    run = run_role(host, "crictl", {
-        "crictl_download_url": mirror_url(host) + "/files/cri-tools-tampered",
-        "crictl_install_dir": "/opt/gpufleet-tamper-test",
-        "crictl_checksum_source": "table",
-        "crictl_checksums": {VERSION: {"amd64": genuine_digest(host)}},
-    })
+    run = run_role(
+        host,
+        "crictl",
+        {
+            "crictl_download_url": mirror_url(host) + "/files/cri-tools-tampered",
+            "crictl_install_dir": "/opt/gpufleet-tamper-test",
+            "crictl_checksum_source": "table",
+            "crictl_checksums": {VERSION: {"amd64": genuine_digest(host)}},
+        },
+    )
     assert run.failed, run
     assert "checksum mismatch" in run.output.lower(), run
     assert not node(host).file("/opt/gpufleet-tamper-test/crictl").exists
@@ -71,11 +76,15 @@ def test_tampered_tarball_is_refused_and_nothing_installed(host):
 
 def test_unreachable_mirror_fails_cleanly_and_changes_nothing(host):
     before = sha256(host, "/etc/crictl.yaml")
-    run = run_role(host, "crictl", {
-        "crictl_download_url": "http://127.0.0.1:9/cri-tools",
-        "crictl_install_dir": "/opt/gpufleet-unreachable-test",
-        "crictl_checksum_source": "release",
-    })
+    run = run_role(
+        host,
+        "crictl",
+        {
+            "crictl_download_url": "http://127.0.0.1:9/cri-tools",
+            "crictl_install_dir": "/opt/gpufleet-unreachable-test",
+            "crictl_checksum_source": "release",
+        },
+    )
     assert run.failed, run
     assert "Connection refused" in run.output, run
     assert not node(host).file("/opt/gpufleet-unreachable-test/crictl").exists
@@ -83,8 +92,7 @@ def test_unreachable_mirror_fails_cleanly_and_changes_nothing(host):
 
 
 def test_release_without_a_known_checksum_is_an_error_before_download(host):
-    run = run_role(host, "crictl", {"crictl_version": "v1.99.0", "crictl_checksum_source": "table",
-                                    "crictl_install_dir": "/opt/gpufleet-unknown-test"})
+    run = run_role(host, "crictl", {"crictl_version": "v1.99.0", "crictl_checksum_source": "table", "crictl_install_dir": "/opt/gpufleet-unknown-test"})
     assert run.failed, run
     assert "no sha256 for crictl v1.99.0 on amd64" in run.output, run
     assert "crictl_checksums" in run.output, run

@@ -4,6 +4,7 @@ Shared by the driver scenarios. Expectations come from the inventory (the
 declared version or branch) and from what the node's repositories offer, never
 from a hard-coded answer.
 """
+
 from __future__ import annotations
 
 import json
@@ -70,7 +71,7 @@ def held(host) -> set[str]:
 
 def installed_kernels(host) -> list[str]:
     names = host.check_output("ls /boot").split()
-    return sorted(n[len("vmlinuz-"):] for n in names if n.startswith("vmlinuz-"))
+    return sorted(n[len("vmlinuz-") :] for n in names if n.startswith("vmlinuz-"))
 
 
 def snapshot(host) -> str:
@@ -79,16 +80,24 @@ def snapshot(host) -> str:
         "find /etc/apt /etc/modprobe.d /etc/dkms -type f -exec sha256sum {} + | sort; "
         # Installed packages only: a purged one can stay in dpkg's status as not-installed.
         "dpkg-query -W -f '${Package}\\t${Version}\\t${db:Status-Abbrev}\\n' | awk -F '\\t' 'substr($3, 2, 1) != \"n\"' | sort; "
-        "apt-mark showhold; ls /boot /var/lib/dkms/*/ 2>/dev/null | sort")
+        "apt-mark showhold; ls /boot /var/lib/dkms/*/ 2>/dev/null | sort"
+    )
 
 
 def run_converge(host_name: str, extra_vars: dict) -> subprocess.CompletedProcess:
     """The scenario's converge playbook on one node with extra vars, as a user would run it."""
     scenario = os.environ["MOLECULE_SCENARIO_DIRECTORY"]
-    argv = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], os.path.join(scenario, "converge.yml"),
-            "--limit", host_name, "-e", json.dumps(extra_vars)]
-    run = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         env=dict(os.environ, ANSIBLE_NOCOLOR="1"), check=False)
+    argv = [
+        "ansible-playbook",
+        "-i",
+        os.environ["MOLECULE_INVENTORY_FILE"],
+        os.path.join(scenario, "converge.yml"),
+        "--limit",
+        host_name,
+        "-e",
+        json.dumps(extra_vars),
+    ]
+    run = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ, ANSIBLE_NOCOLOR="1"), check=False)
     # Molecule's ansible.cfg prints failures to stderr, as JSON: read one
     # stream, with the messages' quotes as the role wrote them.
     run.stdout = run.stdout.replace('\\"', '"')

@@ -4,6 +4,7 @@ Each case runs the scenario's converge playbook on a converged node with one
 bad variable; the node (apt configuration, packages, holds, DKMS) must be
 exactly as before.
 """
+
 from __future__ import annotations
 
 import os
@@ -14,7 +15,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 # pylint: disable=wrong-import-position
-from driver_checks import run_converge, snapshot  # noqa: E402
+from driver_checks import run_converge, snapshot
 
 CASES = [
     # (node, extra vars, what the message must say)
@@ -23,8 +24,11 @@ CASES = [
     # The V100s NVML lists run only the proprietary modules.
     ("driver-debian13", {"driver_kernel_module": "open"}, "driver_kernel_module: open cannot drive"),
     # No driver loaded: the declared models decide; Blackwell runs only the open modules.
-    ("driver-debian13", {"driver_kernel_module": "proprietary", "driver_gpu_models": ["B200"]},
-     "driver_kernel_module: proprietary cannot drive B200 (blackwell)"),
+    (
+        "driver-debian13",
+        {"driver_kernel_module": "proprietary", "driver_gpu_models": ["B200"]},
+        "driver_kernel_module: proprietary cannot drive B200 (blackwell)",
+    ),
 ]
 
 

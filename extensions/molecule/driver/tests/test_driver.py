@@ -3,6 +3,7 @@
 The node is a systemd container with a Debian kernel installed; its running
 kernel is the host's. Expectations are read from the inventory and the node.
 """
+
 from __future__ import annotations
 
 import os
@@ -12,9 +13,22 @@ import sys
 sys.path.insert(0, os.path.dirname(__file__))
 
 # pylint: disable=wrong-import-position
-from driver_checks import (  # noqa: E402
-    DKMS_MODULE, KERNEL_MODULE, KEYRING, NO_REBOOT_MARKER, NOUVEAU_FILE, PIN_FILE, SOURCES_FILE, UNATTENDED_FILE,
-    driver_packages, expected_version, held, installed_kernels, installed_packages, upstream, variables,
+from driver_checks import (
+    DKMS_MODULE,
+    KERNEL_MODULE,
+    KEYRING,
+    NO_REBOOT_MARKER,
+    NOUVEAU_FILE,
+    PIN_FILE,
+    SOURCES_FILE,
+    UNATTENDED_FILE,
+    driver_packages,
+    expected_version,
+    held,
+    installed_kernels,
+    installed_packages,
+    upstream,
+    variables,
 )
 
 FLAVOUR = "proprietary"  # both nodes: Debian 12 declares it, auto chooses it for the V100s
@@ -93,8 +107,7 @@ def test_every_installed_kernel_has_headers_and_the_module(host):
 def test_the_module_built_is_the_one_the_repository_ships(host):
     """One node builds the real NVIDIA module; the other the test ground's stand-in, unknown to the role."""
     for kernel in installed_kernels(host):
-        fields = {field: host.check_output("modinfo -k %s -F %s %s", kernel, field, KERNEL_MODULE)
-                  for field in ("license", "alias", "description")}
+        fields = {field: host.check_output("modinfo -k %s -F %s %s", kernel, field, KERNEL_MODULE) for field in ("license", "alias", "description")}
         if variables(host)["test_module"] == "nvidia":
             # The real module: NVIDIA's licence and its PCI aliases (vendor 10DE, display class).
             assert fields["license"] == "NVIDIA", (kernel, fields["license"])
@@ -119,7 +132,6 @@ def test_a_reboot_is_reported_and_not_done(host):
 
 
 def test_the_simulated_nvml_stays_first_in_the_loader_path(host):
-    libraries = [line.split("=>")[-1].strip() for line in host.check_output("ldconfig -p").splitlines()
-                 if "libnvidia-ml.so.1 " in line]
+    libraries = [line.split("=>")[-1].strip() for line in host.check_output("ldconfig -p").splitlines() if "libnvidia-ml.so.1 " in line]
     assert libraries[0].startswith("/usr/local/lib/"), libraries
     assert host.package("libnvidia-ml1").is_installed

@@ -2,6 +2,7 @@
 
 Only the node that declares test_upgrade_from (Debian 12) was upgraded.
 """
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,16 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 # pylint: disable=wrong-import-position
-from driver_checks import (  # noqa: E402
-    PIN_FILE, driver_packages, held, installed_kernels, installed_packages, run_converge, snapshot, upstream, variables,
+from driver_checks import (
+    PIN_FILE,
+    driver_packages,
+    held,
+    installed_kernels,
+    installed_packages,
+    run_converge,
+    snapshot,
+    upstream,
+    variables,
 )
 
 

@@ -1,4 +1,5 @@
 """The CUDA-repository driver on Ubuntu and Rocky: installed at one 580 version, locked."""
+
 from __future__ import annotations
 
 

@@ -8,6 +8,7 @@ Expected layouts come from the scenario's mig-parted file through the
 collection's own config parser, checked against `nvml-simctl show`, so
 nothing here is a hard-coded answer.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,8 @@ SCENARIO = os.path.join(ROOT, "extensions", "molecule", "mig")
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
 
 # pylint: disable=wrong-import-position
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _mig  # noqa: E402
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins import mig_expected  # noqa: E402
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _mig
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins import mig_expected
 
 with open(os.path.join(SCENARIO, "files", "mig-parted-config.yaml"), encoding="utf-8") as _handle:
     CONFIG = yaml.safe_load(_handle)
@@ -91,29 +92,32 @@ print(json.dumps({
 
 
 def observe(name: str) -> dict[str, t.Any]:
-    done = subprocess.run(["podman", "exec", name, "python3", "-c", OBSERVE], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, universal_newlines=True, check=False, timeout=120)
+    done = subprocess.run(
+        ["podman", "exec", name, "python3", "-c", OBSERVE], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
 
 def show(name: str) -> dict[str, t.Any]:
-    return json.loads(subprocess.run(["podman", "exec", name, "nvml-simctl", "show"], stdout=subprocess.PIPE,
-                                     check=True, universal_newlines=True).stdout)
+    return json.loads(subprocess.run(["podman", "exec", name, "nvml-simctl", "show"], stdout=subprocess.PIPE, check=True, text=True).stdout)
 
 
 def hosts() -> list[str]:
-    out = subprocess.run(["ansible-inventory", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "--list"],
-                         stdout=subprocess.PIPE, check=True, universal_newlines=True)
+    out = subprocess.run(["ansible-inventory", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "--list"], stdout=subprocess.PIPE, check=True, text=True)
     return sorted(json.loads(out.stdout)["gpu_nodes"]["hosts"])
 
 
 def play(name: str) -> dict[str, dict[str, t.Any]]:
     """Run one of the scenario's verify playbooks on every node; the results file of each node."""
-    out = subprocess.run(["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"],
-                          os.path.join(SCENARIO, "verify-{0}.yml".format(name))],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False,
-                         timeout=900)
+    out = subprocess.run(
+        ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], os.path.join(SCENARIO, "verify-{0}.yml".format(name))],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        check=False,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stdout[-6000:]
     results = {}
     for host in hosts():
@@ -143,14 +147,14 @@ def wait_until_booted(name: str) -> None:
     """systemd's startup (and so the oneshot boot unit) is over; retries while D-Bus is not up yet."""
     deadline, state = time.time() + 240, ""
     while time.time() < deadline:
-        done = subprocess.run(["podman", "exec", name, "systemctl", "is-system-running", "--wait"],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+        done = subprocess.run(
+            ["podman", "exec", name, "systemctl", "is-system-running", "--wait"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False
+        )
         state = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
         if state in ("running", "degraded"):
             break
         time.sleep(1)
-    failed = subprocess.run(["podman", "exec", name, "systemctl", "--failed", "--no-pager"], stdout=subprocess.PIPE,
-                            universal_newlines=True, check=False).stdout
+    failed = subprocess.run(["podman", "exec", name, "systemctl", "--failed", "--no-pager"], stdout=subprocess.PIPE, text=True, check=False).stdout
     assert state == "running", "{0} booted into {1!r}:\n{2}".format(name, state, failed)
 
 
@@ -174,8 +178,7 @@ def test_the_gpu_that_needed_a_reset_was_reset(host: t.Any, converged: dict[str,
 def test_config_label_and_applier_are_installed(host: t.Any, converged: dict[str, t.Any]) -> None:
     seen = converged[host.backend.host]
     assert json.loads(seen["config"]) == CONFIG  # the mig-parted file, unchanged
-    assert {"GPUFLEET_MIG_LABEL=all-balanced", "GPUFLEET_MIG_RESET=yes",
-            "GPUFLEET_MIG_CONFIG=/etc/gpufleet/mig/config.json"} <= set(seen["env"].splitlines())
+    assert {"GPUFLEET_MIG_LABEL=all-balanced", "GPUFLEET_MIG_RESET=yes", "GPUFLEET_MIG_CONFIG=/etc/gpufleet/mig/config.json"} <= set(seen["env"].splitlines())
     for path, stat in seen["files"].items():
         assert stat is not None, path
         assert (stat["mode"], stat["uid"]) == (0o755 if path.endswith("gpufleet-mig") else 0o644, 0), path
@@ -188,8 +191,9 @@ def test_boot_unit_is_enabled_and_ordered(host: t.Any, converged: dict[str, t.An
     unit = converged[host.backend.host]["unit"]
     assert (unit["UnitFileState"], unit["Type"]) == ("enabled", "oneshot")
     assert {"nvidia-persistenced.service", "nvidia-fabricmanager.service"} <= set(unit["After"].split())
-    assert {"kubelet.service", "containerd.service", "nvidia-dcgm.service", "gpufleet-cdi-refresh.service",
-            "nvidia-cdi-refresh.service"} <= set(unit["Before"].split())
+    assert {"kubelet.service", "containerd.service", "nvidia-dcgm.service", "gpufleet-cdi-refresh.service", "nvidia-cdi-refresh.service"} <= set(
+        unit["Before"].split()
+    )
 
 
 def test_running_clients_were_restarted_stopped_ones_left_alone(host: t.Any, converged: dict[str, t.Any]) -> None:
@@ -218,8 +222,7 @@ def rebooted(converged: dict[str, t.Any]) -> dict[str, dict[str, t.Any]]:
 def test_reboot_restores_the_layout(host: t.Any, rebooted: dict[str, t.Any]) -> None:
     seen = rebooted[host.backend.host]
     assert seen["booted_marker"]  # the simulator applied a boot: every instance was dropped
-    assert (seen["unit"]["ActiveState"], seen["unit"]["Result"], seen["unit"]["ExecMainStatus"]) == \
-        ("active", "success", "0")
+    assert (seen["unit"]["ActiveState"], seen["unit"]["Result"], seen["unit"]["ExecMainStatus"]) == ("active", "success", "0")
     assert "done: GPU 0: create" in seen["journal"]
     assert_label_applied("all-balanced", seen["show"])
 
@@ -271,8 +274,7 @@ def test_split_kept_and_recut_an_instance(host: t.Any, sequence: dict[str, t.Any
     """mixed gave GPUs 4-5 two 3g instances; split keeps one and cuts it into 1c compute instances."""
     step = sequence[host.backend.host]["split"]
     assert [len(step["check"]["plan"][i]["recompute"]) for i in (4, 5)] == [1, 1]
-    kept = {gi["id"] for gi in step["before"]["gpus"][4]["gis"]} & \
-        {gi["id"] for gi in step["after"]["show"]["gpus"][4]["gis"]}
+    kept = {gi["id"] for gi in step["before"]["gpus"][4]["gis"]} & {gi["id"] for gi in step["after"]["show"]["gpus"][4]["gis"]}
     assert len(kept) == 1
 
 
@@ -289,8 +291,7 @@ def test_failure_names_what_was_done_and_not(host: t.Any, faults: dict[str, t.An
     assert result["failed"]
     assert len([step for step in result["done"] if ": create " in step]) == 2
     assert result["not_done"][0].startswith("GPU 0: create") and result["not_done"][-1].startswith("GPU 7: create")
-    assert result["msg"].startswith(result["not_done"][0] + " failed: nvmlDeviceCreateGpuInstanceWithPlacement: "
-                                    "Unknown Error (NVML_ERROR_UNKNOWN)")
+    assert result["msg"].startswith(result["not_done"][0] + " failed: nvmlDeviceCreateGpuInstanceWithPlacement: Unknown Error (NVML_ERROR_UNKNOWN)")
     assert "Run again to converge" in result["msg"]
     gpus = seen["partial"]["gpus"]
     assert len(gpus[0]["gis"]) == 2 and all(g["gis"] == [] for g in gpus[1:])
@@ -300,8 +301,7 @@ def test_failure_names_what_was_done_and_not(host: t.Any, faults: dict[str, t.An
 def test_rerun_after_failure_converges(host: t.Any, faults: dict[str, t.Any]) -> None:
     seen = faults[host.backend.host]
     # The same creates; a GPU whose mode change waited for a reset is created after the reset.
-    assert sorted(s for s in seen["rerun_done"] if ": create " in s) == \
-        sorted(s for s in seen["failed"]["not_done"] if ": create " in s)
+    assert sorted(s for s in seen["rerun_done"] if ": create " in s) == sorted(s for s in seen["failed"]["not_done"] if ": create " in s)
     assert_label_applied("all-balanced", seen["converged"])
 
 
@@ -313,7 +313,8 @@ def test_attached_clients_are_named_and_nothing_changes(host: t.Any, faults: dic
     assert seen["blocked"]["msg"] == (
         "GPU clients are still attached, so nothing was changed. Stop them (for services, list them in "
         "mig_gpu_clients) and run again: GPU 1 (NVIDIA A100-SXM4-40GB) ({0}): pid 4242 (not visible here, GPU "
-        "instance {1} / compute instance 0, 1024 MiB)".format(gpu["uuid"], process["gi"]))
+        "instance {1} / compute instance 0, 1024 MiB)".format(gpu["uuid"], process["gi"])
+    )
     assert seen["untouched"] == seen["attached"]
 
 
@@ -324,8 +325,7 @@ def reset_case(faults: dict[str, t.Any]) -> dict[str, dict[str, t.Any]]:
     return play("reset")
 
 
-def test_a_process_on_a_gpu_waiting_for_its_reset_refuses_before_any_reset(
-        host: t.Any, reset_case: dict[str, t.Any]) -> None:
+def test_a_process_on_a_gpu_waiting_for_its_reset_refuses_before_any_reset(host: t.Any, reset_case: dict[str, t.Any]) -> None:
     seen = reset_case[host.backend.host]
     assert [(g["mig_current"], g["mig_pending"]) for g in seen["requested"]["gpus"]] == [(0, 1)] * 8
     refused = seen["refused"]

@@ -3,6 +3,7 @@
 The expectation comes from `nvml-simctl show` inside the node and the same
 oracle the unit tests use, so nothing here is a hard-coded answer.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,7 +14,7 @@ ROOT = os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.getcwd())
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
 
 # pylint: disable=wrong-import-position
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.nvml_expected import (  # noqa: E402
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.nvml_expected import (
     differences,
     expected_facts,
 )
@@ -48,8 +49,7 @@ def test_facts_equal_the_simulated_gpus(host):
 
 def test_mig_profiles_and_placements_equal_the_simulator(host):
     state = simulator_state(host)
-    mismatches = differences(nvml_info(host, gather_mig_profiles="true"),
-                             expected_facts(state, DEFAULT_LIBRARY, True))
+    mismatches = differences(nvml_info(host, gather_mig_profiles="true"), expected_facts(state, DEFAULT_LIBRARY, True))
     assert not mismatches, "\n".join(mismatches)
 
 

@@ -6,6 +6,7 @@ under /etc must be unchanged, and no later layer (verify included) may run.
 Bad declarations are versions that do not fit together (the version matrix)
 and pinned artifacts their sources do not have (pinned_artifacts).
 """
+
 from __future__ import annotations
 
 import json
@@ -22,13 +23,11 @@ REPORTS = EPHEMERAL / "reports"
 # (Every rule's messages are pinned by the unit tests; here the point is the
 # whole site.yml stopping before any change.)
 BAD = {
-    "preflight-debian12": (
-        {"preflight_cuda_versions": ["13.0"]},
-        ["driver 550.127.05 cannot run CUDA 13.0: it needs 580.65.06 or newer"]),
+    "preflight-debian12": ({"preflight_cuda_versions": ["13.0"]}, ["driver 550.127.05 cannot run CUDA 13.0: it needs 580.65.06 or newer"]),
     "preflight-debian13": (
         {"driver_branch": "590", "driver_kernel_module": "open"},
-        ["driver R590 does not support Volta GPUs",
-         "driver_kernel_module is open, but GPU 0 (Tesla V100-SXM2-16GB) (volta) needs the proprietary modules"]),
+        ["driver R590 does not support Volta GPUs", "driver_kernel_module is open, but GPU 0 (Tesla V100-SXM2-16GB) (volta) needs the proprietary modules"],
+    ),
 }
 
 
@@ -47,9 +46,13 @@ def closed_port() -> int:
 # URL on a closed loopback port (the shared mirror keeps running for the
 # others), and each variable must be named with its URL.
 DEAD = "http://127.0.0.1:{0}".format(closed_port())
-MIG_CONFIG = {"version": "v1", "mig-configs": {
-    "all-disabled": [{"devices": "all", "mig-enabled": False}],
-    "all-1g.5gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}]}}
+MIG_CONFIG = {
+    "version": "v1",
+    "mig-configs": {
+        "all-disabled": [{"devices": "all", "mig-enabled": False}],
+        "all-1g.5gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}],
+    },
+}
 DEAD_SOURCES = {
     "container_toolkit_apt_repo_url": DEAD + "/libnvidia-container/stable/deb",
     "container_toolkit_gpg_key_url": DEAD + "/keys/gpufleet-mirror.asc",
@@ -60,30 +63,33 @@ DEAD_SOURCES = {
 
 
 def down(variable: str, url: str) -> str:
-    return ("{0}: {1} is unreachable (connection refused); check the mirror, or set {0} to a source that "
-            "answers".format(variable, url))
+    return "{0}: {1} is unreachable (connection refused); check the mirror, or set {0} to a source that answers".format(variable, url)
 
 
 ARTIFACTS = {
     "preflight-debian12": (
-        {"container_toolkit_version": "1.99.0", "crictl_version": "v9.9.9", "mig_label": "nonexistent",
-         "mig_config": MIG_CONFIG},
-        ["container_toolkit_version 1.99.0 is not offered by the toolkit repository ",
-         "(container_toolkit_apt_repo_url): nvidia-container-toolkit-base has 1.20.1, 1.17.8; "
-         "set container_toolkit_version to one of them",
-         "crictl_version v9.9.9 is not published under crictl_download_url for amd64: its .sha256 file ",
-         "answered HTTP 404", "releases this collection knows: v1.36.0, v1.35.0",
-         "set crictl_version to a published release",
-         "mig_label: label 'nonexistent' is not in the config; its labels are: all-1g.5gb, all-disabled "
-         "(mig_config); set mig_label to one of them"]),
+        {"container_toolkit_version": "1.99.0", "crictl_version": "v9.9.9", "mig_label": "nonexistent", "mig_config": MIG_CONFIG},
+        [
+            "container_toolkit_version 1.99.0 is not offered by the toolkit repository ",
+            "(container_toolkit_apt_repo_url): nvidia-container-toolkit-base has 1.20.1, 1.17.8; set container_toolkit_version to one of them",
+            "crictl_version v9.9.9 is not published under crictl_download_url for amd64: its .sha256 file ",
+            "answered HTTP 404",
+            "releases this collection knows: v1.36.0, v1.35.0",
+            "set crictl_version to a published release",
+            "mig_label: label 'nonexistent' is not in the config; its labels are: all-1g.5gb, all-disabled (mig_config); set mig_label to one of them",
+        ],
+    ),
     "preflight-debian13": (
         DEAD_SOURCES,
-        [down("container_toolkit_apt_repo_url", DEAD + "/libnvidia-container/stable/deb/amd64/Packages.gz"),
-         down("container_toolkit_gpg_key_url", DEAD + "/keys/gpufleet-mirror.asc"),
-         down("driver_distribution_mirror_url", DEAD + "/debian/dists/trixie/InRelease"),
-         down("driver_distribution_key_url", DEAD + "/keys/gpufleet-mirror.asc"),
-         "crictl_download_url: {0}/files/cri-tools/v".format(DEAD),
-         ".sha256 is unreachable (connection refused); check the mirror, or set crictl_download_url"]),
+        [
+            down("container_toolkit_apt_repo_url", DEAD + "/libnvidia-container/stable/deb/amd64/Packages.gz"),
+            down("container_toolkit_gpg_key_url", DEAD + "/keys/gpufleet-mirror.asc"),
+            down("driver_distribution_mirror_url", DEAD + "/debian/dists/trixie/InRelease"),
+            down("driver_distribution_key_url", DEAD + "/keys/gpufleet-mirror.asc"),
+            "crictl_download_url: {0}/files/cri-tools/v".format(DEAD),
+            ".sha256 is unreachable (connection refused); check the mirror, or set crictl_download_url",
+        ],
+    ),
 }
 
 
@@ -93,7 +99,8 @@ def snapshot(host) -> str:
         "dpkg-query -W -f '${Package} ${Version} ${Status}\\n' | sort;"
         " find /etc -xdev | sort;"
         " find /etc -xdev -type f -print0 | sort -z | xargs -0 sha256sum;"
-        " find /var/lib -xdev -path '*gpufleet*' | sort")
+        " find /var/lib -xdev -path '*gpufleet*' | sort"
+    )
 
 
 def site(limit: str, extra: dict) -> subprocess.CompletedProcess:
@@ -102,9 +109,14 @@ def site(limit: str, extra: dict) -> subprocess.CompletedProcess:
     env["ANSIBLE_COLLECTIONS_PATH"] = str(ROOT / "build" / "collections")
     inventory = os.environ.get("MOLECULE_INVENTORY_FILE", str(EPHEMERAL / "inventory" / "ansible_inventory.yml"))
     return subprocess.run(
-        ["ansible-playbook", str(ROOT / "playbooks" / "site.yml"), "-i", inventory, "--limit", limit,
-         "-e", json.dumps(extra)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, check=False)
+        ["ansible-playbook", str(ROOT / "playbooks" / "site.yml"), "-i", inventory, "--limit", limit, "-e", json.dumps(extra)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def host_name(host) -> str:
@@ -138,8 +150,7 @@ def test_unresolvable_artifacts_stop_before_any_change(host):
     assert run.returncode != 0, run.stdout
     for message in messages:
         assert message in run.stdout, run.stdout
-    assert "TASK [gpufleet.nvidia.preflight : Stop before anything changes when a pinned artifact cannot be had]" \
-        in run.stdout
+    assert "TASK [gpufleet.nvidia.preflight : Stop before anything changes when a pinned artifact cannot be had]" in run.stdout
     assert "TASK [Read the GPUs through NVML]" not in run.stdout
     assert snapshot(host) == before
     assert not (REPORTS / "{0}.json".format(host_name(host))).exists()

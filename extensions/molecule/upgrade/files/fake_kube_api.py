@@ -10,6 +10,7 @@ the scenario seeds and the tests read; it is written after each request.
 Binds 127.0.0.1 on a free port (written to --port-file), so scenarios running
 side by side never collide; exits after --idle-exit seconds without a request.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,12 +22,9 @@ from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
 RESOURCES = [
-    {"name": "nodes", "singularName": "node", "namespaced": False, "kind": "Node",
-     "verbs": ["get", "list", "patch", "update", "watch"]},
-    {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
-     "verbs": ["create", "delete", "get", "list", "patch", "watch"]},
-    {"name": "pods/eviction", "singularName": "", "namespaced": True, "kind": "Eviction", "group": "policy",
-     "version": "v1", "verbs": ["create"]},
+    {"name": "nodes", "singularName": "node", "namespaced": False, "kind": "Node", "verbs": ["get", "list", "patch", "update", "watch"]},
+    {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod", "verbs": ["create", "delete", "get", "list", "patch", "watch"]},
+    {"name": "pods/eviction", "singularName": "", "namespaced": True, "kind": "Eviction", "group": "policy", "version": "v1", "verbs": ["create"]},
 ]
 
 
@@ -46,25 +44,33 @@ class State:
 
 def node_object(name: str, node: dict) -> dict:
     spec = {"unschedulable": True} if node.get("unschedulable") else {}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "uid": "uid-" + name,
-                                                             "resourceVersion": str(node.get("version", 1))},
-            "spec": spec, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "uid": "uid-" + name, "resourceVersion": str(node.get("version", 1))},
+        "spec": spec,
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
 
 
 def pod_object(pod: dict) -> dict:
     owner = pod.get("owner")
     metadata = {"name": pod["name"], "namespace": pod["namespace"], "uid": "uid-" + pod["name"]}
     if owner:
-        metadata["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner, "name": pod["name"] + "-owner",
-                                        "uid": "uid-owner-" + pod["name"], "controller": True}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
-            "spec": {"nodeName": pod["node"], "containers": [{"name": "main", "image": "example"}]},
-            "status": {"phase": "Running"}}
+        metadata["ownerReferences"] = [
+            {"apiVersion": "apps/v1", "kind": owner, "name": pod["name"] + "-owner", "uid": "uid-owner-" + pod["name"], "controller": True}
+        ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": {"nodeName": pod["node"], "containers": [{"name": "main", "image": "example"}]},
+        "status": {"phase": "Running"},
+    }
 
 
 def status(code: int, reason: str, message: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Status", "status": "Failure", "message": message, "reason": reason,
-            "code": code}
+    return {"apiVersion": "v1", "kind": "Status", "status": "Failure", "message": message, "reason": reason, "code": code}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -95,8 +101,9 @@ class Handler(BaseHTTPRequestHandler):
         with self.state.lock:
             self.state.last = time.monotonic()
             data = self.state.data
-            data["requests"].append({"method": method, "path": url.path, "query": url.query, "body": body,
-                                     "content_type": self.headers.get("Content-Type"), "time": time.time()})
+            data["requests"].append(
+                {"method": method, "path": url.path, "query": url.query, "body": body, "content_type": self.headers.get("Content-Type"), "time": time.time()}
+            )
             code, answer = self._route(method, parts, query, body, data)
             self.state.save()
         self._send(code, answer)
@@ -106,8 +113,7 @@ class Handler(BaseHTTPRequestHandler):
         if parts == ["version"]:
             return 200, {"major": "1", "minor": "34", "gitVersion": "v1.34.0", "platform": "linux/amd64"}
         if parts == ["api"]:
-            return 200, {"kind": "APIVersions", "versions": ["v1"],
-                         "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}
+            return 200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}
         if parts == ["apis"]:
             return 200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": []}
         if parts == ["api", "v1"]:
@@ -135,20 +141,18 @@ class Handler(BaseHTTPRequestHandler):
             if parts[6:] == ["eviction"] and method == "POST":
                 pods.remove(found[0])
                 data.setdefault("evicted", []).append(found[0])
-                return 201, {"apiVersion": "policy/v1", "kind": "Eviction",
-                             "metadata": {"name": name, "namespace": namespace}}
+                return 201, {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
             if len(parts) == 6 and method == "GET":
                 return 200, pod_object(found[0])
-        return 404, status(404, "NotFound", "the fake API server does not serve {0} {1}".format(
-            method, "/" + "/".join(parts)))
+        return 404, status(404, "NotFound", "the fake API server does not serve {0} {1}".format(method, "/" + "/".join(parts)))
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's names)
+    def do_GET(self) -> None:
         self._handle("GET")
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self._handle("POST")
 
-    def do_PATCH(self) -> None:  # noqa: N802
+    def do_PATCH(self) -> None:
         self._handle("PATCH")
 
 

@@ -7,6 +7,7 @@ systemd timer) and notes when in job-ended.
     sinfo --noheader --Node --nodes=NAME --format=%T      -> idle | drained
     scontrol update NodeName=NAME State=DRAIN|RESUME [Reason=...]
 """
+
 import json
 import os
 import subprocess
@@ -36,9 +37,18 @@ def main() -> int:
     if wanted == "DRAIN":
         state = "drained"
         # AccuracySec: a transient timer may otherwise fire up to a minute late.
-        subprocess.run(["systemd-run", "--quiet", "--on-active={0}".format(JOB_END_SECONDS),
-                        "--timer-property=AccuracySec=100ms", "/bin/sh", "-c",
-                        "nvml-simctl process clear && date +%s.%N > {0}/job-ended".format(HOME)], check=True)
+        subprocess.run(
+            [
+                "systemd-run",
+                "--quiet",
+                "--on-active={0}".format(JOB_END_SECONDS),
+                "--timer-property=AccuracySec=100ms",
+                "/bin/sh",
+                "-c",
+                "nvml-simctl process clear && date +%s.%N > {0}/job-ended".format(HOME),
+            ],
+            check=True,
+        )
     elif wanted == "RESUME":
         state = "idle"
     else:

@@ -9,6 +9,7 @@ gate stops the roll there, and the next roll, once the node is fixed,
 resumes it. Last, upg-node1's GPU turns sick after its update: a roll over
 upg-node1 and upg-node2 stops at upg-node1, and upg-node2 is never touched.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -30,7 +31,7 @@ RECORD = "/var/lib/gpufleet/upgrade.json"
 CONTAINERD_CONFIG = "/etc/containerd/config.toml"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def node(name: str):
     return testinfra.get_host("podman://" + name)
 
@@ -45,14 +46,18 @@ def kube() -> dict:
 
 def cordon_patches(state: dict, name: str, since: float = 0.0) -> list[bool]:
     """The unschedulable values PATCHed onto a node, in order."""
-    return [r["body"]["spec"]["unschedulable"] for r in state["requests"]
-            if r["method"] == "PATCH" and r["path"] == "/api/v1/nodes/" + name and r["time"] >= since]
+    return [
+        r["body"]["spec"]["unschedulable"] for r in state["requests"] if r["method"] == "PATCH" and r["path"] == "/api/v1/nodes/" + name and r["time"] >= since
+    ]
 
 
 def touched(state: dict, name: str, since: float) -> list[str]:
     """Every request about a node (or its pods) since a time."""
-    return ["{0} {1}?{2}".format(r["method"], r["path"], r["query"]) for r in state["requests"]
-            if r["time"] >= since and (r["path"].endswith("/" + name) or name in r["path"] or name in r["query"])]
+    return [
+        "{0} {1}?{2}".format(r["method"], r["path"], r["query"])
+        for r in state["requests"]
+        if r["time"] >= since and (r["path"].endswith("/" + name) or name in r["path"] or name in r["query"])
+    ]
 
 
 def slurm_calls(name: str) -> list[dict]:
@@ -61,8 +66,7 @@ def slurm_calls(name: str) -> list[dict]:
 
 
 def slurm_updates(name: str, since: float = 0.0) -> list[str]:
-    return [[a for a in c["argv"] if a.startswith("State=")][0] for c in slurm_calls(name)
-            if c["tool"] == "scontrol" and c["time"] >= since]
+    return [[a for a in c["argv"] if a.startswith("State=")][0] for c in slurm_calls(name) if c["tool"] == "scontrol" and c["time"] >= since]
 
 
 def toolkit(name: str) -> tuple[str, str]:
@@ -75,12 +79,19 @@ def upgrade(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"))
     env.setdefault("ANSIBLE_CONFIG", str(EPHEMERAL / "ansible.cfg"))
     inventory = os.environ.get("MOLECULE_INVENTORY_FILE", str(EPHEMERAL / "inventory" / "ansible_inventory.yml"))
-    return subprocess.run(["ansible-playbook", str(ROOT / "playbooks" / "upgrade.yml"), "-i", inventory, *args],
-                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900,
-                          check=False)
+    return subprocess.run(
+        ["ansible-playbook", str(ROOT / "playbooks" / "upgrade.yml"), "-i", inventory, *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=900,
+        check=False,
+    )
 
 
 # -- after converge ------------------------------------------------------------------------------------------------
+
 
 def test_every_node_runs_the_new_toolkit_held_and_passes_verify(host):
     assert toolkit(name_of(host)) == ("1.20.1-1", "hi")
@@ -106,8 +117,7 @@ def test_kubernetes_gives_back_only_what_the_roll_cordoned():
 def test_the_first_batch_was_given_back_before_the_second_was_drained():
     """Batches [1, 2]: upg-node1 alone, then upg-node2 and upg-node3 together."""
     state = kube()
-    events = [(r["path"].rsplit("/", 1)[1], r["body"]["spec"]["unschedulable"]) for r in state["requests"]
-              if r["method"] == "PATCH"]
+    events = [(r["path"].rsplit("/", 1)[1], r["body"]["spec"]["unschedulable"]) for r in state["requests"] if r["method"] == "PATCH"]
     assert events[:2] == [("upg-node1", True), ("upg-node1", False)]
     assert sorted(events[2:]) == [("upg-node2", False), ("upg-node2", True)]
     assert events.index(("upg-node2", True)) < events.index(("upg-node2", False))
@@ -136,13 +146,13 @@ def test_the_toolkit_changed_only_after_the_gpu_job_ended(host):
     ended = float(host.file("/var/lib/upg-slurm/job-ended").content_string)
     drained = [c["time"] for c in slurm_calls("upg-node1") if c["tool"] == "scontrol"][0]
     assert ended - drained >= 5  # the job outlived the drain by the shim's delay
-    line = [entry for entry in host.file("/var/log/dpkg.log").content_string.splitlines()
-            if " upgrade nvidia-container-toolkit-base:" in entry][-1]
+    line = [entry for entry in host.file("/var/log/dpkg.log").content_string.splitlines() if " upgrade nvidia-container-toolkit-base:" in entry][-1]
     changed = datetime.datetime.strptime(line[:19], "%Y-%m-%d %H:%M:%S").timestamp()
     assert changed >= int(ended), (line, ended)
 
 
 # -- a failed health gate stops the roll; the next roll resumes it --------------------------------------------------
+
 
 def test_failed_gate_stops_the_roll_and_the_next_roll_resumes_it():
     """Batches [2, 1]: upg-node2 fails its gate beside upg-node1, which still finishes; upg-node3 waits."""
@@ -171,8 +181,13 @@ def test_failed_gate_stops_the_roll_and_the_next_roll_resumes_it():
     assert state["nodes"]["upg-node2"]["unschedulable"] is True
     assert slurm_updates("upg-node2", start) == ["State=DRAIN"]
     record = json.loads(node("upg-node2").file(RECORD).content_string)
-    assert record == {"kubernetes_cordoned": True, "kubernetes_node": "upg-node2", "layers": ["container_toolkit"],
-                      "slurm_drained": True, "slurm_node": "upg-node2"}
+    assert record == {
+        "kubernetes_cordoned": True,
+        "kubernetes_node": "upg-node2",
+        "layers": ["container_toolkit"],
+        "slurm_drained": True,
+        "slurm_node": "upg-node2",
+    }
     # upg-node3: the roll never reached it.
     assert toolkit("upg-node3")[0] == "1.20.1-1"
     assert touched(state, "upg-node3", start) == []
@@ -195,6 +210,7 @@ def test_failed_gate_stops_the_roll_and_the_next_roll_resumes_it():
 
 # -- a node that comes out of its update sick stops the roll before the next node ---------------------------------
 
+
 def test_a_node_sick_after_its_update_stops_the_roll_and_the_next_node_is_untouched():
     """Two nodes, one at a time: upg-node1's GPU reports an uncorrectable ECC error once its packages changed.
 
@@ -207,8 +223,7 @@ def test_a_node_sick_after_its_update_stops_the_roll_and_the_next_node_is_untouc
     sick.check_output("printf '%s\\n' '" + rule + "' > " + hook)
     start = time.time()
     try:
-        run = upgrade("--limit", "upg-node1,upg-node2", "-e", "container_toolkit_version=1.20.1",
-                      "-e", "upgrade_serial=1")
+        run = upgrade("--limit", "upg-node1,upg-node2", "-e", "container_toolkit_version=1.20.1", "-e", "upgrade_serial=1")
         sick_report = json.loads(sick.file("/var/lib/gpufleet/verify.json").content_string)
     finally:
         sick.run("rm -f " + hook)

@@ -16,6 +16,7 @@ a file edited by hand is named, repaired, and the run after is fast again;
 --skip-tags fast_path runs every layer and changes nothing (site.yml's own
 idempotence, which Molecule's idempotence step no longer sees).
 """
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,14 @@ def site(host, *args: str, **env_extra: str) -> subprocess.CompletedProcess:
     env["ANSIBLE_COLLECTIONS_PATH"] = str(ROOT / "build" / "collections")
     inventory = os.environ.get("MOLECULE_INVENTORY_FILE", str(EPHEMERAL / "inventory" / "ansible_inventory.yml"))
     return subprocess.run(
-        ["ansible-playbook", str(ROOT / "playbooks" / "site.yml"), "-i", inventory, "--limit", host_name(host),
-         *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, check=False)
+        ["ansible-playbook", str(ROOT / "playbooks" / "site.yml"), "-i", inventory, "--limit", host_name(host), *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def report(host) -> dict:
@@ -79,8 +86,7 @@ def test_removed_runtime_import_and_another_driver_are_found(host):
         host.check_output("nvml-simctl set driver_version=550.127.05")
         run = site(host, "--tags", "verify")
         assert run.returncode != 0, run.stdout
-        assert ("containerd's effective config (`containerd config dump`) has no `nvidia` runtime; "
-                "imports: /etc/containerd/config.toml") in run.stdout
+        assert ("containerd's effective config (`containerd config dump`) has no `nvidia` runtime; imports: /etc/containerd/config.toml") in run.stdout
         assert "loaded driver 550.127.05 differs from the pinned driver_version 550.163.01" in run.stdout
         found = checks(host)
         assert found["container_runtime"]["status"] == "fail"
@@ -113,7 +119,7 @@ def gauges(host) -> dict:
     """The health textfile's status gauges: {(check, gpu): value}, node-level ones under gpu None."""
     found = {}
     for line in host.file(TEXTFILE).content_string.splitlines():
-        match = re.match(r'gpufleet_gpu_health_status\{(.*)\} (\d+)$', line)
+        match = re.match(r"gpufleet_gpu_health_status\{(.*)\} (\d+)$", line)
         if match:
             labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1)))
             found[(labels["check"], labels.get("gpu"))] = int(match.group(2))
@@ -146,25 +152,31 @@ def test_a_healthy_node_passes_health_and_publishes_zero_gauges(host):
 def test_each_hardware_fault_fails_health_naming_the_gpu_and_what_to_do(host):
     """One fault per GPU of the 8-GPU node, all in one verify run; Xid 13 is on the ignore list."""
     gpus = json.loads(host.check_output("nvml-simctl show"))["gpus"]
-    with sick(host, "ecc-burst --gpu 0 --uncorrected 1", "remap-failure --gpu 1", "link-degrade --gpu 2",
-              "nvlink-down --gpu 3 --link 5", "gpu-lost --gpu 4", "xid --gpu 5 --xid 79",
-              "xid --gpu 6 --xid 13", "xid --gpu 7 --fallen-off-bus"):
+    with sick(
+        host,
+        "ecc-burst --gpu 0 --uncorrected 1",
+        "remap-failure --gpu 1",
+        "link-degrade --gpu 2",
+        "nvlink-down --gpu 3 --link 5",
+        "gpu-lost --gpu 4",
+        "xid --gpu 5 --xid 79",
+        "xid --gpu 6 --xid 13",
+        "xid --gpu 7 --fallen-off-bus",
+    ):
         run = site(host, "--tags", "verify")
         found = gauges(host)
         health = checks(host)["health"]
     assert run.returncode != 0, run.stdout
     assert health["status"] == "fail", health
     errors = [f for f in health["findings"] if f["severity"] == "error"]
-    expected = {0: "ecc_uncorrected_volatile", 1: "remap_failure", 2: "pcie_width", 3: "nvlink_down", 4: "gpu_lost",
-                5: "xid", 7: "fallen_off_bus"}
+    expected = {0: "ecc_uncorrected_volatile", 1: "remap_failure", 2: "pcie_width", 3: "nvlink_down", 4: "gpu_lost", 5: "xid", 7: "fallen_off_bus"}
     for index, check in expected.items():
         gpu = gpus[index]
         mine = [f for f in errors if "GPU {0} ".format(index) in f["message"] + " "]
         assert mine, (index, health["findings"])
         # Named by index, UUID and PCI bus id, with what to do; NVML gives neither for a lost GPU.
         if check != "gpu_lost":
-            assert any(gpu["uuid"] in f["message"] and gpu["bus_id"].lower() in f["message"].lower()
-                       for f in mine), mine
+            assert any(gpu["uuid"] in f["message"] and gpu["bus_id"].lower() in f["message"].lower() for f in mine), mine
         assert all(f["fix"] for f in mine), mine
         assert found[(check, str(index))] == 2, (check, index, found)
     assert not [f for f in health["findings"] if "GPU 6 " in f["message"] + " "], health["findings"]
@@ -200,9 +212,9 @@ def test_mig_switched_on_by_hand_is_found(host):
         found = checks(host)
         mig = found["mig"]
         assert mig["status"] == "fail", mig
-        assert [(f["severity"], f["subject"], f["message"], f["fix"]) for f in mig["findings"]] == [(
-            "error", "GPU 0", "MIG layout 'all-disabled' is not applied: " + line,
-            "disable MIG on GPU 0: run the mig layer (--tags mig)")]
+        assert [(f["severity"], f["subject"], f["message"], f["fix"]) for f in mig["findings"]] == [
+            ("error", "GPU 0", "MIG layout 'all-disabled' is not applied: " + line, "disable MIG on GPU 0: run the mig layer (--tags mig)")
+        ]
         assert found["driver"]["status"] == "pass"  # each layer is judged on its own
     finally:
         host.check_output("nvml-simctl set --gpu 0 mig_current=0 mig_pending=0")
@@ -226,8 +238,7 @@ def test_a_failed_re_check_is_not_skipped_on_its_fingerprint(host):
     assert report(host)["status"] == "fail"
     run = site(host)
     assert run.returncode == 0, run.stdout
-    assert "verify report /var/lib/gpufleet/verify.json says fail: the last verify did not pass" in run.stdout, \
-        run.stdout
+    assert "verify report /var/lib/gpufleet/verify.json says fail: the last verify did not pass" in run.stdout, run.stdout
     assert "TASK [gpufleet.nvidia.driver" in run.stdout
     assert report(host)["status"] in ("pass", "warn")
 

@@ -9,6 +9,7 @@ what a container lists, it saw through the injected ones.
 The faults run verify alone (verify-only.yml) and read the host's report;
 after each, the node is put back and nothing the check started is left.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,11 +37,17 @@ def engine(host) -> str:
 
 def verify_only(*args: str) -> None:
     """verify-only.yml with the scenario's inventory and configuration; it must not fail."""
-    env = dict(os.environ, ANSIBLE_CONFIG=str(EPHEMERAL / "ansible.cfg"),
-               ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(EPHEMERAL / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"))
     inventory = os.environ.get("MOLECULE_INVENTORY_FILE", str(EPHEMERAL / "inventory" / "ansible_inventory.yml"))
-    run = subprocess.run(["ansible-playbook", str(SCENARIO / "verify-only.yml"), "-i", inventory, *args], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, check=False)
+    run = subprocess.run(
+        ["ansible-playbook", str(SCENARIO / "verify-only.yml"), "-i", inventory, *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert run.returncode == 0, run.stdout[-3000:]
 
 
@@ -115,8 +122,7 @@ def test_each_mig_device_is_asked_for_by_its_cdi_name(host):
     if name(host) != "workload-containerd17":
         pytest.skip("the MIG fixture runs on containerd 1.7")
     report = json.loads(host.file("/var/lib/gpufleet/verify.json").content_string)
-    runs = [run for run in layer(report, "workload")["observed"]["runs"]
-            if all(cdi.startswith("nvidia.com/gpu=MIG-") for cdi in run["cdi"])]
+    runs = [run for run in layer(report, "workload")["observed"]["runs"] if all(cdi.startswith("nvidia.com/gpu=MIG-") for cdi in run["cdi"])]
     migs = {ci["uuid"]: g["uuid"] for g in node_state(host)["gpus"] for gi in g["gis"] for ci in gi["cis"]}
     assert len(migs) == 14
     assert sorted(cdi for run in runs for cdi in run["cdi"]) == sorted("nvidia.com/gpu=" + uuid for uuid in migs)
@@ -134,7 +140,7 @@ def test_the_fleet_report_shows_the_cuda_image_matrix(host):
     # verify over every node (testinfra runs one host's tests, faults included, before the next host's).
     verify_only()
     report = (EPHEMERAL / "reports" / "fleet-report.md").read_text()
-    table = report[report.index("## CUDA images"):report.index("\n## ", report.index("## CUDA images") + 1)]
+    table = report[report.index("## CUDA images") : report.index("\n## ", report.index("## CUDA images") + 1)]
     for node in ("workload-containerd17", "workload-containerd2", "workload-docker"):
         rows = [line for line in table.splitlines() if line.startswith("| ") and node in line]
         assert len(rows) == 1, table
@@ -160,12 +166,16 @@ def test_a_cdi_spec_without_a_gpu_nvml_has(host):
     gpu = node_state(host)["gpus"][1]
     with saved(host, SPEC):
         # As a spec generated before GPU 1 came back from a reset would be.
-        edit(host, SPEC, "import json\nspec = json.loads(text)\n"
-                         "spec['devices'] = [d for d in spec['devices'] if d['name'] not in ('1', %r)]\n"
-                         "for d in spec['devices']:\n"
-                         "    e = d['containerEdits']\n"
-                         "    e['deviceNodes'] = [n for n in e.get('deviceNodes') or [] if n['path'] != '/dev/nvidia%d']\n"
-                         "text = json.dumps(spec)" % (gpu["uuid"], gpu["minor"]))
+        edit(
+            host,
+            SPEC,
+            "import json\nspec = json.loads(text)\n"
+            "spec['devices'] = [d for d in spec['devices'] if d['name'] not in ('1', %r)]\n"
+            "for d in spec['devices']:\n"
+            "    e = d['containerEdits']\n"
+            "    e['deviceNodes'] = [n for n in e.get('deviceNodes') or [] if n['path'] != '/dev/nvidia%d']\n"
+            "text = json.dumps(spec)" % (gpu["uuid"], gpu["minor"]),
+        )
         message = failure(verify(host))
     assert "does not see every device NVML reports" in message and gpu["uuid"] in message
     assert leftovers(host) == []
@@ -191,9 +201,13 @@ def test_a_mig_device_the_spec_does_not_have(host):
     gone = node_state(host)["gpus"][0]["gis"][0]["cis"][0]["uuid"]
     with saved(host, SPEC):
         # As a spec generated before the MIG layout changed would be.
-        edit(host, SPEC, "import json\nspec = json.loads(text)\n"
-                         "spec['devices'] = [d for d in spec['devices'] if d['name'] not in ('0:0', %r)]\n"
-                         "text = json.dumps(spec)" % gone)
+        edit(
+            host,
+            SPEC,
+            "import json\nspec = json.loads(text)\n"
+            "spec['devices'] = [d for d in spec['devices'] if d['name'] not in ('0:0', %r)]\n"
+            "text = json.dumps(spec)" % gone,
+        )
         message = failure(verify(host))
     assert "CDI device nvidia.com/gpu={0}".format(gone) in message
     assert "cannot resolve the CDI device" in message
@@ -241,8 +255,7 @@ def test_a_container_keeps_its_gpus_over_a_daemon_reload(host):
     """The toolkit's most reported problem (NVIDIA/nvidia-container-toolkit#48), with the links in place."""
     only_on(host, "workload-docker")
     image = host.check_output("docker image ls --quiet localhost/gpufleet/cuda-probe | head -1")
-    container = host.check_output("docker run --detach --label %s --network none --device nvidia.com/gpu=all %s "
-                                  "sleep 300", LABEL, image)
+    container = host.check_output("docker run --detach --label %s --network none --device nvidia.com/gpu=all %s sleep 300", LABEL, image)
     try:
         before = host.check_output("docker exec %s nvidia-smi -L", container)
         host.check_output("systemctl daemon-reload")

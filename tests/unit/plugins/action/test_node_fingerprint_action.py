@@ -13,8 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ansible_collections.gpufleet.nvidia.plugins.action.node_fingerprint import (
-    ActionModule, content_digest, declaration, no_log_variables)
+from ansible_collections.gpufleet.nvidia.plugins.action.node_fingerprint import ActionModule, content_digest, declaration, no_log_variables
 from ansible_collections.gpufleet.nvidia.plugins.modules.node_fingerprint import ARGUMENT_SPEC
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -25,18 +24,19 @@ def test_the_action_takes_every_module_option_but_the_declaration_it_computes() 
 
 
 def test_each_variable_has_its_own_digest_and_secrets_only_count_as_set() -> None:
-    first = declaration({"driver_version": "550.163.01", "driver_secure_boot_enroll_password": "hunter2"},
-                        ["gpu_nodes"], {"driver_secure_boot_enroll_password"}, "c1")
+    first = declaration(
+        {"driver_version": "550.163.01", "driver_secure_boot_enroll_password": "hunter2"}, ["gpu_nodes"], {"driver_secure_boot_enroll_password"}, "c1"
+    )
     assert first["driver_secure_boot_enroll_password"] == "set"
     assert "hunter2" not in json.dumps(first)
     assert set(first) == {"(collection)", "(groups)", "driver_version", "driver_secure_boot_enroll_password"}
-    second = declaration({"driver_version": "550.127.05", "driver_secure_boot_enroll_password": "other"},
-                         ["gpu_nodes"], {"driver_secure_boot_enroll_password"}, "c1")
+    second = declaration(
+        {"driver_version": "550.127.05", "driver_secure_boot_enroll_password": "other"}, ["gpu_nodes"], {"driver_secure_boot_enroll_password"}, "c1"
+    )
     assert [name for name in first if first[name] != second[name]] == ["driver_version"]
     assert declaration({}, ["inference"], (), "c1")["(groups)"] != declaration({}, ["training"], (), "c1")["(groups)"]
     # Key order in a mapping does not matter, values do.
-    assert declaration({"mig_config": {"a": 1, "b": 2}}, [], (), "c")["mig_config"] == \
-        declaration({"mig_config": {"b": 2, "a": 1}}, [], (), "c")["mig_config"]
+    assert declaration({"mig_config": {"a": 1, "b": 2}}, [], (), "c")["mig_config"] == declaration({"mig_config": {"b": 2, "a": 1}}, [], (), "c")["mig_config"]
 
 
 def test_no_log_variables_come_from_the_argument_specs() -> None:
@@ -62,7 +62,8 @@ def test_through_ansible_a_changed_variable_is_named(tmp_path: Path) -> None:
     (watched / "config.toml").write_text("version = 2\n")
     record = tmp_path / "fingerprint.json"
     playbook = tmp_path / "play.yml"
-    playbook.write_text("""
+    playbook.write_text(
+        """
 - hosts: localhost
   gather_facts: false
   vars:
@@ -85,11 +86,27 @@ def test_through_ansible_a_changed_variable_is_named(tmp_path: Path) -> None:
     - ansible.builtin.copy:
         content: "{{ {'same': same, 'other': other} | to_json }}"
         dest: %(out)s
-""" % {"record": record, "watched": watched, "out": tmp_path / "out.json"})
+"""
+        % {"record": record, "watched": watched, "out": tmp_path / "out.json"}
+    )
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"))
-    proc = subprocess.run([str(Path(sys.executable).with_name("ansible-playbook")), "-i", "localhost,", "-c", "local",
-                           str(playbook), "-e", "ansible_python_interpreter={0}".format(sys.executable)], env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False, timeout=120)
+    proc = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("ansible-playbook")),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            str(playbook),
+            "-e",
+            "ansible_python_interpreter={0}".format(sys.executable),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        check=False,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout.decode()
     out = json.loads((tmp_path / "out.json").read_text())
     assert out["same"]["matched"] and out["same"]["reasons"] == []

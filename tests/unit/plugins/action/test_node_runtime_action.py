@@ -17,11 +17,18 @@ import typing as t
 from pathlib import Path
 
 import pytest
-
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.gpufleet.nvidia.plugins.action.node_runtime import (
-    MANIFEST, PACKAGE, USERS, ActionModule, build_runtime, collection_version, plan, runtime_sources)
+    MANIFEST,
+    PACKAGE,
+    USERS,
+    ActionModule,
+    build_runtime,
+    collection_version,
+    plan,
+    runtime_sources,
+)
 from ansible_collections.gpufleet.nvidia.plugins.modules.node_runtime import ARGUMENT_SPEC
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -100,8 +107,7 @@ def test_plan_installs_only_what_differs_and_keeps_a_version_another_command_imp
     decided = plan(found([], {CURRENT: [MIG], OLD: [VERIFY]}), VERIFY, "present")
     assert decided == {"install": False, "changed_files": [], "remove": [], "released": [OLD]}
     # The next run: nothing to do.
-    assert plan(found([], {CURRENT: [MIG, VERIFY]}), MIG, "present") == {
-        "install": False, "changed_files": [], "remove": [], "released": []}
+    assert plan(found([], {CURRENT: [MIG, VERIFY]}), MIG, "present") == {"install": False, "changed_files": [], "remove": [], "released": []}
 
 
 def test_plan_with_state_absent_installs_nothing_and_releases_what_only_the_user_imports() -> None:
@@ -112,17 +118,32 @@ def test_plan_with_state_absent_installs_nothing_and_releases_what_only_the_user
 
 # -- through ansible-playbook, on this machine as the node -------------------------------------------------------
 
+
 def playbook(tmp_path: Path, tasks: str, check: bool = False) -> dict[str, t.Any]:
     book = tmp_path / "play.yml"
-    book.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n" + tasks + """
+    book.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        + tasks
+        + """
     - ansible.builtin.copy:
         content: "{{ {'first': first | default(none), 'second': second | default(none)} | to_json }}"
         dest: %s
       check_mode: false
-""" % (tmp_path / "out.json"))
+"""
+        % (tmp_path / "out.json")
+    )
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"))
-    argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "localhost,", "-c", "local", str(book),
-            "-e", "ansible_python_interpreter={0}".format(sys.executable), "--diff"] + (["--check"] if check else [])
+    argv = [
+        str(Path(sys.executable).with_name("ansible-playbook")),
+        "-i",
+        "localhost,",
+        "-c",
+        "local",
+        str(book),
+        "-e",
+        "ansible_python_interpreter={0}".format(sys.executable),
+        "--diff",
+    ] + (["--check"] if check else [])
     proc = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False, timeout=180)
     assert proc.returncode == 0, proc.stdout.decode()
     return json.loads((tmp_path / "out.json").read_text())
@@ -177,8 +198,10 @@ def test_a_changed_file_is_put_back_and_an_old_version_goes_when_nothing_imports
     assert first["released"] == [{"path": str(old["0.0.1-111111111111"]), "state": "absent"}]
     assert sorted(first["removed"]) == [str(old["0.0.2-222222222222"]), str(old["0.0.3-333333333333"])]
     assert sorted(p.name for p in root.iterdir()) == sorted([built.name, "0.0.1-111111111111", "gpufleet_mig"])
-    assert {"before": {"path": str(old["0.0.2-222222222222"]), "state": "directory"},
-            "after": {"path": str(old["0.0.2-222222222222"]), "state": "absent"}} in first["diff"]
+    assert {
+        "before": {"path": str(old["0.0.2-222222222222"]), "state": "directory"},
+        "after": {"path": str(old["0.0.2-222222222222"]), "state": "absent"},
+    } in first["diff"]
     assert not out["second"]["changed"]
 
 
@@ -200,8 +223,6 @@ def test_a_command_whose_runtime_is_gone_says_which_and_how_to_fix_it(command: P
     installed = tmp_path / command.name
     gone = tmp_path / "lib" / "0.0.1-000000000000"
     installed.write_text(command.read_text().replace("@GPUFLEET_NODE_RUNTIME@", str(gone)))
-    done = subprocess.run([sys.executable, str(installed), "--help"], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, universal_newlines=True, check=False, timeout=60)
+    done = subprocess.run([sys.executable, str(installed), "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False, timeout=60)
     assert done.returncode == 1
-    assert "node runtime {0} is missing; run the gpufleet.nvidia.{1} role again".format(
-        gone, command.parent.parent.name) in done.stdout
+    assert "node runtime {0} is missing; run the gpufleet.nvidia.{1} role again".format(gone, command.parent.parent.name) in done.stdout

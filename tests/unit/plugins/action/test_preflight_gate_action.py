@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from ansible.errors import AnsibleActionFail
 from ansible.parsing.dataloader import DataLoader
 from ansible.playbook.play_context import PlayContext
@@ -34,10 +33,17 @@ def gate(desired: dict[str, t.Any], host: str = "gpu-dev-01", **args: t.Any) -> 
     """The action's result for one host, run as the task executor runs it (a connection object it never uses)."""
     task = Task()
     task.action = "gpufleet.nvidia.preflight_gate"
-    task.args = dict({"desired": desired, "today": TODAY, "rule_variables": ROLE_VARS["__preflight_rule_variables"],
-                      "layers": {"driver": {"managed": True, "vars": dict(desired, driver_version="")}},
-                      "values": {"preflight_cuda_versions": ["12.8"]},
-                      "declared": ROLE_VARS["__preflight_matrix_keys"]}, **args)
+    task.args = dict(
+        {
+            "desired": desired,
+            "today": TODAY,
+            "rule_variables": ROLE_VARS["__preflight_rule_variables"],
+            "layers": {"driver": {"managed": True, "vars": dict(desired, driver_version="")}},
+            "values": {"preflight_cuda_versions": ["12.8"]},
+            "declared": ROLE_VARS["__preflight_matrix_keys"],
+        },
+        **args,
+    )
     loader = DataLoader()
     context = PlayContext()
     plugin = ActionModule(task, connection_loader.get("local", context), context, loader, Templar(loader=loader), None)
@@ -52,9 +58,11 @@ def test_a_stopping_host_gets_the_gate_message_and_its_stats_for_awx() -> None:
     assert result["verdict"]["stop"] is True
     assert result["verdict"]["message"] == (
         "The declared versions of gpu-dev-01 do not fit together (preflight_fail_on: error): driver R590 does not "
-        "support Volta GPUs ({0}. Variables: driver_version=\"\", driver_branch=\"590\", "
-        "driver_gpu_models=[\"Tesla V100-SXM2-16GB\"]. Fix: use driver branch R580 (set driver_branch: \"580\")".format(
-            result["verdict"]["failing"][0]["message"].split("Volta GPUs (", 1)[1]))
+        'support Volta GPUs ({0}. Variables: driver_version="", driver_branch="590", '
+        'driver_gpu_models=["Tesla V100-SXM2-16GB"]. Fix: use driver branch R580 (set driver_branch: "580")'.format(
+            result["verdict"]["failing"][0]["message"].split("Volta GPUs (", 1)[1]
+        )
+    )
     assert [f["rule"] for f in result["verdict"]["failing"]] == ["architecture_branch"]
     # set_stats' shape (data, per_host, aggregate), host name to judgement.
     assert set(result["ansible_stats"]) == {"data", "per_host", "aggregate"}
@@ -78,12 +86,15 @@ def test_fail_on_decides_whether_the_host_stops() -> None:
     assert stats["status"] == "pass" and stats["summary"]["failed"] is False and stats["findings"]
 
 
-@pytest.mark.parametrize("args, named", [
-    ({"fail_on": "sometimes"}, "fail_on"),
-    ({"eol_warning_days": "soon"}, "eol_warning_days"),
-    ({"target": "installed"}, "target"),
-    ({"rule_variables": None}, "rule_variables"),
-])
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        ({"fail_on": "sometimes"}, "fail_on"),
+        ({"eol_warning_days": "soon"}, "eol_warning_days"),
+        ({"target": "installed"}, "target"),
+        ({"rule_variables": None}, "rule_variables"),
+    ],
+)
 def test_bad_options_fail_naming_the_field(args: dict[str, t.Any], named: str) -> None:
     with pytest.raises(AnsibleActionFail, match=named):
         gate(VOLTA, **args)

@@ -17,7 +17,6 @@ import typing as t
 from pathlib import Path
 
 import pytest
-
 from ansible.errors import AnsibleActionFail
 from ansible.parsing.dataloader import DataLoader
 from ansible.playbook.play_context import PlayContext
@@ -50,24 +49,43 @@ def action(args: dict[str, t.Any], check_mode: bool = False) -> dict[str, t.Any]
 
 
 CASES = {
-    "fits": dict(desired={"driver_version": "580.95.05", "driver_gpu_models": ["H100"], "driver_kernel_module": "auto",
-                          "container_toolkit_version": "1.17.8", "container_runtime_engine": "containerd",
-                          "container_runtime_cdi": True, "crictl_kubernetes_version": "1.33"},
-                 cuda_versions=["12.4", "13.0"]),
-    "errors": dict(desired={"driver_branch": "590", "driver_kernel_module": "open",
-                            "driver_gpu_models": ["Tesla V100-SXM2-16GB"]}),
+    "fits": dict(
+        desired={
+            "driver_version": "580.95.05",
+            "driver_gpu_models": ["H100"],
+            "driver_kernel_module": "auto",
+            "container_toolkit_version": "1.17.8",
+            "container_runtime_engine": "containerd",
+            "container_runtime_cdi": True,
+            "crictl_kubernetes_version": "1.33",
+        },
+        cuda_versions=["12.4", "13.0"],
+    ),
+    "errors": dict(desired={"driver_branch": "590", "driver_kernel_module": "open", "driver_gpu_models": ["Tesla V100-SXM2-16GB"]}),
     "warning fails": dict(desired={"driver_branch": "535"}, fail_on="warning"),
     "tables and rules": dict(
-        desired={"driver_version": "615.90.01", "driver_gpu_models": ["B200"]}, cuda_versions=["13.4"],
-        tables={"cuda_drivers": [{"cuda": "13.4", "driver": "615.90.01"}],
-                "branches": [{"branch": "615", "type": "PB", "eol": "2027-09"}]},
-        custom_rules=[{"id": "blackwell-floor", "severity": "error", "message": "Blackwell runs R620",
-                       "fix": "set driver_version", "when": {"gpu_architecture": "blackwell"},
-                       "require": {"driver_version": ">= 620.0"}}],
-        ignore_rules=["branch_lifecycle"]),
-    "installed": dict(target="installed", installed={"versions": {"driver": "550.127.05", "containerd": "1.7.24"},
-                                                     "packages": {"nvidia-container-toolkit": [{"version": "1.16.1"}]}},
-                      desired={"container_runtime_engine": "containerd"}, cuda_versions=["12.8"], fail_on="never"),
+        desired={"driver_version": "615.90.01", "driver_gpu_models": ["B200"]},
+        cuda_versions=["13.4"],
+        tables={"cuda_drivers": [{"cuda": "13.4", "driver": "615.90.01"}], "branches": [{"branch": "615", "type": "PB", "eol": "2027-09"}]},
+        custom_rules=[
+            {
+                "id": "blackwell-floor",
+                "severity": "error",
+                "message": "Blackwell runs R620",
+                "fix": "set driver_version",
+                "when": {"gpu_architecture": "blackwell"},
+                "require": {"driver_version": ">= 620.0"},
+            }
+        ],
+        ignore_rules=["branch_lifecycle"],
+    ),
+    "installed": dict(
+        target="installed",
+        installed={"versions": {"driver": "550.127.05", "containerd": "1.7.24"}, "packages": {"nvidia-container-toolkit": [{"version": "1.16.1"}]}},
+        desired={"container_runtime_engine": "containerd"},
+        cuda_versions=["12.8"],
+        fail_on="never",
+    ),
     "bad custom rule": dict(custom_rules=[{"id": "x", "require": {"colour": "red"}}]),
     "bad today": dict(today="next tuesday"),
 }
@@ -89,8 +107,7 @@ def test_the_action_returns_what_the_module_returns(name: str) -> None:
 def test_a_failing_finding_fails_the_task_with_every_finding_and_fix() -> None:
     result = action(dict(CASES["errors"], today=TODAY))
     assert result["failed"] is True
-    assert result["msg"].startswith("version matrix: 2 errors\n[error] architecture_branch: driver R590 does not "
-                                    "support Volta GPUs")
+    assert result["msg"].startswith("version matrix: 2 errors\n[error] architecture_branch: driver R590 does not support Volta GPUs")
     assert 'fix: use driver branch R580 (set driver_branch: "580")' in result["msg"]
     assert result["summary"] == {"info": 0, "warning": 1, "error": 2, "worst": "error", "failed": True}
     assert "failing" not in result
@@ -101,30 +118,33 @@ def test_check_mode_judges_the_same() -> None:
     assert action(dict(args), check_mode=True) == action(dict(args))
 
 
-@pytest.mark.parametrize("args,named", [
-    ({"desired": {"driver_kernel_module": "opne"}},
-     "value of driver_kernel_module must be one of: auto, open, proprietary, got: opne found in desired"),
-    ({"eol_warning_days": "soon"}, "argument 'eol_warning_days' is of type str and we were unable to convert to int"),
-    ({"fail_on": "sometimes"}, "value of fail_on must be one of: error, warning, never, got: sometimes"),
-    ({"desired": {"driver_gpu_models": {"H100": 8}}}, "driver_gpu_models"),
-    ({"installed": {"nvml": "loaded"}}, "nvml"),
-    ({"colour": "red"}, "Unsupported parameters for (gpufleet.nvidia.version_matrix) module: colour."),
-    ({"desired": {"driver_brnach": "580"}}, "desired.driver_brnach"),
-])
+@pytest.mark.parametrize(
+    "args,named",
+    [
+        ({"desired": {"driver_kernel_module": "opne"}}, "value of driver_kernel_module must be one of: auto, open, proprietary, got: opne found in desired"),
+        ({"eol_warning_days": "soon"}, "argument 'eol_warning_days' is of type str and we were unable to convert to int"),
+        ({"fail_on": "sometimes"}, "value of fail_on must be one of: error, warning, never, got: sometimes"),
+        ({"desired": {"driver_gpu_models": {"H100": 8}}}, "driver_gpu_models"),
+        ({"installed": {"nvml": "loaded"}}, "nvml"),
+        ({"colour": "red"}, "Unsupported parameters for (gpufleet.nvidia.version_matrix) module: colour."),
+        ({"desired": {"driver_brnach": "580"}}, "desired.driver_brnach"),
+    ],
+)
 def test_bad_options_fail_before_judging_and_name_the_field(args: dict[str, t.Any], named: str) -> None:
     with pytest.raises(AnsibleActionFail) as failure:
         action(args)
     assert named in str(failure.value.message), failure.value.message
 
 
-@pytest.mark.parametrize("args,message", [
-    ({"tables": {"cuda_driver": []}}, "version_matrix: tables: unknown table(s) cuda_driver"),
-    ({"tables": {"branches": [{"branch": "615", "eol": "next year"}]}},
-     "version_matrix: tables.branches: `eol` of R615 must be YYYY-MM, 'ended' or null"),
-    ({"custom_rules": [{"id": "x", "require": {"colour": "red"}}]},
-     "version_matrix: custom rule x: unknown field `colour` in `require`"),
-    ({"today": "next tuesday"}, "version_matrix: today 'next tuesday' is not a date (YYYY-MM-DD)"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        ({"tables": {"cuda_driver": []}}, "version_matrix: tables: unknown table(s) cuda_driver"),
+        ({"tables": {"branches": [{"branch": "615", "eol": "next year"}]}}, "version_matrix: tables.branches: `eol` of R615 must be YYYY-MM, 'ended' or null"),
+        ({"custom_rules": [{"id": "x", "require": {"colour": "red"}}]}, "version_matrix: custom rule x: unknown field `colour` in `require`"),
+        ({"today": "next tuesday"}, "version_matrix: today 'next tuesday' is not a date (YYYY-MM-DD)"),
+    ],
+)
 def test_bad_tables_and_rules_fail_the_task_naming_the_field(args: dict[str, t.Any], message: str) -> None:
     result = action(args)
     assert result["failed"] is True and result["msg"].startswith(message), result
@@ -152,10 +172,13 @@ def test_through_ansible_no_host_is_contacted(tmp_path: Path) -> None:
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(
         "all:\n  vars:\n    ansible_connection: ssh\n    ansible_python_interpreter: /nonexistent/python3\n"
-        "  hosts:\n" + "".join("    node-{0}:\n      ansible_host: 192.0.2.{0}\n".format(n) for n in (1, 2, 3))
-        + "    node-3:\n      ansible_host: 192.0.2.3\n      driver_branch: \"590\"\n")
+        "  hosts:\n"
+        + "".join("    node-{0}:\n      ansible_host: 192.0.2.{0}\n".format(n) for n in (1, 2, 3))
+        + '    node-3:\n      ansible_host: 192.0.2.3\n      driver_branch: "590"\n'
+    )
     playbook = tmp_path / "play.yml"
-    playbook.write_text("""
+    playbook.write_text(
+        """
 - hosts: all
   gather_facts: false
   tasks:
@@ -172,14 +195,29 @@ def test_through_ansible_no_host_is_contacted(tmp_path: Path) -> None:
         dest: "%s/{{ inventory_hostname }}.json"
         mode: "0600"
       delegate_to: localhost
-""" % (TODAY, tmp_path))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"), ANSIBLE_TIMEOUT="3",
-               ANSIBLE_NOCOLOR="1", ANSIBLE_HOST_KEY_CHECKING="0",
-               ANSIBLE_LOCALHOST_WARNING="0", PATH="{0}{1}{2}".format(BIN, os.pathsep, os.environ.get("PATH", "")))
+"""
+        % (TODAY, tmp_path)
+    )
+    env = dict(
+        os.environ,
+        ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"),
+        ANSIBLE_TIMEOUT="3",
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_HOST_KEY_CHECKING="0",
+        ANSIBLE_LOCALHOST_WARNING="0",
+        PATH="{0}{1}{2}".format(BIN, os.pathsep, os.environ.get("PATH", "")),
+    )
     for check in ((), ("--check",)):
-        proc = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory), str(playbook), *check], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False, timeout=120)
-        recap = dict(re.findall(r"^(node-\d)\s+: (ok=.*)$", proc.stdout, re.M))
+        proc = subprocess.run(
+            [str(BIN / "ansible-playbook"), "-i", str(inventory), str(playbook), *check],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+        recap = dict(re.findall(r"^(node-\d)\s+: (ok=.*)$", proc.stdout, re.MULTILINE))
         assert set(recap) == {"node-1", "node-2", "node-3"}, proc.stdout
         assert all("unreachable=0" in line for line in recap.values()), proc.stdout
         assert "failed=0" in recap["node-1"] and "failed=0" in recap["node-2"], proc.stdout

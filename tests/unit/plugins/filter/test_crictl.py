@@ -25,13 +25,20 @@ OURS = "0123456789abcdef" * 4
 def plan(architecture: str = "x86_64", **overrides: t.Any) -> dict[str, t.Any]:
     """The filter as the role calls it: its defaults, its data, and the host's architecture."""
     settings = {
-        "version": DEFAULTS["crictl_version"], "kubernetes_version": DEFAULTS["crictl_kubernetes_version"],
-        "release_for_kubernetes": ROLE_VARS["__crictl_release_for_kubernetes"], "architecture": architecture,
-        "arches": ROLE_VARS["__crictl_arches"], "sha256": ROLE_VARS["__crictl_sha256"],
-        "checksums": DEFAULTS["crictl_checksums"], "checksum_source": DEFAULTS["crictl_checksum_source"],
-        "install_dir": DEFAULTS["crictl_install_dir"], "download_url": "https://mirror.example/cri-tools",
-        "engine": "containerd", "endpoints": ROLE_VARS["__crictl_endpoints"],
-        "runtime_endpoint": DEFAULTS["crictl_runtime_endpoint"], "image_endpoint": DEFAULTS["crictl_image_endpoint"],
+        "version": DEFAULTS["crictl_version"],
+        "kubernetes_version": DEFAULTS["crictl_kubernetes_version"],
+        "release_for_kubernetes": ROLE_VARS["__crictl_release_for_kubernetes"],
+        "architecture": architecture,
+        "arches": ROLE_VARS["__crictl_arches"],
+        "sha256": ROLE_VARS["__crictl_sha256"],
+        "checksums": DEFAULTS["crictl_checksums"],
+        "checksum_source": DEFAULTS["crictl_checksum_source"],
+        "install_dir": DEFAULTS["crictl_install_dir"],
+        "download_url": "https://mirror.example/cri-tools",
+        "engine": "containerd",
+        "endpoints": ROLE_VARS["__crictl_endpoints"],
+        "runtime_endpoint": DEFAULTS["crictl_runtime_endpoint"],
+        "image_endpoint": DEFAULTS["crictl_image_endpoint"],
     }
     settings.update(overrides)
     return crictl_plan(settings)
@@ -58,28 +65,37 @@ def test_user_checksums_extend_the_table_without_dropping_its_other_architecture
 
 
 def test_the_release_checksum_needs_no_table_entry() -> None:
-    got = plan(version="v1.99.0", checksum_source="release", engine="crio",
-               image_endpoint="unix:///run/images.sock")
+    got = plan(version="v1.99.0", checksum_source="release", engine="crio", image_endpoint="unix:///run/images.sock")
     assert (got["problem"], got["sha256"]) == ("", None)
     assert got["runtime_endpoint"] == "unix:///var/run/crio/crio.sock"
     assert got["image_endpoint"] == "unix:///run/images.sock"
 
 
-@pytest.mark.parametrize("overrides, problem", [
-    ({"engine": "podman"}, "crictl_engine must be one of containerd, crio, docker, got 'podman' (it defaults to "
-                           "container_runtime_engine); set crictl_engine for this host"),
-    ({"kubernetes_version": "1.12"}, "no cri-tools release is known for crictl_kubernetes_version=1.12 (known: 1.30, "
-                                     "1.31, 1.32, 1.33, 1.34, 1.35, 1.36); set crictl_version explicitly"),
-    ({"version": "1.36"}, "crictl_version must look like v1.36.0, got '1.36'"),
-    ({"architecture": "riscv64"}, "no cri-tools build for the architecture riscv64"),
-    ({"install_dir": "usr/bin"}, "crictl_install_dir must be an absolute path"),
-    ({"version": "v1.99.0"}, 'no sha256 for crictl v1.99.0 on amd64 in the role\'s table; add it as crictl_checksums: '
-                             '{"v1.99.0": {"amd64": "<sha256 from the release\'s .sha256 file>"}}, or set '
-                             'crictl_checksum_source=release'),
-    ({"checksums": {"v1.36.0": {"amd64": "not-a-digest"}}}, "no sha256 for crictl v1.36.0 on amd64"),
-    # The engine is checked first: it may come from the runtime layer's variable.
-    ({"engine": "podman", "version": "bad"}, "crictl_engine must be one of"),
-])
+@pytest.mark.parametrize(
+    "overrides, problem",
+    [
+        (
+            {"engine": "podman"},
+            "crictl_engine must be one of containerd, crio, docker, got 'podman' (it defaults to container_runtime_engine); set crictl_engine for this host",
+        ),
+        (
+            {"kubernetes_version": "1.12"},
+            "no cri-tools release is known for crictl_kubernetes_version=1.12 (known: 1.30, 1.31, 1.32, 1.33, 1.34, 1.35, 1.36); set crictl_version explicitly",
+        ),
+        ({"version": "1.36"}, "crictl_version must look like v1.36.0, got '1.36'"),
+        ({"architecture": "riscv64"}, "no cri-tools build for the architecture riscv64"),
+        ({"install_dir": "usr/bin"}, "crictl_install_dir must be an absolute path"),
+        (
+            {"version": "v1.99.0"},
+            "no sha256 for crictl v1.99.0 on amd64 in the role's table; add it as crictl_checksums: "
+            '{"v1.99.0": {"amd64": "<sha256 from the release\'s .sha256 file>"}}, or set '
+            "crictl_checksum_source=release",
+        ),
+        ({"checksums": {"v1.36.0": {"amd64": "not-a-digest"}}}, "no sha256 for crictl v1.36.0 on amd64"),
+        # The engine is checked first: it may come from the runtime layer's variable.
+        ({"engine": "podman", "version": "bad"}, "crictl_engine must be one of"),
+    ],
+)
 def test_each_problem_is_named_with_its_fix(overrides: dict[str, t.Any], problem: str) -> None:
     got = plan(**overrides)
     assert got["problem"].startswith(problem), got["problem"]

@@ -29,8 +29,7 @@ def judge(cuda: str, driver: str, gpus: t.Any, packages: t.Any = None, **extra: 
     return result
 
 
-@pytest.mark.parametrize("driver, verdict", [("550.54.14", "native"), ("550.127.05", "native"),
-                                             ("580.95.05", "native")])
+@pytest.mark.parametrize("driver, verdict", [("550.54.14", "native"), ("550.127.05", "native"), ("580.95.05", "native")])
 def test_cuda_12_4_runs_natively_from_550_54_14(driver: str, verdict: str):
     result = judge("12.4", driver, ["NVIDIA H100 80GB HBM3"])
     assert (result["verdict"], result["min_driver"], result["run"]) == (verdict, "550.54.14", True)
@@ -111,26 +110,29 @@ def test_a_cuda_the_matrix_cannot_judge_is_unknown():
     assert judge("13.4", "620.70.06", ["H100"])["verdict"] == "native"
     assert judge("13.4", "580.95.05", ["H100"])["verdict"] == "unknown"
     # The user's own rows decide it.
-    [row] = cuda_image_judgement([image("14.0")], "620.70.06", ["H100"],
-                                 tables={"cuda_drivers": [{"cuda": "14.0", "driver": "620.10.01"}]})
+    [row] = cuda_image_judgement([image("14.0")], "620.70.06", ["H100"], tables={"cuda_drivers": [{"cuda": "14.0", "driver": "620.10.01"}]})
     assert (row["verdict"], row["min_driver"]) == ("native", "620.10.01")
 
 
 def test_gpus_from_nvml_facts():
-    nvml = {"status": "ok", "driver_version": "550.127.05",
-            "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "architecture": "hopper"}]}
+    nvml = {"status": "ok", "driver_version": "550.127.05", "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "architecture": "hopper"}]}
     [row] = cuda_image_judgement([image("12.8")], nvml["driver_version"], nvml)
     assert row["verdict"] == "compat"
 
 
-@pytest.mark.parametrize("images, message", [
-    ("nvcr.io/nvidia/cuda", "verify_cuda_images must be a list"),
-    ([{"name": "nvcr.io/nvidia/cuda:12.4.1-base", "cuda": "12.4"}],
-     r"verify_cuda_images\[0\]\.name 'nvcr.io/nvidia/cuda:12.4.1-base' is not pinned by digest"),
-    ([image("12.4"), {"name": "x" + DIGEST, "cuda": "twelve"}], r"verify_cuda_images\[1\]\.cuda 'twelve'"),
-    ([dict(image("12.4"), tag="x")], r"verify_cuda_images\[0\]: unknown key\(s\) tag"),
-    ([dict(image("12.4"), run="yes")], r"verify_cuda_images\[0\]\.run must be true or false"),
-])
+@pytest.mark.parametrize(
+    "images, message",
+    [
+        ("nvcr.io/nvidia/cuda", "verify_cuda_images must be a list"),
+        (
+            [{"name": "nvcr.io/nvidia/cuda:12.4.1-base", "cuda": "12.4"}],
+            r"verify_cuda_images\[0\]\.name 'nvcr.io/nvidia/cuda:12.4.1-base' is not pinned by digest",
+        ),
+        ([image("12.4"), {"name": "x" + DIGEST, "cuda": "twelve"}], r"verify_cuda_images\[1\]\.cuda 'twelve'"),
+        ([dict(image("12.4"), tag="x")], r"verify_cuda_images\[0\]: unknown key\(s\) tag"),
+        ([dict(image("12.4"), run="yes")], r"verify_cuda_images\[0\]\.run must be true or false"),
+    ],
+)
 def test_bad_images_name_the_field_and_the_fix(images: t.Any, message: str):
     with pytest.raises(AnsibleFilterError, match="^cuda_image_judgement: " + message):
         cuda_image_judgement(images, "550.127.05", ["H100"])

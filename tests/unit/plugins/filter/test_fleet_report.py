@@ -32,27 +32,36 @@ from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.nvml_sim import ROOT
 
 OUTPUT = ROOT / "tests" / "output" / "fleet-report"
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--hide-scrollbars")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+)
 
 
-def host_report(sim_node: t.Callable[..., t.Any], host: str, fixture: str, driver_version: str,
-                mig_label: str = "") -> dict[str, t.Any]:
+def host_report(sim_node: t.Callable[..., t.Any], host: str, fixture: str, driver_version: str, mig_label: str = "") -> dict[str, t.Any]:
     node = sim_node(fixture)
     facts = node.run("nvml_info", gather_mig_profiles=True)
     assert facts["kind"] == "exit", facts
     nvml = facts["result"]["nvml"]
-    driver = {"managed": True, "reason": "declared by host variables (driver_version)",
-              "vars": {"driver_version": driver_version}}
-    mig = {"managed": bool(mig_label), "reason": "mig_label is empty: MIG is not managed",
-           "vars": {"mig_label": mig_label}}
-    matrix = run_module("version_matrix", {"target": "installed", "installed": {"nvml": nvml},
-                                           "cuda_versions": ["12.4"], "fail_on": "never", "today": "2026-11-22"})
+    driver = {"managed": True, "reason": "declared by host variables (driver_version)", "vars": {"driver_version": driver_version}}
+    mig = {"managed": bool(mig_label), "reason": "mig_label is empty: MIG is not managed", "vars": {"mig_label": mig_label}}
+    matrix = run_module(
+        "version_matrix", {"target": "installed", "installed": {"nvml": nvml}, "cuda_versions": ["12.4"], "fail_on": "never", "today": "2026-11-22"}
+    )
     checks = [
         verify_check({"nvml": nvml}, "driver", driver),
-        verify_check({"nvml": nvml, "spec": None, "path": "/etc/cdi/nvidia.yaml"}, "cdi",
-                     {"managed": False, "reason": "no cdi_* variables and no gpufleet.nvidia.cdi role"}),
+        verify_check(
+            {"nvml": nvml, "spec": None, "path": "/etc/cdi/nvidia.yaml"},
+            "cdi",
+            {"managed": False, "reason": "no cdi_* variables and no gpufleet.nvidia.cdi role"},
+        ),
         verify_check({"available": False}, "mig", mig),
         verify_check(matrix["result"], "matrix"),
     ]
@@ -65,8 +74,7 @@ def reports(sim_node: t.Callable[..., t.Any]) -> list[dict[str, t.Any]]:
     return [
         host_report(sim_node, "dgx-a100-01", "dgx-a100-mig-mixed", "550.127.05", mig_label="mixed"),
         host_report(sim_node, "hgx-h100-07", "hgx-h100-8x80gb", "580.95.05"),
-        {"host": "gpu-node-13", "status": "missing",
-         "reason": "no verify report: the host failed before verify ran"},
+        {"host": "gpu-node-13", "status": "missing", "reason": "no verify report: the host failed before verify ran"},
     ]
 
 
@@ -74,7 +82,11 @@ def test_reports_carry_the_mig_placements(reports: list[dict[str, t.Any]]):
     gpu0 = reports[0]["gpus"][0]
     assert gpu0["mig"]["units"] == 8  # from the GPU's own placements (gather_mig_profiles)
     assert sorted((gi["start"], gi["size"], gi["profile"]) for gi in gpu0["mig"]["gpu_instances"]) == [
-        (0, 1, "1g.5gb"), (1, 1, "1g.5gb"), (2, 2, "2g.10gb"), (4, 4, "3g.20gb")]
+        (0, 1, "1g.5gb"),
+        (1, 1, "1g.5gb"),
+        (2, 2, "2g.10gb"),
+        (4, 4, "3g.20gb"),
+    ]
     assert reports[0]["status"] == "warn"  # MIG not asserted yet: never a pass
     assert reports[1]["status"] == "fail"
 
@@ -101,6 +113,7 @@ def test_markdown_twin(reports: list[dict[str, t.Any]]):
 
 def test_bad_input_is_named():
     from ansible.errors import AnsibleFilterError
+
     with pytest.raises(AnsibleFilterError, match="^fleet_report: "):
         fleet_report([{"no": "host"}])
     with pytest.raises(AnsibleFilterError, match="^fleet_report: format"):
@@ -115,8 +128,7 @@ def chromium() -> str:
     pytest.fail("Debian's chromium is not installed: run `make host` (tests/harness/bootstrap-host.sh installs it)")
 
 
-def test_report_renders_in_headless_chromium_and_shows_the_mig_picture(
-        reports: list[dict[str, t.Any]], tmp_path: Path):
+def test_report_renders_in_headless_chromium_and_shows_the_mig_picture(reports: list[dict[str, t.Any]], tmp_path: Path):
     OUTPUT.mkdir(parents=True, exist_ok=True)
     for report in reports:
         (OUTPUT / "{0}.json".format(report["host"])).write_text(json.dumps(report, indent=2, sort_keys=True))
@@ -127,9 +139,19 @@ def test_report_renders_in_headless_chromium_and_shows_the_mig_picture(
     if shot.exists():
         shot.unlink()
     proc = subprocess.run(
-        [chromium(), *CHROMIUM_FLAGS, "--user-data-dir={0}".format(tmp_path / "profile"), "--window-size=1280,1700",
-         "--screenshot={0}".format(shot), page.as_uri()],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120, check=False)
+        [
+            chromium(),
+            *CHROMIUM_FLAGS,
+            "--user-data-dir={0}".format(tmp_path / "profile"),
+            "--window-size=1280,1700",
+            "--screenshot={0}".format(shot),
+            page.as_uri(),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0 and shot.is_file(), proc.stdout.decode(errors="replace")
 
     image = pngread.read(shot)
@@ -160,9 +182,9 @@ CUDA_IMAGES = [
 ]
 
 
-def cuda_report(sim_node: t.Callable[..., t.Any], host: str, fixture: str,
-                packages: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
+def cuda_report(sim_node: t.Callable[..., t.Any], host: str, fixture: str, packages: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
     from ansible_collections.gpufleet.nvidia.plugins.filter.matrix import cuda_image_judgement
+
     facts = sim_node(fixture).run("nvml_info")
     assert facts["kind"] == "exit", facts
     nvml = facts["result"]["nvml"]
@@ -174,38 +196,36 @@ def cuda_report(sim_node: t.Callable[..., t.Any], host: str, fixture: str,
 @pytest.fixture
 def cuda_reports(sim_node: t.Callable[..., t.Any]) -> list[dict[str, t.Any]]:
     return [
-        cuda_report(sim_node, "a100-01", "dgx-a100-mig-mixed"),                       # 550.127.05, A100
-        cuda_report(sim_node, "h100-01", "hgx-h100-8x80gb"),                          # 550.127.05, H100
-        cuda_report(sim_node, "h100-03", "hgx-h100-8x80gb"),                          # the same
-        cuda_report(sim_node, "h100-02", "hgx-h100-8x80gb",
-                    {"cuda-compat-12-8": [{"version": "570.195.03-1"}]}),            # ... with cuda-compat-12-8
-        cuda_report(sim_node, "v100-01", "v100-8x"),                                  # 535.230.02, V100
+        cuda_report(sim_node, "a100-01", "dgx-a100-mig-mixed"),  # 550.127.05, A100
+        cuda_report(sim_node, "h100-01", "hgx-h100-8x80gb"),  # 550.127.05, H100
+        cuda_report(sim_node, "h100-03", "hgx-h100-8x80gb"),  # the same
+        cuda_report(sim_node, "h100-02", "hgx-h100-8x80gb", {"cuda-compat-12-8": [{"version": "570.195.03-1"}]}),  # ... with cuda-compat-12-8
+        cuda_report(sim_node, "v100-01", "v100-8x"),  # 535.230.02, V100
         {"host": "gpu-node-13", "status": "missing", "reason": "no verify report"},
     ]
 
 
 def test_cuda_images_are_judged_from_the_nodes_facts(cuda_reports: list[dict[str, t.Any]]):
-    verdicts = {r["host"]: [(i["cuda"], i["verdict"], i["run"]) for i in r["cuda_images"]]
-                for r in cuda_reports if "cuda_images" in r}
+    verdicts = {r["host"]: [(i["cuda"], i["verdict"], i["run"]) for i in r["cuda_images"]] for r in cuda_reports if "cuda_images" in r}
     assert verdicts["a100-01"] == [("12.4", "native", True), ("12.8", "compat", False), ("13.0", "compat", False)]
     assert verdicts["h100-02"] == [("12.4", "native", True), ("12.8", "compat", True), ("13.0", "compat", False)]
     # V100 on R535: 12.4 needs 550.54.14; R535 is an LTSB of another branch, so compat runs 12.x;
     # CUDA 13 no longer targets Volta at all.
-    assert verdicts["v100-01"] == [("12.4", "compat", False), ("12.8", "compat", False),
-                                   ("13.0", "unsupported", False)]
+    assert verdicts["v100-01"] == [("12.4", "compat", False), ("12.8", "compat", False), ("13.0", "unsupported", False)]
 
 
 def test_html_and_markdown_show_the_cuda_image_matrix(cuda_reports: list[dict[str, t.Any]]):
     page = fleet_report(cuda_reports)
-    section = page[page.index("<h2>CUDA images</h2>"):page.index("<h2>Findings</h2>")]
+    section = page[page.index("<h2>CUDA images</h2>") : page.index("<h2>Findings</h2>")]
     assert section.count("<th title=") == 3 and "cuda:12.8.1-base-ubuntu24.04@b2b2b2b2b2b2<br>CUDA 12.8" in section
     # The two hosts with the same driver, GPUs and verdicts share a row; the host with the package has its own.
     assert section.count("<tr><td") == 4
     assert ">a100-01</td>" in section and ">h100-01, h100-03</td>" in section and ">h100-02</td>" in section
     assert '<td class="st pass" title="driver 550.127.05 meets CUDA 12.4' in section
     assert ">needs compat</td>" in section and ">runs (compat)</td>" in section
-    assert ('<td class="st fail" title="CUDA 13.0 does not target Volta GPUs (Tesla V100-SXM2-16GB): the last CUDA '
-            'for Volta is 12.x">unsupported</td>') in section
+    assert (
+        '<td class="st fail" title="CUDA 13.0 does not target Volta GPUs (Tesla V100-SXM2-16GB): the last CUDA for Volta is 12.x">unsupported</td>'
+    ) in section
     text = fleet_report(cuda_reports, "markdown")
     assert "## CUDA images" in text
     assert "| v100-01 | 535.230.02 | 8 x Tesla V100-SXM2-16GB | needs compat | needs compat | unsupported |" in text
@@ -216,9 +236,14 @@ def test_html_and_markdown_show_the_cuda_image_matrix(cuda_reports: list[dict[st
 
 def test_cuda_cells_take_the_workload_layers_run_outcome(cuda_reports: list[dict[str, t.Any]]):
     report = cuda_reports[0]
-    report["checks"] = [{"layer": "workload", "status": "fail", "summary": "",
-                         "observed": {"images": {CUDA_IMAGES[0]["name"]: {"status": "pass"},
-                                                 CUDA_IMAGES[1]["name"]: {"status": "fail"}}}}]
+    report["checks"] = [
+        {
+            "layer": "workload",
+            "status": "fail",
+            "summary": "",
+            "observed": {"images": {CUDA_IMAGES[0]["name"]: {"status": "pass"}, CUDA_IMAGES[1]["name"]: {"status": "fail"}}},
+        }
+    ]
     assert _report.cuda_cell(report, CUDA_IMAGES[0]["name"], "12.4")[:2] == ("runs; ran: pass", "pass")
     assert _report.cuda_cell(report, CUDA_IMAGES[1]["name"], "12.8")[:2] == ("needs compat; ran: fail", "fail")
     assert _report.cuda_cell(report, CUDA_IMAGES[2]["name"], "13.0")[:2] == ("needs compat", "warn")

@@ -1,4 +1,5 @@
 """gpu_summary turns nvml_info facts into the lines make demo prints."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,16 +9,13 @@ from ansible_collections.gpufleet.nvidia.plugins.filter.gpu_summary import gpu_s
 
 
 def _gpu(index: int, **mig) -> dict:
-    base_mig = {"capable": True, "enabled": False, "pending_enabled": False,
-                "pending_change": False, "gpu_instances": []}
+    base_mig = {"capable": True, "enabled": False, "pending_enabled": False, "pending_change": False, "gpu_instances": []}
     base_mig.update(mig)
-    return {"index": index, "name": "NVIDIA A100-SXM4-40GB", "memory_total_mib": 40960,
-            "architecture": "ampere", "compute_capability": "8.0", "mig": base_mig}
+    return {"index": index, "name": "NVIDIA A100-SXM4-40GB", "memory_total_mib": 40960, "architecture": "ampere", "compute_capability": "8.0", "mig": base_mig}
 
 
 def _nvml(*gpus: dict) -> dict:
-    return {"status": "ok", "driver_loaded": True, "driver_version": "550.127.05",
-            "cuda_driver_version": "12.4", "gpus": list(gpus)}
+    return {"status": "ok", "driver_loaded": True, "driver_version": "550.127.05", "cuda_driver_version": "12.4", "gpus": list(gpus)}
 
 
 def test_header_and_one_line_per_gpu():
@@ -45,10 +43,8 @@ def test_non_mig_gpu():
 
 
 def test_no_driver_gives_the_reason():
-    nvml = {"status": "driver_not_loaded", "driver_loaded": False,
-            "reason": "the nvidia kernel module is not loaded", "gpus": []}
-    assert gpu_summary(nvml) == [
-        "no usable NVIDIA driver (driver_not_loaded): the nvidia kernel module is not loaded"]
+    nvml = {"status": "driver_not_loaded", "driver_loaded": False, "reason": "the nvidia kernel module is not loaded", "gpus": []}
+    assert gpu_summary(nvml) == ["no usable NVIDIA driver (driver_not_loaded): the nvidia kernel module is not loaded"]
 
 
 def test_rejects_something_else():

@@ -48,10 +48,18 @@ def test_driver_max_cuda():
     assert f.driver_max_cuda("535.261.03") == "12.2"
 
 
-@pytest.mark.parametrize("driver,gpu,expected", [
-    ("590", "V100", False), ("580.95.05", "volta", True), ("470", "Tesla K80", True), ("535", "K80", False),
-    ("565.57.01", "B200", False), ("570", "B200", True), ("515.43.04", "hopper", False),
-])
+@pytest.mark.parametrize(
+    "driver,gpu,expected",
+    [
+        ("590", "V100", False),
+        ("580.95.05", "volta", True),
+        ("470", "Tesla K80", True),
+        ("535", "K80", False),
+        ("565.57.01", "B200", False),
+        ("570", "B200", True),
+        ("515.43.04", "hopper", False),
+    ],
+)
 def test_driver_supports_arch(driver: str, gpu: str, expected: bool):
     assert f.driver_supports_arch(driver, gpu) is expected
 

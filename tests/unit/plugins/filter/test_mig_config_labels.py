@@ -14,10 +14,13 @@ from ansible_collections.gpufleet.nvidia.plugins.filter.mig_config_labels import
 
 
 def test_labels_are_sorted() -> None:
-    config = {"version": "v1", "mig-configs": {
-        "b": [{"devices": "all", "mig-enabled": False}],
-        "a": [{"devices": [0], "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}],
-    }}
+    config = {
+        "version": "v1",
+        "mig-configs": {
+            "b": [{"devices": "all", "mig-enabled": False}],
+            "a": [{"devices": [0], "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}],
+        },
+    }
     assert mig_config_labels(config) == ["a", "b"]
     assert FilterModule().filters()["mig_config_labels"] is mig_config_labels
 
@@ -26,5 +29,4 @@ def test_invalid_config_names_the_field() -> None:
     config = {"version": "v1", "mig-configs": {"a": [{"devices": "all", "mig-enabled": True, "mig-device": {}}]}}
     with pytest.raises(AnsibleFilterError) as caught:
         mig_config_labels(config)
-    assert str(caught.value).startswith("mig_config_labels: invalid MIG config: mig-configs.a[0]: unknown key "
-                                        "'mig-device' (did you mean 'mig-devices'?)")
+    assert str(caught.value).startswith("mig_config_labels: invalid MIG config: mig-configs.a[0]: unknown key 'mig-device' (did you mean 'mig-devices'?)")

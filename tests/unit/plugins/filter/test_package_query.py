@@ -18,10 +18,8 @@ from ansible_collections.gpufleet.nvidia.plugins.filter.package_query import (
 
 
 def test_both_managers() -> None:
-    assert package_query("a:amd64\t1.0-1\thi \n", "dpkg") == [
-        {"name": "a", "version": "1.0-1", "selection": "hold", "status": "installed", "error": None}]
-    assert package_query("b\t0:2.0-1.el9\n", "rpm") == [
-        {"name": "b", "version": "2.0-1.el9", "selection": "install", "status": "installed", "error": None}]
+    assert package_query("a:amd64\t1.0-1\thi \n", "dpkg") == [{"name": "a", "version": "1.0-1", "selection": "hold", "status": "installed", "error": None}]
+    assert package_query("b\t0:2.0-1.el9\n", "rpm") == [{"name": "b", "version": "2.0-1.el9", "selection": "install", "status": "installed", "error": None}]
     assert set(FilterModule().filters()) == {"package_query", "package_versions"}
 
 

@@ -20,16 +20,20 @@ def test_each_unit_gets_its_path_text_and_mode_in_order() -> None:
         {"path": "/etc/systemd/system/a.path", "content": "[Path]\n", "mode": "0644"},
     ]
     assert systemd_unit_files(["x.timer"], ["t"], directory="/run/systemd/system", mode="0600") == [
-        {"path": "/run/systemd/system/x.timer", "content": "t", "mode": "0600"}]
+        {"path": "/run/systemd/system/x.timer", "content": "t", "mode": "0600"}
+    ]
     assert systemd_unit_files([], []) == []
 
 
-@pytest.mark.parametrize("units, texts, message", [
-    (["a.service", "b.path"], ["only one"], r"give one text per unit \(2 units: a.service, b.path\), got list"),
-    (["a.service"], "one text", r"give one text per unit .* got 'one text'"),
-    ("a.service", ["x"], "give a list of unit names"),
-    (["../a.service"], ["x"], "give a list of unit names"),
-])
+@pytest.mark.parametrize(
+    "units, texts, message",
+    [
+        (["a.service", "b.path"], ["only one"], r"give one text per unit \(2 units: a.service, b.path\), got list"),
+        (["a.service"], "one text", r"give one text per unit .* got 'one text'"),
+        ("a.service", ["x"], "give a list of unit names"),
+        (["../a.service"], ["x"], "give a list of unit names"),
+    ],
+)
 def test_mismatched_input_is_refused(units: object, texts: object, message: str) -> None:
     with pytest.raises(AnsibleFilterError, match="systemd_unit_files: " + message):
         systemd_unit_files(units, texts)

@@ -4,6 +4,7 @@ The plan is fed by the real verify checks (plugin_utils/_verify.py) on
 declarations shaped like the declared_layers lookup's, so a node is judged
 pending exactly when the verify gate would fail it.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -24,23 +25,26 @@ def test_batch_sizes_that_are_accepted(serial):
     assert upgrade_roll_errors(settings(upgrade_serial=serial)) == []
 
 
-@pytest.mark.parametrize("serial, problem", [
-    (0, "0 is not a positive number of nodes"),
-    (-2, "-2 is not a positive number of nodes"),
-    ("0", "'0' is not a positive number of nodes"),
-    ("0%", "'0%' is not between 1% and 100%"),
-    ("150%", "'150%' is not between 1% and 100%"),
-    ("half", "'half' is neither a number of nodes nor a percentage"),
-    (True, "True is a boolean"),
-    (None, "None is a NoneType"),
-    ([], "the list is empty"),
-    ([1, "x%"], "'x%' is neither a number of nodes nor a percentage"),
-])
+@pytest.mark.parametrize(
+    "serial, problem",
+    [
+        (0, "0 is not a positive number of nodes"),
+        (-2, "-2 is not a positive number of nodes"),
+        ("0", "'0' is not a positive number of nodes"),
+        ("0%", "'0%' is not between 1% and 100%"),
+        ("150%", "'150%' is not between 1% and 100%"),
+        ("half", "'half' is neither a number of nodes nor a percentage"),
+        (True, "True is a boolean"),
+        (None, "None is a NoneType"),
+        ([], "the list is empty"),
+        ([1, "x%"], "'x%' is neither a number of nodes nor a percentage"),
+    ],
+)
 def test_bad_batch_sizes_name_the_variable_and_the_fix(serial, problem):
     errors = upgrade_roll_errors(settings(upgrade_serial=serial))
     assert len(errors) == 1
     assert errors[0].startswith("upgrade_serial: " + problem)
-    assert '"25%"' in errors[0] and "[1, \"10%\", \"50%\"]" in errors[0]
+    assert '"25%"' in errors[0] and '[1, "10%", "50%"]' in errors[0]
 
 
 @pytest.mark.parametrize("value", [0, 25, 100, "50"])
@@ -73,19 +77,18 @@ def test_settings_must_be_a_mapping():
 
 # -- the plan, from verify's own checks ---------------------------------------------------------------------------
 
+
 def declared(**variables) -> dict:
     return {"managed": True, "reason": "test", "role": True, "vars": variables}
 
 
 def nvml(version: str) -> dict:
-    return {"status": "ok", "driver_loaded": True, "driver_version": version, "cuda_driver_version": "12.4",
-            "gpu_count": 1, "gpus": []}
+    return {"status": "ok", "driver_loaded": True, "driver_version": version, "cuda_driver_version": "12.4", "gpu_count": 1, "gpus": []}
 
 
 def toolkit(installed: str | None) -> dict:
     packages = {} if installed is None else {"nvidia-container-toolkit-base": [{"version": installed}]}
-    return _verify.check_container_toolkit(
-        declared(container_toolkit_version="1.20.1", container_toolkit_package_set="base"), packages)
+    return _verify.check_container_toolkit(declared(container_toolkit_version="1.20.1", container_toolkit_package_set="base"), packages)
 
 
 def driver(loaded: str) -> dict:
@@ -94,24 +97,27 @@ def driver(loaded: str) -> dict:
 
 def test_a_node_at_its_declaration_is_not_pending():
     plan = upgrade_plan([driver("550.163.01"), toolkit("1.20.1-1")], ["driver", "container_toolkit"])
-    assert plan == {"layers": ["driver", "container_toolkit"], "pending": False, "pending_layers": [], "reasons": [],
-                    "summary": "driver and container_toolkit as declared"}
+    assert plan == {
+        "layers": ["driver", "container_toolkit"],
+        "pending": False,
+        "pending_layers": [],
+        "reasons": [],
+        "summary": "driver and container_toolkit as declared",
+    }
 
 
 def test_an_older_toolkit_is_pending_with_verify_s_reason():
     plan = upgrade_plan([driver("550.163.01"), toolkit("1.17.8-1")], ["driver", "container_toolkit"])
     assert plan["pending"] is True
     assert plan["pending_layers"] == ["container_toolkit"]
-    assert plan["reasons"] == [
-        "container_toolkit: package nvidia-container-toolkit-base is 1.17.8-1, pinned 1.20.1"]
+    assert plan["reasons"] == ["container_toolkit: package nvidia-container-toolkit-base is 1.17.8-1, pinned 1.20.1"]
     assert plan["summary"] == plan["reasons"][0]
 
 
 def test_a_missing_toolkit_and_another_loaded_driver_are_both_pending():
     plan = upgrade_plan([driver("535.261.03"), toolkit(None)], ["driver", "container_toolkit"])
     assert plan["pending_layers"] == ["driver", "container_toolkit"]
-    assert plan["reasons"][0] == ("driver: loaded driver 535.261.03 differs from the pinned driver_version "
-                                  "550.163.01")
+    assert plan["reasons"][0] == ("driver: loaded driver 535.261.03 differs from the pinned driver_version 550.163.01")
 
 
 def test_layers_the_roll_leaves_alone_are_ignored():
@@ -121,17 +127,19 @@ def test_layers_the_roll_leaves_alone_are_ignored():
 
 def test_unmanaged_and_warning_only_layers_are_not_pending():
     unmanaged = _verify.check_driver({"managed": False, "reason": "no driver"}, nvml("1.0"))
-    warned = {"layer": "container_toolkit", "status": "warn",
-              "findings": [{"severity": "warning", "message": "something to look at"}]}
+    warned = {"layer": "container_toolkit", "status": "warn", "findings": [{"severity": "warning", "message": "something to look at"}]}
     assert upgrade_plan([unmanaged, warned], ["driver", "container_toolkit"])["pending"] is False
 
 
-@pytest.mark.parametrize("checks, layers, message", [
-    ("x", ["driver"], "expected a list of verify_check results"),
-    ([{"status": "pass"}], ["driver"], "expected a list of verify_check results"),
-    ([], ["cdi"], "layers must be a list of driver, container_toolkit"),
-    ([], "driver", "layers must be a list of driver, container_toolkit"),
-])
+@pytest.mark.parametrize(
+    "checks, layers, message",
+    [
+        ("x", ["driver"], "expected a list of verify_check results"),
+        ([{"status": "pass"}], ["driver"], "expected a list of verify_check results"),
+        ([], ["cdi"], "layers must be a list of driver, container_toolkit"),
+        ([], "driver", "layers must be a list of driver, container_toolkit"),
+    ],
+)
 def test_bad_input_is_an_error(checks, layers, message):
     with pytest.raises(AnsibleFilterError, match="upgrade_plan: " + message):
         upgrade_plan(checks, layers)

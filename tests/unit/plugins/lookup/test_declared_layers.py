@@ -87,7 +87,8 @@ def test_lookup_templates_host_values_through_ansible(tmp_path: Path):
     """Run the lookup as a playbook does: templated inventory values, unknown layers refused."""
     root = Path(__file__).resolve().parents[4]
     playbook = tmp_path / "play.yml"
-    playbook.write_text("""
+    playbook.write_text(
+        """
 - hosts: localhost
   gather_facts: false
   vars:
@@ -98,12 +99,19 @@ def test_lookup_templates_host_values_through_ansible(tmp_path: Path):
     - ansible.builtin.copy:
         content: "{{ lookup('gpufleet.nvidia.declared_layers') | to_json }}"
         dest: "%s"
-""" % (tmp_path / "out.json"))
+"""
+        % (tmp_path / "out.json")
+    )
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(root / "build" / "collections"))
     ansible_playbook = Path(sys.executable).with_name("ansible-playbook")
-    proc = subprocess.run([str(ansible_playbook), "-i", "localhost,", "-c", "local", str(playbook),
-                           "-e", "ansible_python_interpreter={0}".format(sys.executable)], env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False, timeout=120)
+    proc = subprocess.run(
+        [str(ansible_playbook), "-i", "localhost,", "-c", "local", str(playbook), "-e", "ansible_python_interpreter={0}".format(sys.executable)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        check=False,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout.decode()
     layers = json.loads((tmp_path / "out.json").read_text())
     assert layers["driver"]["vars"]["driver_branch"] == "550"
@@ -115,6 +123,8 @@ def test_lookup_templates_host_values_through_ansible(tmp_path: Path):
 @pytest.mark.parametrize("term", ["gpu"])
 def test_unknown_layer(term: str):
     from ansible.errors import AnsibleLookupError
+
     from ansible_collections.gpufleet.nvidia.plugins.lookup.declared_layers import LookupModule
+
     with pytest.raises(AnsibleLookupError, match="unknown layer"):
         LookupModule().run([term], {})

@@ -40,15 +40,20 @@ def test_several_terms_give_several_tables() -> None:
     assert [entry["value"] for entry in result] == expected
 
 
-@pytest.mark.parametrize("term, message", [
-    ("packages.NOPE", "knowledge: 'packages.NOPE' names no table of packages; its tables: "
-                      "packages.COMPONENT_PACKAGES, packages.DPKG_QUERY_FORMAT"),
-    ("packages.toolkit_packages", "names no table of packages"),  # a function, not a table
-    ("packages._TABLE", "names no table of packages"),
-    ("nope.TABLE", "knowledge: 'nope.TABLE' names no module of the knowledge base; use <module>.<TABLE> with a "
-                   "module of: cuda, drivers, engines, gpus, health, kubernetes, packages, toolkit"),
-    ("packages", "names no table of packages"),
-])
+@pytest.mark.parametrize(
+    "term, message",
+    [
+        ("packages.NOPE", "knowledge: 'packages.NOPE' names no table of packages; its tables: packages.COMPONENT_PACKAGES, packages.DPKG_QUERY_FORMAT"),
+        ("packages.toolkit_packages", "names no table of packages"),  # a function, not a table
+        ("packages._TABLE", "names no table of packages"),
+        (
+            "nope.TABLE",
+            "knowledge: 'nope.TABLE' names no module of the knowledge base; use <module>.<TABLE> with a "
+            "module of: cuda, drivers, engines, gpus, health, kubernetes, packages, toolkit",
+        ),
+        ("packages", "names no table of packages"),
+    ],
+)
 def test_unknown_names_are_refused_with_what_exists(term: str, message: str) -> None:
     with pytest.raises(AnsibleLookupError) as caught:
         table(term)
@@ -69,7 +74,8 @@ def test_a_play_reads_a_table(tmp_path: Path) -> None:
     """Through ansible-playbook, as a role reads it: lookup() gives the table itself."""
     playbook = tmp_path / "play.yml"
     out = tmp_path / "out.json"
-    playbook.write_text("""
+    playbook.write_text(
+        """
 - hosts: localhost
   gather_facts: false
   tasks:
@@ -80,12 +86,26 @@ def test_a_play_reads_a_table(tmp_path: Path) -> None:
                       | selectattr('sets', 'contains', 'full') | map(attribute='package') | list,
               'format': lookup('gpufleet.nvidia.knowledge', 'packages.DPKG_QUERY_FORMAT').value} | to_json }}
         mode: "0644"
-""" % out)
+"""
+        % out
+    )
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"))
     proc = subprocess.run(
-        [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "localhost,", "-c", "local", str(playbook),
-         "-e", "ansible_python_interpreter={0}".format(sys.executable)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False, timeout=120)
+        [
+            str(Path(sys.executable).with_name("ansible-playbook")),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            str(playbook),
+            "-e",
+            "ansible_python_interpreter={0}".format(sys.executable),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        check=False,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout.decode()
-    assert json.loads(out.read_text()) == {"full": list(packages.toolkit_packages("full")),
-                                           "format": packages.DPKG_QUERY_FORMAT["value"]}
+    assert json.loads(out.read_text()) == {"full": list(packages.toolkit_packages("full")), "format": packages.DPKG_QUERY_FORMAT["value"]}

@@ -1,4 +1,5 @@
 """_apt_repo: Packages/Release parsing, dpkg version order, relations and the closure of a pinned set."""
+
 from __future__ import annotations
 
 import gzip
@@ -118,17 +119,21 @@ def index() -> apt.Index:
 
 # --- versions ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("lower,higher", [
-    ("535.216.03-2~bpo12+1", "535.216.03-2"),
-    ("535.216.03-2", "535.261.03-1"),
-    ("535.54.03-1", "535.216.03-1"),
-    ("1.0~rc1", "1.0"),
-    ("1.0", "1.0+dfsg"),
-    ("1.0-1", "1:0.1-1"),
-    ("1.0a", "1.0b"),
-    ("1.0", "1.0.1"),
-    ("2.34", "2.36-9"),
-])
+
+@pytest.mark.parametrize(
+    "lower,higher",
+    [
+        ("535.216.03-2~bpo12+1", "535.216.03-2"),
+        ("535.216.03-2", "535.261.03-1"),
+        ("535.54.03-1", "535.216.03-1"),
+        ("1.0~rc1", "1.0"),
+        ("1.0", "1.0+dfsg"),
+        ("1.0-1", "1:0.1-1"),
+        ("1.0a", "1.0b"),
+        ("1.0", "1.0.1"),
+        ("2.34", "2.36-9"),
+    ],
+)
 def test_dpkg_version_order(lower, higher):
     assert apt.compare_versions(lower, higher) < 0
     assert apt.compare_versions(higher, lower) > 0
@@ -138,8 +143,7 @@ def test_dpkg_version_order(lower, higher):
 def test_dpkg_agrees_where_it_is_installed():
     if not shutil.which("dpkg"):
         pytest.skip("no dpkg here")
-    pairs = [("550.163.01-2", "550.163.01-10"), ("1.2~b", "1.2~a"), ("0:1.0", "1.0"), ("1.0-0", "1.0"),
-             ("7.6p2-4", "7.6-0"), ("1.18.0-1", "1.18.0~rc.1-1")]
+    pairs = [("550.163.01-2", "550.163.01-10"), ("1.2~b", "1.2~a"), ("0:1.0", "1.0"), ("1.0-0", "1.0"), ("7.6p2-4", "7.6-0"), ("1.18.0-1", "1.18.0~rc.1-1")]
     for a, b in pairs:
         for op, ours in (("lt", apt.compare_versions(a, b) < 0), ("eq", apt.compare_versions(a, b) == 0)):
             theirs = subprocess.run(["dpkg", "--compare-versions", a, op, b], check=False).returncode == 0
@@ -150,7 +154,10 @@ def test_upstream_version_and_relations():
     assert apt.upstream_version("1:550.163.01-2") == "550.163.01"
     assert apt.upstream_version("20240109+1") == "20240109+1"
     assert apt.parse_relations("a (>= 1.0), b | c:any (<< 2) [amd64], d <!nocheck>") == [
-        [("a", ">=", "1.0")], [("b", None, None), ("c", "<<", "2")], [("d", None, None)]]
+        [("a", ">=", "1.0")],
+        [("b", None, None), ("c", "<<", "2")],
+        [("d", None, None)],
+    ]
     with pytest.raises(apt.IndexError_):
         apt.parse_relations("a (>= 1.0, b")
     assert apt.satisfies("550.163.01-2", "=", "550.163.01-2")
@@ -159,6 +166,7 @@ def test_upstream_version_and_relations():
 
 
 # --- files ------------------------------------------------------------------------
+
 
 def test_stanzas_round_trip_verbatim():
     stanzas = apt.parse_deb822(NON_FREE)
@@ -189,7 +197,10 @@ def test_release_lists_and_the_preferred_index():
     release = apt.parse_release(RELEASE)
     assert release["Codename"] == "trixie"
     assert apt.pick_index(release["files"], "non-free/binary-amd64/Packages") == (
-        "non-free/binary-amd64/Packages.xz", "0d1e0e1d5c9b6b1a7df21ea3a9b1d7bfa57b39b1bd0f7d1e6e0e8d6c2d0d9e3b", 23456)
+        "non-free/binary-amd64/Packages.xz",
+        "0d1e0e1d5c9b6b1a7df21ea3a9b1d7bfa57b39b1bd0f7d1e6e0e8d6c2d0d9e3b",
+        23456,
+    )
     assert apt.pick_index(release["files"], "Packages")[0] == "Packages.gz"
     assert apt.pick_index(release["files"], "contrib/binary-amd64/Packages") is None
     with pytest.raises(apt.IndexError_, match="no SHA256"):
@@ -226,20 +237,22 @@ def test_release_is_rendered_over_the_indexes_and_compared_without_its_date():
 
 # --- the closure ------------------------------------------------------------------
 
+
 def names(result: apt.Closure) -> list[str]:
     return ["{0}={1}".format(s.package, s.version) for _w, s in result.selected]
 
 
 def test_the_closure_follows_dependencies_the_index_satisfies():
-    result = apt.closure(index(), [apt.Request("nvidia-kernel-dkms", upstream_version="550.163.01"),
-                                   apt.Request("nvidia-smi", upstream_version="550.163.01")], "550.163.01")
+    result = apt.closure(
+        index(), [apt.Request("nvidia-kernel-dkms", upstream_version="550.163.01"), apt.Request("nvidia-smi", upstream_version="550.163.01")], "550.163.01"
+    )
     assert names(result) == [
-        "libnvidia-ml1=550.163.01-2",        # the exact = relation, not the -1 revision
-        "nvidia-alternative=550.163.01-2",   # through its versioned Provides
+        "libnvidia-ml1=550.163.01-2",  # the exact = relation, not the -1 revision
+        "nvidia-alternative=550.163.01-2",  # through its versioned Provides
         "nvidia-kernel-dkms=550.163.01-2",
         "nvidia-kernel-support=550.163.01-2",
         "nvidia-legacy-check=550.163.01-2",  # Pre-Depends count
-        "nvidia-modprobe=550.163.01-1",      # the driver's version is preferred over the newest
+        "nvidia-modprobe=550.163.01-1",  # the driver's version is preferred over the newest
         "nvidia-smi=550.163.01-2",
     ]
     assert result.external == ["dkms (>= 3.0.11)", "libc6 (>= 2.34)"]
@@ -253,8 +266,7 @@ def test_without_a_preference_the_newest_candidate_wins():
 
 
 def test_requests_by_exact_or_any_version():
-    assert names(apt.closure(index(), [apt.Request("libnvidia-ml1", version="550.163.01-1")])) == [
-        "libnvidia-ml1=550.163.01-1"]
+    assert names(apt.closure(index(), [apt.Request("libnvidia-ml1", version="550.163.01-1")])) == ["libnvidia-ml1=550.163.01-1"]
     assert names(apt.closure(index(), [apt.Request("libnvidia-ml1")])) == ["libnvidia-ml1=550.163.01-2"]
     result = apt.closure(index(), [apt.Request("nvidia-persistenced")])
     assert names(result) == ["nvidia-persistenced=550.163.01-1"]
@@ -262,19 +274,26 @@ def test_requests_by_exact_or_any_version():
 
 
 def test_a_version_the_index_lacks_is_missing_with_what_it_offers():
-    result = apt.closure(index(), [apt.Request("nvidia-kernel-dkms", upstream_version="550.999.99"),
-                                   apt.Request("nvidia-driver-pinning-550.163.01", required=False),
-                                   apt.Request("no-such-package")])
-    assert result.missing == ["nvidia-kernel-dkms 550.999.99 (offered: 550.163.01-2, 535.216.03-1)",
-                              "no-such-package (offered: none)"]
+    result = apt.closure(
+        index(),
+        [
+            apt.Request("nvidia-kernel-dkms", upstream_version="550.999.99"),
+            apt.Request("nvidia-driver-pinning-550.163.01", required=False),
+            apt.Request("no-such-package"),
+        ],
+    )
+    assert result.missing == ["nvidia-kernel-dkms 550.999.99 (offered: 550.163.01-2, 535.216.03-1)", "no-such-package (offered: none)"]
     assert result.selected == []
 
 
 def test_an_unversioned_provides_does_not_satisfy_a_versioned_relation():
     built = apt.Index()
-    built.add("flat", apt.parse_deb822(
-        "Package: a\nVersion: 1\nDepends: virt (>= 2)\nFilename: a.deb\nSHA256: 00\n\n"
-        "Package: b\nVersion: 1\nProvides: virt\nFilename: b.deb\nSHA256: 00\n"))
+    built.add(
+        "flat",
+        apt.parse_deb822(
+            "Package: a\nVersion: 1\nDepends: virt (>= 2)\nFilename: a.deb\nSHA256: 00\n\nPackage: b\nVersion: 1\nProvides: virt\nFilename: b.deb\nSHA256: 00\n"
+        ),
+    )
     result = apt.closure(built, [apt.Request("a")])
     assert names(result) == ["a=1"]
     assert result.external == ["virt (>= 2)"]

@@ -25,16 +25,18 @@ CRICTL_CREATE = (
     'err="rpc error: code = Unknown desc = failed to create containerd container: CDI device injection failed: '
     'unresolvable CDI devices nvidia.com/gpu=9" podSandboxID="4a00f30896a0"\n'
     'time="2026-11-26T02:54:54Z" level=fatal msg="creating container: rpc error: code = Unknown desc = failed to '
-    'create containerd container: CDI device injection failed: unresolvable CDI devices nvidia.com/gpu=9"\n')
-CRICTL_RUNP = ('time="2026-11-26T02:54:54Z" level=fatal msg="run pod sandbox: rpc error: code = Unknown desc = '
-               'failed to get sandbox runtime: no runtime for \\"nvidia\\" is configured"\n')
+    'create containerd container: CDI device injection failed: unresolvable CDI devices nvidia.com/gpu=9"\n'
+)
+CRICTL_RUNP = (
+    'time="2026-11-26T02:54:54Z" level=fatal msg="run pod sandbox: rpc error: code = Unknown desc = '
+    'failed to get sandbox runtime: no runtime for \\"nvidia\\" is configured"\n'
+)
 
 
 def test_the_engine_reason_is_kept_without_the_client_decoration() -> None:
-    assert e.engine_error(CRICTL_CREATE) == ("failed to create containerd container: CDI device injection failed: "
-                                             "unresolvable CDI devices nvidia.com/gpu=9")
+    assert e.engine_error(CRICTL_CREATE) == ("failed to create containerd container: CDI device injection failed: unresolvable CDI devices nvidia.com/gpu=9")
     assert e.engine_error(CRICTL_RUNP) == 'failed to get sandbox runtime: no runtime for "nvidia" is configured'
-    docker = "docker: Error response from daemon: could not select device driver \"cdi\" with capabilities: [].\n"
+    docker = 'docker: Error response from daemon: could not select device driver "cdi" with capabilities: [].\n'
     assert e.engine_error(docker) == docker.strip()
     assert e.engine_error("") == "no output"
 
@@ -65,9 +67,14 @@ def oci_archive(path: Path, name: str) -> tuple[str, str]:
     with tarfile.open(path, "w") as archive:
         config = _blob(archive, json.dumps({"architecture": "amd64", "os": "linux"}).encode())
         manifest = _blob(archive, json.dumps({"schemaVersion": 2, "config": {"digest": config}, "layers": []}).encode())
-        index = json.dumps({"schemaVersion": 2, "manifests": [{
-            "mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": manifest,
-            "annotations": {"org.opencontainers.image.ref.name": name}}]}).encode()
+        index = json.dumps(
+            {
+                "schemaVersion": 2,
+                "manifests": [
+                    {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": manifest, "annotations": {"org.opencontainers.image.ref.name": name}}
+                ],
+            }
+        ).encode()
         info = tarfile.TarInfo("index.json")
         info.size = len(index)
         archive.addfile(info, io.BytesIO(index))
@@ -97,5 +104,4 @@ def test_docker_runs_a_loaded_pinned_image_by_the_image_id_the_archive_pins(tmp_
     docker = e.DockerEngine({"engine": "docker"}, lambda name: name)
     assert docker.local_ref("site/cuda-probe:1.0@" + manifest, str(path)) == config
     assert docker.local_ref("site/cuda-probe:1.0", str(path)) == "site/cuda-probe:1.0"
-    assert e.CRIEngine({"engine": "containerd"}, lambda name: name).local_ref(
-        "site/cuda-probe:1.0@" + manifest, str(path)) == "site/cuda-probe:1.0@" + manifest
+    assert e.CRIEngine({"engine": "containerd"}, lambda name: name).local_ref("site/cuda-probe:1.0@" + manifest, str(path)) == "site/cuda-probe:1.0@" + manifest

@@ -19,8 +19,15 @@ NVIDIA = ("nvidia", "/usr/bin/nvidia-container-runtime")
 
 
 def spec(**kw) -> c.DropInSpec:
-    base = dict(config_version=2, plugin_merge=c.MERGE_REPLACE, runtimes=[NVIDIA], default_runtime=None,
-                enable_cdi=None, cdi_spec_dirs=["/etc/cdi", "/var/run/cdi"], plugin_settings={})
+    base = dict(
+        config_version=2,
+        plugin_merge=c.MERGE_REPLACE,
+        runtimes=[NVIDIA],
+        default_runtime=None,
+        enable_cdi=None,
+        cdi_spec_dirs=["/etc/cdi", "/var/run/cdi"],
+        plugin_settings={},
+    )
     base.update(kw)
     return c.DropInSpec(**base)
 
@@ -36,6 +43,7 @@ def write(path: Path, text: str) -> str:
 
 
 # --- loading ----------------------------------------------------------------------------------
+
 
 def test_chain_follows_imports_breadth_first_and_skips_our_drop_in(tmp_path: Path) -> None:
     main = write(tmp_path / "config.toml", 'version = 2\nimports = ["conf.d/*.toml", "/nowhere/ours.toml"]\n')
@@ -61,6 +69,7 @@ def test_invalid_toml_is_reported_with_the_file(tmp_path: Path) -> None:
 
 # The rules of containerd's LoadConfig/resolveImports, one test each (see the comment in _containerd.py).
 
+
 def _names(chain: list, root: Path) -> list:
     return [str(Path(f.path).relative_to(root)) for f in chain]
 
@@ -82,8 +91,7 @@ def test_rule2_relative_entries_are_relative_to_the_importing_file(tmp_path: Pat
     write(tmp_path / "sub" / "b.toml", "x = 'the wrong one'\n")
     write(tmp_path / "top.toml", "")
     chain = c.load_chain(main, skip="")
-    assert [f.path for f in chain] == [main, str(tmp_path / "conf.d" / "a.toml"),
-                                       str(tmp_path / "conf.d" / "sub" / "b.toml"), str(tmp_path / "top.toml")]
+    assert [f.path for f in chain] == [main, str(tmp_path / "conf.d" / "a.toml"), str(tmp_path / "conf.d" / "sub" / "b.toml"), str(tmp_path / "top.toml")]
 
 
 def test_rule3_globs_match_dot_files_in_byte_order(tmp_path: Path) -> None:
@@ -91,8 +99,14 @@ def test_rule3_globs_match_dot_files_in_byte_order(tmp_path: Path) -> None:
     for name in ["b.toml", ".hidden.toml", "B.toml", "10-x.toml", "9-x.toml", "é.toml", "a.toml~"]:
         write(tmp_path / "conf.d" / name, "")
     assert _names(c.load_chain(main, skip=""), tmp_path) == [
-        "config.toml", "conf.d/.hidden.toml", "conf.d/10-x.toml", "conf.d/9-x.toml", "conf.d/B.toml",
-        "conf.d/b.toml", "conf.d/é.toml"]
+        "config.toml",
+        "conf.d/.hidden.toml",
+        "conf.d/10-x.toml",
+        "conf.d/9-x.toml",
+        "conf.d/B.toml",
+        "conf.d/b.toml",
+        "conf.d/é.toml",
+    ]
 
 
 def test_rule3_wildcard_directories_expand_directory_by_directory(tmp_path: Path) -> None:
@@ -100,8 +114,7 @@ def test_rule3_wildcard_directories_expand_directory_by_directory(tmp_path: Path
     main = write(tmp_path / "config.toml", 'imports = ["*/conf.d/*.toml"]\n')
     for directory in ["x-y", "x", ".d"]:
         write(tmp_path / directory / "conf.d" / "a.toml", "")
-    assert _names(c.load_chain(main, skip=""), tmp_path) == [
-        "config.toml", ".d/conf.d/a.toml", "x/conf.d/a.toml", "x-y/conf.d/a.toml"]
+    assert _names(c.load_chain(main, skip=""), tmp_path) == ["config.toml", ".d/conf.d/a.toml", "x/conf.d/a.toml", "x-y/conf.d/a.toml"]
 
 
 def test_rule3_only_entries_with_a_star_are_patterns(tmp_path: Path) -> None:
@@ -164,48 +177,58 @@ def test_imports_that_is_not_an_array_of_strings_is_an_error(tmp_path: Path, imp
         c.load_chain(main, skip="")
 
 
-@pytest.mark.parametrize("imports, covered", [
-    (["/etc/containerd/conf.d/99-nvidia.toml"], True),
-    (["/etc/containerd/conf.d/*.toml"], True),
-    (["conf.d/*.toml"], True),
-    # containerd globs only entries with a '*' (then with Go's ? and [] too).
-    (["/etc/containerd/conf.d/?9-nvidia.toml"], False),
-    (["/etc/containerd/conf.d/?9-*.toml"], True),
-    (["/etc/containerd/*.toml"], False),  # * never crosses a /
-    (["/etc/containerd/conf.d/[0-8]*.toml"], False),
-    (["/etc/containerd/conf.d/[^0-8]*.toml"], True),  # Go negates with ^ ...
-    (["/etc/containerd/conf.d/[!0-8]*.toml"], False),  # ... and ! is just a character
-    (["/etc/containerd/conf.d/9\\9-*.toml"], True),  # \ escapes
-    (["/etc/containerd//conf.d/../conf.d/*.toml"], True),  # cleaned first
-    (["/etc/*/conf.d/*"], True),
-    (["/*/conf.d/*"], False),  # a * matches one path element
-    (["/etc/*/*/*"], True),
-    ([], False),
-])
+@pytest.mark.parametrize(
+    "imports, covered",
+    [
+        (["/etc/containerd/conf.d/99-nvidia.toml"], True),
+        (["/etc/containerd/conf.d/*.toml"], True),
+        (["conf.d/*.toml"], True),
+        # containerd globs only entries with a '*' (then with Go's ? and [] too).
+        (["/etc/containerd/conf.d/?9-nvidia.toml"], False),
+        (["/etc/containerd/conf.d/?9-*.toml"], True),
+        (["/etc/containerd/*.toml"], False),  # * never crosses a /
+        (["/etc/containerd/conf.d/[0-8]*.toml"], False),
+        (["/etc/containerd/conf.d/[^0-8]*.toml"], True),  # Go negates with ^ ...
+        (["/etc/containerd/conf.d/[!0-8]*.toml"], False),  # ... and ! is just a character
+        (["/etc/containerd/conf.d/9\\9-*.toml"], True),  # \ escapes
+        (["/etc/containerd//conf.d/../conf.d/*.toml"], True),  # cleaned first
+        (["/etc/*/conf.d/*"], True),
+        (["/*/conf.d/*"], False),  # a * matches one path element
+        (["/etc/*/*/*"], True),
+        ([], False),
+    ],
+)
 def test_import_covers_uses_gos_glob_rules(imports: list, covered: bool) -> None:
     assert c.import_covers("/etc/containerd/config.toml", imports, "/etc/containerd/conf.d/99-nvidia.toml") is covered
 
 
 # --- merging ----------------------------------------------------------------------------------
 
+
 def _files(*texts: str) -> list[c.LoadedFile]:
     return [c.LoadedFile("f{0}".format(i), tomllib.loads(t)) for i, t in enumerate(texts)]
 
 
 def test_containerd_1x_replaces_a_plugins_whole_table() -> None:
-    merged = c.merge(_files(
-        'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\nsandbox_image = "a"\n[plugins."io.containerd.grpc.v1.cri".cni]\nbin_dir = "/x"\n',
-        'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\nenable_cdi = true\n',
-    ), c.MERGE_REPLACE)
+    merged = c.merge(
+        _files(
+            'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\nsandbox_image = "a"\n[plugins."io.containerd.grpc.v1.cri".cni]\nbin_dir = "/x"\n',
+            'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\nenable_cdi = true\n',
+        ),
+        c.MERGE_REPLACE,
+    )
     assert merged["plugins"]["io.containerd.grpc.v1.cri"] == {"enable_cdi": True}
 
 
 def test_containerd_2x_merges_key_by_key_and_moves_v2_cri_settings() -> None:
-    merged = c.merge(_files(
-        'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]\nSystemdCgroup = true\n',
-        'version = 3\n[plugins."io.containerd.cri.v1.runtime"]\nenable_cdi = true\n',
-        'version = 3\nimports = ["/x"]\n[plugins."io.containerd.cri.v1.runtime"]\nenable_cdi = false\n',
-    ), c.MERGE_DEEP)
+    merged = c.merge(
+        _files(
+            'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]\nSystemdCgroup = true\n',
+            'version = 3\n[plugins."io.containerd.cri.v1.runtime"]\nenable_cdi = true\n',
+            'version = 3\nimports = ["/x"]\n[plugins."io.containerd.cri.v1.runtime"]\nenable_cdi = false\n',
+        ),
+        c.MERGE_DEEP,
+    )
     runtime = merged["plugins"]["io.containerd.cri.v1.runtime"]
     assert runtime["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"] is True
     # containerd's merge never overrides with a zero value (mergo WithOverride).
@@ -215,7 +238,7 @@ def test_containerd_2x_merges_key_by_key_and_moves_v2_cri_settings() -> None:
 
 # --- the drop-in ------------------------------------------------------------------------------
 
-OTHER_TOOL_V2 = '''
+OTHER_TOOL_V2 = """
 version = 2
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "registry.k8s.io/pause:3.10"
@@ -227,7 +250,7 @@ version = 2
     runtime_type = "io.containerd.kata.v2"
   [plugins."io.containerd.grpc.v1.cri".registry.mirrors."docker.io"]
     endpoint = ["https://mirror.example"]
-'''
+"""
 
 
 def test_1x_drop_in_repeats_the_cri_table_and_copies_runcs_options() -> None:
@@ -259,8 +282,7 @@ def test_1x_drop_in_keeps_the_built_in_runc_that_a_runtimes_table_would_replace(
 @pytest.mark.parametrize("version, config_version", [("2.2.9", 3), ("2.3.7", 4)])
 def test_2x_drop_in_holds_only_its_own_settings(version: str, config_version: int) -> None:
     merged = c.merge(_files(OTHER_TOOL_V2), c.MERGE_DEEP)
-    data = c.drop_in_data(merged, spec(config_version=config_version, plugin_merge=c.MERGE_DEEP,
-                                       default_runtime="nvidia", enable_cdi=True), defaults(version))
+    data = c.drop_in_data(merged, spec(config_version=config_version, plugin_merge=c.MERGE_DEEP, default_runtime="nvidia", enable_cdi=True), defaults(version))
     assert data["version"] == config_version
     runtime = data["plugins"]["io.containerd.cri.v1.runtime"]
     assert set(runtime["containerd"]["runtimes"]) == {"nvidia"}
@@ -277,18 +299,19 @@ def test_a_non_runc_default_runtime_is_not_copied() -> None:
 
 
 def test_plugin_settings_win_even_with_false() -> None:
-    merged = c.merge(_files('version = 2\n[plugins."io.containerd.grpc.v1.cri"]\nenable_selinux = true\n'),
-                     c.MERGE_REPLACE)
-    cri = c.drop_in_data(merged, spec(plugin_settings={"enable_selinux": False, "containerd": {"x": 1}}),
-                         None)["plugins"]["io.containerd.grpc.v1.cri"]
+    merged = c.merge(_files('version = 2\n[plugins."io.containerd.grpc.v1.cri"]\nenable_selinux = true\n'), c.MERGE_REPLACE)
+    cri = c.drop_in_data(merged, spec(plugin_settings={"enable_selinux": False, "containerd": {"x": 1}}), None)["plugins"]["io.containerd.grpc.v1.cri"]
     assert cri["enable_selinux"] is False
     assert cri["containerd"]["x"] == 1
 
 
-@pytest.mark.parametrize("fixture, version, binary", [
-    ("dump-1.6.20-with-nvidia.toml", 2, "/usr/bin/nvidia-container-runtime"),
-    ("dump-2.3.7-with-nvidia.toml", 4, "/usr/bin/nvidia-container-runtime"),
-])
+@pytest.mark.parametrize(
+    "fixture, version, binary",
+    [
+        ("dump-1.6.20-with-nvidia.toml", 2, "/usr/bin/nvidia-container-runtime"),
+        ("dump-2.3.7-with-nvidia.toml", 4, "/usr/bin/nvidia-container-runtime"),
+    ],
+)
 def test_effective_view_reads_real_config_dumps(fixture: str, version: int, binary: str) -> None:
     view = c.effective_view(tomllib.loads((FIXTURES / fixture).read_text()))
     assert view["config_version"] == version
@@ -316,8 +339,7 @@ PAUSE = "registry.test/pause:3.10@sha256:" + "a" * 64
 
 @pytest.mark.parametrize("version", [2, 3, 4])
 def test_the_sandbox_image_goes_where_each_config_version_reads_it(version: int) -> None:
-    data = c.drop_in_data({}, spec(config_version=version, sandbox_image=PAUSE,
-                                   plugin_merge=c.MERGE_REPLACE if version == 2 else c.MERGE_DEEP))
+    data = c.drop_in_data({}, spec(config_version=version, sandbox_image=PAUSE, plugin_merge=c.MERGE_REPLACE if version == 2 else c.MERGE_DEEP))
     if version == 2:
         assert data["plugins"][c.CRI_V2]["sandbox_image"] == PAUSE
         assert c.CRI_IMAGES_V3 not in data["plugins"]

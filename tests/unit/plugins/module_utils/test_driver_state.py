@@ -1,4 +1,5 @@
 """DriverStateReader against a fake filesystem tree and recorded command output."""
+
 from __future__ import annotations
 
 import hashlib
@@ -18,9 +19,7 @@ DPKG = (
     "nvidia-container-toolkit\t1.17.8-1\thi \n"
 )
 DKMS = (
-    "nvidia-current/535.261.03, 6.1.0-56-amd64, x86_64: installed\n"
-    "nvidia-current-open/535.261.03: added\n"
-    "nvidia, 470.239.06, 5.10.0-30-amd64, x86_64: built\n"
+    "nvidia-current/535.261.03, 6.1.0-56-amd64, x86_64: installed\nnvidia-current-open/535.261.03: added\nnvidia, 470.239.06, 5.10.0-30-amd64, x86_64: built\n"
 )
 
 
@@ -34,7 +33,7 @@ class Commands:
     def __call__(self, argv: list[str]) -> tuple[int, str, str]:
         self.calls.append(argv)
         for prefix, answer in self.answers.items():
-            if tuple(argv[:len(prefix)]) == prefix:
+            if tuple(argv[: len(prefix)]) == prefix:
                 return answer
         return 1, "", "unexpected command"
 
@@ -66,8 +65,7 @@ def node(tmp_path: Path) -> Path:
     (tmp_path / "usr/sbin/dkms").chmod(0o755)
     touch(tmp_path / "run/.containerenv")
     touch(tmp_path / "proc/modules", b"nvidia_uvm 1 0 - Live 0x0\nnouveau 2 0 - Live 0x0\n")
-    for device, vendor, klass in (("0000:07:00.0", "0x10de", "0x068000"), ("0000:08:00.0", "0x10de", "0x030200"),
-                                  ("0000:09:00.0", "0x8086", "0x068000")):
+    for device, vendor, klass in (("0000:07:00.0", "0x10de", "0x068000"), ("0000:08:00.0", "0x10de", "0x030200"), ("0000:09:00.0", "0x8086", "0x068000")):
         touch(tmp_path / "sys/bus/pci/devices" / device / "vendor", vendor.encode() + b"\n")
         touch(tmp_path / "sys/bus/pci/devices" / device / "class", klass.encode() + b"\n")
     return tmp_path
@@ -87,10 +85,8 @@ def reader(root: Path, modinfo: dict[str, str] | None = None) -> tuple[ds.Driver
 def test_reads_packages_holds_and_half_installed_ones(node):
     state = reader(node)[0]
     packages = {p["name"]: p for p in state.packages("apt", ["*nvidia*", "libcuda*", "cuda-drivers*"])}
-    assert sorted(packages) == ["libcuda1", "nvidia-container-toolkit", "nvidia-kernel-dkms", "nvidia-open-kernel-dkms",
-                                "nvidia-smi"]
-    assert packages["nvidia-kernel-dkms"] == {"name": "nvidia-kernel-dkms", "version": "535.261.03-1",
-                                              "held": True, "configured": True}
+    assert sorted(packages) == ["libcuda1", "nvidia-container-toolkit", "nvidia-kernel-dkms", "nvidia-open-kernel-dkms", "nvidia-smi"]
+    assert packages["nvidia-kernel-dkms"] == {"name": "nvidia-kernel-dkms", "version": "535.261.03-1", "held": True, "configured": True}
     assert packages["nvidia-open-kernel-dkms"]["configured"] is False
     assert packages["libcuda1"]["held"] and not packages["nvidia-smi"]["held"]
 
@@ -101,15 +97,13 @@ def test_kernels_headers_and_modules(node):
     assert kernels["running"] == "6.18.44-host" and kernels["running_installed"] is False
     assert kernels["installed"] == [
         {"release": "6.1.0-55-amd64", "running": False, "headers": False, "module": None, "module_version": None},
-        {"release": "6.1.0-56-amd64", "running": False, "headers": True, "module": "nvidia-current",
-         "module_version": "535.261.03"},
+        {"release": "6.1.0-56-amd64", "running": False, "headers": True, "module": "nvidia-current", "module_version": "535.261.03"},
     ]
 
 
 def test_dkms_status_both_formats():
     assert ds.parse_dkms_status(DKMS) == [
-        {"module": "nvidia-current", "version": "535.261.03", "kernel": "6.1.0-56-amd64", "arch": "x86_64",
-         "state": "installed"},
+        {"module": "nvidia-current", "version": "535.261.03", "kernel": "6.1.0-56-amd64", "arch": "x86_64", "state": "installed"},
         {"module": "nvidia-current-open", "version": "535.261.03", "kernel": None, "arch": None, "state": "added"},
         {"module": "nvidia", "version": "470.239.06", "kernel": "5.10.0-30-amd64", "arch": "x86_64", "state": "built"},
     ]
@@ -174,14 +168,19 @@ def test_files_report_mode_and_content(node):
     touch(node / "etc/apt/preferences.d/pin", b"Pin: version 535.261.03-*\n")
     (node / "etc/apt/preferences.d/pin").chmod(0o640)
     files = reader(node)[0].files(["/etc/apt/preferences.d/pin", "/etc/absent"])
-    assert files == {"/etc/apt/preferences.d/pin": {"exists": True, "mode": "0640", "content": "Pin: version 535.261.03-*\n"},
-                     "/etc/absent": {"exists": False, "mode": None, "content": None}}
+    assert files == {
+        "/etc/apt/preferences.d/pin": {"exists": True, "mode": "0640", "content": "Pin: version 535.261.03-*\n"},
+        "/etc/absent": {"exists": False, "mode": None, "content": None},
+    }
 
 
 def test_units(node):
-    commands = Commands({("systemctl", "is-enabled", "nvidia-persistenced"): (0, "enabled\n", ""),
-                         ("systemctl", "is-active", "nvidia-persistenced"): (3, "inactive\n", ""),
-                         ("systemctl", "is-enabled", "nvidia-fabricmanager"): (4, "", "Failed to get unit file state")})
+    commands = Commands(
+        {
+            ("systemctl", "is-enabled", "nvidia-persistenced"): (0, "enabled\n", ""),
+            ("systemctl", "is-active", "nvidia-persistenced"): (3, "inactive\n", ""),
+            ("systemctl", "is-enabled", "nvidia-fabricmanager"): (4, "", "Failed to get unit file state"),
+        }
+    )
     units = ds.DriverStateReader(commands, root=str(node)).units(["nvidia-persistenced", "nvidia-fabricmanager"])
-    assert units == {"nvidia-persistenced": {"enabled": "enabled", "active": "inactive"},
-                     "nvidia-fabricmanager": {"enabled": "not-found", "active": "unknown"}}
+    assert units == {"nvidia-persistenced": {"enabled": "enabled", "active": "inactive"}, "nvidia-fabricmanager": {"enabled": "not-found", "active": "unknown"}}

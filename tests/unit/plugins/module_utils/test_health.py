@@ -18,8 +18,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import 
 
 # Real lines. Each is cited where it comes from.
 # leptonai/gpud@3abba8476b77:components/accelerator/nvidia/sxid/README.md (a dmesg capture)
-DMESG_XID_79 = ("[6781741.548779] NVRM: Xid (PCI:0000:91:00): 79, pid='<unknown>', name=<unknown>, "
-                "GPU has fallen off the bus.")
+DMESG_XID_79 = "[6781741.548779] NVRM: Xid (PCI:0000:91:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
 DMESG_FALLEN = "[6781741.548783] NVRM: GPU 0000:91:00.0: GPU has fallen off the bus."
 DMESG_UUID = "[6781741.548768] NVRM: GPU at PCI:0000:91:00: GPU-b6c3b2be-c55b-d076-fa0e-d464e4c7e08b"
 # https://github.com/NVIDIA/open-gpu-kernel-modules/issues/1151 (journalctl -k)
@@ -28,18 +27,18 @@ JOURNAL_XID_79 = "May 18 19:02:39 kernel: NVRM: Xid (PCI:0000:2b:00): 79, GPU ha
 MIG_XID_94 = "NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=7194, Contained: CE User Channel (0x9). RST: No, D-RST: No"
 # https://pastebin.com/xJaypMZt (an older driver: no "PCI:", "GPU at ... has fallen off the bus")
 LEGACY_FALLEN = "Jan 18 11:38:05 localhost kernel: [ 269.516977] NVRM: GPU at 0000:01:00.0 has fallen off the bus."
-LEGACY_XID = ("Jan 18 11:38:05 localhost kernel: [ 269.517039] NVRM: Xid (0000:01:00): 3, C 00000005 SC 00000007 "
-              "M 00001ffc Data ffffffff")
+LEGACY_XID = "Jan 18 11:38:05 localhost kernel: [ 269.517039] NVRM: Xid (0000:01:00): 3, C 00000005 SC 00000007 M 00001ffc Data ffffffff"
 # A /dev/kmsg record as the kernel writes it (Documentation/ABI/testing/dev-kmsg), with a dictionary line.
-KMSG_XID_63 = ("4,1203,73520871,-;NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: New row marked for "
-               "remapping, reset gpu to activate.\n SUBSYSTEM=pci\n DEVICE=+pci:0000:10:1c.0")
+KMSG_XID_63 = (
+    "4,1203,73520871,-;NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: New row marked for "
+    "remapping, reset gpu to activate.\n SUBSYSTEM=pci\n DEVICE=+pci:0000:10:1c.0"
+)
 
 
 def gpu(index: int = 0, bus_id: str = "00000000:07:00.0", **health: t.Any) -> dict[str, t.Any]:
     """A healthy H100 as nvml_info reports it (contract section 1), with overrides per health key."""
     healthy = {
-        "ecc": {"mode_current": True, "mode_pending": True, "volatile": {"corrected": 0, "uncorrected": 0},
-                "aggregate": {"corrected": 0, "uncorrected": 0}},
+        "ecc": {"mode_current": True, "mode_pending": True, "volatile": {"corrected": 0, "uncorrected": 0}, "aggregate": {"corrected": 0, "uncorrected": 0}},
         "retired_pages": {"single_bit_ecc": None, "double_bit_ecc": None, "pending": None},
         "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False},
         "recovery_action": 0,
@@ -55,8 +54,7 @@ def gpu(index: int = 0, bus_id: str = "00000000:07:00.0", **health: t.Any) -> di
             healthy[key] = dict(healthy[key], **value)
         else:
             healthy[key] = value
-    return {"index": index, "uuid": "GPU-{0:08d}-aaaa-bbbb-cccc-dddddddddddd".format(index), "lost": False,
-            "pci": {"bus_id": bus_id}, "health": healthy}
+    return {"index": index, "uuid": "GPU-{0:08d}-aaaa-bbbb-cccc-dddddddddddd".format(index), "lost": False, "pci": {"bus_id": bus_id}, "health": healthy}
 
 
 def nvml(*gpus: dict[str, t.Any]) -> dict[str, t.Any]:
@@ -66,10 +64,10 @@ def nvml(*gpus: dict[str, t.Any]) -> dict[str, t.Any]:
 POLICY = _health.HealthPolicy.from_vars({})
 
 
-def findings(facts: dict[str, t.Any], log: str = "", services: dict[str, t.Any] | None = None,
-             policy: dict[str, t.Any] | None = None) -> list[dict[str, t.Any]]:
-    return _health.judge(facts, _health.parse_kernel_log(log), services or {},
-                         _health.HealthPolicy.from_vars(policy or {}))
+def findings(
+    facts: dict[str, t.Any], log: str = "", services: dict[str, t.Any] | None = None, policy: dict[str, t.Any] | None = None
+) -> list[dict[str, t.Any]]:
+    return _health.judge(facts, _health.parse_kernel_log(log), services or {}, _health.HealthPolicy.from_vars(policy or {}))
 
 
 def checks(found: list[dict[str, t.Any]]) -> list[tuple[str, str, str]]:
@@ -78,15 +76,20 @@ def checks(found: list[dict[str, t.Any]]) -> list[tuple[str, str, str]]:
 
 # ---------------------------------------------------------------- kernel log
 
-@pytest.mark.parametrize("line,xid,bus_id,fallen", [
-    (DMESG_XID_79, 79, "00000000:91:00.0", True),
-    (DMESG_FALLEN, None, "00000000:91:00.0", True),
-    (JOURNAL_XID_79, 79, "00000000:2B:00.0", True),
-    (MIG_XID_94, 94, "00000000:01:00.0", False),
-    (LEGACY_FALLEN, None, "00000000:01:00.0", True),
-    (LEGACY_XID, 3, "00000000:01:00.0", False),
-    (KMSG_XID_63, 63, "00000000:10:1C.0", False),
-], ids=["dmesg-xid", "dmesg-fallen", "journal-xid-no-process", "mig", "legacy-fallen", "legacy-xid", "kmsg"])
+
+@pytest.mark.parametrize(
+    "line,xid,bus_id,fallen",
+    [
+        (DMESG_XID_79, 79, "00000000:91:00.0", True),
+        (DMESG_FALLEN, None, "00000000:91:00.0", True),
+        (JOURNAL_XID_79, 79, "00000000:2B:00.0", True),
+        (MIG_XID_94, 94, "00000000:01:00.0", False),
+        (LEGACY_FALLEN, None, "00000000:01:00.0", True),
+        (LEGACY_XID, 3, "00000000:01:00.0", False),
+        (KMSG_XID_63, 63, "00000000:10:1C.0", False),
+    ],
+    ids=["dmesg-xid", "dmesg-fallen", "journal-xid-no-process", "mig", "legacy-fallen", "legacy-xid", "kmsg"],
+)
 def test_each_line_format_gives_its_event(line: str, xid: int | None, bus_id: str, fallen: bool) -> None:
     events = _health.parse_kernel_log(line)
     assert len(events) == 1
@@ -94,13 +97,20 @@ def test_each_line_format_gives_its_event(line: str, xid: int | None, bus_id: st
     assert events[0]["bus_id"] == bus_id
     assert events[0]["fallen_off_bus"] is fallen
     assert events[0]["message"].startswith("NVRM: ")
-    assert events[0]["message"] == line.split("\n")[0][line.index("NVRM:"):]
+    assert events[0]["message"] == line.split("\n")[0][line.index("NVRM:") :]
 
 
 def test_lines_that_are_no_event_give_none() -> None:
-    text = "\n".join([DMESG_UUID, "NVRM: GPU Board Serial Number: 1653723052734", " SUBSYSTEM=pci",
-                      "6,1,1,-;nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20034, Fatal, Link 48 LTSSM Fault Up",
-                      "Xid 79 in a user's shell history, no NVRM", ""])
+    text = "\n".join(
+        [
+            DMESG_UUID,
+            "NVRM: GPU Board Serial Number: 1653723052734",
+            " SUBSYSTEM=pci",
+            "6,1,1,-;nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20034, Fatal, Link 48 LTSSM Fault Up",
+            "Xid 79 in a user's shell history, no NVRM",
+            "",
+        ]
+    )
     assert _health.parse_kernel_log(text) == []
     assert _health.parse_kernel_log(None) == []
     with pytest.raises(ValueError, match="must be text"):
@@ -110,7 +120,11 @@ def test_lines_that_are_no_event_give_none() -> None:
 def test_the_log_order_is_kept_and_every_record_counts() -> None:
     text = "\n".join([KMSG_XID_63, DMESG_XID_79, DMESG_FALLEN, KMSG_XID_63])
     assert [(e["xid"], e["bus_id"]) for e in _health.parse_kernel_log(text)] == [
-        (63, "00000000:10:1C.0"), (79, "00000000:91:00.0"), (None, "00000000:91:00.0"), (63, "00000000:10:1C.0")]
+        (63, "00000000:10:1C.0"),
+        (79, "00000000:91:00.0"),
+        (None, "00000000:91:00.0"),
+        (63, "00000000:10:1C.0"),
+    ]
 
 
 def test_the_knowledge_examples_parse_as_their_format_says() -> None:
@@ -124,28 +138,30 @@ def test_the_knowledge_examples_parse_as_their_format_says() -> None:
 
 # ---------------------------------------------------------------- policy
 
+
 def test_defaults_come_from_the_device_plugin_and_gke_lists() -> None:
     assert POLICY["xid_ignore"] == [13, 31, 43, 45, 68, 109]
     assert POLICY["xid_critical"] == [48, 63, 64, 79, 119, 120, 123, 140]
-    assert (POLICY.xid_severity(13), POLICY.xid_severity(79), POLICY.xid_severity(94)) == (
-        "ignore", "critical", "warn")
-    assert POLICY["recovery_action_map"] == {0: "none", 1: "reset_gpu", 2: "reboot", 3: "drain_and_repair",
-                                             4: "drain_and_repair", 5: "reboot"}
+    assert (POLICY.xid_severity(13), POLICY.xid_severity(79), POLICY.xid_severity(94)) == ("ignore", "critical", "warn")
+    assert POLICY["recovery_action_map"] == {0: "none", 1: "reset_gpu", 2: "reboot", 3: "drain_and_repair", 4: "drain_and_repair", 5: "reboot"}
 
 
-@pytest.mark.parametrize("variables,message", [
-    ({"pcie_width": "fatal"}, "verify_health_pcie_width: 'fatal' is not a severity: set ignore, warn or critical"),
-    ({"gpu_count_expected": "eight"}, "verify_health_gpu_count_expected: 'eight' must be the number of GPUs"),
-    ({"gpu_count_expected": True}, "verify_health_gpu_count_expected: 'True' must be the number"),
-    ({"xid_critical": "79"}, "verify_health_xid_critical: expected a list of Xid numbers"),
-    ({"xid_ignore": [13, "x"]}, "verify_health_xid_ignore: ['x'] are not Xid numbers"),
-    ({"xid_ignore": [79]}, "verify_health_xid_ignore and verify_health_xid_critical both list Xid 79"),
-    ({"temperature_margin_c": -1}, "verify_health_temperature_margin_c: '-1' must be a whole number"),
-    ({"gpu_lost_action": "pray"}, "verify_health_gpu_lost_action: 'pray' is not an action"),
-    ({"clock_events_reasons": ["gpu_idle", "hot"]}, "verify_health_clock_events_reasons: ['hot']"),
-    ({"recovery_action_map": {1: "panic"}}, "verify_health_recovery_action_map: expected a mapping"),
-    ({"pcie_witdh": "warn"}, "verify_health_pcie_witdh: unknown health variable; known: verify_health_clock_"),
-])
+@pytest.mark.parametrize(
+    "variables,message",
+    [
+        ({"pcie_width": "fatal"}, "verify_health_pcie_width: 'fatal' is not a severity: set ignore, warn or critical"),
+        ({"gpu_count_expected": "eight"}, "verify_health_gpu_count_expected: 'eight' must be the number of GPUs"),
+        ({"gpu_count_expected": True}, "verify_health_gpu_count_expected: 'True' must be the number"),
+        ({"xid_critical": "79"}, "verify_health_xid_critical: expected a list of Xid numbers"),
+        ({"xid_ignore": [13, "x"]}, "verify_health_xid_ignore: ['x'] are not Xid numbers"),
+        ({"xid_ignore": [79]}, "verify_health_xid_ignore and verify_health_xid_critical both list Xid 79"),
+        ({"temperature_margin_c": -1}, "verify_health_temperature_margin_c: '-1' must be a whole number"),
+        ({"gpu_lost_action": "pray"}, "verify_health_gpu_lost_action: 'pray' is not an action"),
+        ({"clock_events_reasons": ["gpu_idle", "hot"]}, "verify_health_clock_events_reasons: ['hot']"),
+        ({"recovery_action_map": {1: "panic"}}, "verify_health_recovery_action_map: expected a mapping"),
+        ({"pcie_witdh": "warn"}, "verify_health_pcie_witdh: unknown health variable; known: verify_health_clock_"),
+    ],
+)
 def test_bad_policy_names_the_variable_and_the_fix(variables: dict[str, t.Any], message: str) -> None:
     with pytest.raises(ValueError) as raised:
         _health.HealthPolicy.from_vars(variables, prefix="verify_health_")
@@ -156,64 +172,55 @@ def test_bad_policy_names_the_variable_and_the_fix(variables: dict[str, t.Any], 
 def test_every_problem_is_reported_at_once_and_good_values_pass() -> None:
     errors = _health.policy_errors({"pcie_width": "x", "pcie_gen": "y"})
     assert [e.split(":")[0] for e in errors] == ["verify_health_policy.pcie_gen", "verify_health_policy.pcie_width"]
-    assert _health.policy_errors({"xid_ignore": [13, "31"], "xid_critical": [79], "gpu_count_expected": 8,
-                                  "pcie_gen": "warn", "recovery_action_map": {"1": "reboot"}}) == []
+    assert (
+        _health.policy_errors(
+            {"xid_ignore": [13, "31"], "xid_critical": [79], "gpu_count_expected": 8, "pcie_gen": "warn", "recovery_action_map": {"1": "reboot"}}
+        )
+        == []
+    )
     policy = _health.HealthPolicy.from_vars({"xid_ignore": [13, "31"], "recovery_action_map": {"1": "reboot"}})
     assert policy["xid_ignore"] == [13, 31]
     assert policy["recovery_action_map"] == {1: "reboot"}
-    assert _health.policy_errors("pcie_width=warn") == [
-        "verify_health_policy.*: expected the health variables as a mapping, got str"]
+    assert _health.policy_errors("pcie_width=warn") == ["verify_health_policy.*: expected the health variables as a mapping, got str"]
 
 
 # ---------------------------------------------------------------- judgement
 
+
 def test_a_healthy_node_has_no_finding() -> None:
     facts = nvml(gpu(0), gpu(1, "00000000:0F:00.0"))
     services = {"nvidia-persistenced": "active", "nvidia-fabricmanager": "active"}
-    assert findings(facts, "\n".join([DMESG_UUID, "NVRM: loading NVIDIA UNIX"]), services,
-                    {"gpu_count_expected": 2}) == []
+    assert findings(facts, "\n".join([DMESG_UUID, "NVRM: loading NVIDIA UNIX"]), services, {"gpu_count_expected": 2}) == []
     assert _health.health_status([]) == "pass"
 
 
 # (check, health override, default severity, action, policy that moves it to the other non-ignore severity)
 CASES = [
-    ("ecc_uncorrected_volatile", {"ecc": {"volatile": {"corrected": 0, "uncorrected": 2}}}, "critical",
-     "reset_gpu", "warn"),
-    ("ecc_uncorrected_aggregate", {"ecc": {"aggregate": {"corrected": 0, "uncorrected": 1}}}, "warn", "none",
-     "critical"),
-    ("ecc_corrected_volatile", {"ecc": {"volatile": {"corrected": 1001, "uncorrected": 0}}}, "warn", "none",
-     "critical"),
-    ("retired_pages_pending", {"retired_pages": {"single_bit_ecc": 1, "double_bit_ecc": 0, "pending": True}},
-     "warn", "reset_gpu", "critical"),
-    ("retired_pages", {"retired_pages": {"single_bit_ecc": 40, "double_bit_ecc": 20, "pending": False}}, "warn",
-     "drain_and_repair", "critical"),
-    ("remap_pending", {"remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": True, "failure": False}},
-     "warn", "reset_gpu", "critical"),
-    ("remap_failure", {"remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": True}},
-     "critical", "drain_and_repair", "warn"),
+    ("ecc_uncorrected_volatile", {"ecc": {"volatile": {"corrected": 0, "uncorrected": 2}}}, "critical", "reset_gpu", "warn"),
+    ("ecc_uncorrected_aggregate", {"ecc": {"aggregate": {"corrected": 0, "uncorrected": 1}}}, "warn", "none", "critical"),
+    ("ecc_corrected_volatile", {"ecc": {"volatile": {"corrected": 1001, "uncorrected": 0}}}, "warn", "none", "critical"),
+    ("retired_pages_pending", {"retired_pages": {"single_bit_ecc": 1, "double_bit_ecc": 0, "pending": True}}, "warn", "reset_gpu", "critical"),
+    ("retired_pages", {"retired_pages": {"single_bit_ecc": 40, "double_bit_ecc": 20, "pending": False}}, "warn", "drain_and_repair", "critical"),
+    ("remap_pending", {"remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": True, "failure": False}}, "warn", "reset_gpu", "critical"),
+    ("remap_failure", {"remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": True}}, "critical", "drain_and_repair", "warn"),
     ("remap_uncorrectable", {"remapped_rows": {"uncorrectable": 3}}, "warn", "none", "critical"),
     ("recovery_action", {"recovery_action": 2}, "critical", "reboot", "warn"),
     ("pcie_width", {"pcie": {"width_current": 8}}, "critical", "reseat", "warn"),
     ("pcie_replay", {"pcie": {"replay_counter": 5000}}, "warn", "reseat", "critical"),
-    ("nvlink_down", {"nvlink": [{"link": 0, "active": True}, {"link": 2, "active": False},
-                                {"link": 5, "active": False}]}, "critical", "reset_gpu", "warn"),
-    ("fabric", {"fabric": {"state": "completed", "status": "NVML_ERROR_UNKNOWN"}}, "critical", "restart_service",
-     "warn"),
+    ("nvlink_down", {"nvlink": [{"link": 0, "active": True}, {"link": 2, "active": False}, {"link": 5, "active": False}]}, "critical", "reset_gpu", "warn"),
+    ("fabric", {"fabric": {"state": "completed", "status": "NVML_ERROR_UNKNOWN"}}, "critical", "restart_service", "warn"),
     ("temperature", {"temperature": {"current_c": 86}}, "warn", "none", "critical"),
-    ("clock_events", {"clock_event_reasons": {"mask": 0x48, "active": ["sw_thermal_slowdown", "hw_slowdown"]}},
-     "warn", "none", "critical"),
+    ("clock_events", {"clock_event_reasons": {"mask": 0x48, "active": ["sw_thermal_slowdown", "hw_slowdown"]}}, "warn", "none", "critical"),
     ("power", {"power": {"draw_w": 720.0, "limit_w": 700.0}}, "warn", "none", "critical"),
 ]
 
 
 @pytest.mark.parametrize("check,override,severity,action,other", CASES, ids=[case[0] for case in CASES])
-def test_each_check_fires_with_its_default_and_follows_the_policy(
-        check: str, override: dict[str, t.Any], severity: str, action: str, other: str) -> None:
+def test_each_check_fires_with_its_default_and_follows_the_policy(check: str, override: dict[str, t.Any], severity: str, action: str, other: str) -> None:
     facts = nvml(gpu(0), gpu(1, "00000000:0F:00.0", **override))
     found = findings(facts)
     assert checks(found) == [(check, severity, action)]
-    assert found[0]["gpu"] == {"index": 1, "uuid": "GPU-00000001-aaaa-bbbb-cccc-dddddddddddd",
-                               "bus_id": "00000000:0F:00.0"}
+    assert found[0]["gpu"] == {"index": 1, "uuid": "GPU-00000001-aaaa-bbbb-cccc-dddddddddddd", "bus_id": "00000000:0F:00.0"}
     message = found[0]["message"]
     assert message.startswith(check + ": " + found[0]["seen"] + " on GPU 1 (GPU-00000001-")
     assert "PCI 00000000:0F:00.0" in message
@@ -226,7 +233,8 @@ def test_the_messages_say_what_was_seen_and_what_to_do() -> None:
     assert found[0]["message"] == (
         "remap_failure: a row remap failed: the memory cannot repair itself any more on GPU 3 "
         "(GPU-00000003-aaaa-bbbb-cccc-dddddddddddd, PCI 00000000:91:00.0); drain the node and send the GPU for "
-        "repair")
+        "repair"
+    )
 
 
 def test_limits_are_inclusive_where_the_policy_says_so() -> None:
@@ -234,8 +242,7 @@ def test_limits_are_inclusive_where_the_policy_says_so() -> None:
     assert findings(nvml(gpu(0, **at_limit))) == []
     assert findings(nvml(gpu(0, ecc={"volatile": {"corrected": 1000, "uncorrected": 0}}))) == []
     assert findings(nvml(gpu(0, pcie={"replay_counter": 1000}))) == []
-    assert checks(findings(nvml(gpu(0, **at_limit)), policy={"retired_pages_max": 59})) == [
-        ("retired_pages", "warn", "drain_and_repair")]
+    assert checks(findings(nvml(gpu(0, **at_limit)), policy={"retired_pages_max": 59})) == [("retired_pages", "warn", "drain_and_repair")]
 
 
 def test_pcie_gen_below_max_is_ignored_by_default() -> None:
@@ -249,26 +256,33 @@ def test_temperature_near_shutdown_is_critical() -> None:
     assert checks(found) == [("temperature", "critical", "reseat")]
     assert "within 5 °C of the shutdown threshold 95 °C" in found[0]["seen"]
     assert findings(nvml(gpu(0, temperature={"current_c": 84}))) == []
-    assert checks(findings(nvml(gpu(0, temperature={"current_c": 84})), policy={"temperature_margin_c": 6})) == [
-        ("temperature", "warn", "none")]
+    assert checks(findings(nvml(gpu(0, temperature={"current_c": 84})), policy={"temperature_margin_c": 6})) == [("temperature", "warn", "none")]
 
 
 def test_fabric_still_registering_warns_and_no_fabric_passes() -> None:
-    assert checks(findings(nvml(gpu(0, fabric={"state": "in_progress", "status": None})))) == [
-        ("fabric", "warn", "restart_service")]
+    assert checks(findings(nvml(gpu(0, fabric={"state": "in_progress", "status": None})))) == [("fabric", "warn", "restart_service")]
     assert findings(nvml(gpu(0, fabric={"state": "not_supported", "status": None}))) == []
     assert findings(nvml(gpu(0, fabric=None, nvlink=[]))) == []
 
 
 def test_unavailable_reads_judge_nothing() -> None:
-    nulls = nvml(gpu(0, ecc={"mode_current": None, "mode_pending": None,
-                             "volatile": {"corrected": None, "uncorrected": None},
-                             "aggregate": {"corrected": None, "uncorrected": None}},
-                     remapped_rows={"correctable": None, "uncorrectable": None, "pending": None, "failure": None},
-                     recovery_action=None, pcie={k: None for k in ("gen_current", "gen_max", "width_current",
-                                                                   "width_max", "replay_counter")},
-                     temperature={"current_c": None, "slowdown_c": None, "shutdown_c": None},
-                     clock_event_reasons={"mask": None, "active": []}, power={"draw_w": None, "limit_w": None}))
+    nulls = nvml(
+        gpu(
+            0,
+            ecc={
+                "mode_current": None,
+                "mode_pending": None,
+                "volatile": {"corrected": None, "uncorrected": None},
+                "aggregate": {"corrected": None, "uncorrected": None},
+            },
+            remapped_rows={"correctable": None, "uncorrectable": None, "pending": None, "failure": None},
+            recovery_action=None,
+            pcie={k: None for k in ("gen_current", "gen_max", "width_current", "width_max", "replay_counter")},
+            temperature={"current_c": None, "slowdown_c": None, "shutdown_c": None},
+            clock_event_reasons={"mask": None, "active": []},
+            power={"draw_w": None, "limit_w": None},
+        )
+    )
     assert findings(nulls) == []
     no_health = nvml(gpu(0))
     del no_health["gpus"][0]["health"]
@@ -276,11 +290,12 @@ def test_unavailable_reads_judge_nothing() -> None:
 
 
 def test_the_driver_recovery_action_decides_the_action() -> None:
-    facts = nvml(gpu(0, recovery_action=1, ecc={"volatile": {"corrected": 0, "uncorrected": 1}},
-                     remapped_rows={"failure": True}))
-    assert checks(findings(facts)) == [("ecc_uncorrected_volatile", "critical", "reset_gpu"),
-                                       ("remap_failure", "critical", "reset_gpu"),
-                                       ("recovery_action", "critical", "reset_gpu")]
+    facts = nvml(gpu(0, recovery_action=1, ecc={"volatile": {"corrected": 0, "uncorrected": 1}}, remapped_rows={"failure": True}))
+    assert checks(findings(facts)) == [
+        ("ecc_uncorrected_volatile", "critical", "reset_gpu"),
+        ("remap_failure", "critical", "reset_gpu"),
+        ("recovery_action", "critical", "reset_gpu"),
+    ]
     reboot = findings(nvml(gpu(0, recovery_action=2, remapped_rows={"pending": True})))
     assert checks(reboot) == [("remap_pending", "warn", "reboot"), ("recovery_action", "critical", "reboot")]
     assert "NVML_GPU_RECOVERY_ACTION_NODE_REBOOT (Reboot Node)" in reboot[1]["seen"]
@@ -316,32 +331,35 @@ def test_gpu_count_against_the_expected_count() -> None:
 def test_services_that_are_not_active_are_findings() -> None:
     facts = nvml(gpu(0))
     found = findings(facts, services={"nvidia-persistenced": "failed", "nvidia-fabricmanager": "inactive"})
-    assert checks(found) == [("service_persistenced", "critical", "restart_service"),
-                             ("service_fabricmanager", "critical", "restart_service")]
-    assert "nvidia-persistenced is failed on the node; restart the service (systemctl restart " \
-           "nvidia-persistenced;" in found[0]["message"]
+    assert checks(found) == [("service_persistenced", "critical", "restart_service"), ("service_fabricmanager", "critical", "restart_service")]
+    assert "nvidia-persistenced is failed on the node; restart the service (systemctl restart nvidia-persistenced;" in found[0]["message"]
     assert findings(facts, services={"nvidia-persistenced": "active"}) == []
-    assert checks(findings(facts, services={"nvidia-fabricmanager": None}, policy={"service_fabricmanager": "warn"})
-                  ) == [("service_fabricmanager", "warn", "restart_service")]
+    assert checks(findings(facts, services={"nvidia-fabricmanager": None}, policy={"service_fabricmanager": "warn"})) == [
+        ("service_fabricmanager", "warn", "restart_service")
+    ]
 
 
 def test_xids_map_to_their_gpu_by_domain_bus_device() -> None:
     facts = nvml(gpu(0, "00000000:07:00.0"), gpu(1, "00000000:2B:00.0"))
-    log = "\n".join([JOURNAL_XID_79, "4,5,6,-;NVRM: Xid (PCI:0000:07:00): 94, pid=1, name=python, Contained",
-                     "4,5,7,-;NVRM: Xid (PCI:0000:07:00): 94, pid=2, name=python, Contained again",
-                     "4,5,8,-;NVRM: Xid (PCI:0000:07:00): 13, pid=2, name=python, Graphics SM Warp Exception"])
+    log = "\n".join(
+        [
+            JOURNAL_XID_79,
+            "4,5,6,-;NVRM: Xid (PCI:0000:07:00): 94, pid=1, name=python, Contained",
+            "4,5,7,-;NVRM: Xid (PCI:0000:07:00): 94, pid=2, name=python, Contained again",
+            "4,5,8,-;NVRM: Xid (PCI:0000:07:00): 13, pid=2, name=python, Graphics SM Warp Exception",
+        ]
+    )
     found = findings(facts, log)
-    assert [(f["check"], f["gpu"]["index"], f["severity"], f["action"]) for f in found] == [
-        ("xid", 0, "warn", "none"), ("xid", 1, "critical", "reboot")]
-    assert found[0]["seen"] == ("Xid 94 (Contained memory error) 2 times since boot, last: NVRM: Xid "
-                                "(PCI:0000:07:00): 94, pid=2, name=python, Contained again")
+    assert [(f["check"], f["gpu"]["index"], f["severity"], f["action"]) for f in found] == [("xid", 0, "warn", "none"), ("xid", 1, "critical", "reboot")]
+    assert found[0]["seen"] == ("Xid 94 (Contained memory error) 2 times since boot, last: NVRM: Xid (PCI:0000:07:00): 94, pid=2, name=python, Contained again")
     # The fallen-off-the-bus line of the same GPU adds nothing to its Xid 79.
-    assert checks(findings(facts, JOURNAL_XID_79 + "\nNVRM: GPU 0000:2b:00.0: GPU has fallen off the bus.")) == [
-        ("xid", "critical", "reboot")]
-    assert checks(findings(facts, log, policy={"xid_ignore": [94, 13], "xid_critical": [79]})) == [
-        ("xid", "critical", "reboot")]
+    assert checks(findings(facts, JOURNAL_XID_79 + "\nNVRM: GPU 0000:2b:00.0: GPU has fallen off the bus.")) == [("xid", "critical", "reboot")]
+    assert checks(findings(facts, log, policy={"xid_ignore": [94, 13], "xid_critical": [79]})) == [("xid", "critical", "reboot")]
     assert checks(findings(facts, log, policy={"xid_other": "critical", "xid_ignore": []})) == [
-        ("xid", "critical", "none"), ("xid", "critical", "none"), ("xid", "critical", "reboot")]
+        ("xid", "critical", "none"),
+        ("xid", "critical", "none"),
+        ("xid", "critical", "reboot"),
+    ]
 
 
 def test_a_fallen_off_the_bus_line_alone_is_its_own_check() -> None:
@@ -349,9 +367,9 @@ def test_a_fallen_off_the_bus_line_alone_is_its_own_check() -> None:
     found = findings(facts, DMESG_FALLEN)
     assert checks(found) == [("fallen_off_bus", "critical", "reboot")]
     assert found[0]["gpu"]["index"] == 0
-    assert checks(findings(facts, DMESG_XID_79 + "\n" + DMESG_FALLEN, policy={"xid_ignore": [79],
-                                                                              "xid_critical": [48]})) == [
-        ("fallen_off_bus", "critical", "reboot")]
+    assert checks(findings(facts, DMESG_XID_79 + "\n" + DMESG_FALLEN, policy={"xid_ignore": [79], "xid_critical": [48]})) == [
+        ("fallen_off_bus", "critical", "reboot")
+    ]
 
 
 def test_events_of_a_bus_nvml_does_not_report_are_node_findings() -> None:
@@ -362,12 +380,15 @@ def test_events_of_a_bus_nvml_does_not_report_are_node_findings() -> None:
 
 
 def test_findings_are_sorted_node_first_then_gpu_then_check() -> None:
-    facts = nvml(gpu(1, "00000000:0F:00.0", pcie={"width_current": 4}, remapped_rows={"pending": True}),
-                 gpu(0, recovery_action=1))
+    facts = nvml(gpu(1, "00000000:0F:00.0", pcie={"width_current": 4}, remapped_rows={"pending": True}), gpu(0, recovery_action=1))
     found = findings(facts, services={"nvidia-persistenced": "failed"}, policy={"gpu_count_expected": 3})
     assert [(f["gpu"]["index"] if f["gpu"] else None, f["check"]) for f in found] == [
-        (None, "gpu_count"), (None, "service_persistenced"), (0, "recovery_action"), (1, "remap_pending"),
-        (1, "pcie_width")]
+        (None, "gpu_count"),
+        (None, "service_persistenced"),
+        (0, "recovery_action"),
+        (1, "remap_pending"),
+        (1, "pcie_width"),
+    ]
     assert _health.health_status(found) == "fail"
     assert _health.health_status([f for f in found if f["severity"] == "warn"]) == "warn"
 
@@ -384,7 +405,7 @@ def test_bad_facts_say_what_was_expected() -> None:
 # ---------------------------------------------------------------- metrics
 
 # One GPU with a pending remap and one Xid 63, persistenced failed: every line, in order.
-EXPECTED_TEXT = '''\
+EXPECTED_TEXT = """\
 # HELP gpufleet_gpu_ecc_aggregate_errors_total ECC errors over the GPU's life (NVML aggregate counter).
 # TYPE gpufleet_gpu_ecc_aggregate_errors_total counter
 gpufleet_gpu_ecc_aggregate_errors_total{bus_id="00000000:07:00.0",error="corrected",gpu="0",uuid="GPU-0"} 0
@@ -441,7 +462,7 @@ gpufleet_node_health_check_status{check="xid"} 0
 # HELP gpufleet_node_health_status Worst health check result of the node: 0 pass, 1 warn, 2 critical.
 # TYPE gpufleet_node_health_status gauge
 gpufleet_node_health_status 2
-'''
+"""
 
 
 def test_the_exact_textfile_of_a_one_gpu_node() -> None:
@@ -454,20 +475,18 @@ def test_the_exact_textfile_of_a_one_gpu_node() -> None:
 
 def test_the_textfile_of_a_small_node() -> None:
     links = [{"link": 0, "active": True}, {"link": 1, "active": False}]
-    facts = nvml(dict(gpu(0, remapped_rows={"pending": True}, nvlink=links), uuid="GPU-0"),
-                 {"index": 1, "uuid": None, "lost": True, "pci": None})
-    events = _health.parse_kernel_log("NVRM: Xid (PCI:0000:07:00): 63, pid=1, Row Remapper\n"
-                                      "NVRM: Xid (PCI:0000:07:00): 63, pid=1, Row Remapper\n" + DMESG_XID_79)
+    facts = nvml(dict(gpu(0, remapped_rows={"pending": True}, nvlink=links), uuid="GPU-0"), {"index": 1, "uuid": None, "lost": True, "pci": None})
+    events = _health.parse_kernel_log(
+        "NVRM: Xid (PCI:0000:07:00): 63, pid=1, Row Remapper\nNVRM: Xid (PCI:0000:07:00): 63, pid=1, Row Remapper\n" + DMESG_XID_79
+    )
     found = _health.judge(facts, events, {"nvidia-persistenced": "active"}, POLICY)
     text = _health.metrics_text(facts, found, events)
     lines = text.splitlines()
     assert text.endswith("\n")
     status = [line for line in lines if line.startswith("gpufleet_gpu_health_status{") and 'gpu="0"' in line]
     assert len(status) == len(_health.GPU_CHECKS)
-    assert 'gpufleet_gpu_health_status{bus_id="00000000:07:00.0",check="remap_pending",gpu="0",uuid="GPU-0"} 1' \
-        in lines
-    assert 'gpufleet_gpu_health_status{bus_id="00000000:07:00.0",check="nvlink_down",gpu="0",uuid="GPU-0"} 2' \
-        in lines
+    assert 'gpufleet_gpu_health_status{bus_id="00000000:07:00.0",check="remap_pending",gpu="0",uuid="GPU-0"} 1' in lines
+    assert 'gpufleet_gpu_health_status{bus_id="00000000:07:00.0",check="nvlink_down",gpu="0",uuid="GPU-0"} 2' in lines
     assert 'gpufleet_gpu_health_status{bus_id="00000000:07:00.0",check="xid",gpu="0",uuid="GPU-0"} 2' in lines
     assert 'gpufleet_gpu_health_status{bus_id="",check="gpu_lost",gpu="1",uuid=""} 2' in lines
     assert 'gpufleet_node_health_check_status{check="xid"} 2' in lines
@@ -478,8 +497,7 @@ def test_the_textfile_of_a_small_node() -> None:
     assert 'gpufleet_gpu_nvlink_links{bus_id="00000000:07:00.0",gpu="0",uuid="GPU-0"} 2' in lines
     assert 'gpufleet_gpu_nvlink_links_active{bus_id="00000000:07:00.0",gpu="0",uuid="GPU-0"} 1' in lines
     assert 'gpufleet_gpu_pcie_link_max_generation{bus_id="00000000:07:00.0",gpu="0",uuid="GPU-0"} 5' in lines
-    assert 'gpufleet_gpu_remapped_rows{bus_id="00000000:07:00.0",gpu="0",kind="correctable",uuid="GPU-0"} 0' \
-        in lines
+    assert 'gpufleet_gpu_remapped_rows{bus_id="00000000:07:00.0",gpu="0",kind="correctable",uuid="GPU-0"} 0' in lines
     # Values that change on a healthy node are not published.
     assert "temperature" not in text.replace('check="temperature"', "")
     assert "power" not in text.replace('check="power"', "")
@@ -510,7 +528,6 @@ def test_gpu_indexes_sort_as_numbers_and_label_values_are_escaped() -> None:
     facts = nvml(*[gpu(index, "00000000:{0:02X}:00.0".format(index + 1)) for index in range(11)])
     facts["gpus"][10]["uuid"] = 'GPU-"quoted"\\'
     text = _health.metrics_text(facts, [], [])
-    order = [line.split('gpu="')[1].split('"')[0] for line in text.splitlines()
-             if line.startswith("gpufleet_gpu_pcie_link_max_generation{")]
+    order = [line.split('gpu="')[1].split('"')[0] for line in text.splitlines() if line.startswith("gpufleet_gpu_pcie_link_max_generation{")]
     assert order == [str(index) for index in range(11)]
     assert 'uuid="GPU-\\"quoted\\"\\\\"' in text

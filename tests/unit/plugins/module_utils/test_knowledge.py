@@ -51,9 +51,19 @@ ROWS = rows()
 
 def test_the_package_holds_the_tables():
     names = {name for name, _value in tables()}
-    assert {"cuda.CUDA_DRIVERS", "cuda.MVC_FLOORS", "drivers.DRIVER_BRANCHES", "drivers.KERNEL_MODULE_FLAVOURS",
-            "gpus.ARCHITECTURES", "gpus.GPU_MODELS", "toolkit.CTK_FEATURES", "toolkit.CTK_CVE_FLOORS",
-            "engines.ENGINE_CDI", "engines.ENGINE_EOL", "kubernetes.CRICTL_GROUPS"} <= names
+    assert {
+        "cuda.CUDA_DRIVERS",
+        "cuda.MVC_FLOORS",
+        "drivers.DRIVER_BRANCHES",
+        "drivers.KERNEL_MODULE_FLAVOURS",
+        "gpus.ARCHITECTURES",
+        "gpus.GPU_MODELS",
+        "toolkit.CTK_FEATURES",
+        "toolkit.CTK_CVE_FLOORS",
+        "engines.ENGINE_CDI",
+        "engines.ENGINE_EOL",
+        "kubernetes.CRICTL_GROUPS",
+    } <= names
     assert len(ROWS) > 150
 
 
@@ -72,16 +82,14 @@ def test_every_row_has_a_source_and_a_check_date(name: str, row: dict[str, t.Any
     assert isinstance(source, str) and source.strip(), "{0} has no source".format(name)
     # A URL, a repository path (owner/repo@commit:path, owner/repo:path), an
     # issue or pull request (owner/repo#123), or a source marked secondary.
-    assert re.search(r"https?://|^[\w.-]+/[\w.-]+([@:]|#\d)|^secondary: ", source), "{0}: {1!r}".format(
-        name, source)
+    assert re.search(r"https?://|^[\w.-]+/[\w.-]+([@:]|#\d)|^secondary: ", source), "{0}: {1!r}".format(name, source)
     checked = row.get("checked")
     assert isinstance(checked, str) and re.match(r"^\d{4}-\d{2}-\d{2}$", checked), name
     day = datetime.datetime.strptime(checked, "%Y-%m-%d").date()
     assert datetime.date(2026, 1, 1) <= day <= datetime.date.today(), name
 
 
-@pytest.mark.parametrize("name,row", [(n, r) for n, r in ROWS if "status" in r],
-                         ids=[n for n, r in ROWS if "status" in r])
+@pytest.mark.parametrize("name,row", [(n, r) for n, r in ROWS if "status" in r], ids=[n for n, r in ROWS if "status" in r])
 def test_unverified_rows_are_marked_as_such(name: str, row: dict[str, t.Any]):
     assert row["status"] in ("V", "S", "U"), name
     if row["source"].startswith("secondary: "):
@@ -92,26 +100,29 @@ def test_the_test_fails_for_a_row_without_a_source():
     with pytest.raises(AssertionError):
         test_every_row_has_a_source_and_a_check_date("example", {"branch": "999", "checked": "2026-11-25"})
     with pytest.raises(AssertionError):
-        test_every_row_has_a_source_and_a_check_date("example", {"source": "https://docs.nvidia.com/x",
-                                                                 "checked": "25.11.2026"})
+        test_every_row_has_a_source_and_a_check_date("example", {"source": "https://docs.nvidia.com/x", "checked": "25.11.2026"})
 
 
 def _files() -> list[Path]:
     skip = {"_knowledge", "changelogs", ".git", "build", ".venv", "tests"}
-    return [path for path in ROOT.rglob("*") if path.is_file() and path.suffix in (".py", ".yml", ".yaml", ".j2")
-            and not skip & set(path.relative_to(ROOT).parts)]
+    return [
+        path for path in ROOT.rglob("*") if path.is_file() and path.suffix in (".py", ".yml", ".yaml", ".j2") and not skip & set(path.relative_to(ROOT).parts)
+    ]
 
 
-@pytest.mark.parametrize("pattern,why", [
-    # The driver role's own copies, merged into gpus.GPU_MODELS and drivers.KERNEL_MODULE_FLAVOURS.
-    (r"__driver_architecture_by_model", "GPU model -> architecture"),
-    (r"__driver_flavours_by_architecture", "kernel-module flavours"),
-    (r"__driver_open_first_branch", "first branch with open modules"),
-    # A row of the GPU model table or the flavour table written outside the knowledge base.
-    (r"[\"']match[\"']:\s*r[\"']\\b[a-z]", "a GPU model row"),
-    (r"\bgrace_hopper:\s*\[", "a flavour row"),
-    (r"\(\"\d+\.\d+\.\d+\",\s*\"(GA|Update \d+)\",\s*\"\d{3}\.", "a CUDA -> driver row"),
-])
+@pytest.mark.parametrize(
+    "pattern,why",
+    [
+        # The driver role's own copies, merged into gpus.GPU_MODELS and drivers.KERNEL_MODULE_FLAVOURS.
+        (r"__driver_architecture_by_model", "GPU model -> architecture"),
+        (r"__driver_flavours_by_architecture", "kernel-module flavours"),
+        (r"__driver_open_first_branch", "first branch with open modules"),
+        # A row of the GPU model table or the flavour table written outside the knowledge base.
+        (r"[\"']match[\"']:\s*r[\"']\\b[a-z]", "a GPU model row"),
+        (r"\bgrace_hopper:\s*\[", "a flavour row"),
+        (r"\(\"\d+\.\d+\.\d+\",\s*\"(GA|Update \d+)\",\s*\"\d{3}\.", "a CUDA -> driver row"),
+    ],
+)
 def test_no_knowledge_table_is_kept_twice(pattern: str, why: str):
     regex = re.compile(pattern)
     hits = [str(path.relative_to(ROOT)) for path in _files() if regex.search(path.read_text(errors="replace"))]

@@ -30,7 +30,11 @@ def test_every_table_has_rows_with_a_source_and_a_check_date() -> None:
 
 def test_toolkit_sets_in_install_order() -> None:
     assert packages.toolkit_packages("full") == (
-        "nvidia-container-toolkit-base", "libnvidia-container1", "libnvidia-container-tools", "nvidia-container-toolkit")
+        "nvidia-container-toolkit-base",
+        "libnvidia-container1",
+        "libnvidia-container-tools",
+        "nvidia-container-toolkit",
+    )
     assert packages.toolkit_packages("base") == ("nvidia-container-toolkit-base",)
     assert packages.toolkit_packages("nope") == ()
     # Every package of the base set is in the full set: a switch to full only adds packages.
@@ -66,15 +70,25 @@ DPKG_OUTPUT = (
 
 def test_dpkg_rows_spell_the_status_as_dpkg_does() -> None:
     rows = {row["name"]: row for row in packages.dpkg_query_rows(DPKG_OUTPUT)}
-    assert list(rows) == ["nvidia-container-toolkit-base", "libnvidia-container1", "libnvidia-container-tools",
-                          "nvidia-container-toolkit", "docker-ce", "containerd", "cri-tools"]
+    assert list(rows) == [
+        "nvidia-container-toolkit-base",
+        "libnvidia-container1",
+        "libnvidia-container-tools",
+        "nvidia-container-toolkit",
+        "docker-ce",
+        "containerd",
+        "cri-tools",
+    ]
     assert rows["nvidia-container-toolkit-base"] == {
-        "name": "nvidia-container-toolkit-base", "version": "1.17.8-1", "selection": "hold", "status": "installed",
-        "error": None}
+        "name": "nvidia-container-toolkit-base",
+        "version": "1.17.8-1",
+        "selection": "hold",
+        "status": "installed",
+        "error": None,
+    }
     assert rows["libnvidia-container1"]["selection"] == "install"  # architecture qualifier dropped
     assert rows["libnvidia-container-tools"]["selection"] == "deinstall"
-    assert (rows["nvidia-container-toolkit"]["status"], rows["nvidia-container-toolkit"]["version"]) == (
-        "not-installed", "")
+    assert (rows["nvidia-container-toolkit"]["status"], rows["nvidia-container-toolkit"]["version"]) == ("not-installed", "")
     assert rows["docker-ce"]["version"] == "5:28.3.0-1~debian.12~bookworm"
     assert rows["docker-ce"]["error"] == "reinst-required"
     assert rows["containerd"]["status"] == "half-configured"
@@ -87,15 +101,10 @@ def test_dpkg_rows_without_the_error_flag_space() -> None:
 
 
 def test_rpm_rows_carry_a_nonzero_epoch_as_dpkg_does() -> None:
-    rows = packages.rpm_query_rows(
-        "nvidia-container-toolkit-base\t0:1.17.8-1\n"
-        "docker-ce\t3:28.3.0-1.el9\n"
-        "package nope is not installed\n")
+    rows = packages.rpm_query_rows("nvidia-container-toolkit-base\t0:1.17.8-1\ndocker-ce\t3:28.3.0-1.el9\npackage nope is not installed\n")
     assert rows == [
-        {"name": "nvidia-container-toolkit-base", "version": "1.17.8-1", "selection": "install",
-         "status": "installed", "error": None},
-        {"name": "docker-ce", "version": "3:28.3.0-1.el9", "selection": "install", "status": "installed",
-         "error": None},
+        {"name": "nvidia-container-toolkit-base", "version": "1.17.8-1", "selection": "install", "status": "installed", "error": None},
+        {"name": "docker-ce", "version": "3:28.3.0-1.el9", "selection": "install", "status": "installed", "error": None},
     ]
 
 
@@ -105,14 +114,15 @@ def test_dpkg_rows_agree_with_dpkg_query_words() -> None:
     fmt = packages.DPKG_QUERY_FORMAT["value"]
     ours = subprocess.run(["dpkg-query", "-W", "-f", fmt], check=True, stdout=subprocess.PIPE, text=True).stdout
     words = subprocess.run(
-        ["dpkg-query", "-W", "-f", "${binary:Package}\t${Package}\t${Version}\t${db:Status-Want}\t"
-                                   "${db:Status-Status}\t${db:Status-Eflag}\n"],
-        check=True, stdout=subprocess.PIPE, text=True).stdout
+        ["dpkg-query", "-W", "-f", "${binary:Package}\t${Package}\t${Version}\t${db:Status-Want}\t${db:Status-Status}\t${db:Status-Eflag}\n"],
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    ).stdout
     expected = []
     for line in words.splitlines():
         _qualified, name, version, want, status, eflag = line.split("\t")
-        expected.append({"name": name, "version": version, "selection": want, "status": status,
-                         "error": None if eflag == "ok" else eflag})
+        expected.append({"name": name, "version": version, "selection": want, "status": status, "error": None if eflag == "ok" else eflag})
     rows = packages.dpkg_query_rows(ours)
     assert len(rows) > 50
     assert rows == expected
@@ -136,15 +146,18 @@ def test_rpm_rows_agree_with_rpm(tmp_path: Path) -> None:
     for name, epoch in (("gpufleet-no-epoch", ""), ("gpufleet-epoch", "Epoch: 3\n")):
         spec = tmp_path / (name + ".spec")
         spec.write_text(SPEC.format(name=name, epoch=epoch))
-        subprocess.run(["rpmbuild", "-bb", "--define", "_topdir {0}".format(tmp_path / "top"), str(spec)],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            ["rpmbuild", "-bb", "--define", "_topdir {0}".format(tmp_path / "top"), str(spec)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
     db = tmp_path / "db"
     subprocess.run(["rpm", "--dbpath", str(db), "--initdb"], check=True)
-    subprocess.run(["rpm", "--dbpath", str(db), "-i", "--justdb", "--nodeps", "--ignorearch", "--ignoreos"]
-                   + [str(path) for path in sorted((tmp_path / "top" / "RPMS" / "noarch").glob("*.rpm"))],
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    done = subprocess.run(["rpm", "--dbpath", str(db), "-qa", "--qf", packages.RPM_QUERY_FORMAT["value"]],
-                          check=True, stdout=subprocess.PIPE, text=True)
+    subprocess.run(
+        ["rpm", "--dbpath", str(db), "-i", "--justdb", "--nodeps", "--ignorearch", "--ignoreos"]
+        + [str(path) for path in sorted((tmp_path / "top" / "RPMS" / "noarch").glob("*.rpm"))],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    done = subprocess.run(["rpm", "--dbpath", str(db), "-qa", "--qf", packages.RPM_QUERY_FORMAT["value"]], check=True, stdout=subprocess.PIPE, text=True)
     rows = sorted(packages.rpm_query_rows(done.stdout), key=lambda row: row["name"])
-    assert [(row["name"], row["version"]) for row in rows] == [
-        ("gpufleet-epoch", "3:1.2.3-4.el9"), ("gpufleet-no-epoch", "1.2.3-4.el9")]
+    assert [(row["name"], row["version"]) for row in rows] == [("gpufleet-epoch", "3:1.2.3-4.el9"), ("gpufleet-no-epoch", "1.2.3-4.el9")]

@@ -27,9 +27,14 @@ def matrix(**kwargs: t.Any) -> m.Matrix:
     return m.Matrix(**kwargs)
 
 
-def findings(desired: dict[str, t.Any] | None = None, cuda: t.Sequence[str] = (), rule: str | None = None,
-             installed: dict[str, t.Any] | None = None, target: str = "desired",
-             **kwargs: t.Any) -> list[dict[str, str]]:
+def findings(
+    desired: dict[str, t.Any] | None = None,
+    cuda: t.Sequence[str] = (),
+    rule: str | None = None,
+    installed: dict[str, t.Any] | None = None,
+    target: str = "desired",
+    **kwargs: t.Any,
+) -> list[dict[str, str]]:
     found = matrix(**kwargs).evaluate(desired, installed, cuda, target)[1]
     return [f for f in found if rule is None or f["rule"] == rule]
 
@@ -73,8 +78,7 @@ def test_v100_with_r590_is_an_error():
 
 
 def test_b200_with_proprietary_modules_is_an_error():
-    found = findings({"driver_branch": "580", "driver_kernel_module": "proprietary", "driver_gpu_models": ["B200"]},
-                     rule="kernel_module")
+    found = findings({"driver_branch": "580", "driver_kernel_module": "proprietary", "driver_gpu_models": ["B200"]}, rule="kernel_module")
     assert severities(found) == ["error"]
     assert "open" in found[0]["fix"]
 
@@ -239,8 +243,7 @@ def test_first_driver_row(architecture: str, first_cuda: str):
     first = matrix().architecture_support(architecture)[0]
     assert first == matrix().min_driver(first_cuda)
     assert findings({"driver_version": first, "driver_gpu_models": [architecture]}, rule="architecture_branch") == []
-    found = findings({"driver_version": one_below(first), "driver_gpu_models": [architecture]},
-                     rule="architecture_branch")
+    found = findings({"driver_version": one_below(first), "driver_gpu_models": [architecture]}, rule="architecture_branch")
     assert severities(found) == ["error"]
 
 
@@ -254,15 +257,13 @@ def test_blackwell_starts_with_r570_and_hopper_with_r520():
 
 @pytest.mark.parametrize("model", ["Tesla V100-SXM2-16GB", "Tesla P100-PCIE-16GB", "Tesla M60"])
 def test_open_modules_are_not_for_volta_and_older(model: str):
-    found = findings({"driver_branch": "580", "driver_kernel_module": "open", "driver_gpu_models": [model]},
-                     rule="kernel_module")
+    found = findings({"driver_branch": "580", "driver_kernel_module": "open", "driver_gpu_models": [model]}, rule="kernel_module")
     assert severities(found) == ["error"]
 
 
 @pytest.mark.parametrize("model", ["NVIDIA B200", "NVIDIA GB200", "NVIDIA GH200 480GB", "RTX PRO 6000 Blackwell"])
 def test_open_modules_are_required_on_blackwell_and_grace_hopper(model: str):
-    found = findings({"driver_branch": "580", "driver_kernel_module": "proprietary", "driver_gpu_models": [model]},
-                     rule="kernel_module")
+    found = findings({"driver_branch": "580", "driver_kernel_module": "proprietary", "driver_gpu_models": [model]}, rule="kernel_module")
     assert severities(found) == ["error"]
 
 
@@ -272,11 +273,9 @@ def test_auto_cannot_serve_volta_and_blackwell_together():
 
 
 def test_open_modules_start_with_r515():
-    found = findings({"driver_branch": "510", "driver_kernel_module": "open", "driver_gpu_models": ["T4"]},
-                     rule="kernel_module")
+    found = findings({"driver_branch": "510", "driver_kernel_module": "open", "driver_gpu_models": ["T4"]}, rule="kernel_module")
     assert severities(found) == ["error"]
-    assert findings({"driver_branch": "515", "driver_kernel_module": "open", "driver_gpu_models": ["T4"]},
-                    rule="kernel_module") == []
+    assert findings({"driver_branch": "515", "driver_kernel_module": "open", "driver_gpu_models": ["T4"]}, rule="kernel_module") == []
 
 
 def test_auto_resolution():
@@ -286,8 +285,7 @@ def test_auto_resolution():
 
 
 def test_proprietary_on_turing_after_r560_is_a_hint():
-    found = findings({"driver_branch": "580", "driver_kernel_module": "proprietary", "driver_gpu_models": ["T4"]},
-                     rule="kernel_module")
+    found = findings({"driver_branch": "580", "driver_kernel_module": "proprietary", "driver_gpu_models": ["T4"]}, rule="kernel_module")
     assert severities(found) == ["info"]
 
 
@@ -305,31 +303,31 @@ def test_mig_minimum_driver_row(row: dict[str, t.Any]):
 
 
 def test_hopper_mig_needs_525_85_12():
-    found = findings({"driver_version": "525.60.13", "driver_gpu_models": ["H100"], "mig_label": "all-1g"},
-                     rule="mig_driver")
+    found = findings({"driver_version": "525.60.13", "driver_gpu_models": ["H100"], "mig_label": "all-1g"}, rule="mig_driver")
     assert "525.85.12" in found[0]["message"]
 
 
 def test_mig_on_a_gpu_without_mig_is_an_error():
-    found = findings({"driver_branch": "580", "driver_gpu_models": ["L40S"], "mig_label": "all-1g"},
-                     rule="mig_supported")
+    found = findings({"driver_branch": "580", "driver_gpu_models": ["L40S"], "mig_label": "all-1g"}, rule="mig_supported")
     assert severities(found) == ["error"]
 
 
 def test_no_mig_rules_without_a_label():
-    assert findings({"driver_version": "450.36.06", "driver_gpu_models": ["A100"], "mig_label": ""},
-                    rule="mig_driver") == []
+    assert findings({"driver_version": "450.36.06", "driver_gpu_models": ["A100"], "mig_label": ""}, rule="mig_driver") == []
 
 
 def test_mig_config_selects_gpus():
-    nvml = {"status": "ok", "gpus": [
-        {"index": 0, "name": "NVIDIA A100-SXM4-40GB", "architecture": "ampere", "mig": {"capable": True},
-         "pci": {"device_id": "0x20B010DE"}},
-        {"index": 1, "name": "NVIDIA L40S", "architecture": "ada", "mig": {"capable": False},
-         "pci": {"device_id": "0x26B910DE"}}]}
-    config = {"version": "v1", "mig-configs": {"mixed": [
-        {"devices": [0], "mig-enabled": True, "mig-devices": {"1g.5gb": 7}},
-        {"devices": [1], "mig-enabled": False}]}}
+    nvml = {
+        "status": "ok",
+        "gpus": [
+            {"index": 0, "name": "NVIDIA A100-SXM4-40GB", "architecture": "ampere", "mig": {"capable": True}, "pci": {"device_id": "0x20B010DE"}},
+            {"index": 1, "name": "NVIDIA L40S", "architecture": "ada", "mig": {"capable": False}, "pci": {"device_id": "0x26B910DE"}},
+        ],
+    }
+    config = {
+        "version": "v1",
+        "mig-configs": {"mixed": [{"devices": [0], "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}, {"devices": [1], "mig-enabled": False}]},
+    }
     desired = {"driver_branch": "580", "mig_label": "mixed", "mig_config": config}
     assert findings(desired, rule="mig_supported", installed={"nvml": nvml}) == []
     config["mig-configs"]["mixed"][1]["mig-enabled"] = True
@@ -383,35 +381,39 @@ def test_engine_cdi_row(engine: str, first: str, level: str):
 
 def test_containerd_from_debian_package_facts():
     packages = {"containerd": [{"name": "containerd", "version": "1.6.20~ds1-1+deb12u3", "source": "apt"}]}
-    found = findings({"container_runtime_engine": "containerd", "container_runtime_cdi": True}, rule="engine_cdi",
-                     installed={"packages": packages})
+    found = findings({"container_runtime_engine": "containerd", "container_runtime_cdi": True}, rule="engine_cdi", installed={"packages": packages})
     assert severities(found) == ["warning"]
     assert "containerd 1.6.20" in found[0]["subject"]
 
 
 def test_no_engine_cdi_finding_when_cdi_is_not_wanted():
-    assert findings({"container_runtime_engine": "docker", "container_runtime_cdi": False}, rule="engine_cdi",
-                    installed={"versions": {"docker": "20.10.24"}}) == []
+    assert (
+        findings({"container_runtime_engine": "docker", "container_runtime_cdi": False}, rule="engine_cdi", installed={"versions": {"docker": "20.10.24"}})
+        == []
+    )
 
 
 # -- 4: crictl -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("crictl,kubernetes,expected", [
-    ("v1.33.0", "1.33", []),
-    ("v1.33.2", "1.33.4", []),
-    ("v1.32.0", "1.33", ["warning"]),
-    ("v1.34.0", "1.33", ["warning"]),
-    ("v1.26.0", "1.27", ["error"]),
-    # cri-tools README: Kubernetes 1.16-1.26 work with any cri-tools 1.16-1.26.
-    ("v1.25.0", "1.26", ["warning"]),
-    ("v1.16.0", "1.26", ["warning"]),
-    ("v1.27.0", "1.26", ["error"]),
-    ("v1.15.0", "1.16", ["error"]),
-    # Before 1.16 each Kubernetes minor has its own cri-tools minor.
-    ("v1.14.0", "1.15", ["error"]),
-    ("v1.15.0", "1.15", []),
-])
+@pytest.mark.parametrize(
+    "crictl,kubernetes,expected",
+    [
+        ("v1.33.0", "1.33", []),
+        ("v1.33.2", "1.33.4", []),
+        ("v1.32.0", "1.33", ["warning"]),
+        ("v1.34.0", "1.33", ["warning"]),
+        ("v1.26.0", "1.27", ["error"]),
+        # cri-tools README: Kubernetes 1.16-1.26 work with any cri-tools 1.16-1.26.
+        ("v1.25.0", "1.26", ["warning"]),
+        ("v1.16.0", "1.26", ["warning"]),
+        ("v1.27.0", "1.26", ["error"]),
+        ("v1.15.0", "1.16", ["error"]),
+        # Before 1.16 each Kubernetes minor has its own cri-tools minor.
+        ("v1.14.0", "1.15", ["error"]),
+        ("v1.15.0", "1.15", []),
+    ],
+)
 def test_crictl_follows_kubernetes_minors(crictl: str, kubernetes: str, expected: list[str]):
     found = findings({"crictl_version": crictl, "crictl_kubernetes_version": kubernetes}, rule="crictl_skew")
     assert severities(found) == expected
@@ -436,13 +438,16 @@ def test_fabricmanager_must_equal_the_driver():
 # -- declarations ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("desired,field", [
-    ({"driver_version": "latest"}, "driver_version"),
-    ({"driver_branch": "R580"}, "driver_branch"),
-    ({"container_toolkit_version": "stable"}, "container_toolkit_version"),
-    ({"container_runtime_engine": "podman"}, "container_runtime_engine"),
-    ({"crictl_kubernetes_version": "2.1"}, "crictl_kubernetes_version"),
-])
+@pytest.mark.parametrize(
+    "desired,field",
+    [
+        ({"driver_version": "latest"}, "driver_version"),
+        ({"driver_branch": "R580"}, "driver_branch"),
+        ({"container_toolkit_version": "stable"}, "container_toolkit_version"),
+        ({"container_runtime_engine": "podman"}, "container_runtime_engine"),
+        ({"crictl_kubernetes_version": "2.1"}, "crictl_kubernetes_version"),
+    ],
+)
 def test_bad_declarations_name_the_field_and_the_fix(desired: dict[str, t.Any], field: str):
     found = findings(desired, rule="declaration")
     assert severities(found) == ["error"]
@@ -465,16 +470,28 @@ def test_unknown_gpu_model_warns():
     found = findings({"driver_branch": "580", "driver_gpu_models": ["Quantum Q9000"]}, rule="gpu_model")
     assert severities(found) == ["warning"]
     tables = {"gpu_models": [{"model": "Q9000", "architecture": "blackwell"}]}
-    assert findings({"driver_branch": "580", "driver_gpu_models": ["Quantum Q9000"]}, rule="gpu_model",
-                    tables=tables) == []
+    assert findings({"driver_branch": "580", "driver_gpu_models": ["Quantum Q9000"]}, rule="gpu_model", tables=tables) == []
 
 
-@pytest.mark.parametrize("name,architecture", [
-    ("NVIDIA A100-SXM4-40GB", "ampere"), ("NVIDIA H100 80GB HBM3", "hopper"), ("NVIDIA H200", "hopper"),
-    ("NVIDIA L40S", "ada"), ("Tesla T4", "turing"), ("Tesla V100-SXM2-16GB", "volta"), ("NVIDIA GH200 480GB", "hopper"),
-    ("NVIDIA B200", "blackwell"), ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "blackwell"), ("Tesla K80", "kepler"),
-    ("NVIDIA A10G", "ampere"), ("NVIDIA L4", "ada"), ("H100", "hopper"), ("hopper", "hopper"),
-])
+@pytest.mark.parametrize(
+    "name,architecture",
+    [
+        ("NVIDIA A100-SXM4-40GB", "ampere"),
+        ("NVIDIA H100 80GB HBM3", "hopper"),
+        ("NVIDIA H200", "hopper"),
+        ("NVIDIA L40S", "ada"),
+        ("Tesla T4", "turing"),
+        ("Tesla V100-SXM2-16GB", "volta"),
+        ("NVIDIA GH200 480GB", "hopper"),
+        ("NVIDIA B200", "blackwell"),
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "blackwell"),
+        ("Tesla K80", "kepler"),
+        ("NVIDIA A10G", "ampere"),
+        ("NVIDIA L4", "ada"),
+        ("H100", "hopper"),
+        ("hopper", "hopper"),
+    ],
+)
 def test_gpu_models(name: str, architecture: str):
     assert matrix().gpu_from_name(name, name).architecture == architecture
 
@@ -489,10 +506,17 @@ def test_nvml_architecture_wins_over_the_name():
 # -- versions ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("550.54.14", (550, 54, 14)), ("v1.33.0", (1, 33, 0)), ("1:1.17.8-1", (1, 17, 8)),
-    ("1.7.24~ds1-6+deb13u1", (1, 7, 24)), ("5:28.3.0-1~debian.12~bookworm", (28, 3, 0)), ("580", (580,)),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("550.54.14", (550, 54, 14)),
+        ("v1.33.0", (1, 33, 0)),
+        ("1:1.17.8-1", (1, 17, 8)),
+        ("1.7.24~ds1-6+deb13u1", (1, 7, 24)),
+        ("5:28.3.0-1~debian.12~bookworm", (28, 3, 0)),
+        ("580", (580,)),
+    ],
+)
 def test_parse_version(text: str, expected: tuple[int, ...]):
     assert m.parse_version(text) == expected
 
@@ -502,58 +526,64 @@ def test_parse_version_rejects_words():
         m.parse_version("latest")
 
 
-@pytest.mark.parametrize("driver,operator,operand,expected", [
-    (m.Driver(version="550.90.07"), ">=", "550.90.07", True),
-    (m.Driver(version="550.54.14"), ">=", "550.90.07", False),
-    (m.Driver(version="550.54.14"), "==", "550", True),
-    (m.Driver(branch="580"), ">=", "550.90.07", True),
-    (m.Driver(branch="550"), ">=", "550.90.07", None),
-    (m.Driver(branch="550"), "==", "550", True),
-    (m.Driver(branch="535"), "<", "550", True),
-])
+@pytest.mark.parametrize(
+    "driver,operator,operand,expected",
+    [
+        (m.Driver(version="550.90.07"), ">=", "550.90.07", True),
+        (m.Driver(version="550.54.14"), ">=", "550.90.07", False),
+        (m.Driver(version="550.54.14"), "==", "550", True),
+        (m.Driver(branch="580"), ">=", "550.90.07", True),
+        (m.Driver(branch="550"), ">=", "550.90.07", None),
+        (m.Driver(branch="550"), "==", "550", True),
+        (m.Driver(branch="535"), "<", "550", True),
+    ],
+)
 def test_driver_compare(driver: m.Driver, operator: str, operand: str, expected: bool | None):
     assert driver.compare(operator, operand) is expected
 
 
 # -- custom rules -------------------------------------------------------------------------------
 
-HOPPER_FLOOR = {"id": "hopper-floor", "severity": "error", "message": "Hopper nodes run R550.90 or newer",
-                "fix": "pin driver_version >= 550.90.07", "when": {"gpu_architecture": "hopper"},
-                "require": {"driver_version": ">= 550.90.07"}}
+HOPPER_FLOOR = {
+    "id": "hopper-floor",
+    "severity": "error",
+    "message": "Hopper nodes run R550.90 or newer",
+    "fix": "pin driver_version >= 550.90.07",
+    "when": {"gpu_architecture": "hopper"},
+    "require": {"driver_version": ">= 550.90.07"},
+}
 
 
 def test_custom_rule_fires_only_when_it_applies():
     rules = [HOPPER_FLOOR]
-    low = findings({"driver_version": "550.54.14", "driver_gpu_models": ["H100"]}, custom_rules=rules,
-                   rule="custom:hopper-floor")
+    low = findings({"driver_version": "550.54.14", "driver_gpu_models": ["H100"]}, custom_rules=rules, rule="custom:hopper-floor")
     assert severities(low) == ["error"]
-    assert findings({"driver_version": "550.90.07", "driver_gpu_models": ["H100"]}, custom_rules=rules,
-                    rule="custom:hopper-floor") == []
-    assert findings({"driver_version": "550.54.14", "driver_gpu_models": ["A100"]}, custom_rules=rules,
-                    rule="custom:hopper-floor") == []
+    assert findings({"driver_version": "550.90.07", "driver_gpu_models": ["H100"]}, custom_rules=rules, rule="custom:hopper-floor") == []
+    assert findings({"driver_version": "550.54.14", "driver_gpu_models": ["A100"]}, custom_rules=rules, rule="custom:hopper-floor") == []
 
 
 def test_custom_rule_on_a_bare_branch_warns_instead_of_guessing():
-    found = findings({"driver_branch": "550", "driver_gpu_models": ["H100"]}, custom_rules=[HOPPER_FLOOR],
-                     rule="custom:hopper-floor")
+    found = findings({"driver_branch": "550", "driver_gpu_models": ["H100"]}, custom_rules=[HOPPER_FLOOR], rule="custom:hopper-floor")
     assert severities(found) == ["warning"]
 
 
 def test_custom_rule_lists_and_text_fields():
     rule = {"id": "engines", "severity": "warning", "require": {"engine": ["containerd", "crio"]}}
-    assert severities(findings({"container_runtime_engine": "docker"}, custom_rules=[rule],
-                               rule="custom:engines")) == ["warning"]
+    assert severities(findings({"container_runtime_engine": "docker"}, custom_rules=[rule], rule="custom:engines")) == ["warning"]
     assert findings({"container_runtime_engine": "crio"}, custom_rules=[rule], rule="custom:engines") == []
 
 
-@pytest.mark.parametrize("spec,message", [
-    ({"id": "x", "require": {"colour": "red"}}, "unknown field `colour`"),
-    ({"id": "x", "require": {"driver_version": ">= soon"}}, "not a version condition"),
-    ({"id": "x", "severity": "fatal", "require": {"engine": "docker"}}, "severity"),
-    ({"id": "x"}, "`require` needs"),
-    ({"id": "has space", "require": {"engine": "docker"}}, "`id` must be a word"),
-    ({"id": "x", "require": {"engine": ">= docker"}}, "compares text"),
-])
+@pytest.mark.parametrize(
+    "spec,message",
+    [
+        ({"id": "x", "require": {"colour": "red"}}, "unknown field `colour`"),
+        ({"id": "x", "require": {"driver_version": ">= soon"}}, "not a version condition"),
+        ({"id": "x", "severity": "fatal", "require": {"engine": "docker"}}, "severity"),
+        ({"id": "x"}, "`require` needs"),
+        ({"id": "has space", "require": {"engine": "docker"}}, "`id` must be a word"),
+        ({"id": "x", "require": {"engine": ">= docker"}}, "compares text"),
+    ],
+)
 def test_invalid_custom_rules_are_refused(spec: dict[str, t.Any], message: str):
     with pytest.raises(m.MatrixError, match=message):
         m.CustomRule(spec)
@@ -565,16 +595,21 @@ def test_ignored_rules_are_dropped():
 
 
 def test_installed_target_reads_the_loaded_driver():
-    nvml = {"status": "ok", "driver_version": "535.230.02", "gpus": [
-        {"index": i, "name": "Tesla V100-SXM2-16GB", "architecture": "volta", "mig": {"capable": False}}
-        for i in range(2)]}
+    nvml = {
+        "status": "ok",
+        "driver_version": "535.230.02",
+        "gpus": [{"index": i, "name": "Tesla V100-SXM2-16GB", "architecture": "volta", "mig": {"capable": False}} for i in range(2)],
+    }
     view, found = matrix().evaluate({"driver_branch": "590"}, {"nvml": nvml}, ["12.4"], "installed")
     assert str(view.driver) == "535.230.02"
     # R535 runs CUDA 12.4 only through minor version compatibility; the
     # declared R590 plays no part in judging what is installed. 535.230.02
     # also predates R535's last security fixes.
     assert {(f["rule"], f["severity"]) for f in found if f["severity"] != "info"} == {
-        ("cuda_driver", "warning"), ("branch_lifecycle", "warning"), ("driver_security", "warning")}
+        ("cuda_driver", "warning"),
+        ("branch_lifecycle", "warning"),
+        ("driver_security", "warning"),
+    }
 
 
 def test_fails_threshold():

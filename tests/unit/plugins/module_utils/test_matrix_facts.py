@@ -23,13 +23,18 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import 
 TODAY = datetime.date(2026, 11, 25)
 
 
-def findings(desired: dict[str, t.Any] | None = None, cuda: t.Sequence[str] = (), rule: str | None = None,
-             installed: dict[str, t.Any] | None = None, target: str = "desired", cuda_compat: bool = False,
-             **kwargs: t.Any) -> list[dict[str, str]]:
+def findings(
+    desired: dict[str, t.Any] | None = None,
+    cuda: t.Sequence[str] = (),
+    rule: str | None = None,
+    installed: dict[str, t.Any] | None = None,
+    target: str = "desired",
+    cuda_compat: bool = False,
+    **kwargs: t.Any,
+) -> list[dict[str, str]]:
     kwargs.setdefault("today", TODAY)
     found = m.Matrix(**kwargs).evaluate(desired, installed, cuda, target, cuda_compat)[1]
-    return [f for f in found if rule is None or f["rule"] == rule or (rule == "ctk_cve" and f["rule"].startswith(
-        "ctk_cve_"))]
+    return [f for f in found if rule is None or f["rule"] == rule or (rule == "ctk_cve" and f["rule"].startswith("ctk_cve_"))]
 
 
 def severities(found: list[dict[str, str]]) -> list[str]:
@@ -39,15 +44,18 @@ def severities(found: list[dict[str, str]]) -> list[str]:
 # -- toolkit security floors -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("version,cve,fixed", [
-    ("1.16.1", "CVE-2024-0132", "1.16.2"),
-    ("1.16.2", "CVE-2024-0134", "1.17.0"),
-    ("1.17.0", "CVE-2024-0135", "1.17.1"),
-    ("1.17.3", "CVE-2025-23359", "1.17.4"),
-    ("1.17.7", "CVE-2025-23266", "1.17.8"),
-    ("1.17.7", "CVE-2025-23267", "1.17.8"),
-    ("1.19.0", "CVE-2026-24260", "1.19.1"),
-])
+@pytest.mark.parametrize(
+    "version,cve,fixed",
+    [
+        ("1.16.1", "CVE-2024-0132", "1.16.2"),
+        ("1.16.2", "CVE-2024-0134", "1.17.0"),
+        ("1.17.0", "CVE-2024-0135", "1.17.1"),
+        ("1.17.3", "CVE-2025-23359", "1.17.4"),
+        ("1.17.7", "CVE-2025-23266", "1.17.8"),
+        ("1.17.7", "CVE-2025-23267", "1.17.8"),
+        ("1.19.0", "CVE-2026-24260", "1.19.1"),
+    ],
+)
 def test_a_toolkit_below_a_fix_is_an_error_naming_the_cve(version: str, cve: str, fixed: str):
     found = [f for f in findings({"container_toolkit_version": version}, rule="ctk_cve") if cve in f["message"]]
     assert severities(found) == ["error"]
@@ -58,8 +66,11 @@ def test_a_toolkit_below_a_fix_is_an_error_naming_the_cve(version: str, cve: str
 
 @pytest.mark.parametrize("row", toolkit.CTK_CVE_FLOORS, ids=[row["cve"] for row in toolkit.CTK_CVE_FLOORS])
 def test_each_cve_floor_row(row: dict[str, t.Any]):
-    below = m.version_text(m.parse_version(row["fixed"])[:2] + (m.parse_version(row["fixed"])[2] - 1,)) \
-        if m.parse_version(row["fixed"])[2] else "1.{0}.99".format(m.parse_version(row["fixed"])[1] - 1)
+    below = (
+        m.version_text(m.parse_version(row["fixed"])[:2] + (m.parse_version(row["fixed"])[2] - 1,))
+        if m.parse_version(row["fixed"])[2]
+        else "1.{0}.99".format(m.parse_version(row["fixed"])[1] - 1)
+    )
     assert [f["rule"] for f in findings({"container_toolkit_version": below}, rule=row["rule"])] == [row["rule"]]
     assert findings({"container_toolkit_version": row["fixed"]}, rule=row["rule"]) == []
     assert row["rule"] in m.RULES and row["source"]
@@ -79,8 +90,7 @@ def test_a_patched_toolkit_has_no_cve_finding():
 def test_ignoring_the_general_toolkit_rule_does_not_silence_a_cve():
     found = findings({"container_toolkit_version": "1.17.7"}, rule="ctk_cve", ignore_rules=["container_toolkit"])
     assert "CVE-2025-23266" in " ".join(f["message"] for f in found)
-    only = findings({"container_toolkit_version": "1.17.7"}, rule="ctk_cve",
-                    ignore_rules=["ctk_cve_2025_23266"])
+    only = findings({"container_toolkit_version": "1.17.7"}, rule="ctk_cve", ignore_rules=["ctk_cve_2025_23266"])
     assert not any("CVE-2025-23266" in f["message"] for f in only)
     assert any("CVE-2025-23267" in f["message"] for f in only)
 
@@ -94,14 +104,16 @@ def test_installed_toolkit_is_judged_too():
 # -- CDI specification version against the engine ---------------------------------------
 
 
-@pytest.mark.parametrize("engine,old,new", [
-    ("containerd", "1.7.15", "1.7.16"),
-    ("docker", "26.0.2", "26.1.0"),
-    ("crio", "1.29.9", "1.30.0"),
-])
+@pytest.mark.parametrize(
+    "engine,old,new",
+    [
+        ("containerd", "1.7.15", "1.7.16"),
+        ("docker", "26.0.2", "26.1.0"),
+        ("crio", "1.29.9", "1.30.0"),
+    ],
+)
 def test_cdi_spec_0_7_0_needs_a_new_enough_engine(engine: str, old: str, new: str):
-    desired = {"container_toolkit_version": "1.20.1", "container_runtime_engine": engine,
-               "container_runtime_cdi": True}
+    desired = {"container_toolkit_version": "1.20.1", "container_runtime_engine": engine, "container_runtime_cdi": True}
     found = findings(desired, rule="cdi_spec_version", installed={"versions": {engine: old}})
     assert severities(found) == ["error"]
     assert "CDI specification 0.7.0" in found[0]["message"]
@@ -116,13 +128,11 @@ def test_cdi_spec_rule_needs_cdi_and_a_toolkit_that_writes_0_7_0():
     installed = {"versions": {"containerd": "1.7.15"}}
     base = {"container_runtime_engine": "containerd", "container_runtime_cdi": True}
     assert findings(dict(base, container_toolkit_version="1.19.0"), rule="cdi_spec_version", installed=installed) == []
-    assert findings(dict(base, container_toolkit_version="1.20.1", container_runtime_cdi=False),
-                    rule="cdi_spec_version", installed=installed) == []
+    assert findings(dict(base, container_toolkit_version="1.20.1", container_runtime_cdi=False), rule="cdi_spec_version", installed=installed) == []
 
 
 def test_an_engine_without_cdi_is_left_to_the_engine_cdi_warning():
-    desired = {"container_toolkit_version": "1.20.1", "container_runtime_engine": "containerd",
-               "container_runtime_cdi": True}
+    desired = {"container_toolkit_version": "1.20.1", "container_runtime_engine": "containerd", "container_runtime_cdi": True}
     installed = {"versions": {"containerd": "1.6.20"}}
     assert findings(desired, rule="cdi_spec_version", installed=installed) == []
     assert severities(findings(desired, rule="engine_cdi", installed=installed)) == ["warning"]
@@ -136,11 +146,14 @@ def test_podman_minimum_is_tabulated():
 # -- per-product Blackwell floors ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("model,below,floor", [
-    ("NVIDIA HGX B200", "570.124.06", "570.133.20"),
-    ("NVIDIA B300 SXM6 AC", "575.57.08", "580.82.07"),
-    ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "570.172.08", "575.57.08"),
-])
+@pytest.mark.parametrize(
+    "model,below,floor",
+    [
+        ("NVIDIA HGX B200", "570.124.06", "570.133.20"),
+        ("NVIDIA B300 SXM6 AC", "575.57.08", "580.82.07"),
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "570.172.08", "575.57.08"),
+    ],
+)
 def test_blackwell_products_have_their_own_floor(model: str, below: str, floor: str):
     found = findings({"driver_version": below, "driver_gpu_models": [model]}, rule="architecture_branch")
     assert severities(found) == ["error"], found
@@ -150,8 +163,7 @@ def test_blackwell_products_have_their_own_floor(model: str, below: str, floor: 
 
 def test_b200_is_no_longer_accepted_from_the_architecture_floor():
     # The example: Blackwell's first driver is 570.26, HGX B200 needs 570.133.20.
-    assert severities(findings({"driver_version": "570.26", "driver_gpu_models": ["B200"]},
-                               rule="architecture_branch")) == ["error"]
+    assert severities(findings({"driver_version": "570.26", "driver_gpu_models": ["B200"]}, rule="architecture_branch")) == ["error"]
     assert findings({"driver_version": "570.26", "driver_gpu_models": ["blackwell"]}, rule="architecture_branch") == []
 
 
@@ -175,15 +187,12 @@ def test_forward_compatibility_on_a_data_center_gpu_is_accepted_and_reported():
     declared = {"driver_version": "535.288.01", "driver_gpu_models": ["H100"]}
     assert severities(findings(declared, ["13.0"], "cuda_driver")) == ["error"]
     found = findings(declared, ["13.0"], cuda_compat=True)
-    assert [(f["rule"], f["severity"]) for f in found if f["rule"].startswith("cuda")] == [
-        ("cuda_forward_compat", "info")]
-    assert "forward compatibility" in found[-1]["message"] or any(
-        "forward compatibility" in f["message"] for f in found)
+    assert [(f["rule"], f["severity"]) for f in found if f["rule"].startswith("cuda")] == [("cuda_forward_compat", "info")]
+    assert "forward compatibility" in found[-1]["message"] or any("forward compatibility" in f["message"] for f in found)
 
 
 def test_forward_compatibility_needs_data_center_gpus():
-    found = findings({"driver_version": "535.288.01", "driver_gpu_models": ["NVIDIA GeForce RTX 4090"]}, ["13.0"],
-                     "cuda_driver", cuda_compat=True)
+    found = findings({"driver_version": "535.288.01", "driver_gpu_models": ["NVIDIA GeForce RTX 4090"]}, ["13.0"], "cuda_driver", cuda_compat=True)
     assert severities(found) == ["error"]
     assert "data-center GPUs only" in found[0]["message"]
 
@@ -194,8 +203,7 @@ def test_forward_compatibility_needs_the_compat_package():
 
 
 def test_an_installed_compat_package_counts_on_the_node():
-    nvml = {"status": "ok", "driver_version": "535.288.01",
-            "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "architecture": "hopper"}]}
+    nvml = {"status": "ok", "driver_version": "535.288.01", "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "architecture": "hopper"}]}
     packages = {"cuda-compat-13-0": [{"version": "580.95.05-1"}]}
     found = findings(installed={"nvml": nvml, "packages": packages}, target="installed", cuda=["13.0"])
     assert [f["rule"] for f in found if f["rule"].startswith("cuda")] == ["cuda_forward_compat"]
@@ -270,29 +278,31 @@ def test_mig_devices_in_cdi_from_toolkit_1_12_0():
 # -- container engine end of life -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version,phrase", [
-    ("1.6.20", "reached end of life on 2025-08-23"),
-    ("1.7.24", "extended support ended in September 2026"),
-    ("2.0.6", "only a narrow extended support"),
-    ("2.1.4", "reached end of life on 2026-07-03"),
-    ("2.2.1", "reached end of life on 2026-11-06"),
-])
+@pytest.mark.parametrize(
+    "version,phrase",
+    [
+        ("1.6.20", "reached end of life on 2025-08-23"),
+        ("1.7.24", "extended support ended in September 2026"),
+        ("2.0.6", "only a narrow extended support"),
+        ("2.1.4", "reached end of life on 2026-07-03"),
+        ("2.2.1", "reached end of life on 2026-11-06"),
+    ],
+)
 def test_containerd_end_of_life(version: str, phrase: str):
-    found = findings({"container_runtime_engine": "containerd"}, rule="engine_lifecycle",
-                     installed={"versions": {"containerd": version}})
+    found = findings({"container_runtime_engine": "containerd"}, rule="engine_lifecycle", installed={"versions": {"containerd": version}})
     assert severities(found) == ["warning"], found
     assert phrase in found[0]["message"]
     assert "2.3" in found[0]["fix"]
 
 
 def test_a_supported_containerd_has_no_lifecycle_finding():
-    assert findings({"container_runtime_engine": "containerd"}, rule="engine_lifecycle",
-                    installed={"versions": {"containerd": "2.3.1"}}) == []
+    assert findings({"container_runtime_engine": "containerd"}, rule="engine_lifecycle", installed={"versions": {"containerd": "2.3.1"}}) == []
 
 
 def test_end_of_life_is_announced_ahead():
-    found = findings({"container_runtime_engine": "containerd"}, rule="engine_lifecycle",
-                     installed={"versions": {"containerd": "2.3.1"}}, today=datetime.date(2028, 2, 1))
+    found = findings(
+        {"container_runtime_engine": "containerd"}, rule="engine_lifecycle", installed={"versions": {"containerd": "2.3.1"}}, today=datetime.date(2028, 2, 1)
+    )
     assert "reaches end of life on 2028-04-30" in found[0]["message"]
 
 
@@ -300,8 +310,7 @@ def test_end_of_life_is_announced_ahead():
 
 
 def test_several_device_name_strategies_need_toolkit_1_15():
-    desired = {"container_toolkit_version": "1.14.6", "container_runtime_cdi": True,
-               "cdi_device_name_strategy": ["index", "uuid"]}
+    desired = {"container_toolkit_version": "1.14.6", "container_runtime_cdi": True, "cdi_device_name_strategy": ["index", "uuid"]}
     found = [f for f in findings(desired, rule="container_toolkit") if f["subject"] == "cdi_device_name_strategy"]
     assert severities(found) == ["error"] and "from 1.15.0" in found[0]["message"]
     desired["cdi_device_name_strategy"] = ["uuid"]
@@ -315,8 +324,7 @@ def test_envvar_device_lists_need_the_nvidia_runtime():
     found = findings(declared, rule="device_plugin_runtime")
     assert severities(found) == ["warning"] and "runtimeClassName: nvidia" in found[0]["fix"]
     assert findings(dict(declared, container_runtime_set_default=True), rule="device_plugin_runtime") == []
-    assert findings(dict(declared, device_plugin_device_list_strategy="cdi-annotations,cdi-cri"),
-                    rule="device_plugin_runtime") == []
+    assert findings(dict(declared, device_plugin_device_list_strategy="cdi-annotations,cdi-cri"), rule="device_plugin_runtime") == []
 
 
 # -- driver security bulletins ------------------------------------------------------------
@@ -330,18 +338,20 @@ def test_a_driver_without_its_branchs_security_fixes_warns_naming_the_bulletins(
     assert found[0]["source"].endswith("2026/5861/5861.md")
 
 
-@pytest.mark.parametrize("desired", [
-    {"driver_version": "580.178.04"},     # the newest R580 fix
-    {"driver_version": "595.91.07"},
-    {"driver_branch": "580"},             # the branch's newest release is installed
-    {"driver_version": "620.70.06"},      # no bulletin read covers R620 yet
-])
+@pytest.mark.parametrize(
+    "desired",
+    [
+        {"driver_version": "580.178.04"},  # the newest R580 fix
+        {"driver_version": "595.91.07"},
+        {"driver_branch": "580"},  # the branch's newest release is installed
+        {"driver_version": "620.70.06"},  # no bulletin read covers R620 yet
+    ],
+)
 def test_a_driver_with_its_fixes_or_a_bare_branch_passes(desired: dict[str, str]):
     assert findings(desired, rule="driver_security") == []
 
 
 def test_an_installed_driver_is_named_by_its_version():
-    found = findings(installed={"nvml": {"status": "ok", "driver_version": "535.288.01", "gpus": []}}, target="installed",
-                     rule="driver_security")
+    found = findings(installed={"nvml": {"status": "ok", "driver_version": "535.288.01", "gpus": []}}, target="installed", rule="driver_security")
     assert [f["subject"] for f in found] == ["driver 535.288.01"]
     assert "535.309.01" in found[0]["message"]

@@ -84,10 +84,8 @@ FULL_CONFIG = {
         "all-disabled": [{"devices": "all", "mig-enabled": False}],
         "all-enabled": [{"devices": "all", "mig-enabled": True, "mig-devices": {}}],
         "custom": [
-            {"device-filter": "0x20B010DE", "devices": [0, 1, 1], "mig-enabled": True,
-             "mig-devices": {"1g.5gb": 7, "2g.10gb": 0}},
-            {"device-filter": ["0x233010DE", "0x20B210DE:0x147E10DE"], "devices": [2], "mig-enabled": True,
-             "mig-devices": {"1c.3g.40gb": 2, "1g.10gb+me": 1}},
+            {"device-filter": "0x20B010DE", "devices": [0, 1, 1], "mig-enabled": True, "mig-devices": {"1g.5gb": 7, "2g.10gb": 0}},
+            {"device-filter": ["0x233010DE", "0x20B210DE:0x147E10DE"], "devices": [2], "mig-enabled": True, "mig-devices": {"1c.3g.40gb": 2, "1g.10gb+me": 1}},
             {"devices": [3], "mig-enabled": False, "mig-devices": {}},
         ],
     },
@@ -114,37 +112,40 @@ def test_parse_accepts_every_form_mig_parted_accepts() -> None:
         ({"version": "v1", "mig-configs": {"a": []}, "hooks": {}}, "unknown top-level key 'hooks'"),
         ({"version": "v1"}, "at least one label"),
         ({"version": "v1", "mig-configs": {"a": []}}, "mig-configs.a: expected a non-empty list"),
-        (mig_expected.config("a", {"devices": "all", "mig-enabled": True, "mig-device": {}}),
-         "mig-configs.a[0]: unknown key 'mig-device' (did you mean 'mig-devices'?)"),
+        (
+            mig_expected.config("a", {"devices": "all", "mig-enabled": True, "mig-device": {}}),
+            "mig-configs.a[0]: unknown key 'mig-device' (did you mean 'mig-devices'?)",
+        ),
         (mig_expected.config("a", {"mig-enabled": False}), "mig-configs.a[0]: missing required key 'devices'"),
         (mig_expected.config("a", {"devices": "all"}), "missing required key 'mig-enabled'"),
         (mig_expected.config("a", {"devices": "some", "mig-enabled": False}), "expected 'all' or a list of GPU indices"),
         # mig-parted: "all counts for all MigProfiles are 0" (pkg/types/mig_config.go, AssertValid)
-        (mig_expected.config("a", {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 0}}),
-         "mig-configs.a[0].mig-devices: every count is 0 (1g.5gb: 0); mig-parted rejects that"),
-        (mig_expected.config("a", {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 0, "2g.10gb": 0}}),
-         "every count is 0 (1g.5gb: 0, 2g.10gb: 0)"),
+        (
+            mig_expected.config("a", {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 0}}),
+            "mig-configs.a[0].mig-devices: every count is 0 (1g.5gb: 0); mig-parted rejects that",
+        ),
+        (
+            mig_expected.config("a", {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 0, "2g.10gb": 0}}),
+            "every count is 0 (1g.5gb: 0, 2g.10gb: 0)",
+        ),
         (mig_expected.config("a", {"devices": [True], "mig-enabled": False}), "expected 'all' or a list of GPU indices"),
         (mig_expected.config("a", {"devices": 0, "mig-enabled": False}), "expected 'all' or a list of GPU indices"),
         (mig_expected.config("a", {"devices": "all", "mig-enabled": "yes"}), "mig-enabled: expected true or false"),
-        (mig_expected.config("a", {"devices": "all", "mig-enabled": True}),
-         "'mig-devices' is required when 'mig-enabled' is true"),
-        (mig_expected.config("a", {"devices": "all", "mig-enabled": False, "mig-devices": {"1g.5gb": 1}}),
-         "lists MIG devices but 'mig-enabled' is false"),
-        (mig_expected.config("a", {"devices": "all", "mig-enabled": True, "mig-devices": {"1g5gb": 1}}),
-         "'1g5gb' is not a MIG profile name"),
-        (mig_expected.config("a", {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": -1}}),
-         "mig-devices.1g.5gb: the count must be a whole number >= 0"),
-        (mig_expected.config("a", {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": True}}),
-         "the count must be a whole number"),
-        (mig_expected.config("a", {"devices": "all", "mig-enabled": True, "mig-devices": ["1g.5gb"]}),
-         "expected a mapping of MIG profile to count"),
-        (mig_expected.config("a", {"devices": "all", "device-filter": "A100", "mig-enabled": False}),
-         "'A100' is not a PCI id"),
-        (mig_expected.config("a", {"devices": "all", "device-filter": 0x20B010DE, "mig-enabled": False}),
-         "expected a PCI id string or a list of them, got int"),
-        (mig_expected.config("a", {"devices": "all", "device-filter": "0x1FFFFFFFF", "mig-enabled": False}),
-         "does not fit in 32 bits"),
+        (mig_expected.config("a", {"devices": "all", "mig-enabled": True}), "'mig-devices' is required when 'mig-enabled' is true"),
+        (mig_expected.config("a", {"devices": "all", "mig-enabled": False, "mig-devices": {"1g.5gb": 1}}), "lists MIG devices but 'mig-enabled' is false"),
+        (mig_expected.config("a", {"devices": "all", "mig-enabled": True, "mig-devices": {"1g5gb": 1}}), "'1g5gb' is not a MIG profile name"),
+        (
+            mig_expected.config("a", {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": -1}}),
+            "mig-devices.1g.5gb: the count must be a whole number >= 0",
+        ),
+        (mig_expected.config("a", {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": True}}), "the count must be a whole number"),
+        (mig_expected.config("a", {"devices": "all", "mig-enabled": True, "mig-devices": ["1g.5gb"]}), "expected a mapping of MIG profile to count"),
+        (mig_expected.config("a", {"devices": "all", "device-filter": "A100", "mig-enabled": False}), "'A100' is not a PCI id"),
+        (
+            mig_expected.config("a", {"devices": "all", "device-filter": 0x20B010DE, "mig-enabled": False}),
+            "expected a PCI id string or a list of them, got int",
+        ),
+        (mig_expected.config("a", {"devices": "all", "device-filter": "0x1FFFFFFFF", "mig-enabled": False}), "does not fit in 32 bits"),
     ],
 )
 def test_parse_rejects_with_the_field_named(data: t.Any, message: str) -> None:
@@ -155,8 +156,7 @@ def test_parse_rejects_with_the_field_named(data: t.Any, message: str) -> None:
 
 def test_empty_devices_is_accepted_and_selects_no_gpu() -> None:
     """mig-parted reads `devices: []` as an empty []int (api/spec/v1/spec.go) and accepts it."""
-    (parsed,) = _mig.parse_config(mig_expected.config("a", {"devices": [], "mig-enabled": True,
-                                                            "mig-devices": {"1g.5gb": 7}}))["a"]
+    (parsed,) = _mig.parse_config(mig_expected.config("a", {"devices": [], "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}))["a"]
     assert parsed.devices == ()
     assert not any(parsed.selects(index, 0x20B010DE, 0x134F10DE) for index in range(8))
 
@@ -210,10 +210,11 @@ def test_catalogue_agrees_with_every_mig_fixture(fixture: str) -> None:
             # answers profile queries with MIG off, so NVML plans it.
             assert raw.get("mig_profiles_off") == 1, raw["name"]
             continue
-        catalogue = {(pid, name.split("|")[0], slices, instances, tuple((s, size) for s in starts))
-                     for (pid, slices, instances, size, starts), name in zip(model.geometry, model.names)}
-        assert catalogue == {(p.id, p.name, p.slices, p.instances, p.placements)
-                             for p in mig_expected.profiles(raw)}
+        catalogue = {
+            (pid, name.split("|")[0], slices, instances, tuple((s, size) for s in starts))
+            for (pid, slices, instances, size, starts), name in zip(model.geometry, model.names)
+        }
+        assert catalogue == {(p.id, p.name, p.slices, p.instances, p.placements) for p in mig_expected.profiles(raw)}
 
 
 def test_catalogue_lists_each_pci_id_once() -> None:
@@ -251,11 +252,9 @@ def test_common_layouts_fit_every_mig_fixture(fixture: str, layout: str) -> None
 
 
 @pytest.mark.parametrize("fixture", MIG_FIXTURES)
-def test_balanced_layout_is_where_nvml_auto_placement_puts_it(
-        fixture: str, sim_node: t.Any, open_session: t.Any) -> None:
+def test_balanced_layout_is_where_nvml_auto_placement_puts_it(fixture: str, sim_node: t.Any, open_session: t.Any) -> None:
     """Largest first, highest free start: the same as `nvidia-smi mig -cgi 9,14,19,19` (the MIG guide's order)."""
-    index = next(g["index"] for g in SHOWN[fixture]["gpus"]
-                 if g["mig_capable"] and not g["gis"] and not g["processes"] and g["mig_toggle"] == "immediate")
+    index = next(g["index"] for g in SHOWN[fixture]["gpus"] if g["mig_capable"] and not g["gis"] and not g["processes"] and g["mig_toggle"] == "immediate")
     gpu = empty_gpu(fixture, index)
     plan = plan_for(gpu, mig_expected.layouts_for(gpu)["all-balanced"])
     node = sim_node(fixture)
@@ -275,12 +274,13 @@ def test_mixed_by_device_index(fixture: str) -> None:
     gpus = [empty_gpu(fixture, g["index"]) for g in capable if g["pci_device_id"] == capable[0]["pci_device_id"]]
     layouts = mig_expected.layouts_for(gpus[0])
     half = [g.index for g in gpus[: max(1, len(gpus) // 2)]]
-    configs = _mig.parse_config(mig_expected.config(
-        "mixed",
-        {"devices": half, "mig-enabled": True, "mig-devices": layouts["all-1g"]},
-        {"devices": [g.index for g in gpus if g.index not in half] or [99], "mig-enabled": True,
-         "mig-devices": layouts["all-3g"]},
-    ))
+    configs = _mig.parse_config(
+        mig_expected.config(
+            "mixed",
+            {"devices": half, "mig-enabled": True, "mig-devices": layouts["all-1g"]},
+            {"devices": [g.index for g in gpus if g.index not in half] or [99], "mig-enabled": True, "mig-devices": layouts["all-3g"]},
+        )
+    )
     for gpu in gpus:
         chosen = [e for e in configs["mixed"] if e.selects(gpu.index, gpu.pci_device_id, gpu.pci_subsystem_id)]
         assert len(chosen) == 1
@@ -297,9 +297,10 @@ def test_mixed_by_device_filter_on_a_mixed_node() -> None:
         by_model.setdefault(gpu.pci_device_id, gpu)
     mig_models = [g for g in by_model.values() if g.mig_capable]
     assert len(mig_models) == 2
-    entries = [{"devices": "all", "device-filter": "0x{0:08X}".format(g.pci_device_id), "mig-enabled": True,
-                "mig-devices": mig_expected.layouts_for(g)[layout]}
-               for g, layout in zip(mig_models, ("all-1g", "all-balanced"))]
+    entries = [
+        {"devices": "all", "device-filter": "0x{0:08X}".format(g.pci_device_id), "mig-enabled": True, "mig-devices": mig_expected.layouts_for(g)[layout]}
+        for g, layout in zip(mig_models, ("all-1g", "all-balanced"))
+    ]
     configs = _mig.parse_config(mig_expected.config("by-filter", *entries))
     for gpu in gpus:
         chosen = [e for e in configs["by-filter"] if e.selects(gpu.index, gpu.pci_device_id, gpu.pci_subsystem_id)]
@@ -318,8 +319,7 @@ def test_too_many_instances_of_a_profile(fixture: str) -> None:
     three = mig_expected.plain_profile(gpu, 3)
     with pytest.raises(_mig.MigPlanError) as caught:
         plan_for(gpu, {three.name: three.instances + 1})
-    assert "{0} x {1} asked for, but at most {2} fit on this GPU".format(
-        three.instances + 1, three.name, three.instances) in str(caught.value)
+    assert "{0} x {1} asked for, but at most {2} fit on this GPU".format(three.instances + 1, three.name, three.instances) in str(caught.value)
 
 
 @pytest.mark.parametrize("fixture", MIG_FIXTURES)
@@ -330,8 +330,7 @@ def test_too_many_compute_slices(fixture: str) -> None:
         plan_for(gpu, {three.name: 2, two.name: 1})
     message = str(caught.value)
     assert message.startswith("GPU {0} ({1}): mig-configs.test[0] does not fit:".format(gpu.index, gpu.name))
-    assert "2 x {0} + 1 x {1} need 8 compute slices, the GPU has {2}".format(
-        three.name, two.name, gpu.compute_slices) in message
+    assert "2 x {0} + 1 x {1} need 8 compute slices, the GPU has {2}".format(three.name, two.name, gpu.compute_slices) in message
 
 
 @pytest.mark.parametrize("fixture", MIG_FIXTURES)
@@ -341,8 +340,7 @@ def test_too_many_memory_slices(fixture: str) -> None:
     one = mig_expected.plain_profile(gpu, 1)
     with pytest.raises(_mig.MigPlanError) as caught:
         plan_for(gpu, {double.name: double.instances, one.name: 1})
-    assert "need {0} memory slices, the GPU has {1}".format(double.instances * 2 + 1, gpu.memory_slices) \
-        in str(caught.value)
+    assert "need {0} memory slices, the GPU has {1}".format(double.instances * 2 + 1, gpu.memory_slices) in str(caught.value)
 
 
 @pytest.mark.parametrize("fixture", MIG_FIXTURES)
@@ -352,8 +350,7 @@ def test_a_profile_the_gpu_lacks(fixture: str) -> None:
     foreign = sorted(theirs - {p.name for p in gpu.profiles})[0]
     with pytest.raises(_mig.MigPlanError) as caught:
         plan_for(gpu, {foreign: 1})
-    assert "asks for {0}, which this GPU does not offer; it offers {1}".format(
-        foreign, ", ".join(p.name for p in gpu.profiles)) in str(caught.value)
+    assert "asks for {0}, which this GPU does not offer; it offers {1}".format(foreign, ", ".join(p.name for p in gpu.profiles)) in str(caught.value)
 
 
 def test_overlapping_placements_are_explained() -> None:
@@ -364,13 +361,13 @@ def test_overlapping_placements_are_explained() -> None:
     """
     wide = _mig.Profile(1, "2g.12gb", 2, 2, ((0, 2), (3, 2)))
     narrow = _mig.Profile(2, "1g.6gb", 1, 4, ((1, 1), (2, 1), (4, 1)))
-    gpu = _mig.GpuState(0, "GPU-x", "Made-up GPU", 0x1, 0, True, True, True, (wide, narrow, _mig.Profile(
-        3, "5g.30gb", 5, 1, ((0, 6),))), "nvml")
+    gpu = _mig.GpuState(0, "GPU-x", "Made-up GPU", 0x1, 0, True, True, True, (wide, narrow, _mig.Profile(3, "5g.30gb", 5, 1, ((0, 6),))), "nvml")
     with pytest.raises(_mig.MigPlanError) as caught:
         plan_for(gpu, {"2g.12gb": 1, "1g.6gb": 3})
-    assert ("the instances cannot be placed without overlapping: at most 3 of 4 fit together (1g.6gb at 1, "
-            "1g.6gb at 2, 2g.12gb at 3), leaving no free placement for 1 x 1g.6gb (placements {1,2,4}:1)") \
-        in str(caught.value)
+    assert (
+        "the instances cannot be placed without overlapping: at most 3 of 4 fit together (1g.6gb at 1, "
+        "1g.6gb at 2, 2g.12gb at 3), leaving no free placement for 1 x 1g.6gb (placements {1,2,4}:1)"
+    ) in str(caught.value)
 
 
 @pytest.mark.parametrize("fixture", MIG_FIXTURES)
@@ -390,7 +387,7 @@ def test_capacity_checks_decide_every_eight_slice_layout(fixture: str) -> None:
     for wanted in combinations(0, []):
         specs = [_mig.InstanceSpec(p, (p.slices,)) for p in wanted]
         if specs and not _mig._capacity_problems(gpu, specs):  # pylint: disable=protected-access
-            assert _mig._LayoutSearch(gpu, specs).run() is not None, [p.name for p in wanted]  # noqa
+            assert _mig._LayoutSearch(gpu, specs).run() is not None, [p.name for p in wanted]
             checked += 1
     assert checked > 50
 
@@ -401,8 +398,10 @@ def test_gpus_without_mig_are_rejected_clearly(fixture: str) -> None:
     gpu = mig_expected.gpu_state(raw)
     with pytest.raises(_mig.MigPlanError) as caught:
         _mig.resolve_target(gpu, entry({"1g.5gb": 1}, devices=[0]))
-    assert str(caught.value) == ("GPU 0 ({0}): mig-configs.test[0] selects it with mig-enabled: true, but it does not "
-                                 "support MIG; narrow the entry with 'devices' or 'device-filter'".format(raw["name"]))
+    assert str(caught.value) == (
+        "GPU 0 ({0}): mig-configs.test[0] selects it with mig-enabled: true, but it does not "
+        "support MIG; narrow the entry with 'devices' or 'device-filter'".format(raw["name"])
+    )
     disabled = _mig.plan_gpu(gpu, _mig.resolve_target(gpu, entry(enabled=False)))
     assert not disabled.changed
 
@@ -427,8 +426,7 @@ def test_kept_instances_survive_a_new_layout() -> None:
     plan = plan_for(gpu, layouts["all-balanced"])
     kept = {gi.id for gi in gpu.gpu_instances} - {d.instance.id for d in plan.destroy}
     assert len(kept) == 2 and len(plan.destroy) == 5
-    assert created_counts(plan) == Counter({mig_expected.plain_profile(gpu, 3).name: 1,
-                                            mig_expected.plain_profile(gpu, 2).name: 1})
+    assert created_counts(plan) == Counter({mig_expected.plain_profile(gpu, 3).name: 1, mig_expected.plain_profile(gpu, 2).name: 1})
     assert _mig.blocking_clients(plan) == []  # the process's instance is one of the kept ones
     assert_valid_layout(gpu, plan)
 
@@ -476,8 +474,7 @@ def test_clients_block_destroying_their_instance_and_mode_changes() -> None:
     destroyed = {d.instance.id for d in plan.destroy}
     assert [p.pid for p in blocking] == ([31337] if 7 in destroyed else [])
     off = _mig.plan_gpu(busy, _mig.resolve_target(busy, entry(enabled=False)))
-    assert [str(p) for p in _mig.blocking_clients(off)] == [
-        "pid 31337 (not visible here, GPU instance 7 / compute instance 0, 2048 MiB)"]
+    assert [str(p) for p in _mig.blocking_clients(off)] == ["pid 31337 (not visible here, GPU instance 7 / compute instance 0, 2048 MiB)"]
 
 
 def test_descriptions() -> None:
@@ -505,16 +502,14 @@ def test_reader_sees_what_the_simulator_holds(fixture: str, sim_node: t.Any, ope
         # order of the profiles carries no meaning.
 
         def normal(state: _mig.GpuState) -> _mig.GpuState:
-            return dataclasses.replace(state, profiles=tuple(
-                sorted((dataclasses.replace(p, aliases=()) for p in state.profiles), key=lambda p: p.id)))
+            return dataclasses.replace(state, profiles=tuple(sorted((dataclasses.replace(p, aliases=()) for p in state.profiles), key=lambda p: p.id)))
 
         assert normal(gpu) == normal(expected)
 
 
 def test_applier_journals_every_change(sim_node: t.Any, open_session: t.Any) -> None:
     node = sim_node("dgx-a100-mig-mixed")
-    configs = _mig.parse_config(mig_expected.config("one", {"devices": [0, 2, 3], "mig-enabled": True,
-                                                            "mig-devices": {"1g.5gb": 7}}))
+    configs = _mig.parse_config(mig_expected.config("one", {"devices": [0, 2, 3], "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}))
     with open_session(node) as s:
         controller = _mig.MigController(configs["one"], "one", s)
         planned = controller.plan()
@@ -531,8 +526,7 @@ def test_identical_reasons_are_grouped_across_gpus() -> None:
     gpu = empty_gpu("dgx-a100-8x40gb")
     errors = [_mig._gpu_error(dataclasses.replace(gpu, index=i), "too big") for i in (0, 1, 2, 3, 5, 6, 7)]
     errors.append(_mig._gpu_error(dataclasses.replace(gpu, index=4), "other"))
-    assert _mig.group_gpu_problems(errors) == [
-        "GPUs 0-3, 5-7 (NVIDIA A100-SXM4-40GB): too big", "GPU 4 (NVIDIA A100-SXM4-40GB): other"]
+    assert _mig.group_gpu_problems(errors) == ["GPUs 0-3, 5-7 (NVIDIA A100-SXM4-40GB): too big", "GPU 4 (NVIDIA A100-SXM4-40GB): other"]
 
 
 def test_reader_asks_nvml_first_with_mig_off_and_falls_back(sim_node: t.Any, open_session: t.Any) -> None:
@@ -551,9 +545,12 @@ def test_export_leaves_out_what_the_format_cannot_say() -> None:
     """Two 3g instances with one 1c each would come back as one 3g with 2 x 1c: left out, with the reason."""
     gpu = empty_gpu("dgx-a100-8x40gb")
     three = gpu.profile_named("3g.20gb")
-    split = dataclasses.replace(gpu, gpu_instances=tuple(
-        _mig.GpuInstanceState(gi_id, three.id, start, three.size, (_mig.ComputeInstanceState(0, 1, 0),))
-        for gi_id, start in ((1, 0), (2, 4))))
+    split = dataclasses.replace(
+        gpu,
+        gpu_instances=tuple(
+            _mig.GpuInstanceState(gi_id, three.id, start, three.size, (_mig.ComputeInstanceState(0, 1, 0),)) for gi_id, start in ((1, 0), (2, 4))
+        ),
+    )
     other = dataclasses.replace(gpu, index=1)
     config, problems = _mig.export_layout([split, other], "x")
     assert config == {"version": "v1", "mig-configs": {"x": [{"devices": [1], "mig-enabled": True, "mig-devices": {}}]}}
@@ -562,4 +559,5 @@ def test_export_leaves_out_what_the_format_cannot_say() -> None:
         "GPU 0 (NVIDIA A100-SXM4-40GB): re-applying mig-devices {1c.3g.20gb: 2} would change it (destroy GPU "
         "instance 1 (3g.20gb at memory slice 0); replace the compute instances of GPU instance 2 (3g.20gb at memory "
         "slice 4) with compute instances 1c.3g.20gb + 1c.3g.20gb); a mig-parted config cannot describe this state; "
-        "left out of the export")
+        "left out of the export"
+    )

@@ -68,8 +68,19 @@ def test_format_cuda_version(raw: int, expected: str) -> None:
 
 @pytest.mark.parametrize(
     ("arch", "name"),
-    [(7, "ampere"), (8, "ada"), (9, "hopper"), (10, "blackwell"), (5, "volta"), (6, "turing"), (2, "kepler"),
-     (13, "rubin"), (0xFFFFFFFF, "unknown"), (11, "unknown"), (None, "unknown")],
+    [
+        (7, "ampere"),
+        (8, "ada"),
+        (9, "hopper"),
+        (10, "blackwell"),
+        (5, "volta"),
+        (6, "turing"),
+        (2, "kepler"),
+        (13, "rubin"),
+        (0xFFFFFFFF, "unknown"),
+        (11, "unknown"),
+        (None, "unknown"),
+    ],
 )
 def test_architecture_name(arch: int | None, name: str) -> None:
     assert _nvml.architecture_name(arch) == name
@@ -147,14 +158,37 @@ def test_handles_compare_by_kind_and_value() -> None:
 
 
 def _profile_tuple(profile: _nvml.GpuInstanceProfile) -> tuple[t.Any, ...]:
-    return (profile.index, profile.id, profile.name, profile.slice_count, profile.instance_count,
-            profile.multiprocessor_count, profile.memory_size_mb, profile.copy_engine_count, profile.decoder_count,
-            profile.jpeg_count, profile.ofa_count, profile.is_p2p_supported)
+    return (
+        profile.index,
+        profile.id,
+        profile.name,
+        profile.slice_count,
+        profile.instance_count,
+        profile.multiprocessor_count,
+        profile.memory_size_mb,
+        profile.copy_engine_count,
+        profile.decoder_count,
+        profile.jpeg_count,
+        profile.ofa_count,
+        profile.is_p2p_supported,
+    )
 
 
 def _show_profile_tuple(profile: dict[str, t.Any]) -> tuple[t.Any, ...]:
-    return (profile["index"], profile["id"], profile["name"], profile["slices"], profile["instances"], profile["sm"],
-            profile["memory_mb"], profile["ce"], profile["dec"], profile["jpeg"], profile["ofa"], bool(profile["p2p"]))
+    return (
+        profile["index"],
+        profile["id"],
+        profile["name"],
+        profile["slices"],
+        profile["instances"],
+        profile["sm"],
+        profile["memory_mb"],
+        profile["ce"],
+        profile["dec"],
+        profile["jpeg"],
+        profile["ofa"],
+        bool(profile["p2p"]),
+    )
 
 
 def test_session_reads_system_and_devices(sim_node: t.Any, open_session: t.Any) -> None:
@@ -173,8 +207,7 @@ def test_session_reads_system_and_devices(sim_node: t.Any, open_session: t.Any) 
             assert s.device_by_pci_bus_id(gpu["bus_id"]) == dev
             assert s.device_index(dev) == gpu["index"]
             pci = s.device_pci_info(dev)
-            assert (pci.bus_id, pci.domain, pci.bus, pci.device) == (
-                gpu["bus_id"], gpu["pci_domain"], gpu["pci_bus"], gpu["pci_device"])
+            assert (pci.bus_id, pci.domain, pci.bus, pci.device) == (gpu["bus_id"], gpu["pci_domain"], gpu["pci_bus"], gpu["pci_device"])
             assert (pci.pci_device_id, pci.pci_subsystem_id) == (gpu["pci_device_id"], gpu["pci_subsystem_id"])
             memory = s.device_memory(dev)
             assert (memory.total, memory.reserved) == (gpu["memory_total"], gpu["memory_reserved"])
@@ -195,9 +228,9 @@ def test_processes_and_sparse_mig_devices(sim_node: t.Any, open_session: t.Any) 
         in_mig = s.device_compute_processes(s.device_by_index(1))
         outside = s.device_compute_processes(s.device_by_index(5))
         assert [(p.pid, p.used_memory, p.gpu_instance_id, p.compute_instance_id) for p in in_mig] == [
-            (p["pid"], p["used_memory"], p["gi"], p["ci"]) for p in show["gpus"][1]["processes"]]
-        assert [(p.pid, p.gpu_instance_id, p.compute_instance_id) for p in outside] == [
-            (p["pid"], None, None) for p in show["gpus"][5]["processes"]]
+            (p["pid"], p["used_memory"], p["gi"], p["ci"]) for p in show["gpus"][1]["processes"]
+        ]
+        assert [(p.pid, p.gpu_instance_id, p.compute_instance_id) for p in outside] == [(p["pid"], None, None) for p in show["gpus"][5]["processes"]]
         assert s.device_compute_processes(s.device_by_index(7)) == []
 
         dev = s.device_by_index(0)
@@ -231,8 +264,7 @@ def test_mig_lifecycle(sim_node: t.Any, open_session: t.Any) -> None:
         # Profiles need MIG on; placements do not.
         assert s.gpu_instance_profiles(dev) == []
         p3 = by_slices[3]
-        assert s.gpu_instance_possible_placements(dev, p3["id"]) == [
-            _nvml.Placement(p["start"], p["size"]) for p in p3["placements"]]
+        assert s.gpu_instance_possible_placements(dev, p3["id"]) == [_nvml.Placement(p["start"], p["size"]) for p in p3["placements"]]
 
         assert s.set_mig_mode(dev, True) == _nvml.NVML_SUCCESS
         assert s.device_mig_mode(dev) == _nvml.MigMode(current=True, pending=True)
@@ -276,8 +308,7 @@ def test_mig_lifecycle(sim_node: t.Any, open_session: t.Any) -> None:
 
     # Instances persist across sessions (the state file is the "hardware").
     show = node.show()["gpus"][0]
-    assert sorted((g["profile"], g["start"], g["size"], len(g["cis"])) for g in show["gis"]) == [
-        (three_g.id, 0, 4, 0), (three_g.id, 4, 4, 1)]
+    assert sorted((g["profile"], g["start"], g["size"], len(g["cis"])) for g in show["gis"]) == [(three_g.id, 0, 4, 0), (three_g.id, 4, 4, 1)]
 
     with open_session(node) as s:
         dev = s.device_by_index(0)
@@ -330,7 +361,12 @@ def test_compute_instances_with_placement(sim_node: t.Any, open_session: t.Any) 
     ids=["reset-required", "in-use", "immediate", "already-off"],
 )
 def test_set_mig_mode_activation_status(
-    sim_node: t.Any, open_session: t.Any, gpu: int, setup: tuple[str, ...], enable: bool, activation: int,
+    sim_node: t.Any,
+    open_session: t.Any,
+    gpu: int,
+    setup: tuple[str, ...],
+    enable: bool,
+    activation: int,
     after: _nvml.MigMode,
 ) -> None:
     node = sim_node("hgx-h100-8x80gb")
@@ -376,8 +412,7 @@ def test_profile_info_falls_back_to_v1(sim_node: t.Any, open_session: t.Any, err
         v1 = s.gpu_instance_profiles(dev)
         ci_v1 = s.compute_instance_profiles(s.gpu_instances(dev, v1[0])[0])
     assert [p.name for p in v1] == [None] * len(v2)
-    assert [_profile_tuple(p)[:2] + _profile_tuple(p)[3:] for p in v1] == [
-        _profile_tuple(p)[:2] + _profile_tuple(p)[3:] for p in v2]
+    assert [_profile_tuple(p)[:2] + _profile_tuple(p)[3:] for p in v1] == [_profile_tuple(p)[:2] + _profile_tuple(p)[3:] for p in v2]
     assert [(p.id, p.slice_count, p.name) for p in ci_v1] == [(p.id, p.slice_count, None) for p in ci_v2]
     assert "nvmlDeviceGetGpuInstanceProfileInfo" in session.resolved
 
@@ -385,9 +420,8 @@ def test_profile_info_falls_back_to_v1(sim_node: t.Any, open_session: t.Any, err
 def test_context_manager_shuts_down_on_error(sim_node: t.Any, open_session: t.Any) -> None:
     node = sim_node("t4-1x")
     session = open_session(node)
-    with pytest.raises(_nvml.NvmlError) as caught:
-        with session as s:
-            s.device_by_index(5)
+    with pytest.raises(_nvml.NvmlError) as caught, session as s:
+        s.device_by_index(5)
     assert caught.value.code == _nvml.NVML_ERROR_INVALID_ARGUMENT
     assert not session.initialized
     # A later session re-reads the state file, so nothing leaked.
@@ -401,9 +435,8 @@ def test_shutdown_failure_is_raised_when_nothing_else_failed(sim_node: t.Any, op
     node = sim_node("t4-1x")
     node.fault("nvmlShutdown", "UNKNOWN", once=True)
     session = open_session(node)
-    with pytest.raises(_nvml.NvmlError) as caught:
-        with session as s:
-            s.device_count()
+    with pytest.raises(_nvml.NvmlError) as caught, session as s:
+        s.device_count()
     assert caught.value.function == "nvmlShutdown"
     # NVML kept its reference; release it so later tests re-read their state.
     session._call("nvmlShutdown")  # pylint: disable=protected-access

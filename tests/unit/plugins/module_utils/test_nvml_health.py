@@ -52,12 +52,14 @@ class FakeNvml:
         if name in self.missing or impl is None:
             raise AttributeError(name)
         if name not in self._keep:
+
             def entry(*args: t.Any) -> int:
                 assert args[0] == HANDLE, "the handle reached the library unchanged"
                 self.calls.append((name,) + args[1:])
                 if name in self.errors:
                     return self.errors[name]
                 return impl(*args[1:])
+
             self._keep[name] = ctypes.CFUNCTYPE(ctypes.c_int, *N.PROTOTYPES[name])(entry)
         return self._keep[name]
 
@@ -99,8 +101,9 @@ class FakeNvml:
             value_type, value = answer
             values[i].valueType = value_type
             values[i].nvmlReturn = N.NVML_SUCCESS
-            member = {N.NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal", N.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "ullVal",
-                      N.NVML_VALUE_TYPE_SIGNED_LONG_LONG: "sllVal"}[value_type]
+            member = {N.NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal", N.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "ullVal", N.NVML_VALUE_TYPE_SIGNED_LONG_LONG: "sllVal"}[
+                value_type
+            ]
             setattr(values[i].value, member, value)
         return N.NVML_SUCCESS
 
@@ -188,24 +191,27 @@ HOPPER: dict[str, t.Any] = {
     "retired_pending": None,
     "remap": (4, 1, 1, 0),
     "fields": {N.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: (N.NVML_VALUE_TYPE_UNSIGNED_INT, 1)},
-    "gen": 5, "gen_max": 5, "width": 8, "width_max": 16, "replay": 12,
+    "gen": 5,
+    "gen_max": 5,
+    "width": 8,
+    "width_max": 16,
+    "replay": 12,
     "nvlinks": [0 if link in (3, 7) else 1 for link in range(18)],
     "fabric": (N.NVML_GPU_FABRIC_STATE_COMPLETED, N.NVML_SUCCESS, 32766, CLUSTER),
     "temp": 41,
     "thresholds": {N.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN: 92, N.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN: 87},
     "clocks": 0x1 | 0x4 | 0x40 | 0x1000,
-    "power_mw": 71234, "power_limit_mw": 700000,
+    "power_mw": 71234,
+    "power_limit_mw": 700000,
 }
 HOPPER_HEALTH = {
-    "ecc": {"mode_current": True, "mode_pending": True,
-            "volatile": {"corrected": 5, "uncorrected": 1}, "aggregate": {"corrected": 70, "uncorrected": 2}},
+    "ecc": {"mode_current": True, "mode_pending": True, "volatile": {"corrected": 5, "uncorrected": 1}, "aggregate": {"corrected": 70, "uncorrected": 2}},
     "retired_pages": {"single_bit_ecc": None, "double_bit_ecc": None, "pending": None},
     "remapped_rows": {"correctable": 4, "uncorrectable": 1, "pending": True, "failure": False},
     "recovery_action": 1,
     "pcie": {"gen_current": 5, "gen_max": 5, "width_current": 8, "width_max": 16, "replay_counter": 12},
     "nvlink": [{"link": link, "active": link not in (3, 7)} for link in range(18)],
-    "fabric": {"state": "completed", "status": "NVML_SUCCESS", "clique_id": 32766,
-               "cluster_uuid": "10111213-1415-1617-1819-1a1b1c1d1e1f"},
+    "fabric": {"state": "completed", "status": "NVML_SUCCESS", "clique_id": 32766, "cluster_uuid": "10111213-1415-1617-1819-1a1b1c1d1e1f"},
     "temperature": {"current_c": 41, "slowdown_c": 87, "shutdown_c": 92},
     # 0x1000 is a bit this binding has no name for: kept in the mask, not named.
     "clock_event_reasons": {"mask": 0x1045, "active": ["gpu_idle", "sw_power_cap", "hw_thermal_slowdown"]},
@@ -231,8 +237,7 @@ def test_every_read_of_a_hopper_gpu(read: t.Any) -> None:
     assert health == HOPPER_HEALTH
     called = {call[0] for call in fake.calls}
     # Newest entry points only: no fallback was needed.
-    assert called == set(nh.HEALTH_CALLS) - {
-        "nvmlDeviceGetGpuFabricInfo", "nvmlDeviceGetTemperature", "nvmlDeviceGetCurrentClocksThrottleReasons"}
+    assert called == set(nh.HEALTH_CALLS) - {"nvmlDeviceGetGpuFabricInfo", "nvmlDeviceGetTemperature", "nvmlDeviceGetCurrentClocksThrottleReasons"}
     # Links past the GPU's 18 answer INVALID_ARGUMENT and are absent; all 36 are asked.
     assert [call[1] for call in fake.calls if call[0] == "nvmlDeviceGetNvLinkState"] == list(range(36))
 
@@ -243,7 +248,8 @@ def test_empty_health_has_the_same_shape() -> None:
 
     empty = nh.empty_health()
     assert shape({k: v for k, v in empty.items() if k not in ("nvlink", "fabric")}) == shape(
-        {k: v for k, v in HOPPER_HEALTH.items() if k not in ("nvlink", "fabric")})
+        {k: v for k, v in HOPPER_HEALTH.items() if k not in ("nvlink", "fabric")}
+    )
     assert (empty["nvlink"], empty["fabric"]) == ([], None)
 
 
@@ -264,8 +270,7 @@ def test_old_driver_falls_back_to_the_older_calls(read: t.Any) -> None:
     assert health == HOPPER_HEALTH
     called = [c[0] for c in fake.calls]
     assert not set(newer) & set(called)
-    assert {"nvmlDeviceGetGpuFabricInfo", "nvmlDeviceGetTemperature",
-            "nvmlDeviceGetCurrentClocksThrottleReasons"} <= set(called)
+    assert {"nvmlDeviceGetGpuFabricInfo", "nvmlDeviceGetTemperature", "nvmlDeviceGetCurrentClocksThrottleReasons"} <= set(called)
 
 
 def test_fabric_v2_when_the_driver_does_not_know_v3(read: t.Any) -> None:
@@ -275,9 +280,14 @@ def test_fabric_v2_when_the_driver_does_not_know_v3(read: t.Any) -> None:
     assert "nvmlDeviceGetGpuFabricInfo" not in [c[0] for c in fake.calls]
 
 
-@pytest.mark.parametrize("state,name", [(N.NVML_GPU_FABRIC_STATE_NOT_STARTED, "not_started"),
-                                        (N.NVML_GPU_FABRIC_STATE_IN_PROGRESS, "in_progress"),
-                                        (N.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED, "not_supported")])
+@pytest.mark.parametrize(
+    "state,name",
+    [
+        (N.NVML_GPU_FABRIC_STATE_NOT_STARTED, "not_started"),
+        (N.NVML_GPU_FABRIC_STATE_IN_PROGRESS, "in_progress"),
+        (N.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED, "not_supported"),
+    ],
+)
 def test_fabric_before_the_probe_completes(read: t.Any, state: int, name: str) -> None:
     health, _fake = read(dict(HOPPER, fabric=(state, N.NVML_ERROR_UNKNOWN, 7, CLUSTER)))
     # The header: status, clique and cluster mean something only once completed.
@@ -305,8 +315,12 @@ def test_recovery_action_of_another_value_type(read: t.Any) -> None:
 # Which leaves each entry point answers for (the rest must stay as in HOPPER_HEALTH).
 LEAVES = {
     "nvmlDeviceGetEccMode": [("ecc", "mode_current"), ("ecc", "mode_pending")],
-    "nvmlDeviceGetTotalEccErrors": [("ecc", "volatile", "corrected"), ("ecc", "volatile", "uncorrected"),
-                                    ("ecc", "aggregate", "corrected"), ("ecc", "aggregate", "uncorrected")],
+    "nvmlDeviceGetTotalEccErrors": [
+        ("ecc", "volatile", "corrected"),
+        ("ecc", "volatile", "uncorrected"),
+        ("ecc", "aggregate", "corrected"),
+        ("ecc", "aggregate", "uncorrected"),
+    ],
     "nvmlDeviceGetRemappedRows": [("remapped_rows", k) for k in ("correctable", "uncorrectable", "pending", "failure")],
     "nvmlDeviceGetFieldValues": [("recovery_action",)],
     "nvmlDeviceGetCurrPcieLinkGeneration": [("pcie", "gen_current")],
@@ -393,5 +407,4 @@ def test_struct_layouts_match_the_header() -> None:
     assert ctypes.sizeof(N._GpuFabricInfo_v3) == 40 and N._GpuFabricInfo_v3.healthSummary.offset == 36
     assert ctypes.sizeof(N._Temperature_v1) == 12
     # NVML_STRUCT_VERSION(data, ver) = sizeof | ver << 24
-    assert (N.nvmlGpuFabricInfo_v2, N.nvmlGpuFabricInfo_v3, N.nvmlTemperature_v1) == (
-        0x02000024, 0x03000028, 0x0100000C)
+    assert (N.nvmlGpuFabricInfo_v2, N.nvmlGpuFabricInfo_v3, N.nvmlTemperature_v1) == (0x02000024, 0x03000028, 0x0100000C)

@@ -29,20 +29,21 @@ first
     joined"""
 quotes = """one "" two""""
 empty = ""
-''' + "multi_literal = '''\nraw \\n kept\n'''\n",
-    "numbers": '''
+'''
+    + "multi_literal = '''\nraw \\n kept\n'''\n",
+    "numbers": """
 ints = [0, +1, -17, 1_000, 0xDEAD_beef, 0o755, 0b1010]
 floats = [1.5, -0.25, 5e+22, 1e06, -2E-2, 6.626e-34, 224_617.445_991, inf, -inf]
-''',
-    "dates": '''
+""",
+    "dates": """
 odt = 1979-05-27T07:32:00Z
 odt2 = 1979-05-27T00:32:00.999999-07:00
 ldt = 1979-05-27T07:32:00
 ld = 1979-05-27
 lt = 07:32:00.5
 spaced = 1979-05-27 07:32:00Z
-''',
-    "tables": '''
+""",
+    "tables": """
 # comment
 top = 1 # trailing
 a.b.c = 1
@@ -61,28 +62,28 @@ name = "Nail"
 sku = 284758393
 [[products.variants]]
 color = "gray"
-''',
-    "arrays": '''
+""",
+    "arrays": """
 multi = [
   "one", # first
   "two",   # second, trailing comma next
 ]
 nested = [[1], [[2]]]
 mixed_tables = [{a = 1}, {b.c = 2}]
-''',
+""",
 }
 
 INVALID = [
     "a = 1\na = 2",  # duplicate key
     "[t]\n[t]",  # table twice
-    "a = \"unterminated",
+    'a = "unterminated',
     "a = 01",  # leading zero
     "a = [1 2]",
     "[a]\nb = 1\n[a.b]",  # b is a value
     "a = { b = 1, b = 2 }",
     "a.b = 1\n[a]\nb = 2",
     "= 1",
-    "a = \"bad \\q escape\"",
+    'a = "bad \\q escape"',
     "a = 1 b = 2",
     "a = 1979-13-01",
     "a = true_",
@@ -144,31 +145,37 @@ def _inserted(before: str, after: str) -> str:
             start -= 1
             break
     added = len(after) - len(before)
-    assert after[:start] + after[start + added:] == before
-    return after[start:start + added]
+    assert after[:start] + after[start + added :] == before
+    return after[start : start + added]
 
 
-@pytest.mark.parametrize("before, inserted", [
-    ('version = 2\nimports = ["/a.toml"]\n', ', "{0}"'.format(IMPORT)),
-    ('version = 2\nimports = []\n', '"{0}"'.format(IMPORT)),
-    ('version = 2\nimports = [ ]\n', '"{0}"'.format(IMPORT)),
-    ('imports = [\n  "/a.toml",  # first\n  "/b.toml"  # second\n]\nversion = 2\n', ', "{0}"'.format(IMPORT)),
-    ('imports = [\n  "/a.toml",\n]\n', ' "{0}"'.format(IMPORT)),
-    ("imports = ['/a.toml'] # trailing\n[plugins]\n", ', "{0}"'.format(IMPORT)),
-])
+@pytest.mark.parametrize(
+    "before, inserted",
+    [
+        ('version = 2\nimports = ["/a.toml"]\n', ', "{0}"'.format(IMPORT)),
+        ("version = 2\nimports = []\n", '"{0}"'.format(IMPORT)),
+        ("version = 2\nimports = [ ]\n", '"{0}"'.format(IMPORT)),
+        ('imports = [\n  "/a.toml",  # first\n  "/b.toml"  # second\n]\nversion = 2\n', ', "{0}"'.format(IMPORT)),
+        ('imports = [\n  "/a.toml",\n]\n', ' "{0}"'.format(IMPORT)),
+        ("imports = ['/a.toml'] # trailing\n[plugins]\n", ', "{0}"'.format(IMPORT)),
+    ],
+)
 def test_import_is_added_inside_the_existing_array_only(before: str, inserted: str) -> None:
     after = _toml.add_to_top_level_array(before, "imports", IMPORT, after="version")
     assert _inserted(before, after) == inserted
     assert tomllib.loads(after)["imports"][-1] == IMPORT
 
 
-@pytest.mark.parametrize("before, expected", [
-    ("version = 2\n\n[plugins]\n  x = 1\n", 'version = 2\nimports = ["{0}"]\n\n[plugins]\n  x = 1\n'),
-    ("# header\nversion = 3 # v3\nroot = '/x'\n", '# header\nversion = 3 # v3\nimports = ["{0}"]\nroot = \'/x\'\n'),
-    ("version = 2", 'version = 2\nimports = ["{0}"]\n'),
-    ("[plugins]\nx = 1\n", 'imports = ["{0}"]\n[plugins]\nx = 1\n'),
-    ("", 'imports = ["{0}"]\n'),
-])
+@pytest.mark.parametrize(
+    "before, expected",
+    [
+        ("version = 2\n\n[plugins]\n  x = 1\n", 'version = 2\nimports = ["{0}"]\n\n[plugins]\n  x = 1\n'),
+        ("# header\nversion = 3 # v3\nroot = '/x'\n", "# header\nversion = 3 # v3\nimports = [\"{0}\"]\nroot = '/x'\n"),
+        ("version = 2", 'version = 2\nimports = ["{0}"]\n'),
+        ("[plugins]\nx = 1\n", 'imports = ["{0}"]\n[plugins]\nx = 1\n'),
+        ("", 'imports = ["{0}"]\n'),
+    ],
+)
 def test_missing_imports_becomes_one_line_after_version(before: str, expected: str) -> None:
     assert _toml.add_to_top_level_array(before, "imports", IMPORT, after="version") == expected.format(IMPORT)
 
@@ -191,21 +198,24 @@ def test_a_file_that_is_not_toml_is_never_edited() -> None:
 
 
 def test_top_level_keys_stop_at_the_first_table() -> None:
-    keys = _toml.top_level_keys('version = 2\na.b = [\n 1,\n]\n[t]\nc = 1\n')
+    keys = _toml.top_level_keys("version = 2\na.b = [\n 1,\n]\n[t]\nc = 1\n")
     assert [k.key for k in keys] == [("version",), ("a", "b")]
 
 
 # --- None: TOML has no null --------------------------------------------------------------------
 
-@pytest.mark.parametrize("data, key", [
-    ({"a": None}, "a"),
-    ({"plugins": {"io.containerd.grpc.v1.cri": {"sandbox_image": None}}},
-     'plugins."io.containerd.grpc.v1.cri".sandbox_image'),
-    ({"t": {"list": [1, None]}}, "t.list[1]"),
-    ({"t": [{"ok": 1}, {"inner": {"x": None}}]}, "t[1].inner.x"),
-    ({"nested": [[1], [2, None]]}, "nested[1][1]"),
-    ({"quoted key": {"": None}}, '"quoted key".""'),
-])
+
+@pytest.mark.parametrize(
+    "data, key",
+    [
+        ({"a": None}, "a"),
+        ({"plugins": {"io.containerd.grpc.v1.cri": {"sandbox_image": None}}}, 'plugins."io.containerd.grpc.v1.cri".sandbox_image'),
+        ({"t": {"list": [1, None]}}, "t.list[1]"),
+        ({"t": [{"ok": 1}, {"inner": {"x": None}}]}, "t[1].inner.x"),
+        ({"nested": [[1], [2, None]]}, "nested[1][1]"),
+        ({"quoted key": {"": None}}, '"quoted key".""'),
+    ],
+)
 def test_writer_refuses_none_naming_the_dotted_key(data: dict, key: str) -> None:
     # Leaving the key out would keep whatever a merged-over file sets, so it is an error.
     with pytest.raises(_toml.TomlNullError) as caught:
@@ -223,11 +233,15 @@ def test_dump_value_refuses_none_as_a_toml_error() -> None:
 
 # --- regressions found by the differential test (test_toml_differential.py) ------------------
 
-@pytest.mark.parametrize("text", [
-    'a = """\r\none\r\ntwo\r\n"""\r\n',  # CRLF file, multi-line basic string
-    "a = '''\r\none\r\ntwo'''\r\n",  # ... and multi-line literal string
-    '"b"=""\n"a"={"b"="", "a"="""\n\r\n"""}',  # the document hypothesis found: CRLF inside an LF file
-])
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'a = """\r\none\r\ntwo\r\n"""\r\n',  # CRLF file, multi-line basic string
+        "a = '''\r\none\r\ntwo'''\r\n",  # ... and multi-line literal string
+        '"b"=""\n"a"={"b"="", "a"="""\n\r\n"""}',  # the document hypothesis found: CRLF inside an LF file
+    ],
+)
 def test_multi_line_strings_normalize_crlf_like_tomllib(text: str) -> None:
     # TOML lets a reader normalize newlines in multi-line strings; tomllib gives "\n", so we must too.
     assert _toml.parse(text) == tomllib.loads(text)

@@ -35,12 +35,17 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils import _toml
 # exploratory run with far more examples found nothing further.
 READ_EXAMPLES = 700
 WRITE_EXAMPLES = 200
-SETTINGS = dict(derandomize=True, database=None, deadline=None, print_blob=False,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.filter_too_much])
+SETTINGS = dict(
+    derandomize=True,
+    database=None,
+    deadline=None,
+    print_blob=False,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
 
 
 # --- equality that sees what == does not ------------------------------------------------------
+
 
 def same(a: t.Any, b: t.Any, ordered: bool = True) -> bool:
     """Equal data: NaN equals NaN, -0.0 differs from 0.0, 1 from 1.0 and True, offsets must match.
@@ -60,15 +65,16 @@ def same(a: t.Any, b: t.Any, ordered: bool = True) -> bool:
             return math.isnan(a) and math.isnan(b)
         return a == b and math.copysign(1, a) == math.copysign(1, b)
     if isinstance(a, (datetime.datetime, datetime.time)):
-        return a == b if a.tzinfo is None and b.tzinfo is None else (
-            a.tzinfo is not None and b.tzinfo is not None and a == b and a.utcoffset() == b.utcoffset())
+        return (
+            a == b if a.tzinfo is None and b.tzinfo is None else (a.tzinfo is not None and b.tzinfo is not None and a == b and a.utcoffset() == b.utcoffset())
+        )
     return bool(a == b)
 
 
 def test_same_is_strict_where_it_must_be() -> None:
     assert same({"a": [float("nan")]}, {"a": [float("nan")]})
     assert not same(1, 1.0) and not same(1, True) and not same(0.0, -0.0)
-    utc = datetime.datetime(2000, 1, 1, 12, tzinfo=datetime.timezone.utc)
+    utc = datetime.datetime(2000, 1, 1, 12, tzinfo=datetime.UTC)
     plus1 = datetime.datetime(2000, 1, 1, 13, tzinfo=datetime.timezone(datetime.timedelta(hours=1)))
     assert utc == plus1 and not same(utc, plus1)
     assert not same({"a": 1, "b": 2}, {"b": 2, "a": 1}) and same({"a": 1, "b": 2}, {"b": 2, "a": 1}, ordered=False)
@@ -85,8 +91,7 @@ INTERESTING = "aZ09 _-.#=[]{},'\"\\\t\n\r\b\f\x00\x1f\x7fé€😀"
 
 def chars(exclude: str = "") -> t.Any:
     """Characters TOML treats specially (and some it refuses), or any at all, less `exclude`."""
-    return st.one_of(st.sampled_from([c for c in INTERESTING if c not in exclude]),
-                     st.characters(codec="utf-8", exclude_characters=exclude))
+    return st.one_of(st.sampled_from([c for c in INTERESTING if c not in exclude]), st.characters(codec="utf-8", exclude_characters=exclude))
 
 
 # Strategies are built once: building them per draw costs more than drawing from them.
@@ -126,10 +131,12 @@ ML_BASIC_PIECE = st.one_of(
 )
 ML_LITERAL_PIECE = st.one_of(ML_LITERAL_TEXT, st.sampled_from(["\n", "\r\n", "'", "''", '"""', "\\n", "\\"]))
 OPENING_NEWLINE = st.sampled_from(["", "\n", "\r\n"])
-ML_BASIC_STRING = st.builds(lambda nl, parts, end: '"""' + nl + "".join(parts) + end, OPENING_NEWLINE,
-                            st.lists(ML_BASIC_PIECE, max_size=4), st.sampled_from(['"""', '""""', '"""""']))
-ML_LITERAL_STRING = st.builds(lambda nl, parts, end: "'''" + nl + "".join(parts) + end, OPENING_NEWLINE,
-                              st.lists(ML_LITERAL_PIECE, max_size=4), st.sampled_from(["'''", "''''", "'''''"]))
+ML_BASIC_STRING = st.builds(
+    lambda nl, parts, end: '"""' + nl + "".join(parts) + end, OPENING_NEWLINE, st.lists(ML_BASIC_PIECE, max_size=4), st.sampled_from(['"""', '""""', '"""""'])
+)
+ML_LITERAL_STRING = st.builds(
+    lambda nl, parts, end: "'''" + nl + "".join(parts) + end, OPENING_NEWLINE, st.lists(ML_LITERAL_PIECE, max_size=4), st.sampled_from(["'''", "''''", "'''''"])
+)
 
 
 @st.composite
@@ -143,8 +150,11 @@ def simple_key(draw: t.Any) -> str:
     return forms[draw(st.integers(0, len(forms) - 1))]
 
 
-KEY = st.builds(lambda first, rest: first + "".join(d + k for d, k in rest), simple_key(),
-                st.lists(st.tuples(st.sampled_from([".", ".", " . ", "\t."]), simple_key()), max_size=2))
+KEY = st.builds(
+    lambda first, rest: first + "".join(d + k for d, k in rest),
+    simple_key(),
+    st.lists(st.tuples(st.sampled_from([".", ".", " . ", "\t."]), simple_key()), max_size=2),
+)
 
 
 def _underscored(draw: t.Any, digits: str) -> str:
@@ -155,7 +165,7 @@ def _underscored(draw: t.Any, digits: str) -> str:
 
 @st.composite
 def integer(draw: t.Any) -> str:
-    value = draw(st.one_of(st.integers(-(2 ** 63), 2 ** 63 - 1), st.integers(-1000, 1000)))
+    value = draw(st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(-1000, 1000)))
     base = draw(st.sampled_from([10, 10, 16, 8, 2]))
     if base == 10:
         sign = "-" if value < 0 else draw(st.sampled_from(["", "", "+"]))
@@ -170,10 +180,10 @@ def integer(draw: t.Any) -> str:
 def floating(draw: t.Any) -> str:
     if draw(st.integers(0, 5)) == 0:
         return draw(SIGN) + draw(st.sampled_from(["inf", "nan"]))
-    text = draw(SIGN) + _underscored(draw, str(draw(st.integers(0, 10 ** 20))))
+    text = draw(SIGN) + _underscored(draw, str(draw(st.integers(0, 10**20))))
     has_frac, has_exp = draw(st.sampled_from([(True, False), (False, True), (True, True)]))
     if has_frac:
-        text += "." + _underscored(draw, str(draw(st.integers(0, 10 ** 20))).zfill(draw(st.integers(1, 3))))
+        text += "." + _underscored(draw, str(draw(st.integers(0, 10**20))).zfill(draw(st.integers(1, 3))))
     if has_exp:
         text += draw(st.sampled_from(["e", "E"])) + draw(SIGN)
         text += _underscored(draw, str(draw(st.integers(0, 400))).zfill(draw(st.integers(1, 3))))
@@ -183,12 +193,10 @@ def floating(draw: t.Any) -> str:
 @st.composite
 def date_time(draw: t.Any) -> str:
     """Offset and local date-times, dates and times; some are impossible dates (must be refused)."""
-    date = "{0:04d}-{1:02d}-{2:02d}".format(draw(st.integers(0, 9999)), draw(st.integers(1, 12)),
-                                            draw(st.integers(1, 31)))
-    clock = "{0:02d}:{1:02d}:{2:02d}".format(draw(st.integers(0, 23)), draw(st.integers(0, 59)),
-                                             draw(st.integers(0, 59)))
+    date = "{0:04d}-{1:02d}-{2:02d}".format(draw(st.integers(0, 9999)), draw(st.integers(1, 12)), draw(st.integers(1, 31)))
+    clock = "{0:02d}:{1:02d}:{2:02d}".format(draw(st.integers(0, 23)), draw(st.integers(0, 59)), draw(st.integers(0, 59)))
     if draw(st.booleans()):
-        clock += "." + str(draw(st.integers(0, 10 ** 9 - 1))).zfill(draw(st.integers(1, 9)))
+        clock += "." + str(draw(st.integers(0, 10**9 - 1))).zfill(draw(st.integers(1, 9)))
     kind = draw(st.sampled_from(["offset", "local", "date", "time"]))
     if kind == "date":
         return date
@@ -197,14 +205,19 @@ def date_time(draw: t.Any) -> str:
     text = date + draw(st.sampled_from(["T", "t", " "])) + clock
     if kind == "offset":
         hours, minutes = draw(st.integers(0, 23)), draw(st.integers(0, 59))
-        text += draw(st.sampled_from(["Z", "z", "+{0:02d}:{1:02d}".format(hours, minutes),
-                                      "-{0:02d}:{1:02d}".format(hours, minutes)]))
+        text += draw(st.sampled_from(["Z", "z", "+{0:02d}:{1:02d}".format(hours, minutes), "-{0:02d}:{1:02d}".format(hours, minutes)]))
     return text
 
 
 SCALAR = st.one_of(
-    basic_string(), LITERAL_STRING, ML_BASIC_STRING, ML_LITERAL_STRING,
-    integer(), floating(), st.sampled_from(["true", "false"]), date_time(),
+    basic_string(),
+    LITERAL_STRING,
+    ML_BASIC_STRING,
+    ML_LITERAL_STRING,
+    integer(),
+    floating(),
+    st.sampled_from(["true", "false"]),
+    date_time(),
 )
 
 
@@ -262,8 +275,7 @@ def document(draw: t.Any) -> str:
         at = draw(st.integers(0, len(text)))
         how = draw(st.sampled_from(["insert", "delete", "replace"]))
         piece = draw(MUTATION_CHARS)
-        text = {"insert": text[:at] + piece + text[at:], "delete": text[:at] + text[at + 1:],
-                "replace": text[:at] + piece + text[at + 1:]}[how]
+        text = {"insert": text[:at] + piece + text[at:], "delete": text[:at] + text[at + 1 :], "replace": text[:at] + piece + text[at + 1 :]}[how]
     return text
 
 
@@ -294,11 +306,12 @@ def test_reader_agrees_with_tomllib_on_generated_documents(text: str) -> None:
 
 # --- data to write --------------------------------------------------------------------------------
 
-TIMEZONES = st.one_of(st.none(), st.just(datetime.timezone.utc), st.integers(-(24 * 60 - 1), 24 * 60 - 1).map(
-    lambda m: datetime.timezone(datetime.timedelta(minutes=m))))
+TIMEZONES = st.one_of(
+    st.none(), st.just(datetime.UTC), st.integers(-(24 * 60 - 1), 24 * 60 - 1).map(lambda m: datetime.timezone(datetime.timedelta(minutes=m)))
+)
 SCALARS = st.one_of(
     st.text(),
-    st.integers(-(2 ** 63), 2 ** 63 - 1),
+    st.integers(-(2**63), 2**63 - 1),
     st.floats(),  # nan, inf, -0.0 and subnormals included
     st.booleans(),
     st.datetimes(timezones=TIMEZONES),
@@ -307,8 +320,7 @@ SCALARS = st.one_of(
 )
 DATA = st.recursive(
     SCALARS,
-    lambda children: st.one_of(st.lists(children, max_size=4), st.dictionaries(st.text(max_size=6), children,
-                                                                               max_size=4)),
+    lambda children: st.one_of(st.lists(children, max_size=4), st.dictionaries(st.text(max_size=6), children, max_size=4)),
     max_leaves=12,
 )
 

@@ -34,47 +34,75 @@ Pair = t.Tuple[str, str]
 
 # --- hand-picked orderings ---------------------------------------------------------
 
-@pytest.mark.parametrize("lower,higher", [
-    ("1.0~rc1", "1.0"),
-    ("1.0~~", "1.0~"),
-    ("1.0~", "1.0"),
-    ("1.0", "1.0a"),
-    ("1.0a", "1.0+"),
-    ("1.0", "1.0+dfsg"),
-    ("1.0", "1.0.1"),
-    ("2.0", "1:0.9"),
-    ("1.0-1", "1:0.1-1"),
-    ("550.127.05-1~deb12u1", "550.127.05-1"),
-    ("535.216.03-2~bpo12+1", "535.216.03-2"),
-    ("535.54.03-1", "535.216.03-1"),
-    ("535.216.03-2", "535.261.03-1"),
-    ("1.2~a", "1.2~b"),
-    ("1.18.0~rc.1-1", "1.18.0-1"),
-    ("7.6-0", "7.6p2-4"),
-    ("1.0-1", "1.0-1.1"),
-    ("1.0-1", "1.0-1+b1"),
-    ("1.0-1~", "1.0-1"),
-    ("9", "10"),
-    ("1.99999999999999999999", "1.100000000000000000000"),
-])
+
+@pytest.mark.parametrize(
+    "lower,higher",
+    [
+        ("1.0~rc1", "1.0"),
+        ("1.0~~", "1.0~"),
+        ("1.0~", "1.0"),
+        ("1.0", "1.0a"),
+        ("1.0a", "1.0+"),
+        ("1.0", "1.0+dfsg"),
+        ("1.0", "1.0.1"),
+        ("2.0", "1:0.9"),
+        ("1.0-1", "1:0.1-1"),
+        ("550.127.05-1~deb12u1", "550.127.05-1"),
+        ("535.216.03-2~bpo12+1", "535.216.03-2"),
+        ("535.54.03-1", "535.216.03-1"),
+        ("535.216.03-2", "535.261.03-1"),
+        ("1.2~a", "1.2~b"),
+        ("1.18.0~rc.1-1", "1.18.0-1"),
+        ("7.6-0", "7.6p2-4"),
+        ("1.0-1", "1.0-1.1"),
+        ("1.0-1", "1.0-1+b1"),
+        ("1.0-1~", "1.0-1"),
+        ("9", "10"),
+        ("1.99999999999999999999", "1.100000000000000000000"),
+    ],
+)
 def test_dpkg_known_order(lower, higher):
     assert vo.dpkg_compare(lower, higher) == -1
     assert vo.dpkg_compare(higher, lower) == 1
     assert vo.dpkg_compare(lower, lower) == 0
 
 
-@pytest.mark.parametrize("one,other", [
-    ("1.0", "1.00"), ("1.0", "1.0-0"), ("0:1.0", "1.0"), ("00:1", "1"), ("1.0", " 1.0\t"),
-    ("007", "7"), ("1.0-0", "1.0-00"),
-])
+@pytest.mark.parametrize(
+    "one,other",
+    [
+        ("1.0", "1.00"),
+        ("1.0", "1.0-0"),
+        ("0:1.0", "1.0"),
+        ("00:1", "1"),
+        ("1.0", " 1.0\t"),
+        ("007", "7"),
+        ("1.0-0", "1.0-00"),
+    ],
+)
 def test_dpkg_equal_by_value(one, other):
     assert vo.dpkg_compare(one, other) == 0
     assert vo.dpkg_compare(other, one) == 0
 
 
-@pytest.mark.parametrize("version", [
-    "", "  ", "1:", ":1", "a:1", "1a:2", "-1:2", "2147483648:1", "1.0-", "-1", "1:-1", "1 0", "1.0\u00e9", "1\x000",
-])
+@pytest.mark.parametrize(
+    "version",
+    [
+        "",
+        "  ",
+        "1:",
+        ":1",
+        "a:1",
+        "1a:2",
+        "-1:2",
+        "2147483648:1",
+        "1.0-",
+        "-1",
+        "1:-1",
+        "1 0",
+        "1.0\u00e9",
+        "1\x000",
+    ],
+)
 def test_dpkg_refuses_what_dpkg_refuses(version):
     with pytest.raises(ValueError):
         vo.dpkg_compare(version, "1.0")
@@ -89,31 +117,42 @@ def test_dpkg_parse_splits_at_the_first_colon_and_the_last_hyphen():
     assert vo.dpkg_compare("x", "1") == 1
 
 
-@pytest.mark.parametrize("lower,higher", [
-    ("1.0~rc1", "1.0"),
-    ("1.0", "1.0^post"),
-    ("1.0~rc1", "1.0~rc1^post"),
-    ("1.0^", "1.0.1"),
-    ("1.0", "1.0.1"),
-    ("1.a", "1.1"),
-    ("1.0a", "1.0.1"),
-    ("2.0", "1:0.9"),
-    ("3:580.82.07-1.el9", "3:580.95.05-1.el9"),
-    ("580.95.05-1.el9", "1:535.54.03-1.el9"),
-    ("1.0", "1.0-1"),
-    ("1.0-1", "1.0-1.el9"),
-    ("1.0-9", "1.0-10"),
-    ("A", "a"),
-])
+@pytest.mark.parametrize(
+    "lower,higher",
+    [
+        ("1.0~rc1", "1.0"),
+        ("1.0", "1.0^post"),
+        ("1.0~rc1", "1.0~rc1^post"),
+        ("1.0^", "1.0.1"),
+        ("1.0", "1.0.1"),
+        ("1.a", "1.1"),
+        ("1.0a", "1.0.1"),
+        ("2.0", "1:0.9"),
+        ("3:580.82.07-1.el9", "3:580.95.05-1.el9"),
+        ("580.95.05-1.el9", "1:535.54.03-1.el9"),
+        ("1.0", "1.0-1"),
+        ("1.0-1", "1.0-1.el9"),
+        ("1.0-9", "1.0-10"),
+        ("A", "a"),
+    ],
+)
 def test_rpm_known_order(lower, higher):
     assert vo.rpm_compare(lower, higher) == -1
     assert vo.rpm_compare(higher, lower) == 1
     assert vo.rpm_compare(lower, lower) == 0
 
 
-@pytest.mark.parametrize("one,other", [
-    ("1.0", "1.00"), ("1.0", "1_0"), ("1.0", "1..0"), ("0:1.0", "1.0"), (":1.0", "1.0"), ("1.01", "1.1"),
-])
+@pytest.mark.parametrize(
+    "one,other",
+    [
+        ("1.0", "1.00"),
+        ("1.0", "1_0"),
+        ("1.0", "1..0"),
+        ("0:1.0", "1.0"),
+        (":1.0", "1.0"),
+        ("1.01", "1.1"),
+    ],
+)
 def test_rpm_equal_by_value(one, other):
     assert vo.rpm_compare(one, other) == 0
     assert vo.rpm_compare(other, one) == 0
@@ -126,14 +165,13 @@ def test_rpm_refuses_an_empty_version():
 
 def test_sort_keys_order_newest_last():
     debian = ["535.216.03-2~bpo12+1", "1:470.256.02-1", "535.261.03-1", "535.54.03-1", "535.216.03-2"]
-    assert sorted(debian, key=vo.dpkg_key) == [
-        "535.54.03-1", "535.216.03-2~bpo12+1", "535.216.03-2", "535.261.03-1", "1:470.256.02-1"]
+    assert sorted(debian, key=vo.dpkg_key) == ["535.54.03-1", "535.216.03-2~bpo12+1", "535.216.03-2", "535.261.03-1", "1:470.256.02-1"]
     rpm = ["3:580.95.05-1.el9", "3:580.82.07-1.el9", "3:580.95.05-1.el9_4", "2:595.1.1-1.el9"]
-    assert sorted(rpm, key=vo.rpm_key, reverse=True) == [
-        "3:580.95.05-1.el9_4", "3:580.95.05-1.el9", "3:580.82.07-1.el9", "2:595.1.1-1.el9"]
+    assert sorted(rpm, key=vo.rpm_key, reverse=True) == ["3:580.95.05-1.el9_4", "3:580.95.05-1.el9", "3:580.82.07-1.el9", "2:595.1.1-1.el9"]
 
 
 # --- generated pairs ---------------------------------------------------------------
+
 
 def _number(rng: random.Random) -> str:
     if rng.random() < 0.8:
@@ -172,7 +210,7 @@ def _mutate(rng: random.Random, version: str, alphabet: str, specials: t.Sequenc
         return version[:-1]
     if roll < 0.60:
         at = rng.randrange(len(version))
-        return version[:at] + rng.choice(alphabet) + version[at + 1:]
+        return version[:at] + rng.choice(alphabet) + version[at + 1 :]
     if roll < 0.70:
         at = rng.randrange(len(version) + 1)
         return version[:at] + rng.choice(alphabet) + version[at:]
@@ -191,8 +229,28 @@ def _mutate(rng: random.Random, version: str, alphabet: str, specials: t.Sequenc
 
 DPKG_LETTERS = "abzABZ"
 DPKG_ALPHABET = "0123456789abzAZ~+.-:"
-DPKG_ODD = ("", " ", "1:", ":1", "a:1", "1.0-", "1:-1", " 1.0", "1.0 ", "1 .0", "-0:1", "+1:1",
-            "99999999999:1", "2147483647:1", "1.0:2", "x", "~", "1.0\t", "1-2-3", "1:2:3")
+DPKG_ODD = (
+    "",
+    " ",
+    "1:",
+    ":1",
+    "a:1",
+    "1.0-",
+    "1:-1",
+    " 1.0",
+    "1.0 ",
+    "1 .0",
+    "-0:1",
+    "+1:1",
+    "99999999999:1",
+    "2147483647:1",
+    "1.0:2",
+    "x",
+    "~",
+    "1.0\t",
+    "1-2-3",
+    "1:2:3",
+)
 
 
 def dpkg_version(rng: random.Random) -> str:
@@ -261,8 +319,7 @@ def ours(compare: t.Callable[[str, str], int], pairs: list[Pair]) -> list[str]:
 
 def disagreements(pairs: list[Pair], mine: list[str], theirs: list[str]) -> list[str]:
     assert len(theirs) == len(pairs), "the reference answered {0} of {1} pairs".format(len(theirs), len(pairs))
-    return ["{0!r} vs {1!r}: ours {2}, reference {3}".format(a, b, m, r)
-            for (a, b), m, r in zip(pairs, mine, theirs) if m != r]
+    return ["{0!r} vs {1!r}: ours {2}, reference {3}".format(a, b, m, r) for (a, b), m, r in zip(pairs, mine, theirs) if m != r]
 
 
 def _no_disagreement(what: str, pairs: list[Pair], found: list[str]) -> None:
@@ -270,6 +327,7 @@ def _no_disagreement(what: str, pairs: list[Pair], found: list[str]) -> None:
 
 
 # --- dpkg ----------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def dpkg_reference(tmp_path_factory) -> Path:
@@ -280,8 +338,7 @@ def dpkg_reference(tmp_path_factory) -> Path:
     if not Path("/usr/include/dpkg/version.h").is_file():
         pytest.skip("no libdpkg headers: install libdpkg-dev (tests/harness/bootstrap-host.sh)")
     binary = tmp_path_factory.mktemp("dpkg") / "dpkg_vercmp"
-    subprocess.run([compiler, "-O2", "-o", str(binary), str(HERE / "dpkg_vercmp.c"), "-ldpkg"],
-                   check=True, capture_output=True)
+    subprocess.run([compiler, "-O2", "-o", str(binary), str(HERE / "dpkg_vercmp.c"), "-ldpkg"], check=True, capture_output=True)
     return binary
 
 
@@ -298,8 +355,7 @@ def dpkg_binary_agrees(pair: Pair, answer: str) -> bool:
     the relation the answer names (lt holds exactly when a sorts before b), or
     exit 2 (bad syntax) for E. One call a pair checks the whole answer."""
     a, b = pair
-    rc = subprocess.run(["dpkg", "--compare-versions", a, OPERATOR[answer], b], check=False,
-                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+    rc = subprocess.run(["dpkg", "--compare-versions", a, OPERATOR[answer], b], check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
     return rc == (2 if answer == "E" else 0)
 
 
@@ -308,14 +364,19 @@ def test_dpkg_harness_is_the_dpkg_binary(dpkg_reference):
         pytest.skip("no dpkg binary here")
     # The binary reads an empty version (and "<unknown>") as "no version", and
     # an argument starting with '-' as an option; the harness is about the rest.
-    pairs = [(a, b) for a, b in dpkg_pairs(BINARY_PAIRS * 2, seed=2202)
-             if a.strip() and b.strip() and not a.startswith("-") and not b.startswith("-")][:BINARY_PAIRS]
+    pairs = [(a, b) for a, b in dpkg_pairs(BINARY_PAIRS * 2, seed=2202) if a.strip() and b.strip() and not a.startswith("-") and not b.startswith("-")][
+        :BINARY_PAIRS
+    ]
     harness = libdpkg(dpkg_reference, pairs)
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
         agree = list(pool.map(dpkg_binary_agrees, pairs, harness))
-    found = ["{0!r} vs {1!r}: the harness says {2}, dpkg --compare-versions {3} does not hold".format(
-        a, b, answer, "(bad syntax)" if answer == "E" else OPERATOR[answer])
-        for (a, b), answer, same in zip(pairs, harness, agree) if not same]
+    found = [
+        "{0!r} vs {1!r}: the harness says {2}, dpkg --compare-versions {3} does not hold".format(
+            a, b, answer, "(bad syntax)" if answer == "E" else OPERATOR[answer]
+        )
+        for (a, b), answer, same in zip(pairs, harness, agree)
+        if not same
+    ]
     _no_disagreement("libdpkg harness vs dpkg --compare-versions", pairs, found)
     assert len(pairs) == BINARY_PAIRS and {"-1", "0", "1", "E"} <= set(harness)
 
@@ -353,15 +414,23 @@ def test_rpm_order_is_rpm(tmp_path):
     pairs = rpm_pairs(PAIRS, seed=23)
     (tmp_path / "pairs").write_text("".join(a + "\n" + b + "\n" for a, b in pairs), encoding="utf-8")
     (tmp_path / "vercmp.lua").write_text(RPM_LUA, encoding="utf-8")
-    subprocess.run(["rpm", "--define", "_gpufleet_pairs {0}".format(tmp_path / "pairs"),
-                    "--define", "_gpufleet_answers {0}".format(tmp_path / "answers"),
-                    "--eval", "%{{lua: dofile('{0}')}}".format(tmp_path / "vercmp.lua")],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "rpm",
+            "--define",
+            "_gpufleet_pairs {0}".format(tmp_path / "pairs"),
+            "--define",
+            "_gpufleet_answers {0}".format(tmp_path / "answers"),
+            "--eval",
+            "%{{lua: dofile('{0}')}}".format(tmp_path / "vercmp.lua"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     reference = (tmp_path / "answers").read_text(encoding="utf-8").split()
     _no_disagreement("rpm_compare vs rpm.vercmp", pairs, disagreements(pairs, ours(vo.rpm_compare, pairs), reference))
     # Without '-' and a leading "N:", rpm.vercmp is rpmvercmp on the whole strings.
     plain = [i for i, (a, b) in enumerate(pairs) if "-" not in a + b and ":" not in a + b]
     plain_pairs = [pairs[i] for i in plain]
-    _no_disagreement("rpm_vercmp vs rpm.vercmp", plain_pairs,
-                     disagreements(plain_pairs, ours(vo.rpm_vercmp, plain_pairs), [reference[i] for i in plain]))
+    _no_disagreement("rpm_vercmp vs rpm.vercmp", plain_pairs, disagreements(plain_pairs, ours(vo.rpm_vercmp, plain_pairs), [reference[i] for i in plain]))
     assert reference.count("0") > PAIRS // 20 and len(plain) > PAIRS // 10

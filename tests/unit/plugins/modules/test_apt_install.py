@@ -24,7 +24,8 @@ from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import
 
 pytestmark = pytest.mark.skipif(
     not all(shutil.which(tool) for tool in ("apt-get", "apt-ftparchive", "dpkg-deb")) or os.geteuid() != 0,
-    reason="needs apt-get, apt-ftparchive and dpkg-deb, and root for dpkg")
+    reason="needs apt-get, apt-ftparchive and dpkg-deb, and root for dpkg",
+)
 
 
 def build_repo(work: Path, repo: Path, packages: dict[str, list[str]]) -> None:
@@ -36,15 +37,12 @@ def build_repo(work: Path, repo: Path, packages: dict[str, list[str]]) -> None:
             (tree / "DEBIAN").mkdir(parents=True)
             (tree / "usr" / "share" / name).mkdir(parents=True)
             (tree / "usr" / "share" / name / "version").write_text(version + "\n")
-            control = "Package: {0}\nVersion: {1}\nArchitecture: all\nMaintainer: t <t@t>\nDescription: t\n".format(
-                name, version)
+            control = "Package: {0}\nVersion: {1}\nArchitecture: all\nMaintainer: t <t@t>\nDescription: t\n".format(name, version)
             if name == "alpha":
                 control += "Depends: beta (= {0})\n".format(version)
             (tree / "DEBIAN" / "control").write_text(control)
-            subprocess.run(["dpkg-deb", "-b", str(tree), str(repo / "{0}_{1}_all.deb".format(name, version))],
-                           check=True, capture_output=True)
-    (repo / "Packages").write_bytes(subprocess.run(["apt-ftparchive", "packages", "."], cwd=repo, check=True,
-                                                   capture_output=True).stdout)
+            subprocess.run(["dpkg-deb", "-b", str(tree), str(repo / "{0}_{1}_all.deb".format(name, version))], check=True, capture_output=True)
+    (repo / "Packages").write_bytes(subprocess.run(["apt-ftparchive", "packages", "."], cwd=repo, check=True, capture_output=True).stdout)
 
 
 @pytest.fixture
@@ -52,9 +50,16 @@ def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     """The distribution's repository (alpha, beta) in sources.list, ours (gamma) in sources.list.d."""
     root, etc, lists = tmp_path / "root", tmp_path / "etc", tmp_path / "lists"
     admin = root / "var" / "lib" / "dpkg"
-    for directory in (admin / "updates", admin / "info", etc / "sources.list.d", etc / "apt.conf.d",
-                      etc / "preferences.d", lists / "partial", tmp_path / "cache" / "archives" / "partial",
-                      tmp_path / "state"):
+    for directory in (
+        admin / "updates",
+        admin / "info",
+        etc / "sources.list.d",
+        etc / "apt.conf.d",
+        etc / "preferences.d",
+        lists / "partial",
+        tmp_path / "cache" / "archives" / "partial",
+        tmp_path / "state",
+    ):
         directory.mkdir(parents=True)
     (admin / "status").write_text("")
     (admin / "available").write_text("")
@@ -65,12 +70,20 @@ def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     (tmp_path / "apt.conf").write_text(
         'Dir::Etc "{etc}";\nDir::State "{state}";\nDir::State::Lists "{lists}";\nDir::State::status "{admin}/status";\n'
         'Dir::Cache "{cache}";\n'
-        'DPkg::Options {{ "--root={root}"; "--admindir={admin}"; "--force-script-chrootless"; "--force-not-root"; }};\n'
-        .format(etc=etc, state=tmp_path / "state", lists=lists, admin=admin, cache=tmp_path / "cache", root=root))
+        'DPkg::Options {{ "--root={root}"; "--admindir={admin}"; "--force-script-chrootless"; "--force-not-root"; }};\n'.format(
+            etc=etc, state=tmp_path / "state", lists=lists, admin=admin, cache=tmp_path / "cache", root=root
+        )
+    )
     monkeypatch.setenv("APT_CONFIG", str(tmp_path / "apt.conf"))
     monkeypatch.setenv("DPKG_ADMINDIR", str(admin))
-    return {"tmp": tmp_path, "root": root, "admin": admin, "lists": lists,
-            "ours": etc / "sources.list.d" / "ours.list", "stamp": tmp_path / "gpufleet" / "apt-lists.stamp"}
+    return {
+        "tmp": tmp_path,
+        "root": root,
+        "admin": admin,
+        "lists": lists,
+        "ours": etc / "sources.list.d" / "ours.list",
+        "stamp": tmp_path / "gpufleet" / "apt-lists.stamp",
+    }
 
 
 def run(node: dict[str, Path], check: bool = False, diff: bool = False, **args: t.Any) -> dict[str, t.Any]:

@@ -4,6 +4,7 @@ Upstream is signed with one throwaway key, the bundle with another (the site
 key): the module must refuse what the upstream key did not sign, carry the
 closure byte for byte, publish an index apt accepts under the site key only,
 and report no change on a second run."""
+
 from __future__ import annotations
 
 import gzip
@@ -22,8 +23,7 @@ pytestmark = pytest.mark.skipif(not shutil.which("gpg"), reason="needs gpg")
 
 
 def gpg(home: Path, *args: str, data: bytes | None = None) -> bytes:
-    return subprocess.run(["gpg", "--batch", "--quiet", "--homedir", str(home), *args], input=data,
-                          capture_output=True, check=True).stdout
+    return subprocess.run(["gpg", "--batch", "--quiet", "--homedir", str(home), *args], input=data, capture_output=True, check=True).stdout
 
 
 def make_key(home: Path, uid: str) -> str:
@@ -39,7 +39,8 @@ def deb(name: str, version: str, depends: str = "", filename: str = "") -> tuple
     if depends:
         stanza += "Depends: {0}\n".format(depends)
     stanza += "Filename: {0}\nSize: {1}\nSHA256: {2}\nDescription: test\n".format(
-        filename or "./{0}_{1}_amd64.deb".format(name, version), len(payload), hashlib.sha256(payload).hexdigest())
+        filename or "./{0}_{1}_amd64.deb".format(name, version), len(payload), hashlib.sha256(payload).hexdigest()
+    )
     return stanza, payload
 
 
@@ -65,10 +66,12 @@ def fixture_world(tmp_path: Path) -> t.Iterator[dict]:
     flat = tmp_path / "flat"
     flat.mkdir()
     stanzas = []
-    for name, version, depends in [("nvidia-container-toolkit", "1.18.0-1", "nvidia-container-toolkit-base (= 1.18.0-1), libc6"),
-                                   ("nvidia-container-toolkit-base", "1.18.0-1", ""),
-                                   ("nvidia-container-toolkit", "1.17.8-1", "nvidia-container-toolkit-base (= 1.17.8-1)"),
-                                   ("nvidia-container-toolkit-base", "1.17.8-1", "")]:
+    for name, version, depends in [
+        ("nvidia-container-toolkit", "1.18.0-1", "nvidia-container-toolkit-base (= 1.18.0-1), libc6"),
+        ("nvidia-container-toolkit-base", "1.18.0-1", ""),
+        ("nvidia-container-toolkit", "1.17.8-1", "nvidia-container-toolkit-base (= 1.17.8-1)"),
+        ("nvidia-container-toolkit-base", "1.17.8-1", ""),
+    ]:
         stanza, payload = deb(name, version, depends)
         stanzas.append(stanza)
         (flat / "{0}_{1}_amd64.deb".format(name, version)).write_bytes(payload)
@@ -79,8 +82,10 @@ def fixture_world(tmp_path: Path) -> t.Iterator[dict]:
     archive = tmp_path / "archive"
     pool = archive / "pool"
     indexes = {}
-    for component, packages in {"non-free": [("nvidia-smi", "550.163.01-2", "libnvidia-ml1 (= 550.163.01-2), libc6")],
-                                "contrib": [("libnvidia-ml1", "550.163.01-2", "")]}.items():
+    for component, packages in {
+        "non-free": [("nvidia-smi", "550.163.01-2", "libnvidia-ml1 (= 550.163.01-2), libc6")],
+        "contrib": [("libnvidia-ml1", "550.163.01-2", "")],
+    }.items():
         entries = []
         for name, version, depends in packages:
             filename = "pool/{0}/{1}_{2}_amd64.deb".format(component, name, version)
@@ -92,19 +97,32 @@ def fixture_world(tmp_path: Path) -> t.Iterator[dict]:
     (archive / "dists" / "trixie").mkdir(parents=True)
     publish(upstream_home, archive / "dists" / "trixie", indexes)
     assert pool.is_dir()
-    yield {"tmp": tmp_path, "key": str(key), "upstream_fpr": upstream_fpr, "site_fpr": site_fpr,
-           "site_home": str(site_home), "upstream_home": upstream_home, "flat": flat, "archive": archive}
+    yield {
+        "tmp": tmp_path,
+        "key": str(key),
+        "upstream_fpr": upstream_fpr,
+        "site_fpr": site_fpr,
+        "site_home": str(site_home),
+        "upstream_home": upstream_home,
+        "flat": flat,
+        "archive": archive,
+    }
     # Key generation and signing start agents; stop them with the test.
     for home in tmp_path.glob("*gnupg"):
         subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], capture_output=True, check=False)
 
 
 def flat_args(world: dict, **extra) -> dict:
-    args = {"source": str(world["flat"]), "architecture": "amd64", "key": world["key"],
-            "key_fingerprints": [world["upstream_fpr"]],
-            "packages": [{"name": "nvidia-container-toolkit", "version": "1.18.0-1"}],
-            "dest": str(world["tmp"] / "bundle" / "flat"), "signing_key": world["site_fpr"],
-            "gnupg_home": world["site_home"]}
+    args = {
+        "source": str(world["flat"]),
+        "architecture": "amd64",
+        "key": world["key"],
+        "key_fingerprints": [world["upstream_fpr"]],
+        "packages": [{"name": "nvidia-container-toolkit", "version": "1.18.0-1"}],
+        "dest": str(world["tmp"] / "bundle" / "flat"),
+        "signing_key": world["site_fpr"],
+        "gnupg_home": world["site_home"],
+    }
     args.update(extra)
     return args
 
@@ -115,8 +133,7 @@ def test_a_flat_repository_is_carried_published_and_signed_by_the_site(world):
     result = outcome["result"]
     assert result["changed"] is True
     dest = world["tmp"] / "bundle" / "flat"
-    assert sorted(p.name for p in dest.glob("*.deb")) == [
-        "nvidia-container-toolkit-base_1.18.0-1_amd64.deb", "nvidia-container-toolkit_1.18.0-1_amd64.deb"]
+    assert sorted(p.name for p in dest.glob("*.deb")) == ["nvidia-container-toolkit-base_1.18.0-1_amd64.deb", "nvidia-container-toolkit_1.18.0-1_amd64.deb"]
     assert result["external"] == ["libc6"]
     packages = [a for a in result["artifacts"] if a["package"]]
     assert {a["package"] for a in packages} == {"nvidia-container-toolkit=1.18.0-1", "nvidia-container-toolkit-base=1.18.0-1"}
@@ -125,11 +142,9 @@ def test_a_flat_repository_is_carried_published_and_signed_by_the_site(world):
         assert artifact["source"] == "{0}/{1}".format(world["flat"], artifact["artifact"])
     # The index lists exactly what was carried, and only the site key verifies it.
     assert (dest / "Packages").read_text().count("Package: ") == 2
-    verified = subprocess.run(["gpg", "--batch", "--homedir", world["site_home"], "--verify", str(dest / "InRelease")],
-                              capture_output=True, check=False)
+    verified = subprocess.run(["gpg", "--batch", "--homedir", world["site_home"], "--verify", str(dest / "InRelease")], capture_output=True, check=False)
     assert verified.returncode == 0
-    other = subprocess.run(["gpg", "--batch", "--homedir", str(world["upstream_home"]), "--verify",
-                            str(dest / "InRelease")], capture_output=True, check=False)
+    other = subprocess.run(["gpg", "--batch", "--homedir", str(world["upstream_home"]), "--verify", str(dest / "InRelease")], capture_output=True, check=False)
     assert other.returncode != 0
     assert result["upstream"]["signed_by"] == [world["upstream_fpr"]]
 
@@ -140,12 +155,10 @@ def test_a_flat_repository_is_carried_published_and_signed_by_the_site(world):
 
 def test_a_new_pin_replaces_the_old_packages(world):
     run_module("bundle_apt_repository", flat_args(world))
-    outcome = run_module("bundle_apt_repository", flat_args(
-        world, packages=[{"name": "nvidia-container-toolkit", "version": "1.17.8-1"}]))["result"]
+    outcome = run_module("bundle_apt_repository", flat_args(world, packages=[{"name": "nvidia-container-toolkit", "version": "1.17.8-1"}]))["result"]
     assert outcome["changed"] is True
     dest = world["tmp"] / "bundle" / "flat"
-    assert sorted(p.name for p in dest.glob("*.deb")) == [
-        "nvidia-container-toolkit-base_1.17.8-1_amd64.deb", "nvidia-container-toolkit_1.17.8-1_amd64.deb"]
+    assert sorted(p.name for p in dest.glob("*.deb")) == ["nvidia-container-toolkit-base_1.17.8-1_amd64.deb", "nvidia-container-toolkit_1.17.8-1_amd64.deb"]
     assert "1.18.0" not in (dest / "Packages").read_text()
 
 
@@ -161,11 +174,19 @@ def test_check_mode_and_plan_only_write_nothing(world):
 
 
 def test_a_debian_archive_keeps_its_pool_layout_and_components(world):
-    args = {"source": str(world["archive"]), "suites": ["trixie"], "components": ["contrib", "non-free", "non-free-firmware"],
-            "architecture": "amd64", "key": world["key"], "key_fingerprints": [],
-            "packages": [{"name": "nvidia-smi", "upstream_version": "550.163.01"}],
-            "prefer_upstream_version": "550.163.01", "dest": str(world["tmp"] / "bundle" / "debian"),
-            "signing_key": world["site_fpr"], "gnupg_home": world["site_home"]}
+    args = {
+        "source": str(world["archive"]),
+        "suites": ["trixie"],
+        "components": ["contrib", "non-free", "non-free-firmware"],
+        "architecture": "amd64",
+        "key": world["key"],
+        "key_fingerprints": [],
+        "packages": [{"name": "nvidia-smi", "upstream_version": "550.163.01"}],
+        "prefer_upstream_version": "550.163.01",
+        "dest": str(world["tmp"] / "bundle" / "debian"),
+        "signing_key": world["site_fpr"],
+        "gnupg_home": world["site_home"],
+    }
     outcome = run_module("bundle_apt_repository", args)
     # non-free-firmware is not in the upstream suite: a clear error, nothing written.
     assert outcome["kind"] == "fail"
@@ -193,13 +214,25 @@ def test_apt_reads_the_published_repository_with_the_site_key(world):
     (state / "lists" / "partial").mkdir(parents=True)
     (state / "sources.list").write_text("deb [signed-by={0}] file:{1} /\n".format(keyring, dest))
     (state / "status").touch()
-    opts = ["-o", "Dir::Etc::sourcelist={0}".format(state / "sources.list"), "-o", "Dir::Etc::sourceparts=-",
-            "-o", "Dir::State::Lists={0}".format(state / "lists"), "-o", "Dir::State::status={0}".format(state / "status"),
-            "-o", "Dir::Cache={0}".format(state), "-o", "Debug::NoLocking=true", "-o", "APT::Architecture=amd64"]
+    opts = [
+        "-o",
+        "Dir::Etc::sourcelist={0}".format(state / "sources.list"),
+        "-o",
+        "Dir::Etc::sourceparts=-",
+        "-o",
+        "Dir::State::Lists={0}".format(state / "lists"),
+        "-o",
+        "Dir::State::status={0}".format(state / "status"),
+        "-o",
+        "Dir::Cache={0}".format(state),
+        "-o",
+        "Debug::NoLocking=true",
+        "-o",
+        "APT::Architecture=amd64",
+    ]
     update = subprocess.run(["apt-get", *opts, "update"], capture_output=True, text=True, check=False)
     assert update.returncode == 0 and "NO_PUBKEY" not in update.stderr, update.stdout + update.stderr
-    shown = subprocess.run(["apt-cache", *opts, "madison", "nvidia-container-toolkit"], capture_output=True, text=True,
-                           check=True).stdout
+    shown = subprocess.run(["apt-cache", *opts, "madison", "nvidia-container-toolkit"], capture_output=True, text=True, check=True).stdout
     assert "1.18.0-1" in shown and "1.17.8-1" not in shown
 
 
@@ -244,10 +277,10 @@ def test_each_set_resolves_against_its_own_suites(world):
     """Debian 12 and 13 nodes share one archive: a trixie node must not be given bookworm's newer dependency."""
     archive = world["tmp"] / "two-suites"
     home = world["upstream_home"]
-    for suite, packages in {"trixie": [("nvidia-smi", "550.163.01-2", "nvidia-modprobe"),
-                                       ("nvidia-modprobe", "550.163.01-1", "")],
-                            "bookworm": [("nvidia-smi", "535.261.03-1", "nvidia-modprobe"),
-                                         ("nvidia-modprobe", "570.133.07-1", "")]}.items():
+    for suite, packages in {
+        "trixie": [("nvidia-smi", "550.163.01-2", "nvidia-modprobe"), ("nvidia-modprobe", "550.163.01-1", "")],
+        "bookworm": [("nvidia-smi", "535.261.03-1", "nvidia-modprobe"), ("nvidia-modprobe", "570.133.07-1", "")],
+    }.items():
         entries = []
         for name, version, depends in packages:
             filename = "pool/{0}/{1}_{2}_amd64.deb".format(suite, name, version)
@@ -257,17 +290,28 @@ def test_each_set_resolves_against_its_own_suites(world):
             (archive / filename).write_bytes(payload)
         (archive / "dists" / suite).mkdir(parents=True)
         publish(home, archive / "dists" / suite, {"non-free/binary-amd64/Packages": "\n".join(entries).encode()})
-    args = {"source": str(archive), "suites": ["bookworm", "trixie"], "components": ["non-free"], "architecture": "amd64",
-            "key": world["key"], "dest": str(world["tmp"] / "bundle" / "debian"), "signing_key": world["site_fpr"],
-            "gnupg_home": world["site_home"],
-            "sets": [{"suites": ["trixie"], "packages": [{"name": "nvidia-smi", "upstream_version": "550.163.01"}]},
-                     {"suites": ["bookworm"], "packages": [{"name": "nvidia-smi", "upstream_version": "535.261.03"}]}]}
+    args = {
+        "source": str(archive),
+        "suites": ["bookworm", "trixie"],
+        "components": ["non-free"],
+        "architecture": "amd64",
+        "key": world["key"],
+        "dest": str(world["tmp"] / "bundle" / "debian"),
+        "signing_key": world["site_fpr"],
+        "gnupg_home": world["site_home"],
+        "sets": [
+            {"suites": ["trixie"], "packages": [{"name": "nvidia-smi", "upstream_version": "550.163.01"}]},
+            {"suites": ["bookworm"], "packages": [{"name": "nvidia-smi", "upstream_version": "535.261.03"}]},
+        ],
+    }
     result = run_module("bundle_apt_repository", args)["result"]
     carried = sorted(a["artifact"] for a in result["artifacts"] if a["package"])
-    assert carried == ["pool/bookworm/nvidia-modprobe_570.133.07-1_amd64.deb",
-                       "pool/bookworm/nvidia-smi_535.261.03-1_amd64.deb",
-                       "pool/trixie/nvidia-modprobe_550.163.01-1_amd64.deb",
-                       "pool/trixie/nvidia-smi_550.163.01-2_amd64.deb"]
+    assert carried == [
+        "pool/bookworm/nvidia-modprobe_570.133.07-1_amd64.deb",
+        "pool/bookworm/nvidia-smi_535.261.03-1_amd64.deb",
+        "pool/trixie/nvidia-modprobe_550.163.01-1_amd64.deb",
+        "pool/trixie/nvidia-smi_550.163.01-2_amd64.deb",
+    ]
     trixie = (world["tmp"] / "bundle/debian/dists/trixie/non-free/binary-amd64/Packages").read_text()
     assert "570.133.07" not in trixie and "535.261.03" not in trixie
     # One set over both suites would take the newest nvidia-modprobe for trixie's nvidia-smi too.
@@ -288,8 +332,7 @@ def test_an_index_version_dpkg_refuses_is_named_not_a_traceback(world):
         (flat / "nvidia-container-toolkit_{0}_amd64.deb".format(version)).write_bytes(payload)
     text = "\n".join(stanzas).encode()
     publish(world["upstream_home"], flat, {"Packages": text, "Packages.xz": lzma.compress(text)})
-    outcome = run_module("bundle_apt_repository", flat_args(
-        world, packages=[{"name": "nvidia-container-toolkit", "upstream_version": "1.18.0"}]))
+    outcome = run_module("bundle_apt_repository", flat_args(world, packages=[{"name": "nvidia-container-toolkit", "upstream_version": "1.18.0"}]))
     assert outcome["kind"] == "fail", outcome
     assert outcome["result"]["msg"].startswith("sets: "), outcome["result"]["msg"]
     assert "1.18:0 beta-1" in outcome["result"]["msg"]

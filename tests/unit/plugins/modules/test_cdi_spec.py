@@ -36,10 +36,11 @@ SCHEMA_DIR = ROOT / "roles" / "cdi" / "files" / "cdi-schema"
 SCHEMA = json.loads((SCHEMA_DIR / "schema.json").read_text())
 SCHEMA_RESOURCES = {"defs.json": json.loads((SCHEMA_DIR / "defs.json").read_text())}
 # The real nvidia-ctk, where tests/harness/go-build.sh has built it.
-REAL_CTKS = sorted(glob.glob(os.path.join(os.environ.get("GPUFLEET_CACHE", "/var/cache/gpufleet"), "go-tools",
-                                          "nvidia-container-toolkit-v*", "bin", "nvidia-ctk")))
+REAL_CTKS = sorted(
+    glob.glob(os.path.join(os.environ.get("GPUFLEET_CACHE", "/var/cache/gpufleet"), "go-tools", "nvidia-container-toolkit-v*", "bin", "nvidia-ctk"))
+)
 
-FAKE_CTK = '''#!{python}
+FAKE_CTK = """#!{python}
 import glob, json, os, shutil, sys
 args = sys.argv[1:]
 with open(os.environ["FAKE_CTK_LOG"], "a") as log:
@@ -68,7 +69,7 @@ if source == "FAIL":
     sys.exit(1)
 output = next(a.split("=", 1)[1] for a in args if a.startswith("--output="))
 shutil.copy(source, output)
-'''
+"""
 
 
 @pytest.fixture
@@ -87,8 +88,7 @@ def ctk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> t.Callable[[str], No
 
 
 def run(tmp_path: Path, path: str, check: bool = False, **extra: t.Any) -> dict[str, t.Any]:
-    args = {"path": path, "nvidia_ctk": str(tmp_path / "nvidia-ctk"), "schema": SCHEMA,
-            "schema_resources": SCHEMA_RESOURCES}
+    args = {"path": path, "nvidia_ctk": str(tmp_path / "nvidia-ctk"), "schema": SCHEMA, "schema_resources": SCHEMA_RESOURCES}
     args.update(extra)
     return module_result("cdi_spec", args, check=check, diff=True)
 
@@ -124,10 +124,13 @@ def test_same_content_in_another_layout_and_device_order_is_no_change(tmp_path: 
     assert spec.read_text() == before
 
 
-@pytest.mark.parametrize("old, new, reason", [
-    ("a100x8-ctk1.20.1.json", "a100x8-mig-handmade.json", "device list changed"),
-    ("a100x8-mig-handmade.json", "a100x8-ctk1.20.1.json", "device list changed"),
-])
+@pytest.mark.parametrize(
+    "old, new, reason",
+    [
+        ("a100x8-ctk1.20.1.json", "a100x8-mig-handmade.json", "device list changed"),
+        ("a100x8-mig-handmade.json", "a100x8-ctk1.20.1.json", "device list changed"),
+    ],
+)
 def test_a_mig_change_replaces_the_spec(tmp_path: Path, ctk, old: str, new: str, reason: str) -> None:
     spec = tmp_path / "nvidia.json"
     spec.write_text((CDI / old).read_text())
@@ -180,8 +183,7 @@ def major_as_string(spec: dict[str, t.Any]) -> None:
 
 @pytest.mark.usefixtures("ctk")
 @pytest.mark.parametrize("resolver", ["referencing", "RefResolver"])
-def test_a_spec_that_breaks_the_schema_is_not_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                        resolver: str) -> None:
+def test_a_spec_that_breaks_the_schema_is_not_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, resolver: str) -> None:
     """jsonschema checks the CDI schema, its $refs into defs.json resolved either way jsonschema can."""
     if resolver == "RefResolver":  # jsonschema before 4.18, without referencing
         monkeypatch.setattr(cdi_spec, "Registry", None)
@@ -191,14 +193,12 @@ def test_a_spec_that_breaks_the_schema_is_not_installed(tmp_path: Path, monkeypa
         warnings.simplefilter("ignore", DeprecationWarning)
         result = run(tmp_path, str(spec))
     assert result["failed"], result
-    assert result["msg"] == ("the generated spec does not match the CDI schema: "
-                             "/devices/0/containerEdits/deviceNodes/0/major: '195' is not of type 'integer'")
+    assert result["msg"] == ("the generated spec does not match the CDI schema: /devices/0/containerEdits/deviceNodes/0/major: '195' is not of type 'integer'")
     assert not spec.parent.exists()
     assert leftovers(tmp_path) == []
 
 
-def test_without_jsonschema_the_cdi_list_check_still_runs(tmp_path: Path, ctk,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_jsonschema_the_cdi_list_check_still_runs(tmp_path: Path, ctk, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cdi_spec, "jsonschema", None)
     broken_spec(tmp_path, major_as_string)  # nothing but the schema would catch this one
     result = run(tmp_path, str(tmp_path / "nvidia.json"))
@@ -206,12 +206,14 @@ def test_without_jsonschema_the_cdi_list_check_still_runs(tmp_path: Path, ctk,
     assert "cdi list --spec-dir=" in (tmp_path / "ctk.log").read_text()
 
 
-@pytest.mark.parametrize("how, message", [
-    ("refuse", "does not list nvidia.com/gpu=0, nvidia.com/gpu=1,"),
-    ("old", "nvidia-ctk cdi list failed (rc=1)"),
-])
-def test_a_spec_cdi_list_does_not_load_is_not_installed(tmp_path: Path, ctk, monkeypatch: pytest.MonkeyPatch,
-                                                        how: str, message: str) -> None:
+@pytest.mark.parametrize(
+    "how, message",
+    [
+        ("refuse", "does not list nvidia.com/gpu=0, nvidia.com/gpu=1,"),
+        ("old", "nvidia-ctk cdi list failed (rc=1)"),
+    ],
+)
+def test_a_spec_cdi_list_does_not_load_is_not_installed(tmp_path: Path, ctk, monkeypatch: pytest.MonkeyPatch, how: str, message: str) -> None:
     spec = tmp_path / "nvidia.json"
     spec.write_text((CDI / "a100x8-ctk1.17.8.json").read_text())
     before = spec.read_text()
@@ -226,13 +228,16 @@ def test_a_spec_cdi_list_does_not_load_is_not_installed(tmp_path: Path, ctk, mon
 
 @pytest.mark.skipif(not REAL_CTKS, reason="the real nvidia-ctk is not built (tests/harness/go-build.sh)")
 @pytest.mark.parametrize("real", REAL_CTKS, ids=lambda p: p.split(os.sep)[-3])
-@pytest.mark.parametrize("fault, refusal", [
-    (None, None),
-    (lambda s: s["devices"][1].update(name="b@d"), "invalid character '@' in device name"),
-    (lambda s: s.update(kind="nvidia.com"), "invalid vendor"),
-], ids=["as-generated", "bad-device-name", "kind-without-class"])
-def test_the_real_cdi_list_judges_the_spec(tmp_path: Path, ctk, monkeypatch: pytest.MonkeyPatch, real: str,
-                                           fault: t.Any, refusal: str | None) -> None:
+@pytest.mark.parametrize(
+    "fault, refusal",
+    [
+        (None, None),
+        (lambda s: s["devices"][1].update(name="b@d"), "invalid character '@' in device name"),
+        (lambda s: s.update(kind="nvidia.com"), "invalid vendor"),
+    ],
+    ids=["as-generated", "bad-device-name", "kind-without-class"],
+)
+def test_the_real_cdi_list_judges_the_spec(tmp_path: Path, ctk, monkeypatch: pytest.MonkeyPatch, real: str, fault: t.Any, refusal: str | None) -> None:
     """The real CDI library refuses what the lax schema lets through (device names, kind)."""
     monkeypatch.setenv("FAKE_CTK_LIST", "real")
     monkeypatch.setenv("FAKE_CTK_REAL", real)
@@ -245,8 +250,7 @@ def test_the_real_cdi_list_judges_the_spec(tmp_path: Path, ctk, monkeypatch: pyt
         assert not (tmp_path / "cdi").exists()
 
 
-def test_yaml_without_pyyaml_fails_with_the_fix_and_runs_nothing(tmp_path: Path, ctk,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_yaml_without_pyyaml_fails_with_the_fix_and_runs_nothing(tmp_path: Path, ctk, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cdi_spec, "yaml", None)
     spec = tmp_path / "nvidia.yaml"
     spec.write_text((CDI / "a100x8-ctk1.20.1.yaml").read_text())
@@ -261,8 +265,7 @@ def test_yaml_without_pyyaml_fails_with_the_fix_and_runs_nothing(tmp_path: Path,
 
 def test_generator_gets_the_names_format_and_a_hidden_output(tmp_path: Path, ctk) -> None:
     ctk("a100x8-ctk1.20.1.json")
-    run(tmp_path, str(tmp_path / "nvidia.json"), device_name_strategy=["uuid", "type-index"],
-        driver_root="/run/nvidia/driver")
+    run(tmp_path, str(tmp_path / "nvidia.json"), device_name_strategy=["uuid", "type-index"], driver_root="/run/nvidia/driver")
     line = next(entry for entry in (tmp_path / "ctk.log").read_text().splitlines() if " generate " in entry)
     assert "--format=json" in line and "--driver-root=/run/nvidia/driver" in line
     assert "--device-name-strategy=uuid --device-name-strategy=type-index" in line

@@ -24,10 +24,9 @@ import pytest
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import module_result
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "containerd"
-OTHER_TOOL = (Path(__file__).resolve().parents[4] / "extensions" / "molecule" / "container_runtime" / "files"
-              / "containerd-v2-other-tool.toml")
+OTHER_TOOL = Path(__file__).resolve().parents[4] / "extensions" / "molecule" / "container_runtime" / "files" / "containerd-v2-other-tool.toml"
 
-FAKE_CONTAINERD = '''#!{python}
+FAKE_CONTAINERD = """#!{python}
 import sys
 args = sys.argv[1:]
 if args == ["config", "default"]:
@@ -43,7 +42,7 @@ if any("FAIL_DUMP" in text for text in texts):
     sys.stderr.write("containerd: failed to load TOML: FAIL_DUMP found\\n")
     sys.exit(1)
 sys.stdout.write(texts[-1])
-'''
+"""
 
 
 @pytest.fixture
@@ -52,14 +51,19 @@ def node(tmp_path: Path) -> dict[str, t.Any]:
     fake.parent.mkdir()
     fake.write_text(FAKE_CONTAINERD.format(python=sys.executable, default=str(FIXTURES / "default-1.7.24.toml")))
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    return {"main": tmp_path / "etc" / "config.toml", "drop_in": tmp_path / "etc" / "conf.d" / "99-nvidia.toml",
-            "containerd": str(fake)}
+    return {"main": tmp_path / "etc" / "config.toml", "drop_in": tmp_path / "etc" / "conf.d" / "99-nvidia.toml", "containerd": str(fake)}
 
 
 def args(node: dict[str, t.Any], **extra: t.Any) -> dict[str, t.Any]:
-    base = {"config_path": str(node["main"]), "drop_in_path": str(node["drop_in"]), "config_version": 2,
-            "plugin_merge": "replace", "containerd_path": node["containerd"], "enable_cdi": True,
-            "runtimes": [{"name": "nvidia", "path": "/usr/bin/nvidia-container-runtime"}]}
+    base = {
+        "config_path": str(node["main"]),
+        "drop_in_path": str(node["drop_in"]),
+        "config_version": 2,
+        "plugin_merge": "replace",
+        "containerd_path": node["containerd"],
+        "enable_cdi": True,
+        "runtimes": [{"name": "nvidia", "path": "/usr/bin/nvidia-container-runtime"}],
+    }
     base.update(extra)
     return base
 
@@ -106,8 +110,7 @@ def test_check_mode_predicts_and_writes_nothing(node: dict[str, t.Any]) -> None:
 def test_diff_shows_only_the_top_level_of_the_main_config_and_no_credentials(node: dict[str, t.Any]) -> None:
     with_other_tools_config(node)
     with node["main"].open("a") as handle:
-        handle.write('\n[plugins."io.containerd.grpc.v1.cri".registry.configs."r.example".auth]\n'
-                     '  auth = "c2VjcmV0"\n')
+        handle.write('\n[plugins."io.containerd.grpc.v1.cri".registry.configs."r.example".auth]\n  auth = "c2VjcmV0"\n')
     result = run(node, check=True, diff=True)
     main_diff, drop_in_diff = result["diff"]
     assert "[plugins" not in main_diff["after"] and "imports" in main_diff["after"]
@@ -139,14 +142,16 @@ def test_an_import_glob_that_covers_the_drop_in_leaves_main_alone(node: dict[str
     assert node["main"].read_text() == text
 
 
-@pytest.mark.parametrize("main, extra, message", [
-    ('[plugins.cri]\nx = 1\n', {}, "config version 1"),
-    ("version = 3\n", {}, "newer than this containerd reads"),
-    ("version = [\n", {}, "not valid TOML"),
-    ("version = 2\n", {"default_runtime": "nvidia-cdi"}, "default_runtime: 'nvidia-cdi' is not one of the runtimes"),
-    ("version = 2\n", {"runtimes": [{"name": "nvidia", "path": "/a"}, {"name": "nvidia", "path": "/b"}]},
-     "each runtime name may appear once"),
-])
+@pytest.mark.parametrize(
+    "main, extra, message",
+    [
+        ("[plugins.cri]\nx = 1\n", {}, "config version 1"),
+        ("version = 3\n", {}, "newer than this containerd reads"),
+        ("version = [\n", {}, "not valid TOML"),
+        ("version = 2\n", {"default_runtime": "nvidia-cdi"}, "default_runtime: 'nvidia-cdi' is not one of the runtimes"),
+        ("version = 2\n", {"runtimes": [{"name": "nvidia", "path": "/a"}, {"name": "nvidia", "path": "/b"}]}, "each runtime name may appear once"),
+    ],
+)
 def test_refusals_touch_nothing(node: dict[str, t.Any], main: str, extra: dict[str, t.Any], message: str) -> None:
     node["main"].parent.mkdir(parents=True)
     node["main"].write_text(main)

@@ -25,18 +25,22 @@ from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.test_contain
 )
 
 
-@pytest.mark.parametrize("version, merge, plugin", [
-    (2, "replace", 'plugins."io.containerd.grpc.v1.cri"'),
-    (3, "deep", 'plugins."io.containerd.cri.v1.runtime"'),
-])
-@pytest.mark.parametrize("settings, key", [
-    ({"sandbox_image": None}, "sandbox_image"),
-    ({"containerd": {"runtimes": {"runc": {"options": {"SystemdCgroup": None}}}}},
-     "containerd.runtimes.runc.options.SystemdCgroup"),
-    ({"cdi_spec_dirs": ["/etc/cdi", None]}, "cdi_spec_dirs[1]"),
-])
-def test_null_plugin_setting_fails_naming_the_key_and_writes_nothing(
-        tmp_path: Path, version: int, merge: str, plugin: str, settings: dict, key: str) -> None:
+@pytest.mark.parametrize(
+    "version, merge, plugin",
+    [
+        (2, "replace", 'plugins."io.containerd.grpc.v1.cri"'),
+        (3, "deep", 'plugins."io.containerd.cri.v1.runtime"'),
+    ],
+)
+@pytest.mark.parametrize(
+    "settings, key",
+    [
+        ({"sandbox_image": None}, "sandbox_image"),
+        ({"containerd": {"runtimes": {"runc": {"options": {"SystemdCgroup": None}}}}}, "containerd.runtimes.runc.options.SystemdCgroup"),
+        ({"cdi_spec_dirs": ["/etc/cdi", None]}, "cdi_spec_dirs[1]"),
+    ],
+)
+def test_null_plugin_setting_fails_naming_the_key_and_writes_nothing(tmp_path: Path, version: int, merge: str, plugin: str, settings: dict, key: str) -> None:
     fake = tmp_path / "bin" / "containerd"
     fake.parent.mkdir()
     fake.write_text(FAKE_CONTAINERD.format(python=sys.executable, default=str(FIXTURES / "default-1.7.24.toml")))
@@ -45,10 +49,18 @@ def test_null_plugin_setting_fails_naming_the_key_and_writes_nothing(
     main.parent.mkdir()
     main.write_text("version = {0}\n".format(version))
     drop_in = tmp_path / "etc" / "conf.d" / "99-nvidia.toml"
-    result = module_result("containerd_drop_in", {
-        "config_path": str(main), "drop_in_path": str(drop_in), "config_version": version, "plugin_merge": merge,
-        "containerd_path": str(fake), "runtimes": [{"name": "nvidia", "path": "/usr/bin/nvidia-container-runtime"}],
-        "plugin_settings": settings})
+    result = module_result(
+        "containerd_drop_in",
+        {
+            "config_path": str(main),
+            "drop_in_path": str(drop_in),
+            "config_version": version,
+            "plugin_merge": merge,
+            "containerd_path": str(fake),
+            "runtimes": [{"name": "nvidia", "path": "/usr/bin/nvidia-container-runtime"}],
+            "plugin_settings": settings,
+        },
+    )
     assert result["failed"]
     assert result["msg"].startswith("plugin_settings: {0}.{1} is null, and TOML has no null".format(plugin, key))
     assert "give it a value, or remove the key" in result["msg"]

@@ -27,7 +27,7 @@ IMAGE = "site/cuda-probe:1.0"
 LABEL = "gpufleet.nvidia/workload-check=true"
 GPUS = ["GPU-0000", "GPU-0001"]
 
-CRICTL = textwrap.dedent('''\
+CRICTL = textwrap.dedent("""\
     import fcntl, json, os, sys, time, uuid
     here = os.path.dirname(os.path.abspath(__file__))
     args = sys.argv[1:]
@@ -101,7 +101,7 @@ CRICTL = textwrap.dedent('''\
         state["pods"].pop(args[-1])
         state["containers"] = {c: i for c, i in state["containers"].items() if i["pod"] != args[-1]}
         save()
-    ''')
+    """)
 
 
 @pytest.fixture
@@ -116,9 +116,13 @@ def cri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def check(devices: list[list[str]], **extra: object) -> dict:
-    args = {"engine": "containerd", "runtime_handler": "nvidia", "image": IMAGE, "driver_version": "550.163.01",
-            "devices": [{"cdi": cdi, "gpus": GPUS if cdi == ["nvidia.com/gpu=all"] else [cdi[0].split("=")[1]]}
-                        for cdi in devices]}
+    args = {
+        "engine": "containerd",
+        "runtime_handler": "nvidia",
+        "image": IMAGE,
+        "driver_version": "550.163.01",
+        "devices": [{"cdi": cdi, "gpus": GPUS if cdi == ["nvidia.com/gpu=all"] else [cdi[0].split("=")[1]]} for cdi in devices],
+    }
     args.update(extra)
     outcome = run_module("gpu_workload", args)
     assert outcome["kind"] == "exit", outcome
@@ -126,8 +130,7 @@ def check(devices: list[list[str]], **extra: object) -> dict:
 
 
 def calls(cri: Path, verb: str) -> list[list[str]]:
-    return [call for call in map(json.loads, (cri / "calls").read_text().splitlines())
-            if call[0] == "crictl" and call[1] == verb]
+    return [call for call in map(json.loads, (cri / "calls").read_text().splitlines()) if call[0] == "crictl" and call[1] == verb]
 
 
 def left(cri: Path) -> dict:
@@ -155,16 +158,16 @@ def test_a_sandbox_the_handler_cannot_run_fails_every_container_and_starts_none(
     result = check(EVERY[:3], runtime_handler="gone")
     for run in result["runs"]:
         assert run["status"] == "fail"
-        assert run["error"] == ('crictl runp (the pod sandbox) failed: failed to get sandbox runtime: '
-                                'no runtime for "gone" is configured')
+        assert run["error"] == ('crictl runp (the pod sandbox) failed: failed to get sandbox runtime: no runtime for "gone" is configured')
     assert calls(cri, "create") == [] and left(cri)["pods"] == {}
 
 
 def test_a_container_that_fails_leaves_the_others_and_the_sandbox_to_their_fate(cri: Path) -> None:
     result = check(EVERY[:2] + [["nvidia.com/gpu=GPU-0009"]])
     assert [run["status"] for run in result["runs"]] == ["pass", "pass", "fail"]
-    assert result["runs"][2]["error"] == ("crictl create (the GPU container) failed: CDI device injection failed: "
-                                          "unresolvable CDI devices nvidia.com/gpu=GPU-0009")
+    assert result["runs"][2]["error"] == (
+        "crictl create (the GPU container) failed: CDI device injection failed: unresolvable CDI devices nvidia.com/gpu=GPU-0009"
+    )
     assert len(calls(cri, "runp")) == 1 and len(calls(cri, "rmp")) == 1
     assert left(cri) == {"pods": {}, "containers": {}}
 
@@ -179,9 +182,10 @@ def test_a_check_command_past_its_time_limit_is_cleaned_up(cri: Path) -> None:
 
 
 def test_the_leftovers_of_an_interrupted_check_go_first(cri: Path) -> None:
-    state = {"pods": {"old": {"name": "gpufleet-workload-old", "ready": True, "labels": [LABEL]},
-                      "theirs": {"name": "web", "ready": True, "labels": ["app=web"]}},
-             "containers": {"c1": {"pod": "old", "name": "probe", "devices": [], "running": True}}}
+    state = {
+        "pods": {"old": {"name": "gpufleet-workload-old", "ready": True, "labels": [LABEL]}, "theirs": {"name": "web", "ready": True, "labels": ["app=web"]}},
+        "containers": {"c1": {"pod": "old", "name": "probe", "devices": [], "running": True}},
+    }
     (cri / "state.json").write_text(json.dumps(state))
     result = check(EVERY[:1])
     assert result["leftovers_removed"] == 1 and result["runs"][0]["status"] == "pass"

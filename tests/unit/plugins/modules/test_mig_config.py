@@ -33,10 +33,8 @@ def layouts(node: nvml_sim.SimNode) -> dict[str, dict[str, int]]:
     return mig_expected.layouts_for(mig_expected.gpu_state(raw, mig_enabled=True))
 
 
-def run(node: nvml_sim.SimNode, config: dict[str, t.Any], label: str, check: bool = False, diff: bool = False,
-        **extra: t.Any) -> dict[str, t.Any]:
-    outcome = node.run("mig_config", config=config, label=label, _ansible_check_mode=check, _ansible_diff=diff,
-                       **extra)
+def run(node: nvml_sim.SimNode, config: dict[str, t.Any], label: str, check: bool = False, diff: bool = False, **extra: t.Any) -> dict[str, t.Any]:
+    outcome = node.run("mig_config", config=config, label=label, _ansible_check_mode=check, _ansible_diff=diff, **extra)
     assert outcome["kind"] in ("exit", "fail"), outcome.get("traceback")
     return outcome["result"]
 
@@ -52,8 +50,9 @@ def steps(result: dict[str, t.Any]) -> list[str]:
 def reset_gpu(node: nvml_sim.SimNode, index: int) -> subprocess.CompletedProcess:
     env = dict(os.environ, **node.env)
     env.pop("NVML_SIM_EUID", None)
-    return subprocess.run([sys.executable, str(NVIDIA_SMI), "--gpu-reset", "-i", str(index)], env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
+    return subprocess.run(
+        [sys.executable, str(NVIDIA_SMI), "--gpu-reset", "-i", str(index)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False
+    )
 
 
 # --- the label sequence: A -> B -> C -> disabled ---------------------------------------------
@@ -63,17 +62,18 @@ def label_sequence(node: nvml_sim.SimNode) -> list[tuple[str, dict[str, t.Any]]]
     count = len(node.show()["gpus"])
     low = list(range(count // 2))
     return [
-        ("all-balanced", mig_expected.config("all-balanced", {
-            "devices": "all", "mig-enabled": True, "mig-devices": found["all-balanced"]})),
-        ("mixed", mig_expected.config(
+        ("all-balanced", mig_expected.config("all-balanced", {"devices": "all", "mig-enabled": True, "mig-devices": found["all-balanced"]})),
+        (
             "mixed",
-            {"devices": low, "mig-enabled": True, "mig-devices": found["all-1g"]},
-            # [] on a 2-GPU node: mig-parted accepts an entry that selects no GPU
-            {"devices": [i for i in range(count) if i not in low][:-1], "mig-enabled": True,
-             "mig-devices": found["all-3g"]},
-            {"devices": [count - 1], "mig-enabled": False})),
-        ("by-filter", mig_expected.config("by-filter", {
-            "devices": "all", "device-filter": device_id, "mig-enabled": True, "mig-devices": found["all-2g"]})),
+            mig_expected.config(
+                "mixed",
+                {"devices": low, "mig-enabled": True, "mig-devices": found["all-1g"]},
+                # [] on a 2-GPU node: mig-parted accepts an entry that selects no GPU
+                {"devices": [i for i in range(count) if i not in low][:-1], "mig-enabled": True, "mig-devices": found["all-3g"]},
+                {"devices": [count - 1], "mig-enabled": False},
+            ),
+        ),
+        ("by-filter", mig_expected.config("by-filter", {"devices": "all", "device-filter": device_id, "mig-enabled": True, "mig-devices": found["all-2g"]})),
         ("all-disabled", mig_expected.config("all-disabled", {"devices": "all", "mig-enabled": False})),
     ]
 
@@ -121,17 +121,18 @@ def test_asserted_names_each_gpu_that_differs(sim_node: t.Any) -> None:
     result = run(node, config, "all-1g", state="asserted")
     assert result["failed"] and state_hash(node) == before
     name, count = next(iter(one.items()))
-    assert result["differences"] == [
-        "GPU {0}: expected MIG enabled: {1} x {2}, found MIG disabled".format(i, count, name) for i in range(2, 8)]
+    assert result["differences"] == ["GPU {0}: expected MIG enabled: {1} x {2}, found MIG disabled".format(i, count, name) for i in range(2, 8)]
     assert result["msg"].startswith("the MIG layout 'all-1g' is not applied: GPU 2: expected")
 
 
-@pytest.mark.parametrize("by_hand, found", [
-    (("mig_current=1", "mig_pending=1"), "MIG enabled, no GPU instances"),
-    (("mig_current=0", "mig_pending=1"), "MIG disabled (enable pending until a GPU reset or reboot)"),
-])
-def test_asserted_mig_switched_on_by_hand_where_declared_off(sim_node: t.Any, by_hand: tuple[str, ...],
-                                                             found: str) -> None:
+@pytest.mark.parametrize(
+    "by_hand, found",
+    [
+        (("mig_current=1", "mig_pending=1"), "MIG enabled, no GPU instances"),
+        (("mig_current=0", "mig_pending=1"), "MIG disabled (enable pending until a GPU reset or reboot)"),
+    ],
+)
+def test_asserted_mig_switched_on_by_hand_where_declared_off(sim_node: t.Any, by_hand: tuple[str, ...], found: str) -> None:
     """What the verify role's MIG check reads: the GPU, its difference and the change that would undo it."""
     node = sim_node("dgx-a100-8x40gb")
     config = mig_expected.config("all-disabled", {"devices": "all", "mig-enabled": False})
@@ -149,8 +150,7 @@ def test_asserted_mig_switched_on_by_hand_where_declared_off(sim_node: t.Any, by
 def test_third_create_fails_reports_partial_work_and_a_rerun_converges(sim_node: t.Any) -> None:
     node = sim_node("dgx-a100-8x40gb")
     found = layouts(node)
-    config = mig_expected.config("balanced", {"devices": [0, 1], "mig-enabled": True,
-                                              "mig-devices": found["all-balanced"]})
+    config = mig_expected.config("balanced", {"devices": [0, 1], "mig-enabled": True, "mig-devices": found["all-balanced"]})
     planned = steps(run(node, config, "balanced", check=True))
     node.fault("nvmlDeviceCreateGpuInstanceWithPlacement", "UNKNOWN", once=True, skip=2)
     failed = run(node, config, "balanced")
@@ -159,8 +159,7 @@ def test_third_create_fails_reports_partial_work_and_a_rerun_converges(sim_node:
     third = creates[2]
     assert failed["done"] == planned[:third]
     assert failed["not_done"] == planned[third:]
-    assert failed["msg"].startswith("{0} failed: nvmlDeviceCreateGpuInstanceWithPlacement: Unknown Error "
-                                    "(NVML_ERROR_UNKNOWN)".format(planned[third]))
+    assert failed["msg"].startswith("{0} failed: nvmlDeviceCreateGpuInstanceWithPlacement: Unknown Error (NVML_ERROR_UNKNOWN)".format(planned[third]))
     assert "Run again to converge" in failed["msg"]
     gpu0 = node.show()["gpus"][0]
     assert sum(mig_expected.device_counts(gpu0).values()) == 2  # exactly the two creates that were done
@@ -173,16 +172,14 @@ def test_third_create_fails_reports_partial_work_and_a_rerun_converges(sim_node:
 
 def test_failure_between_instance_and_compute_instance_converges(sim_node: t.Any) -> None:
     node = sim_node("dgx-a100-8x40gb")
-    config = mig_expected.config("one", {"devices": [0], "mig-enabled": True,
-                                         "mig-devices": layouts(node)["all-3g"]})
+    config = mig_expected.config("one", {"devices": [0], "mig-enabled": True, "mig-devices": layouts(node)["all-3g"]})
     node.fault("nvmlGpuInstanceCreateComputeInstance", "UNKNOWN", once=True, skip=1)
     failed = run(node, config, "one")
     assert failed["failed"] and len(failed["done"]) == 2  # MIG on, first 3g with its compute instance
     gis = node.show()["gpus"][0]["gis"]
     assert [len(gi["cis"]) for gi in gis] == [1, 0] or [len(gi["cis"]) for gi in gis] == [0, 1]
     rerun = run(node, config, "one")
-    assert list(rerun["done"]) == [
-        next(s for s in steps(rerun) if "replace the compute instances" in s)]
+    assert list(rerun["done"]) == [next(s for s in steps(rerun) if "replace the compute instances" in s)]
     assert mig_expected.device_counts(node.show()["gpus"][0]) == Counter(layouts(node)["all-3g"])
 
 
@@ -199,7 +196,8 @@ def test_attached_clients_fail_before_anything_changes(sim_node: t.Any) -> None:
     assert result["msg"] == (
         "GPU clients are still attached, so nothing was changed. Stop them (for services, list them in "
         "mig_gpu_clients) and run again: GPU 1 (NVIDIA A100-SXM4-40GB) ({0}): pid 31337 (not visible here, GPU "
-        "instance 7 / compute instance 0, 2048 MiB)".format(gpus[1]["uuid"]))
+        "instance 7 / compute instance 0, 2048 MiB)".format(gpus[1]["uuid"])
+    )
     # GPU 5's process does not matter: MIG is already off there.
     node.simctl("process", "clear", "--gpu", "1")
     assert not run(node, config, "off").get("failed")
@@ -219,8 +217,7 @@ def test_clients_of_kept_instances_do_not_block(sim_node: t.Any) -> None:
 def test_mode_change_needing_a_reset_is_reported_then_finished(sim_node: t.Any) -> None:
     node = sim_node("dgx-a100-8x40gb")
     node.set("mig_toggle=reboot", gpu=2)  # e.g. an A100 passed through to a VM
-    config = mig_expected.config("all", {"devices": "all", "mig-enabled": True,
-                                         "mig-devices": layouts(node)["all-1g"]})
+    config = mig_expected.config("all", {"devices": "all", "mig-enabled": True, "mig-devices": layouts(node)["all-1g"]})
     first = run(node, config, "all")
     assert (first["reset_required"], first["reboot_required"], first["reset_gpus"]) == (True, True, [2])
     assert "GPU 2: enable MIG mode" in first["done"]
@@ -239,12 +236,10 @@ def test_mode_change_needing_a_reset_is_reported_then_finished(sim_node: t.Any) 
 def test_unknown_gpu_is_planned_once_mig_is_on(sim_node: t.Any) -> None:
     node = sim_node("dgx-a100-8x40gb")
     node.set("pci_device_id=0x20FF10DE", gpu=0)  # an A100 id the catalogue does not list
-    config = mig_expected.config("one", {"devices": [0], "mig-enabled": True,
-                                         "mig-devices": layouts(node)["all-balanced"]})
+    config = mig_expected.config("one", {"devices": [0], "mig-enabled": True, "mig-devices": layouts(node)["all-balanced"]})
     predicted = run(node, config, "one", check=True)
     assert predicted["plan"][0]["profiles_from"] == "none"
-    assert predicted["plan"][0]["steps"] == ["enable MIG mode",
-                                             "plan the GPU instances from the profiles NVML reports once MIG is on"]
+    assert predicted["plan"][0]["steps"] == ["enable MIG mode", "plan the GPU instances from the profiles NVML reports once MIG is on"]
     applied = run(node, config, "one")
     assert not applied.get("failed"), applied.get("msg")
     assert applied["plan"][0]["profiles_from"] == "nvml" and len(applied["plan"][0]["create"]) == 4
@@ -272,8 +267,11 @@ def test_gpus_without_mig(fixture: str, sim_node: t.Any) -> None:
     count = len(node.show()["gpus"])
     everything = mig_expected.config("x", {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 1}})
     result = run(node, everything, "x")
-    assert result["msg"] == ("the MIG layout 'x' cannot be applied: mig-configs.x[0] asks for MIG on GPU {0}, but {1} "
-                             "has no MIG support".format(", ".join(str(i) for i in range(count)), name))
+    assert result["msg"] == (
+        "the MIG layout 'x' cannot be applied: mig-configs.x[0] asks for MIG on GPU {0}, but {1} has no MIG support".format(
+            ", ".join(str(i) for i in range(count)), name
+        )
+    )
     explicit = mig_expected.config("x", {"devices": [0], "mig-enabled": True, "mig-devices": {"1g.5gb": 1}})
     assert "does not support MIG; narrow the entry" in run(node, explicit, "x")["msg"]
     off = mig_expected.config("off", {"devices": "all", "mig-enabled": False})
@@ -287,10 +285,18 @@ def test_devices_all_leaves_gpus_without_mig_alone_on_a_mixed_node(sim_node: t.A
     h100 = mig_expected.gpu_state(shown[2], mig_enabled=True)
     config = mig_expected.config(
         "node",
-        {"devices": "all", "device-filter": "0x{0:08X}".format(a100.pci_device_id), "mig-enabled": True,
-         "mig-devices": mig_expected.layouts_for(a100)["all-1g"]},
-        {"devices": "all", "device-filter": "0x{0:08X}".format(h100.pci_device_id), "mig-enabled": True,
-         "mig-devices": mig_expected.layouts_for(h100)["all-balanced"]},
+        {
+            "devices": "all",
+            "device-filter": "0x{0:08X}".format(a100.pci_device_id),
+            "mig-enabled": True,
+            "mig-devices": mig_expected.layouts_for(a100)["all-1g"],
+        },
+        {
+            "devices": "all",
+            "device-filter": "0x{0:08X}".format(h100.pci_device_id),
+            "mig-enabled": True,
+            "mig-devices": mig_expected.layouts_for(h100)["all-balanced"],
+        },
         {"devices": "all", "device-filter": "0x{0:08X}".format(shown[4]["pci_device_id"]), "mig-enabled": False},
     )
     result = run(node, config, "node")
@@ -302,20 +308,19 @@ def test_devices_all_leaves_gpus_without_mig_alone_on_a_mixed_node(sim_node: t.A
 
 def test_overlapping_entries_are_refused(sim_node: t.Any) -> None:
     node = sim_node("dgx-a100-8x40gb")
-    config = mig_expected.config("both", {"devices": "all", "mig-enabled": False},
-                                 {"devices": [3], "mig-enabled": True, "mig-devices": {}})
+    config = mig_expected.config("both", {"devices": "all", "mig-enabled": False}, {"devices": [3], "mig-enabled": True, "mig-devices": {}})
     result = run(node, config, "both")
-    assert ("GPU 3 (NVIDIA A100-SXM4-40GB): selected by mig-configs.both[0] and mig-configs.both[1], which ask "
-            "for different layouts") in result["msg"]
+    assert ("GPU 3 (NVIDIA A100-SXM4-40GB): selected by mig-configs.both[0] and mig-configs.both[1], which ask for different layouts") in result["msg"]
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ({"config": {"version": "v1", "mig-configs": {"a": [{"devices": "all"}]}}, "label": "a"},
-         "invalid MIG config: mig-configs.a[0]: missing required key 'mig-enabled'"),
-        ({"config": mig_expected.config("a", {"devices": "all", "mig-enabled": False}), "label": "b"},
-         "invalid MIG config: label 'b' is not in the config"),
+        (
+            {"config": {"version": "v1", "mig-configs": {"a": [{"devices": "all"}]}}, "label": "a"},
+            "invalid MIG config: mig-configs.a[0]: missing required key 'mig-enabled'",
+        ),
+        ({"config": mig_expected.config("a", {"devices": "all", "mig-enabled": False}), "label": "b"}, "invalid MIG config: label 'b' is not in the config"),
         ({"config_file": "/nonexistent/config.json", "label": "a"}, "cannot read the MIG config /nonexistent"),
     ],
 )
@@ -362,9 +367,20 @@ def test_driver_not_loaded(sim_node: t.Any) -> None:
 
 def test_driver_reported_profile_names_and_mig_parted_names_both_match() -> None:
     profile = _nvml.GpuInstanceProfile(
-        index=4, id=0, name="MIG 7g.79gb", slice_count=7, instance_count=1, multiprocessor_count=98,
-        copy_engine_count=7, decoder_count=5, encoder_count=0, jpeg_count=1, ofa_count=1, memory_size_mb=80896,
-        is_p2p_supported=False)
+        index=4,
+        id=0,
+        name="MIG 7g.79gb",
+        slice_count=7,
+        instance_count=1,
+        multiprocessor_count=98,
+        copy_engine_count=7,
+        decoder_count=5,
+        encoder_count=0,
+        jpeg_count=1,
+        ofa_count=1,
+        memory_size_mb=80896,
+        is_p2p_supported=False,
+    )
     read = _mig.NvmlReader._profile(profile, [_nvml.Placement(0, 8)], 81920 * 1024 * 1024)  # pylint: disable=W0212
     assert (read.name, read.aliases) == ("7g.79gb", ("7g.80gb",))
     assert read.known_as("7g.80gb") and read.known_as("7g.79gb")
@@ -425,7 +441,8 @@ def test_a_bad_layout_on_a_gpu_missing_from_the_table_is_refused_with_mig_off(si
     assert refused["msg"] == (
         "the MIG layout 'bad' cannot be applied: GPUs 0-3 (NVIDIA H100 SXM5 94GB): mig-configs.bad[0] does not "
         "fit: 3 x 3g.47gb asked for, but at most 2 fit on this GPU; 3 x 3g.47gb need 9 compute slices, the GPU "
-        "has 7; 3 x 3g.47gb need 12 memory slices, the GPU has 8")
+        "has 7; 3 x 3g.47gb need 12 memory slices, the GPU has 8"
+    )
     assert all(g["mig_current"] == 0 and g["mig_pending"] == 0 for g in node.show()["gpus"])
 
 
@@ -451,8 +468,7 @@ def test_empty_devices_is_accepted_and_changes_nothing(sim_node: t.Any) -> None:
 
 def test_device_indices_the_node_lacks_warn_on_apply_and_fail_the_assert(sim_node: t.Any) -> None:
     node = sim_node("dgx-a100-8x40gb")
-    config = mig_expected.config("nine", {"devices": [0, 9], "mig-enabled": True,
-                                          "mig-devices": layouts(node)["all-7g"]})
+    config = mig_expected.config("nine", {"devices": [0, 9], "mig-enabled": True, "mig-devices": layouts(node)["all-7g"]})
     applied = run(node, config, "nine")
     assert not applied.get("failed") and applied["changed"] is True, applied.get("msg")
     line = "mig-configs.nine[0] selects GPU 9, which this node does not have (it has GPU 0-7)"
@@ -477,12 +493,13 @@ def export_reapplies_unchanged(node: nvml_sim.SimNode) -> None:
     assert state_hash(node) == before
     # An assert still names a GPU whose exported mode waits for its reset.
     assert run(node, config, "exported", state="asserted").get("differences", []) == [
-        "GPU {0}: expected MIG enabled, no GPU instances, found MIG disabled (enable pending until a GPU reset or "
-        "reboot)".format(g["index"]) for g in node.show()["gpus"] if g["mig_current"] != g["mig_pending"]]
+        "GPU {0}: expected MIG enabled, no GPU instances, found MIG disabled (enable pending until a GPU reset or reboot)".format(g["index"])
+        for g in node.show()["gpus"]
+        if g["mig_current"] != g["mig_pending"]
+    ]
     # The export says what is there: every MIG-capable GPU is named with its mode.
     shown = node.show()["gpus"]
-    named = {i for item in config["mig-configs"]["exported"] for i in
-             (range(len(shown)) if item["devices"] == "all" else item["devices"])}
+    named = {i for item in config["mig-configs"]["exported"] for i in (range(len(shown)) if item["devices"] == "all" else item["devices"])}
     assert named >= {g["index"] for g in shown if g["mig_capable"]}
 
 
@@ -499,9 +516,13 @@ def test_export_reapplies_unchanged_on_every_fixture(fixture: str, sim_node: t.A
     config = mig_expected.config(
         "laid-out",
         {"devices": [capable[0]["index"]], "mig-enabled": True, "mig-devices": {"2c." + three_g: 1, "1c." + three_g: 1}},
-        {"devices": [g["index"] for g in capable[1:]],
-         "device-filter": "0x{0:08X}".format(capable[0]["pci_device_id"]), "mig-enabled": True,
-         "mig-devices": found["all-balanced"]})
+        {
+            "devices": [g["index"] for g in capable[1:]],
+            "device-filter": "0x{0:08X}".format(capable[0]["pci_device_id"]),
+            "mig-enabled": True,
+            "mig-devices": found["all-balanced"],
+        },
+    )
     node.simctl("process", "clear")  # the mixed fixture's CUDA jobs would block the layout
     applied = run(node, config, "laid-out")
     assert not applied.get("failed"), applied.get("msg")
@@ -511,13 +532,18 @@ def test_export_reapplies_unchanged_on_every_fixture(fixture: str, sim_node: t.A
 def test_export_of_a_mixed_node(sim_node: t.Any) -> None:
     node = sim_node("dgx-a100-mig-mixed")
     config = node.run("mig_config", state="exported")["result"]["exported"]
-    assert config == {"version": "v1", "mig-configs": {"current": [
-        {"devices": [0], "mig-enabled": True, "mig-devices": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}},
-        {"devices": [1], "mig-enabled": True, "mig-devices": {"1g.5gb": 7}},
-        {"devices": [2], "mig-enabled": True, "mig-devices": {"1c.3g.20gb": 3}},
-        {"devices": [3, 4], "mig-enabled": True, "mig-devices": {}},
-        {"devices": [5, 6, 7], "mig-enabled": False},
-    ]}}
+    assert config == {
+        "version": "v1",
+        "mig-configs": {
+            "current": [
+                {"devices": [0], "mig-enabled": True, "mig-devices": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}},
+                {"devices": [1], "mig-enabled": True, "mig-devices": {"1g.5gb": 7}},
+                {"devices": [2], "mig-enabled": True, "mig-devices": {"1c.3g.20gb": 3}},
+                {"devices": [3, 4], "mig-enabled": True, "mig-devices": {}},
+                {"devices": [5, 6, 7], "mig-enabled": False},
+            ]
+        },
+    }
 
 
 def test_mode_only_assert_checks_the_mode_and_not_the_instances(sim_node: t.Any) -> None:
@@ -530,22 +556,27 @@ def test_mode_only_assert_checks_the_mode_and_not_the_instances(sim_node: t.Any)
     assert run(node, config, "x", state="asserted")["failed"]
     node.set("mig_pending=0", gpu=0)  # a disable waits for its reset: not the mode asked for
     pending = run(node, config, "x", state="asserted", mode_only=True)
-    assert pending["differences"] == [
-        "GPU 0: expected MIG enabled, found MIG enabled (disable pending until a GPU reset or reboot), no GPU instances"]
+    assert pending["differences"] == ["GPU 0: expected MIG enabled, found MIG enabled (disable pending until a GPU reset or reboot), no GPU instances"]
 
 
 def test_hooks_run_around_the_change_and_not_in_check_mode(sim_node: t.Any, tmp_path: t.Any) -> None:
     node = sim_node("dgx-a100-8x40gb")
     log = tmp_path / "hooks.log"
-    hooks = {"version": "v1", "hooks": {name: [{"command": "/bin/sh", "args": ["-c", "echo {0} >> {1}".format(
-        name, log)]}] for name in ("apply-start", "pre-apply-mode", "pre-apply-config", "apply-exit")}}
+    hooks = {
+        "version": "v1",
+        "hooks": {
+            name: [{"command": "/bin/sh", "args": ["-c", "echo {0} >> {1}".format(name, log)]}]
+            for name in ("apply-start", "pre-apply-mode", "pre-apply-config", "apply-exit")
+        },
+    }
     config = mig_expected.config("x", {"devices": [0], "mig-enabled": True, "mig-devices": layouts(node)["all-7g"]})
     assert run(node, config, "x", check=True, hooks=hooks)["changed"] is True and not log.exists()
     bad_hooks = {"version": "v1", "hooks": {"post-apply": []}}
     assert "unknown hook 'post-apply'" in run(node, config, "x", check=True, hooks=bad_hooks)["msg"]
     done = run(node, config, "x", hooks=hooks)
     assert done["changed"] is True and done["hooks_ran"] == [
-        "hooks.hooks.{0}[0]".format(n) for n in ("apply-start", "pre-apply-mode", "pre-apply-config", "apply-exit")]
+        "hooks.hooks.{0}[0]".format(n) for n in ("apply-start", "pre-apply-mode", "pre-apply-config", "apply-exit")
+    ]
     assert log.read_text().split() == ["apply-start", "pre-apply-mode", "pre-apply-config", "apply-exit"]
     bad = run(node, config, "x", hooks={"version": "v1", "hooks": {"post-apply": []}})
     assert bad["failed"] and "invalid hooks (hooks): hooks.hooks: unknown hook 'post-apply'" in bad["msg"]

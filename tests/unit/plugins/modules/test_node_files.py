@@ -74,10 +74,15 @@ def test_diff_shows_content_and_mode_changes(tmp_path: Path) -> None:
     (tmp_path / "sbin-command").chmod(0o700)
     result = run(declared(tmp_path), diff=True)
     content = [d for d in result["diff"] if d.get("before_header") == str(tmp_path / "unit.service")]
-    assert content == [{"before_header": str(tmp_path / "unit.service"), "after_header": str(tmp_path / "unit.service"),
-                        "before": "edited\n", "after": "[Unit]\nDescription=x\n"}]
-    modes = [d for d in result["diff"] if d.get("before", {}) and isinstance(d["before"], dict)
-             and d["before"].get("path") == str(tmp_path / "sbin-command")]
+    assert content == [
+        {
+            "before_header": str(tmp_path / "unit.service"),
+            "after_header": str(tmp_path / "unit.service"),
+            "before": "edited\n",
+            "after": "[Unit]\nDescription=x\n",
+        }
+    ]
+    modes = [d for d in result["diff"] if d.get("before", {}) and isinstance(d["before"], dict) and d["before"].get("path") == str(tmp_path / "sbin-command")]
     assert modes[0]["before"]["mode"] == "0700" and modes[0]["after"]["mode"] == "0755"
     assert (tmp_path / "unit.service").read_text() == "[Unit]\nDescription=x\n"
 
@@ -102,11 +107,14 @@ def test_absent_removes_files_links_and_directories_and_then_changes_nothing(tmp
     assert not run(gone)["changed"]
 
 
-@pytest.mark.parametrize(("entry", "message"), [
-    ({"path": "relative/file", "content": "x"}, "files[0].path: 'relative/file' is not absolute"),
-    ({"path": "/tmp/x", "state": "file"}, "files[0].content: required with state=file"),
-    ({"path": "/tmp/x", "state": "link"}, "files[0].src: required with state=link"),
-])
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"path": "relative/file", "content": "x"}, "files[0].path: 'relative/file' is not absolute"),
+        ({"path": "/tmp/x", "state": "file"}, "files[0].content: required with state=file"),
+        ({"path": "/tmp/x", "state": "link"}, "files[0].src: required with state=link"),
+    ],
+)
 def test_bad_entries_name_the_field(entry: dict[str, t.Any], message: str) -> None:
     result = run([entry])
     assert result["failed"] and message in result["msg"]
@@ -117,8 +125,7 @@ def test_a_path_of_another_kind_is_an_error_not_replaced(tmp_path: Path) -> None
     result = run(declared(tmp_path))
     assert result["failed"] and "is a directory, declared a file" in result["msg"]
     assert (tmp_path / "unit.service").is_dir()
-    assert result["changed_paths"] == [str(tmp_path / "lib"), str(tmp_path / "lib" / "code.py"),
-                                       str(tmp_path / "sbin-command")]
+    assert result["changed_paths"] == [str(tmp_path / "lib"), str(tmp_path / "lib" / "code.py"), str(tmp_path / "sbin-command")]
 
 
 def test_a_file_whose_directory_is_missing_says_to_declare_it(tmp_path: Path) -> None:
@@ -135,23 +142,30 @@ def test_a_file_over_the_cap_or_binary_diffs_as_its_sizes_and_sha256(tmp_path: P
     result = module_result("node_files", {"files": files, "diff_max_bytes": 100}, diff=True)
     assert result["changed_paths"] == [str(big), str(small)]
     assert result["diff"] == [
-        {"before_header": str(big), "after_header": str(big), "dst_larger": 100, "src_larger": 100,
-         "before": "(160 bytes, sha256 {0})\n".format(hashlib.sha256(b"old\n" * 40).hexdigest()),
-         "after": "(160 bytes, sha256 {0})\n".format(hashlib.sha256(b"new\n" * 40).hexdigest())},
-        {"before_header": str(small), "after_header": str(small), "dst_binary": 1,
-         "before": "(8 bytes, sha256 {0})\n".format(hashlib.sha256(b"\x00\x01binary").hexdigest()),
-         "after": "(5 bytes, sha256 {0})\n".format(hashlib.sha256(b"text\n").hexdigest())},
+        {
+            "before_header": str(big),
+            "after_header": str(big),
+            "dst_larger": 100,
+            "src_larger": 100,
+            "before": "(160 bytes, sha256 {0})\n".format(hashlib.sha256(b"old\n" * 40).hexdigest()),
+            "after": "(160 bytes, sha256 {0})\n".format(hashlib.sha256(b"new\n" * 40).hexdigest()),
+        },
+        {
+            "before_header": str(small),
+            "after_header": str(small),
+            "dst_binary": 1,
+            "before": "(8 bytes, sha256 {0})\n".format(hashlib.sha256(b"\x00\x01binary").hexdigest()),
+            "after": "(5 bytes, sha256 {0})\n".format(hashlib.sha256(b"text\n").hexdigest()),
+        },
     ]
     assert big.read_text() == "new\n" * 40 and small.read_text() == "text\n"
 
 
 def test_a_new_file_at_the_cap_diffs_as_text_and_zero_shows_no_text(tmp_path: Path) -> None:
     path = str(tmp_path / "new.conf")
-    exact = module_result("node_files", {"files": [{"path": path, "content": "12345\n", **ME}], "diff_max_bytes": 6},
-                          check=True, diff=True)
+    exact = module_result("node_files", {"files": [{"path": path, "content": "12345\n", **ME}], "diff_max_bytes": 6}, check=True, diff=True)
     assert exact["diff"] == [{"before_header": path, "after_header": path, "before": "", "after": "12345\n"}]
-    none = module_result("node_files", {"files": [{"path": path, "content": "12345\n", **ME}], "diff_max_bytes": 0},
-                         check=True, diff=True)
+    none = module_result("node_files", {"files": [{"path": path, "content": "12345\n", **ME}], "diff_max_bytes": 0}, check=True, diff=True)
     assert none["diff"][0]["before"] == "(absent)\n" and none["diff"][0]["src_larger"] == 0
     assert "12345" not in str(none)
     negative = module_result("node_files", {"files": [{"path": path, "content": "x", **ME}], "diff_max_bytes": -1})
@@ -174,12 +188,32 @@ def playbook(tmp_path: Path, small: str, big: str, *options: str, play_text: str
     """ansible-playbook's whole output for PLAY, run on this machine with `options`."""
     play = tmp_path / "play.yml"
     play.write_text(play_text.format(root=tmp_path, small=small, big=big, **ME))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"),
-               ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    env = dict(
+        os.environ,
+        ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"),
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_FORCE_COLOR="0",
+    )
     done = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
-         "-e", "ansible_python_interpreter=" + sys.executable, str(play), *options],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, check=False)
+        [
+            str(Path(sys.executable).parent / "ansible-playbook"),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "-e",
+            "ansible_python_interpreter=" + sys.executable,
+            str(play),
+            *options,
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == rc, done.stdout
     return done.stdout
 

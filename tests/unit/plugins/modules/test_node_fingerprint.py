@@ -19,11 +19,13 @@ from ansible_collections.gpufleet.nvidia.plugins.modules import node_fingerprint
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import run_module
 
 # What `dpkg-query -W -f '${binary:Package}\t${Version}\t${db:Status-Abbrev}\n'` prints (the driver role's query).
-DPKG = ("nvidia-driver:amd64\t550.163.01-1\thi \n"
-        "bash:amd64\t5.2.37-2\tii \n"
-        "libnvidia-ml1:amd64\t550.163.01-1\tii \n"
-        "libnvidia-ml1:i386\t550.163.01-1\thi \n"
-        "nvidia-container-toolkit:amd64\t1.17.8-1\tii \n")
+DPKG = (
+    "nvidia-driver:amd64\t550.163.01-1\thi \n"
+    "bash:amd64\t5.2.37-2\tii \n"
+    "libnvidia-ml1:amd64\t550.163.01-1\tii \n"
+    "libnvidia-ml1:i386\t550.163.01-1\thi \n"
+    "nvidia-container-toolkit:amd64\t1.17.8-1\tii \n"
+)
 
 
 class Failed(Exception):
@@ -65,24 +67,34 @@ def node(tmp_path: Path) -> Path:
 
 
 def watch(root: Path) -> dict[str, t.Any]:
-    return {"paths": [str(root / "etc" / "containerd"), str(root / "etc" / "crictl.yaml"),
-                      str(root / "etc" / "cache"), str(root / "etc" / "not-there")],
-            "packages": ["nvidia-*", "libnvidia-*"], "units": [], "nvml": False}
+    return {
+        "paths": [str(root / "etc" / "containerd"), str(root / "etc" / "crictl.yaml"), str(root / "etc" / "cache"), str(root / "etc" / "not-there")],
+        "packages": ["nvidia-*", "libnvidia-*"],
+        "units": [],
+        "nvml": False,
+    }
 
 
-def manager(root: Path, state: str = "compared", declaration: dict[str, str] | None = None,
-            check_mode: bool = False, report: str | None = None) -> fp.NodeFingerprint:
-    params = {"state": state, "path": str(root / "lib" / "fingerprint.json"), "prefixes": ["driver_"], "report": report,
-              "declaration": declaration if declaration is not None else {"driver_version": "aa", "(collection)": "c1"},
-              "watch": watch(root) if state == "recorded" else None}
+def manager(
+    root: Path, state: str = "compared", declaration: dict[str, str] | None = None, check_mode: bool = False, report: str | None = None
+) -> fp.NodeFingerprint:
+    params = {
+        "state": state,
+        "path": str(root / "lib" / "fingerprint.json"),
+        "prefixes": ["driver_"],
+        "report": report,
+        "declaration": declaration if declaration is not None else {"driver_version": "aa", "(collection)": "c1"},
+        "watch": watch(root) if state == "recorded" else None,
+    }
     return fp.NodeFingerprint(FakeModule(params, check_mode, root), root=str(root), unit_dirs=())
 
 
 def test_no_record_does_not_match(node: Path) -> None:
     result = manager(node).run()
     assert not result["matched"] and not result["changed"]
-    assert result["reasons"] == ["no fingerprint at {0}: no converge has passed verify here yet (or its record "
-                                 "was unreadable)".format(node / "lib" / "fingerprint.json")]
+    assert result["reasons"] == [
+        "no fingerprint at {0}: no converge has passed verify here yet (or its record was unreadable)".format(node / "lib" / "fingerprint.json")
+    ]
 
 
 def test_record_then_compare_matches_and_the_record_is_private(node: Path) -> None:
@@ -111,10 +123,11 @@ def test_each_kind_of_drift_is_named(node: Path) -> None:
     (node / "dpkg-query.out").write_text(DPKG.replace("550.163.01-1\thi", "550.163.01-1\tii", 1))
     result = manager(node).run()
     assert not result["matched"]
-    assert result["reasons"] == ["node changed: nvidia-driver (550.163.01-1 held -> 550.163.01-1), {0} (new), {1}, "
-                                 "{2}".format(
-                                     node / "etc" / "containerd" / "conf.d" / "10-other.toml",
-                                     node / "etc" / "containerd" / "config.toml", node / "etc" / "crictl.yaml")]
+    assert result["reasons"] == [
+        "node changed: nvidia-driver (550.163.01-1 held -> 550.163.01-1), {0} (new), {1}, {2}".format(
+            node / "etc" / "containerd" / "conf.d" / "10-other.toml", node / "etc" / "containerd" / "config.toml", node / "etc" / "crictl.yaml"
+        )
+    ]
 
 
 def test_the_last_verify_report_must_have_passed_and_is_returned(node: Path) -> None:
@@ -133,8 +146,7 @@ def test_the_last_verify_report_must_have_passed_and_is_returned(node: Path) -> 
     assert not failed["matched"] and failed["report"] is None
     assert failed["reasons"] == ["verify report {0} says fail: the last verify did not pass".format(report_path)]
     report_path.write_text("{")
-    assert manager(node, report=str(report_path)).run()["reasons"][0].startswith(
-        "verify report {0} is unreadable".format(report_path))
+    assert manager(node, report=str(report_path)).run()["reasons"][0].startswith("verify report {0} is unreadable".format(report_path))
     # Without the option the report is not read (a tagged run's caller, or a node without the verify role).
     assert manager(node).run()["matched"]
 
@@ -167,18 +179,21 @@ def test_many_changes_are_counted_not_listed(node: Path) -> None:
 
 
 def test_systemctl_show_blocks() -> None:
-    text = ("Id=containerd.service\nLoadState=loaded\nActiveState=active\nUnitFileState=enabled\n\n"
-            "Id=crio.service\nLoadState=not-found\nActiveState=inactive\nUnitFileState=\n")
-    assert fp.parse_systemctl_show(text) == {"unit:containerd.service": "loaded active enabled",
-                                             "unit:crio.service": "not-found inactive -"}
+    text = (
+        "Id=containerd.service\nLoadState=loaded\nActiveState=active\nUnitFileState=enabled\n\n"
+        "Id=crio.service\nLoadState=not-found\nActiveState=inactive\nUnitFileState=\n"
+    )
+    assert fp.parse_systemctl_show(text) == {"unit:containerd.service": "loaded active enabled", "unit:crio.service": "not-found inactive -"}
 
 
 def test_oneshot_boot_units_read_the_same_before_and_after_a_boot() -> None:
     # gpufleet-mig.service: inactive after the converge applied MIG itself, active (RemainAfterExit) after a boot.
     def show(active: str) -> str:
-        return ("Id=gpufleet-mig.service\nType=oneshot\nLoadState=loaded\nActiveState={0}\nUnitFileState=enabled\n\n"
-                "Id=containerd.service\nType=notify\nLoadState=loaded\nActiveState={0}\nUnitFileState=enabled\n"
-                ).format(active)
+        return (
+            "Id=gpufleet-mig.service\nType=oneshot\nLoadState=loaded\nActiveState={0}\nUnitFileState=enabled\n\n"
+            "Id=containerd.service\nType=notify\nLoadState=loaded\nActiveState={0}\nUnitFileState=enabled\n"
+        ).format(active)
+
     after_converge, after_boot = fp.parse_systemctl_show(show("inactive")), fp.parse_systemctl_show(show("active"))
     assert after_converge["unit:gpufleet-mig.service"] == after_boot["unit:gpufleet-mig.service"]
     # A failed boot unit still tells, and a long-running service's state still counts.
@@ -189,13 +204,11 @@ def test_oneshot_boot_units_read_the_same_before_and_after_a_boot() -> None:
 def test_unit_patterns_expand_over_unit_files(tmp_path: Path) -> None:
     for name in ("gpufleet-mig.service", "gpufleet-verify-boot.service", "ssh.service"):
         (tmp_path / name).write_text("")
-    found = fp.NodeFingerprint(FakeModule({}), unit_dirs=(str(tmp_path),)).unit_names(
-        ["gpufleet-*", "containerd.service"])
+    found = fp.NodeFingerprint(FakeModule({}), unit_dirs=(str(tmp_path),)).unit_names(["gpufleet-*", "containerd.service"])
     assert found == ["containerd.service", "gpufleet-mig.service", "gpufleet-verify-boot.service"]
 
 
-def test_nvml_view_follows_mig_and_driver(sim_node: t.Callable[..., t.Any], sim_library: Path,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_nvml_view_follows_mig_and_driver(sim_node: t.Callable[..., t.Any], sim_library: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     sim = sim_node("dgx-a100-8x40gb")
     for key, value in sim.env.items():
         monkeypatch.setenv(key, value)

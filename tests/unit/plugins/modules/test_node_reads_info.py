@@ -28,32 +28,33 @@ def run(check: bool = False, **args: t.Any) -> dict[str, t.Any]:
 
 def test_reads_files_and_commands_by_name(tmp_path: Path) -> None:
     (tmp_path / "version").write_bytes(b"NVRM version: 550.163.01\n\xff\n")
-    result = run(check=True,
-                 files={"version": str(tmp_path / "version"), "spec": str(tmp_path / "missing.yaml")},
-                 commands={"echo": [sys.executable, "-c", "import sys; print(sys.argv[1]); sys.exit(3)", "ok"],
-                           "stderr": [sys.executable, "-c", "import sys; sys.stderr.write('broken')"],
-                           "absent": ["gpufleet-no-such-program", "info"]})
+    result = run(
+        check=True,
+        files={"version": str(tmp_path / "version"), "spec": str(tmp_path / "missing.yaml")},
+        commands={
+            "echo": [sys.executable, "-c", "import sys; print(sys.argv[1]); sys.exit(3)", "ok"],
+            "stderr": [sys.executable, "-c", "import sys; sys.stderr.write('broken')"],
+            "absent": ["gpufleet-no-such-program", "info"],
+        },
+    )
     assert not result["changed"]
     assert result["files"] == {"version": "NVRM version: 550.163.01\n\ufffd\n", "spec": None}
     assert result["file_errors"] == {}
     assert result["commands"]["echo"] == {"rc": 3, "stdout": "ok\n", "stderr": ""}
     assert result["commands"]["stderr"] == {"rc": 0, "stdout": "", "stderr": "broken"}
-    assert result["commands"]["absent"] == {"rc": 127, "stdout": "",
-                                            "stderr": "gpufleet-no-such-program is not installed"}
+    assert result["commands"]["absent"] == {"rc": 127, "stdout": "", "stderr": "gpufleet-no-such-program is not installed"}
 
 
 def test_unreadable_files_say_why_and_output_is_bounded(tmp_path: Path) -> None:
     (tmp_path / "big").write_text("x" * 100)
-    result = run(files={"dir": str(tmp_path), "big": str(tmp_path / "big")},
-                 commands={"many": [sys.executable, "-c", "print('y' * 100)"]}, max_bytes=10)
+    result = run(files={"dir": str(tmp_path), "big": str(tmp_path / "big")}, commands={"many": [sys.executable, "-c", "print('y' * 100)"]}, max_bytes=10)
     assert result["files"] == {"dir": None, "big": "x" * 10}
     assert result["file_errors"]["dir"].startswith(str(tmp_path) + ": ")
     assert result["commands"]["many"]["stdout"] == "y" * 10
 
 
 def test_a_command_past_its_time_is_stopped() -> None:
-    result = run(commands={"slow": [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(30)"]},
-                 timeout=1)
+    result = run(commands={"slow": [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(30)"]}, timeout=1)
     assert result["commands"]["slow"]["rc"] == 124
     assert result["commands"]["slow"]["stdout"] == "started\n"
     assert "did not finish within 1 s" in result["commands"]["slow"]["stderr"]
@@ -83,8 +84,9 @@ def test_a_fifo_gives_what_it_holds_without_waiting_for_more(tmp_path: Path) -> 
     finally:
         os.close(writer)
         os.close(reader)
-    assert result["files"]["kmsg"] == ("6,1,100,-;NVRM: loading NVIDIA UNIX x86_64 Kernel Module\n"
-                                       "4,2,200,-;NVRM: Xid (PCI:0000:07:00): 79, GPU has fallen off the bus.\n")
+    assert result["files"]["kmsg"] == (
+        "6,1,100,-;NVRM: loading NVIDIA UNIX x86_64 Kernel Module\n4,2,200,-;NVRM: Xid (PCI:0000:07:00): 79, GPU has fallen off the bus.\n"
+    )
     assert result["file_errors"] == {}
 
 
@@ -111,8 +113,12 @@ def test_an_overwritten_kmsg_record_is_skipped_and_every_read_takes_a_whole_reco
     # /dev/kmsg's own behaviour, which no test host lets us provoke: EPIPE for
     # a record overwritten meanwhile, EINVAL for a buffer shorter than the
     # record, EAGAIN at the end of the buffer.
-    records = [b"6,1,1,-;first\n", BrokenPipeError(32, "Broken pipe"), b"6,9,9,-;after the overwrite\n",
-               BlockingIOError(11, "Resource temporarily unavailable")]
+    records = [
+        b"6,1,1,-;first\n",
+        BrokenPipeError(32, "Broken pipe"),
+        b"6,9,9,-;after the overwrite\n",
+        BlockingIOError(11, "Resource temporarily unavailable"),
+    ]
     sizes = []
 
     def fake_read(descriptor: int, size: int) -> bytes:

@@ -48,7 +48,7 @@ MATRIX_ERRORS = (
     "ARGUMENT_VERSION_MISMATCH",
     "UNINITIALIZED",
 )
-ERROR_CODES = {name[len("NVML_ERROR_"):]: code for code, name in _nvml.ERROR_NAMES.items() if code}
+ERROR_CODES = {name[len("NVML_ERROR_") :]: code for code, name in _nvml.ERROR_NAMES.items() if code}
 UNAVAILABLE = {_nvml.NVML_ERROR_NOT_SUPPORTED, _nvml.NVML_ERROR_FUNCTION_NOT_FOUND}
 
 
@@ -189,9 +189,7 @@ def test_init_no_permission_fails_clearly(sim_node: t.Any) -> None:
     node = sim_node("hgx-h100-8x80gb")
     node.fault("nvmlInit", "NO_PERMISSION")
     result = assert_fail(node.run())
-    assert result["msg"] == (
-        "nvmlInit_v2 failed: Insufficient Permissions (NVML_ERROR_NO_PERMISSION); run as root (become: true)"
-    )
+    assert result["msg"] == ("nvmlInit_v2 failed: Insufficient Permissions (NVML_ERROR_NO_PERMISSION); run as root (become: true)")
     assert result["nvml"]["reason"] == result["msg"]
 
 
@@ -211,8 +209,7 @@ def test_cuda_version_falls_back_to_v1_without_libcuda(sim_node: t.Any) -> None:
     outcome = node.run()
     nvml = assert_exit(outcome)
     assert nvml["cuda_driver_version"] == cuda_version(node.show()["system"]["cuda_driver_version"])
-    assert outcome["resolved"].index("nvmlSystemGetCudaDriverVersion_v2") < outcome["resolved"].index(
-        "nvmlSystemGetCudaDriverVersion")
+    assert outcome["resolved"].index("nvmlSystemGetCudaDriverVersion_v2") < outcome["resolved"].index("nvmlSystemGetCudaDriverVersion")
 
 
 def test_unprivileged_user_gets_facts_but_not_placements(sim_node: t.Any) -> None:
@@ -236,8 +233,7 @@ def test_failure_returns_partial_facts_and_shuts_down(sim_node: t.Any) -> None:
     partial = result["nvml"]
     assert partial["gpus"][:2] == clean["gpus"][:2]
     assert len(partial["gpus"]) == 3
-    assert (partial["gpus"][2]["uuid"], partial["gpus"][2]["name"], partial["gpus"][2]["serial"]) == (
-        uuid, clean["gpus"][2]["name"], None)
+    assert (partial["gpus"][2]["uuid"], partial["gpus"][2]["name"], partial["gpus"][2]["serial"]) == (uuid, clean["gpus"][2]["name"], None)
     assert outcome["resolved"][-1] == "nvmlShutdown"
     # The `once` fault is used up: the next run is clean again.
     assert assert_exit(node.run()) == clean
@@ -287,23 +283,20 @@ def test_gather_health_false_reads_no_health(sim_node: t.Any) -> None:
 
 
 # --- health on the simulator: `simctl health` sets a GPU's keys (FORMAT.md) -----------------
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def sim_exports(symbol: str) -> bool:
     return hasattr(ctypes.CDLL(str(nvml_sim.build())), symbol)
 
 
 # (keys set on GPU 1, the symbol that reads them, the path of a leaf and its value after)
 HEALTH_CASES = {
-    "ecc-burst": (["ecc_vol_corr=250", "ecc_vol_uncorr=3", "ecc_agg_uncorr=3"], "nvmlDeviceGetTotalEccErrors",
-                  ("ecc", "volatile", "uncorrected"), 3),
-    "remap-pending": (["remap_uncorr=1", "remap_pending=1"], "nvmlDeviceGetRemappedRows",
-                      ("remapped_rows", "pending"), True),
+    "ecc-burst": (["ecc_vol_corr=250", "ecc_vol_uncorr=3", "ecc_agg_uncorr=3"], "nvmlDeviceGetTotalEccErrors", ("ecc", "volatile", "uncorrected"), 3),
+    "remap-pending": (["remap_uncorr=1", "remap_pending=1"], "nvmlDeviceGetRemappedRows", ("remapped_rows", "pending"), True),
     "remap-failure": (["remap_failure=1"], "nvmlDeviceGetRemappedRows", ("remapped_rows", "failure"), True),
     "recovery-action": (["recovery_action=2"], "nvmlDeviceGetFieldValues", ("recovery_action",), 2),
     "link-degrade": (["pcie_gen=3", "pcie_width=8"], "nvmlDeviceGetCurrPcieLinkWidth", ("pcie", "width_current"), 8),
     "nvlink-down": (["nvlink_down=2,5"], "nvmlDeviceGetNvLinkState", ("nvlink", 5, "active"), False),
-    "hot": (["temp=91", "clock_event_reasons=0x40"], "nvmlDeviceGetCurrentClocksEventReasons",
-            ("clock_event_reasons", "active"), ["hw_thermal_slowdown"]),
+    "hot": (["temp=91", "clock_event_reasons=0x40"], "nvmlDeviceGetCurrentClocksEventReasons", ("clock_event_reasons", "active"), ["hw_thermal_slowdown"]),
 }
 
 
@@ -345,8 +338,7 @@ def test_real_libnvidia_ml_without_kernel_driver(tmp_path: Path) -> None:
     """Debian's real libnvidia-ml1 on a host without the nvidia kernel module (the Packer bake case)."""
     path = os.environ.get("GPUFLEET_REAL_LIBNVML")
     if not path:
-        pytest.skip("GPUFLEET_REAL_LIBNVML is not set (path to a real libnvidia-ml.so.1, e.g. from Debian's "
-                    "libnvidia-ml1 package extracted with dpkg -x)")
+        pytest.skip("GPUFLEET_REAL_LIBNVML is not set (path to a real libnvidia-ml.so.1, e.g. from Debian's libnvidia-ml1 package extracted with dpkg -x)")
     assert os.path.isfile(path), "GPUFLEET_REAL_LIBNVML={0} does not exist".format(path)
     # Not /dev/nvidiactl: NVML running as root creates that node itself.
     if os.path.exists("/proc/driver/nvidia/version"):
@@ -366,7 +358,7 @@ def test_real_libnvidia_ml_without_kernel_driver(tmp_path: Path) -> None:
 
 
 # --- the fault matrix: every NVML call the module makes x injected errors --------------------
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def clean_runs() -> dict[str, dict[str, t.Any]]:
     """Outcome of a clean gather_mig_profiles run on every node fixture (computed once)."""
     nvml_sim.build()

@@ -16,8 +16,7 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import module_result
 
-pytestmark = pytest.mark.skipif(not shutil.which("dpkg") or os.geteuid() != 0,
-                                reason="needs dpkg, and root for dpkg --set-selections")
+pytestmark = pytest.mark.skipif(not shutil.which("dpkg") or os.geteuid() != 0, reason="needs dpkg, and root for dpkg --set-selections")
 
 PACKAGES = {"nvidia-driver": "install", "libcuda1": "hold", "nvidia-kernel-dkms": "install"}
 
@@ -27,10 +26,13 @@ def admindir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for directory in ("updates", "info"):
         (tmp_path / directory).mkdir()
     (tmp_path / "available").write_text("")
-    (tmp_path / "status").write_text("".join(
-        "Package: {0}\nStatus: {1} ok installed\nPriority: optional\nSection: non-free/libs\nMaintainer: t <t@t>\n"
-        "Architecture: amd64\nVersion: 550.163.01-1\nDescription: t\n\n".format(name, want)
-        for name, want in PACKAGES.items()))
+    (tmp_path / "status").write_text(
+        "".join(
+            "Package: {0}\nStatus: {1} ok installed\nPriority: optional\nSection: non-free/libs\nMaintainer: t <t@t>\n"
+            "Architecture: amd64\nVersion: 550.163.01-1\nDescription: t\n\n".format(name, want)
+            for name, want in PACKAGES.items()
+        )
+    )
     monkeypatch.setenv("DPKG_ADMINDIR", str(tmp_path))
     return tmp_path
 

@@ -1,4 +1,5 @@
 """package_versions_info: parsers, and the real apt probe against a signed repository built here."""
+
 from __future__ import annotations
 
 import shutil
@@ -18,44 +19,46 @@ nvidia-kernel-dkms | 535.216.03-2~bpo12+1 | http://mirror.invalid/debian bookwor
 
 
 def test_madison_and_repoquery_parsers():
-    assert pvi.parse_madison(MADISON) == {
-        "nvidia-kernel-dkms": ["535.261.03-1", "535.216.03-2~bpo12+1"], "nvidia-smi": ["535.261.03-1"]}
+    assert pvi.parse_madison(MADISON) == {"nvidia-kernel-dkms": ["535.261.03-1", "535.216.03-2~bpo12+1"], "nvidia-smi": ["535.261.03-1"]}
     assert pvi.parse_repoquery("nvidia-driver-cuda 3:580.95.05-1.el9\nnvidia-driver-cuda 3:580.82.07-1.el9\n") == {
-        "nvidia-driver-cuda": ["3:580.95.05-1.el9", "3:580.82.07-1.el9"]}
+        "nvidia-driver-cuda": ["3:580.95.05-1.el9", "3:580.82.07-1.el9"]
+    }
 
 
 def test_versions_sort_as_the_package_manager_does():
-    debian = ["535.216.03-2~bpo12+1", "535.261.03-1", "535.216.03-2", "535.54.03-1", "1:470.256.02-1",
-              "550.127.05-1~deb12u1", "550.127.05-1"]
+    debian = ["535.216.03-2~bpo12+1", "535.261.03-1", "535.216.03-2", "535.54.03-1", "1:470.256.02-1", "550.127.05-1~deb12u1", "550.127.05-1"]
     assert pvi.newest_first(debian, pvi.dpkg_key) == [
-        "1:470.256.02-1", "550.127.05-1", "550.127.05-1~deb12u1", "535.261.03-1", "535.216.03-2",
-        "535.216.03-2~bpo12+1", "535.54.03-1"]
+        "1:470.256.02-1",
+        "550.127.05-1",
+        "550.127.05-1~deb12u1",
+        "535.261.03-1",
+        "535.216.03-2",
+        "535.216.03-2~bpo12+1",
+        "535.54.03-1",
+    ]
     rpm = ["3:580.82.07-1.el9", "3:580.95.05-1.el9", "580.105.08-1.el9", "3:580.95.05-1.el9^1"]
-    assert pvi.newest_first(rpm, pvi.rpm_key) == [
-        "3:580.95.05-1.el9^1", "3:580.95.05-1.el9", "3:580.82.07-1.el9", "580.105.08-1.el9"]
+    assert pvi.newest_first(rpm, pvi.rpm_key) == ["3:580.95.05-1.el9^1", "3:580.95.05-1.el9", "3:580.82.07-1.el9", "580.105.08-1.el9"]
 
 
 def test_sources_get_the_key_and_refuse_options():
-    assert pvi.signed_source("deb http://x/debian bookworm non-free", "/k.asc") == \
-        "deb [signed-by=/k.asc] http://x/debian bookworm non-free"
+    assert pvi.signed_source("deb http://x/debian bookworm non-free", "/k.asc") == "deb [signed-by=/k.asc] http://x/debian bookworm non-free"
     with pytest.raises(ValueError):
         pvi.signed_source("deb [trusted=yes] http://x/debian bookworm non-free", "/k.asc")
 
 
-needs_apt = pytest.mark.skipif(not all(shutil.which(t) for t in ("apt-get", "apt-ftparchive", "gpg", "dpkg-deb")),
-                               reason="needs apt-get, apt-ftparchive, gpg and dpkg-deb")
+needs_apt = pytest.mark.skipif(
+    not all(shutil.which(t) for t in ("apt-get", "apt-ftparchive", "gpg", "dpkg-deb")), reason="needs apt-get, apt-ftparchive, gpg and dpkg-deb"
+)
 
 
 def gpg(home: Path, *args: str) -> bytes:
-    return subprocess.run(["gpg", "--batch", "--quiet", "--homedir", str(home), *args],
-                          check=True, capture_output=True).stdout
+    return subprocess.run(["gpg", "--batch", "--quiet", "--homedir", str(home), *args], check=True, capture_output=True).stdout
 
 
 def make_key(home: Path, name: str) -> tuple[bytes, str]:
     home.mkdir(mode=0o700)
     gpg(home, "--passphrase", "", "--quick-gen-key", name + " <test@gpufleet.invalid>", "rsa2048", "sign", "never")
-    fpr = next(line.split(":")[9] for line in gpg(home, "--with-colons", "--list-keys").decode().splitlines()
-               if line.startswith("fpr:"))
+    fpr = next(line.split(":")[9] for line in gpg(home, "--with-colons", "--list-keys").decode().splitlines() if line.startswith("fpr:"))
     return gpg(home, "--armor", "--export"), fpr
 
 
@@ -68,14 +71,11 @@ def signed_repo(tmp_path_factory) -> dict:
     for version in ("535.261.03-1", "535.216.03-2~bpo12+1"):
         pkg = work / ("pkg-" + version)
         (pkg / "DEBIAN").mkdir(parents=True)
-        (pkg / "DEBIAN" / "control").write_text(
-            "Package: nvidia-test-dkms\nVersion: %s\nArchitecture: all\nMaintainer: t <t@t>\nDescription: t\n" % version)
-        subprocess.run(["dpkg-deb", "-b", str(pkg), str(repo / ("nvidia-test-dkms_%s_all.deb" % version))],
-                       check=True, capture_output=True)
+        (pkg / "DEBIAN" / "control").write_text("Package: nvidia-test-dkms\nVersion: %s\nArchitecture: all\nMaintainer: t <t@t>\nDescription: t\n" % version)
+        subprocess.run(["dpkg-deb", "-b", str(pkg), str(repo / ("nvidia-test-dkms_%s_all.deb" % version))], check=True, capture_output=True)
     packages = subprocess.run(["apt-ftparchive", "packages", "."], cwd=repo, check=True, capture_output=True).stdout
     (repo / "Packages").write_bytes(packages)
-    (repo / "Release").write_bytes(subprocess.run(["apt-ftparchive", "release", "."], cwd=repo, check=True,
-                                                  capture_output=True).stdout)
+    (repo / "Release").write_bytes(subprocess.run(["apt-ftparchive", "release", "."], cwd=repo, check=True, capture_output=True).stdout)
     key, fpr = make_key(work / "gnupg", "repo")
     gpg(work / "gnupg", "--clearsign", "-o", str(repo / "InRelease"), str(repo / "Release"))
     (work / "repo.asc").write_bytes(key)
@@ -86,9 +86,15 @@ def signed_repo(tmp_path_factory) -> dict:
 
 @needs_apt
 def test_lists_the_versions_of_a_signed_repository(signed_repo):
-    outcome = run_module("package_versions_info", {
-        "apt_sources": [signed_repo["line"]], "key": signed_repo["key"], "key_fingerprints": [signed_repo["fpr"]],
-        "packages": ["nvidia-test-dkms", "nvidia-absent"]})
+    outcome = run_module(
+        "package_versions_info",
+        {
+            "apt_sources": [signed_repo["line"]],
+            "key": signed_repo["key"],
+            "key_fingerprints": [signed_repo["fpr"]],
+            "packages": ["nvidia-test-dkms", "nvidia-absent"],
+        },
+    )
     assert outcome["kind"] == "exit", outcome
     result = outcome["result"]
     assert result["changed"] is False
@@ -99,16 +105,21 @@ def test_lists_the_versions_of_a_signed_repository(signed_repo):
 
 @needs_apt
 def test_a_repository_signed_with_another_key_is_refused(signed_repo):
-    outcome = run_module("package_versions_info", {
-        "apt_sources": [signed_repo["line"]], "key": signed_repo["other"], "packages": ["nvidia-test-dkms"]})
+    outcome = run_module("package_versions_info", {"apt_sources": [signed_repo["line"]], "key": signed_repo["other"], "packages": ["nvidia-test-dkms"]})
     assert outcome["kind"] == "fail"
     assert "apt-get update of the repository failed" in outcome["result"]["msg"]
 
 
 @needs_apt
 def test_a_key_with_the_wrong_fingerprint_is_refused_before_apt_runs(signed_repo):
-    outcome = run_module("package_versions_info", {
-        "apt_sources": [signed_repo["line"]], "key": signed_repo["key"],
-        "key_fingerprints": ["EB693B3035CD5710E231E123A4B469963BF863CC"], "packages": ["nvidia-test-dkms"]})
+    outcome = run_module(
+        "package_versions_info",
+        {
+            "apt_sources": [signed_repo["line"]],
+            "key": signed_repo["key"],
+            "key_fingerprints": ["EB693B3035CD5710E231E123A4B469963BF863CC"],
+            "packages": ["nvidia-test-dkms"],
+        },
+    )
     assert outcome["kind"] == "fail"
     assert "none of the expected ['EB693B3035CD5710E231E123A4B469963BF863CC']" in outcome["result"]["msg"]

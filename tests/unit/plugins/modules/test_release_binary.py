@@ -80,8 +80,7 @@ def publish(mirror: tuple[Path, str], name: str, data: bytes) -> str:
 
 
 def run(dest: Path, check: bool = False, diff: bool = False, **args: t.Any) -> dict[str, t.Any]:
-    return module_result("release_binary", {"member": "crictl", "dest": str(dest), **ME, **args},
-                         check=check, diff=diff)
+    return module_result("release_binary", {"member": "crictl", "dest": str(dest), **ME, **args}, check=check, diff=diff)
 
 
 def mode(path: Path) -> int:
@@ -100,8 +99,7 @@ def test_installs_the_verified_member_once(mirror: tuple[Path, str], tmp_path: P
     assert not again["changed"], again
 
 
-def test_a_new_release_replaces_the_program_and_attributes_are_restored(
-        mirror: tuple[Path, str], tmp_path: Path) -> None:
+def test_a_new_release_replaces_the_program_and_attributes_are_restored(mirror: tuple[Path, str], tmp_path: Path) -> None:
     dest = tmp_path / "crictl"
     old = publish(mirror, "old.tar.gz", tarball({"./crictl": OLD}))
     run(dest, url=old, sha256_url=old + ".sha256")
@@ -153,12 +151,14 @@ def test_unreachable_or_missing_downloads_fail_cleanly(mirror: tuple[Path, str],
     assert not dest.exists()
 
 
-@pytest.mark.parametrize(("members", "message"), [
-    ({"bin/crictl": NEW}, "has no member 'crictl'"),
-    ({"crictl": ("link", "/bin/sh")}, "'crictl' is not a regular file"),
-])
-def test_a_tarball_without_the_program_is_an_error(
-        mirror: tuple[Path, str], tmp_path: Path, members: dict[str, t.Any], message: str) -> None:
+@pytest.mark.parametrize(
+    ("members", "message"),
+    [
+        ({"bin/crictl": NEW}, "has no member 'crictl'"),
+        ({"crictl": ("link", "/bin/sh")}, "'crictl' is not a regular file"),
+    ],
+)
+def test_a_tarball_without_the_program_is_an_error(mirror: tuple[Path, str], tmp_path: Path, members: dict[str, t.Any], message: str) -> None:
     url = publish(mirror, "crictl.tar.gz", tarball(members))
     result = run(tmp_path / "crictl", url=url, sha256_url=url + ".sha256")
     assert result["failed"] and message in result["msg"], result
@@ -175,8 +175,7 @@ def test_bad_arguments_name_the_field(tmp_path: Path) -> None:
     url = "http://127.0.0.1:9/crictl.tar.gz"
     assert run(Path("crictl"), url=url, sha256="0" * 64)["msg"].startswith("dest:")
     assert run(tmp_path / "crictl", url=url, sha256="abc")["msg"].startswith("sha256:")
-    assert module_result("release_binary", {"url": url, "member": "../crictl", "dest": str(tmp_path / "c"),
-                                            "sha256": "0" * 64})["msg"].startswith("member:")
+    assert module_result("release_binary", {"url": url, "member": "../crictl", "dest": str(tmp_path / "c"), "sha256": "0" * 64})["msg"].startswith("member:")
     both = run(tmp_path / "crictl", url=url, sha256="0" * 64, sha256_url=url + ".sha256")
     assert both["failed"] and "mutually exclusive" in both["msg"]
     neither = run(tmp_path / "crictl", url=url)
@@ -196,7 +195,7 @@ class Recorder(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args: t.Any) -> None:  # pylint: disable=arguments-differ
         pass
 
-    def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+    def do_GET(self) -> None:
         proxied = self.path.startswith("http://")
         self.requests.append({"path": self.path, "proxied": proxied, "headers": dict(self.headers)})
         if proxied:
@@ -213,8 +212,7 @@ class Recorder(http.server.SimpleHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def serving(root: Path, password: str | None = None,
-            tls: ssl.SSLContext | None = None) -> t.Iterator[tuple[str, list[dict[str, t.Any]]]]:
+def serving(root: Path, password: str | None = None, tls: ssl.SSLContext | None = None) -> t.Iterator[tuple[str, list[dict[str, t.Any]]]]:
     """`root` over HTTP (or HTTPS with `tls`) on loopback: (its URL, the requests it got)."""
     handler = type("Handler", (Recorder,), {"requests": [], "password": password})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
@@ -239,8 +237,7 @@ def fixture_release(tmp_path: Path) -> tuple[Path, str]:
     return root, sha256(data)
 
 
-def test_a_proxy_from_the_environment_is_used_unless_use_proxy_is_false(
-        release: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_proxy_from_the_environment_is_used_unless_use_proxy_is_false(release: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root, digest = release
     with serving(root) as (proxy, requests):
         monkeypatch.setenv("http_proxy", proxy)
@@ -255,15 +252,22 @@ def test_a_proxy_from_the_environment_is_used_unless_use_proxy_is_false(
         assert direct["failed"] and len(requests) == 1, direct
 
 
-def test_credentials_come_from_the_options_or_netrc(
-        release: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_credentials_come_from_the_options_or_netrc(release: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root, digest = release
     with serving(root, password="s3cret") as (url, requests):
         tarball_url = url + "/crictl.tar.gz"
         denied = run(tmp_path / "crictl", url=tarball_url, sha256=digest)
         assert denied["failed"] and denied["status"] == 401, denied
-        given = run(tmp_path / "crictl", url=tarball_url, sha256=digest, url_username="fleet", url_password="s3cret",
-                    force_basic_auth=True, headers={"X-Fleet": "node-7"}, http_agent="gpufleet-test")
+        given = run(
+            tmp_path / "crictl",
+            url=tarball_url,
+            sha256=digest,
+            url_username="fleet",
+            url_password="s3cret",
+            force_basic_auth=True,
+            headers={"X-Fleet": "node-7"},
+            http_agent="gpufleet-test",
+        )
         assert given["changed"], given
         assert requests[-1]["headers"]["X-Fleet"] == "node-7"
         assert requests[-1]["headers"]["User-Agent"] == "gpufleet-test"
@@ -290,27 +294,44 @@ def _certificate(name: str, key: t.Any, issuer: tuple[t.Any, t.Any] | None = Non
 
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     signer_cert, signer_key = issuer if issuer else (None, key)
-    now = datetime.datetime.now(datetime.timezone.utc)
-    builder = (x509.CertificateBuilder().subject_name(subject)
-               .issuer_name(signer_cert.subject if signer_cert else subject)
-               .public_key(key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
-               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(signer_cert.subject if signer_cert else subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
     if ca:
-        builder = builder.add_extension(x509.KeyUsage(
-            digital_signature=True, content_commitment=False, key_encipherment=False, data_encipherment=False,
-            key_agreement=False, key_cert_sign=True, crl_sign=True, encipher_only=False, decipher_only=False),
-            critical=True)
+        builder = builder.add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         builder = builder.add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
     else:
-        builder = builder.add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(name))])
-                                        if name == "127.0.0.1" else x509.SubjectAlternativeName([x509.DNSName(name)]),
-                                        critical=False)
-        builder = builder.add_extension(x509.ExtendedKeyUsage(
-            [ExtendedKeyUsageOID.SERVER_AUTH if name == "127.0.0.1" else ExtendedKeyUsageOID.CLIENT_AUTH]),
-            critical=False)
-        builder = builder.add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
-            signer_key.public_key()), critical=False)
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(name))])
+            if name == "127.0.0.1"
+            else x509.SubjectAlternativeName([x509.DNSName(name)]),
+            critical=False,
+        )
+        builder = builder.add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH if name == "127.0.0.1" else ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False
+        )
+        builder = builder.add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(signer_key.public_key()), critical=False)
     return builder.sign(signer_key, hashes.SHA256())
 
 
@@ -319,48 +340,45 @@ def _pem(tmp_path: Path, name: str, *objects: t.Any) -> str:
     from cryptography.hazmat.primitives import serialization
 
     path = tmp_path / name
-    path.write_bytes(b"".join(
-        item.public_bytes(serialization.Encoding.PEM) if hasattr(item, "public_bytes") and not hasattr(item, "sign")
-        else item.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
-        for item in objects))
+    path.write_bytes(
+        b"".join(
+            item.public_bytes(serialization.Encoding.PEM)
+            if hasattr(item, "public_bytes") and not hasattr(item, "sign")
+            else item.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+            for item in objects
+        )
+    )
     return str(path)
 
 
-def test_https_is_verified_against_ca_path_and_a_client_certificate_is_presented(
-        release: tuple[Path, str], tmp_path: Path) -> None:
+def test_https_is_verified_against_ca_path_and_a_client_certificate_is_presented(release: tuple[Path, str], tmp_path: Path) -> None:
     # pylint: disable-next=import-outside-toplevel
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    ca_key, server_key, client_key = (ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1()),
-                                      ec.generate_private_key(ec.SECP256R1()))
+    ca_key, server_key, client_key = (ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1()))
     ca = _certificate("gpufleet test CA", ca_key, ca=True)
     ca_path = _pem(tmp_path, "ca.pem", ca)
     client_cert = _pem(tmp_path, "client.pem", _certificate("node-7", client_key, (ca, ca_key)))
     client_key_path = _pem(tmp_path, "client.key", client_key)
     tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    tls.load_cert_chain(_pem(tmp_path, "server.pem", _certificate("127.0.0.1", server_key, (ca, ca_key))),
-                        _pem(tmp_path, "server.key", server_key))
+    tls.load_cert_chain(_pem(tmp_path, "server.pem", _certificate("127.0.0.1", server_key, (ca, ca_key))), _pem(tmp_path, "server.key", server_key))
     tls.load_verify_locations(ca_path)
     tls.verify_mode = ssl.CERT_REQUIRED  # the mirror takes only nodes with a certificate of its CA
     root, digest = release
     with serving(root, tls=tls) as (url, requests):
         tarball_url = url + "/crictl.tar.gz"
-        untrusted = run(tmp_path / "crictl", url=tarball_url, sha256=digest, client_cert=client_cert,
-                        client_key=client_key_path)
+        untrusted = run(tmp_path / "crictl", url=tarball_url, sha256=digest, client_cert=client_cert, client_key=client_key_path)
         assert untrusted["failed"] and "CERTIFICATE_VERIFY_FAILED" in untrusted["msg"], untrusted
         anonymous = run(tmp_path / "crictl", url=tarball_url, sha256=digest, ca_path=ca_path)
         assert anonymous["failed"] and not (tmp_path / "crictl").exists(), anonymous
         assert requests == []
-        presented = run(tmp_path / "crictl", url=tarball_url, sha256=digest, ca_path=ca_path,
-                        client_cert=client_cert, client_key=client_key_path)
+        presented = run(tmp_path / "crictl", url=tarball_url, sha256=digest, ca_path=ca_path, client_cert=client_cert, client_key=client_key_path)
         assert presented["changed"] and (tmp_path / "crictl").read_bytes() == NEW, presented
         assert [r["path"] for r in requests] == ["/crictl.tar.gz"]
 
 
 def test_certificates_cannot_be_switched_off(tmp_path: Path) -> None:
-    refused = run(tmp_path / "crictl", url="https://127.0.0.1:9/crictl.tar.gz", sha256="0" * 64,
-                  validate_certs=False)
+    refused = run(tmp_path / "crictl", url="https://127.0.0.1:9/crictl.tar.gz", sha256="0" * 64, validate_certs=False)
     assert refused["failed"] and "validate_certs" in refused["msg"], refused
 
 
@@ -369,8 +387,7 @@ def test_a_server_that_does_not_answer_times_out(tmp_path: Path) -> None:
         silent.bind(("127.0.0.1", 0))
         silent.listen(1)  # accepted by the kernel, never answered
         started = time.monotonic()
-        result = run(tmp_path / "crictl", url="http://127.0.0.1:{0}/crictl.tar.gz".format(silent.getsockname()[1]),
-                     sha256="0" * 64, timeout=1)
+        result = run(tmp_path / "crictl", url="http://127.0.0.1:{0}/crictl.tar.gz".format(silent.getsockname()[1]), sha256="0" * 64, timeout=1)
         assert result["failed"] and "timed out" in result["msg"], result
         assert time.monotonic() - started < 15
 
@@ -378,7 +395,6 @@ def test_a_server_that_does_not_answer_times_out(tmp_path: Path) -> None:
 def test_a_password_in_the_url_is_masked_in_messages(release: tuple[Path, str], tmp_path: Path) -> None:
     root = release[0]
     with serving(root) as (url, _requests):
-        masked = run(tmp_path / "crictl", url=url.replace("//", "//fleet:hunter2@") + "/crictl.tar.gz",
-                     sha256="0" * 64)
+        masked = run(tmp_path / "crictl", url=url.replace("//", "//fleet:hunter2@") + "/crictl.tar.gz", sha256="0" * 64)
     assert masked["failed"] and masked["msg"].startswith("checksum mismatch"), masked
     assert "hunter2" not in masked["msg"] and "hunter2" not in masked["url"], masked

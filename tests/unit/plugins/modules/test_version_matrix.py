@@ -23,8 +23,7 @@ def run(**args: t.Any) -> dict[str, t.Any]:
 
 
 def test_good_declaration_passes_and_never_changes_anything():
-    outcome = run(desired={"driver_version": "580.95.05", "driver_gpu_models": ["H100"],
-                           "driver_kernel_module": "auto"}, cuda_versions=["12.4", "13.0"])
+    outcome = run(desired={"driver_version": "580.95.05", "driver_gpu_models": ["H100"], "driver_kernel_module": "auto"}, cuda_versions=["12.4", "13.0"])
     assert outcome["kind"] == "exit", outcome
     result = outcome["result"]
     assert result["changed"] is False
@@ -35,8 +34,7 @@ def test_good_declaration_passes_and_never_changes_anything():
 
 
 def test_errors_fail_with_every_finding_and_fix_in_the_message():
-    outcome = run(desired={"driver_branch": "590", "driver_kernel_module": "open",
-                           "driver_gpu_models": ["Tesla V100-SXM2-16GB"]})
+    outcome = run(desired={"driver_branch": "590", "driver_kernel_module": "open", "driver_gpu_models": ["Tesla V100-SXM2-16GB"]})
     assert outcome["kind"] == "fail"
     msg = outcome["result"]["msg"]
     assert msg.startswith("version matrix: 2 errors")
@@ -70,20 +68,25 @@ def test_invalid_today():
 
 
 def test_tables_and_ignore_rules():
-    outcome = run(desired={"driver_version": "615.90.01", "driver_gpu_models": ["B200"]}, cuda_versions=["13.4"],
-                  tables={"cuda_drivers": [{"cuda": "13.4", "driver": "615.90.01"}],
-                          "branches": [{"branch": "615", "type": "PB", "eol": "2027-09"}]})
+    outcome = run(
+        desired={"driver_version": "615.90.01", "driver_gpu_models": ["B200"]},
+        cuda_versions=["13.4"],
+        tables={"cuda_drivers": [{"cuda": "13.4", "driver": "615.90.01"}], "branches": [{"branch": "615", "type": "PB", "eol": "2027-09"}]},
+    )
     assert outcome["kind"] == "exit", outcome
     assert outcome["result"]["findings"] == []
     outcome = run(desired={"driver_branch": "535"}, ignore_rules=["branch_lifecycle"], fail_on="warning")
     assert outcome["kind"] == "exit"
 
 
-@pytest.mark.parametrize("fixture,declared,rule", [
-    ("v100-8x", {"driver_branch": "590"}, "architecture_branch"),
-    ("hgx-h100-8x80gb", {"driver_branch": "580", "driver_kernel_module": "proprietary"}, None),
-    ("l40s-4x", {"driver_branch": "580", "mig_label": "all-1g.5gb"}, "mig_supported"),
-])
+@pytest.mark.parametrize(
+    "fixture,declared,rule",
+    [
+        ("v100-8x", {"driver_branch": "590"}, "architecture_branch"),
+        ("hgx-h100-8x80gb", {"driver_branch": "580", "driver_kernel_module": "proprietary"}, None),
+        ("l40s-4x", {"driver_branch": "580", "mig_label": "all-1g.5gb"}, "mig_supported"),
+    ],
+)
 def test_gpus_read_through_nvml(sim_node, fixture: str, declared: dict[str, t.Any], rule: str | None):
     """The GPUs come from nvml_info's real output on the simulated node."""
     node = sim_node(fixture)

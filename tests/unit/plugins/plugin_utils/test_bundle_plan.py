@@ -7,6 +7,7 @@
 judgement, per-host needs, the fleet merge, and what is written. The playbook
 end of it (Jinja glue, messages in a run) is tests/unit/playbooks/test_bundle.py;
 a bundle really fetched, written and installed from is the Molecule scenario's."""
+
 from __future__ import annotations
 
 import hashlib
@@ -48,9 +49,10 @@ def role_data(distribution: str = "Debian", major: str = "12", tag: str = "-580"
         "driver_cuda_repo_key": driver["__driver_cuda_repo_key"],
         "driver_cuda_repo_fingerprint": driver["__driver_cuda_repo_fingerprint"],
         "driver_distribution_repo": {k: v for k, v in driver["__driver_distribution_repo"].items() if k != "suites"},
-        "container_toolkit_packages": {"full": ["nvidia-container-toolkit", "nvidia-container-toolkit-base",
-                                                "libnvidia-container-tools", "libnvidia-container1"],
-                                       "base": ["nvidia-container-toolkit-base"]},
+        "container_toolkit_packages": {
+            "full": ["nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools", "libnvidia-container1"],
+            "base": ["nvidia-container-toolkit-base"],
+        },
         "container_toolkit_extension_packages": ["nvidia-container-toolkit-operator-extensions"],
         "crictl_release_for_kubernetes": crictl["__crictl_release_for_kubernetes"],
         "crictl_sha256": crictl["__crictl_sha256"],
@@ -62,15 +64,22 @@ def declaration(**over) -> dict:
     decl = {}
     for defaults in DEFAULTS.values():
         decl.update(defaults)
-    decl.update({
-        "driver_source": "cuda", "driver_version": "580.95.05", "driver_gpu_models": ["H200"],
-        "driver_cuda_repo_url": MIRROR + "/cuda/repos", "driver_cuda_repo_key_url": MIRROR + "/keys/site.asc",
-        "driver_cuda_repo_key_fingerprint": SITE,
-        "container_toolkit_version": "1.20.1",
-        "container_toolkit_apt_repo_url": MIRROR + "/libnvidia-container/stable/deb",
-        "container_toolkit_gpg_key_url": MIRROR + "/keys/site.asc", "container_toolkit_gpg_key_fingerprint": SITE,
-        "crictl_version": "v1.33.0", "crictl_download_url": MIRROR + "/cri-tools",
-    })
+    decl.update(
+        {
+            "driver_source": "cuda",
+            "driver_version": "580.95.05",
+            "driver_gpu_models": ["H200"],
+            "driver_cuda_repo_url": MIRROR + "/cuda/repos",
+            "driver_cuda_repo_key_url": MIRROR + "/keys/site.asc",
+            "driver_cuda_repo_key_fingerprint": SITE,
+            "container_toolkit_version": "1.20.1",
+            "container_toolkit_apt_repo_url": MIRROR + "/libnvidia-container/stable/deb",
+            "container_toolkit_gpg_key_url": MIRROR + "/keys/site.asc",
+            "container_toolkit_gpg_key_fingerprint": SITE,
+            "crictl_version": "v1.33.0",
+            "crictl_download_url": MIRROR + "/cri-tools",
+        }
+    )
     decl.update(over)
     return decl
 
@@ -80,8 +89,7 @@ def request(platform: dict | None = None, **over) -> dict:
     # A platform the bundle does not carry has no data of its own: the plan stops before it reads any.
     known = platform.get("distribution") in _bundle.DISTRIBUTIONS and "version" in platform
     data = role_data(platform["distribution"], str(platform["version"]).split(".", maxsplit=1)[0]) if known else {}
-    req = {"platform": platform, "mirror_url": MIRROR + "/", "signing_key": SITE.lower(), "upstream": {},
-           "role_defaults": DEFAULTS, "role_data": data}
+    req = {"platform": platform, "mirror_url": MIRROR + "/", "signing_key": SITE.lower(), "upstream": {}, "role_defaults": DEFAULTS, "role_data": data}
     req.update(over)
     return req
 
@@ -91,6 +99,7 @@ def plan(decl: dict | None = None, req: dict | None = None) -> dict:
 
 
 # --- one host -----------------------------------------------------------------------------------
+
 
 def test_a_cuda_host_needs_the_cuda_repository_with_its_pinned_packages_and_fabric_manager():
     result = plan()
@@ -109,10 +118,14 @@ def test_a_cuda_host_needs_the_cuda_repository_with_its_pinned_packages_and_fabr
     ]
     assert toolkit["dest"] == "libnvidia-container/stable/deb/amd64"
     assert toolkit["packages"][0] == {"name": "nvidia-container-toolkit", "version": "1.20.1-1"}
-    assert result["files"] == [{
-        "dest": "cri-tools/v1.33.0/crictl-v1.33.0-linux-amd64.tar.gz",
-        "url": DEFAULTS["crictl"]["crictl_download_url"] + "/v1.33.0/crictl-v1.33.0-linux-amd64.tar.gz",
-        "sha256": load("crictl/vars/main.yml")["__crictl_sha256"]["v1.33.0"]["amd64"], "checksum_source": "table"}]
+    assert result["files"] == [
+        {
+            "dest": "cri-tools/v1.33.0/crictl-v1.33.0-linux-amd64.tar.gz",
+            "url": DEFAULTS["crictl"]["crictl_download_url"] + "/v1.33.0/crictl-v1.33.0-linux-amd64.tar.gz",
+            "sha256": load("crictl/vars/main.yml")["__crictl_sha256"]["v1.33.0"]["amd64"],
+            "checksum_source": "table",
+        }
+    ]
     # Both layers point at one key file: it is published once.
     assert result["key_paths"] == ["keys/site.asc"]
 
@@ -124,11 +137,15 @@ def test_blackwell_brings_nvlsm_and_fabric_manager_true_is_required():
 
 
 def test_a_debian_distribution_host_reads_its_suites_from_the_distribution_archive():
-    decl = declaration(driver_source="distribution", driver_version="535.261.03", driver_distribution_backports=True,
-                       driver_kernel_module="proprietary", driver_distribution_mirror_url=MIRROR + "/debian/",
-                       driver_distribution_key_url=MIRROR + "/keys/site.asc")
-    upstream = {"driver_distribution_url": "http://staging.invalid/debian", "driver_distribution_key": "k.asc",
-                "driver_distribution_key_fingerprints": ["AB"]}
+    decl = declaration(
+        driver_source="distribution",
+        driver_version="535.261.03",
+        driver_distribution_backports=True,
+        driver_kernel_module="proprietary",
+        driver_distribution_mirror_url=MIRROR + "/debian/",
+        driver_distribution_key_url=MIRROR + "/keys/site.asc",
+    )
+    upstream = {"driver_distribution_url": "http://staging.invalid/debian", "driver_distribution_key": "k.asc", "driver_distribution_key_fingerprints": ["AB"]}
     driver = plan(decl, request(upstream=upstream))["repos"][0]
     assert driver["dest"] == "debian"
     assert driver["suites"] == ["bookworm", "bookworm-backports"]
@@ -154,20 +171,25 @@ def test_layers_not_managed_carry_nothing():
     assert result["key_paths"] == []
 
 
-@pytest.mark.parametrize("over,message", [
-    ({"driver_version": "580"}, 'driver_version is "580": the bundle carries exact versions'),
-    ({"driver_module_build": "precompiled"}, "driver_module_build is precompiled: the bundle carries DKMS packages only"),
-    ({"driver_kernel_module": "proprietary", "driver_gpu_models": ["B200"]},
-     "driver_kernel_module: proprietary cannot drive B200 (blackwell)"),
-    ({"container_toolkit_version": "1.20"}, 'container_toolkit_version is "1.20": pin it'),
-    ({"crictl_version": "", "crictl_kubernetes_version": "1.12"},
-     'crictl_kubernetes_version "1.12" has no cri-tools release in the crictl role'),
-    ({"crictl_version": "v1.37.0"}, "crictl_checksums has no sha256 for v1.37.0 amd64"),
-    ({"crictl_download_url": "https://github.invalid/cri-tools"},
-     'crictl_download_url is "https://github.invalid/cri-tools", not under bundle_mirror_url "' + MIRROR + '"'),
-    ({"container_toolkit_gpg_key_fingerprint": "AB CD"}, 'container_toolkit_gpg_key_fingerprint is "AB CD", but the'
-     " bundle is signed with bundle_signing_key " + SITE),
-])
+@pytest.mark.parametrize(
+    "over,message",
+    [
+        ({"driver_version": "580"}, 'driver_version is "580": the bundle carries exact versions'),
+        ({"driver_module_build": "precompiled"}, "driver_module_build is precompiled: the bundle carries DKMS packages only"),
+        ({"driver_kernel_module": "proprietary", "driver_gpu_models": ["B200"]}, "driver_kernel_module: proprietary cannot drive B200 (blackwell)"),
+        ({"container_toolkit_version": "1.20"}, 'container_toolkit_version is "1.20": pin it'),
+        ({"crictl_version": "", "crictl_kubernetes_version": "1.12"}, 'crictl_kubernetes_version "1.12" has no cri-tools release in the crictl role'),
+        ({"crictl_version": "v1.37.0"}, "crictl_checksums has no sha256 for v1.37.0 amd64"),
+        (
+            {"crictl_download_url": "https://github.invalid/cri-tools"},
+            'crictl_download_url is "https://github.invalid/cri-tools", not under bundle_mirror_url "' + MIRROR + '"',
+        ),
+        (
+            {"container_toolkit_gpg_key_fingerprint": "AB CD"},
+            'container_toolkit_gpg_key_fingerprint is "AB CD", but the bundle is signed with bundle_signing_key ' + SITE,
+        ),
+    ],
+)
 def test_what_the_bundle_cannot_carry_is_named_with_the_fix(over, message):
     result = plan(declaration(**over))
     assert any(message in error for error in result["errors"]), result["errors"]
@@ -190,60 +212,79 @@ def test_ubuntu_distribution_packages_are_refused():
     assert "driver_source is distribution on Ubuntu" in errors[0]
 
 
-@pytest.mark.parametrize("platform,mirror,start", [
-    ({"distribution": "Debian"}, MIRROR, 'bundle_platform is {"distribution": "Debian"}: the bundle never contacts'),
-    ({"distribution": "RedHat", "version": "9", "release": "x", "architecture": "x86_64"}, MIRROR, "bundle_platform"),
-    ({"distribution": "Debian", "version": "12", "release": "bookworm", "architecture": "x86_64"}, "",
-     "bundle_mirror_url: give the URL the nodes will reach the bundle at"),
-])
+@pytest.mark.parametrize(
+    "platform,mirror,start",
+    [
+        ({"distribution": "Debian"}, MIRROR, 'bundle_platform is {"distribution": "Debian"}: the bundle never contacts'),
+        ({"distribution": "RedHat", "version": "9", "release": "x", "architecture": "x86_64"}, MIRROR, "bundle_platform"),
+        (
+            {"distribution": "Debian", "version": "12", "release": "bookworm", "architecture": "x86_64"},
+            "",
+            "bundle_mirror_url: give the URL the nodes will reach the bundle at",
+        ),
+    ],
+)
 def test_the_platform_and_mirror_are_judged_first_and_alone(platform, mirror, start):
-    errors = _bundle.host_plan(declaration(driver_version=""), request(platform, mirror_url=mirror),
-                               driver_kernel_module)["errors"]
+    errors = _bundle.host_plan(declaration(driver_version=""), request(platform, mirror_url=mirror), driver_kernel_module)["errors"]
     assert len(errors) == 1 and errors[0].startswith(start), errors
 
 
 # --- the run's inputs -----------------------------------------------------------------------------
 
-IMAGE = {"name": "registry.example.internal/gpufleet/cuda-probe:1.0", "digest": "sha256:" + "5" * 64,
-         "archive_url": "https://staging.invalid/images/cuda-probe-1.0.oci.tar", "archive_checksum": "a" * 64}
+IMAGE = {
+    "name": "registry.example.internal/gpufleet/cuda-probe:1.0",
+    "digest": "sha256:" + "5" * 64,
+    "archive_url": "https://staging.invalid/images/cuda-probe-1.0.oci.tar",
+    "archive_checksum": "a" * 64,
+}
 
 
 def test_a_good_request_has_no_errors():
-    assert _bundle.request_errors({"group": "gpu_nodes", "hosts": ["a"], "bundle_dir": "/srv/b", "signing_key": SITE,
-                                   "images": [IMAGE]}) == []
+    assert _bundle.request_errors({"group": "gpu_nodes", "hosts": ["a"], "bundle_dir": "/srv/b", "signing_key": SITE, "images": [IMAGE]}) == []
 
 
 def test_request_errors_come_in_the_order_the_run_reports_them():
-    errors = _bundle.request_errors({"group": "gpus", "hosts": [], "bundle_dir": "rel", "signing_key": "x",
-                                     "images": [IMAGE, dict(IMAGE, digest="sha256:ab")]})
+    errors = _bundle.request_errors({"group": "gpus", "hosts": [], "bundle_dir": "rel", "signing_key": "x", "images": [IMAGE, dict(IMAGE, digest="sha256:ab")]})
     assert errors[0].startswith("gpufleet_gpu_group: the inventory has no host in group 'gpus'")
     # bundle_dir first; the key is judged only once the directory is right.
     assert errors[1].startswith("bundle_dir: give the absolute path")
-    assert errors[2] == ('bundle_images[1].digest is "sha256:ab": pin the image manifest digest, sha256:<64 hex'
-                         ' digits> (what name@sha256:... pins); bundle_images: two archives are named'
-                         ' cuda-probe-1.0.oci.tar and would both go to images/cuda-probe-1.0.oci.tar; give them'
-                         ' distinct file names')
-    assert _bundle.request_errors({"group": "g", "hosts": ["a"], "bundle_dir": "/d", "signing_key": SITE[:-1],
-                                   "images": []})[0].startswith("bundle_signing_key: give the 40-hex-digit")
+    assert errors[2] == (
+        'bundle_images[1].digest is "sha256:ab": pin the image manifest digest, sha256:<64 hex'
+        " digits> (what name@sha256:... pins); bundle_images: two archives are named"
+        " cuda-probe-1.0.oci.tar and would both go to images/cuda-probe-1.0.oci.tar; give them"
+        " distinct file names"
+    )
+    assert _bundle.request_errors({"group": "g", "hosts": ["a"], "bundle_dir": "/d", "signing_key": SITE[:-1], "images": []})[0].startswith(
+        "bundle_signing_key: give the 40-hex-digit"
+    )
 
 
-@pytest.mark.parametrize("images,start", [
-    ({"name": "x"}, "bundle_images: give a list"),
-    ("x", "bundle_images: give a list"),
-    (["x"], "bundle_images[0]: give a mapping"),
-    ([dict(IMAGE, name="Bad@x")], 'bundle_images[0].name is "Bad@x"'),
-    ([dict(IMAGE, archive_url="images/x.tar")], 'bundle_images[0].archive_url is "images/x.tar"'),
-    ([dict(IMAGE, archive_checksum="md5:1")], 'bundle_images[0].archive_checksum is "md5:1"'),
-])
+@pytest.mark.parametrize(
+    "images,start",
+    [
+        ({"name": "x"}, "bundle_images: give a list"),
+        ("x", "bundle_images: give a list"),
+        (["x"], "bundle_images[0]: give a mapping"),
+        ([dict(IMAGE, name="Bad@x")], 'bundle_images[0].name is "Bad@x"'),
+        ([dict(IMAGE, archive_url="images/x.tar")], 'bundle_images[0].archive_url is "images/x.tar"'),
+        ([dict(IMAGE, archive_checksum="md5:1")], 'bundle_images[0].archive_checksum is "md5:1"'),
+    ],
+)
 def test_image_errors_name_the_entry_and_field(images, start):
     assert _bundle.image_errors(images)[0].startswith(start)
 
 
 # --- the fleet ------------------------------------------------------------------------------------
 
+
 def test_hosts_on_two_releases_share_one_archive_each_with_its_own_set():
-    d12 = declaration(driver_source="distribution", driver_version="535.261.03", driver_kernel_module="proprietary",
-                      driver_distribution_mirror_url=MIRROR + "/debian", driver_distribution_key_url=MIRROR + "/k.asc")
+    d12 = declaration(
+        driver_source="distribution",
+        driver_version="535.261.03",
+        driver_kernel_module="proprietary",
+        driver_distribution_mirror_url=MIRROR + "/debian",
+        driver_distribution_key_url=MIRROR + "/k.asc",
+    )
     d13 = dict(d12, driver_version="550.163.01")
     trixie = {"distribution": "Debian", "version": "13", "release": "trixie", "architecture": "x86_64"}
     hosts = {"b": plan(d13, request(trixie)), "a": plan(d12)}
@@ -265,7 +306,8 @@ def test_hosts_that_put_different_upstreams_at_one_place_are_named():
     assert merged["errors"] == [
         "Hosts put different upstream repositories (or checksums) at the same place in the bundle:"
         " cuda/repos/debian12/x86_64, cri-tools/v1.33.0/crictl-v1.33.0-linux-amd64.tar.gz (hosts b); give them"
-        " separate mirror variables, or the same declaration."]
+        " separate mirror variables, or the same declaration."
+    ]
 
 
 def test_two_checksums_for_one_tarball_are_a_conflict():
@@ -275,29 +317,32 @@ def test_two_checksums_for_one_tarball_are_a_conflict():
 
 # --- after upstream answered ----------------------------------------------------------------------
 
+
 def test_release_checksums_fill_the_files_that_have_none():
-    files = [{"dest": "c/x.tar.gz", "url": "u", "sha256": "", "checksum_source": "release"},
-             {"dest": "c/y.tar.gz", "url": "v", "sha256": "b" * 64, "checksum_source": "table"}]
+    files = [
+        {"dest": "c/x.tar.gz", "url": "u", "sha256": "", "checksum_source": "release"},
+        {"dest": "c/y.tar.gz", "url": "v", "sha256": "b" * 64, "checksum_source": "table"},
+    ]
     sums = [{"item": files[0], "content": "a" * 64 + "  x.tar.gz\n"}]
     assert [f["sha256"] for f in _bundle.files_settled(files, sums)] == ["a" * 64, "b" * 64]
 
 
 def read_result(rc=0, sha="a" * 64, manifests=None, **item):
     image = dict(_bundle.image_list([IMAGE])[0], **item)
-    answer = {"sha256": sha, "manifests": manifests if manifests is not None else [
-        {"digest": IMAGE["digest"], "name": IMAGE["name"]}]}
+    answer = {"sha256": sha, "manifests": manifests if manifests is not None else [{"digest": IMAGE["digest"], "name": IMAGE["name"]}]}
     return {"rc": rc, "stdout": json.dumps(answer) if rc == 0 else "", "stderr_lines": ["boom"], "item": image}
 
 
-@pytest.mark.parametrize("result,start", [
-    (read_result(), ""),
-    (read_result(rc=1), "archive_url: cannot read https://staging.invalid/images/cuda-probe-1.0.oci.tar as an OCI"
-                        " archive: boom"),
-    (read_result(sha="c" * 64), "archive_checksum: https://staging.invalid/images/cuda-probe-1.0.oci.tar has sha256 "
-                                + "c" * 64),
-    (read_result(manifests=[]), "digest: the archive's index.json names manifest none, not the pinned"),
-    (read_result(manifests=[{"digest": IMAGE["digest"], "name": "other"}]), 'name: the archive names the image "other"'),
-])
+@pytest.mark.parametrize(
+    "result,start",
+    [
+        (read_result(), ""),
+        (read_result(rc=1), "archive_url: cannot read https://staging.invalid/images/cuda-probe-1.0.oci.tar as an OCI archive: boom"),
+        (read_result(sha="c" * 64), "archive_checksum: https://staging.invalid/images/cuda-probe-1.0.oci.tar has sha256 " + "c" * 64),
+        (read_result(manifests=[]), "digest: the archive's index.json names manifest none, not the pinned"),
+        (read_result(manifests=[{"digest": IMAGE["digest"], "name": "other"}]), 'name: the archive names the image "other"'),
+    ],
+)
 def test_an_image_read_is_judged_against_its_pins(result, start):
     problem = _bundle.image_problem(result)
     assert problem.startswith(start) and (problem == "") == (start == "")
@@ -306,29 +351,45 @@ def test_an_image_read_is_judged_against_its_pins(result, start):
 def test_check_mode_cannot_stage_the_files_of_directories_it_has_not_created():
     merged = _bundle.bundle_plan({"a": plan()}, [IMAGE], "/srv/b")
     assert _bundle.unstaged(merged, "/srv/b", ["/srv/b/images"]) == [
-        "images/cuda-probe-1.0.oci.tar", "images/cuda-probe-1.0.oci.tar.sha256", "images/cuda-probe-1.0.oci.tar.digest"]
+        "images/cuda-probe-1.0.oci.tar",
+        "images/cuda-probe-1.0.oci.tar.sha256",
+        "images/cuda-probe-1.0.oci.tar.digest",
+    ]
     assert _bundle.unstaged(merged, "/srv/b", []) == []
     assert "manifest.json" in _bundle.unstaged(merged, "/srv/b", ["/srv/b"])
 
 
 def test_the_manifest_lists_every_artifact_with_its_sha256_sorted_by_path():
-    files = [{"dest": "cri-tools/v/crictl.tar.gz", "url": "u/crictl.tar.gz", "sha256": "a" * 64,
-              "checksum_source": "release"}]
+    files = [{"dest": "cri-tools/v/crictl.tar.gz", "url": "u/crictl.tar.gz", "sha256": "a" * 64, "checksum_source": "release"}]
     images = _bundle.image_list([IMAGE])
-    repos = [{"item": {"dest": "Debian"}, "artifacts": [{"artifact": "pool/x.deb", "source": "s", "sha256": "d",
-                                                         "package": "x=1"}],
-              "upstream": {"fingerprint": "F"}, "external": ["dkms"]}]
+    repos = [
+        {
+            "item": {"dest": "Debian"},
+            "artifacts": [{"artifact": "pool/x.deb", "source": "s", "sha256": "d", "package": "x=1"}],
+            "upstream": {"fingerprint": "F"},
+            "external": ["dkms"],
+        }
+    ]
     written = _bundle.manifest("ab cd", repos, files, images, ["keys/site.asc"], "KEY")
     assert written["signing_key"] == "ABCD"
     paths = [a["artifact"] for a in written["artifacts"]]
     # Jinja's sort: case-insensitive, so Debian/ sorts among the lower-case paths.
-    assert paths == ["cri-tools/v/crictl.tar.gz", "cri-tools/v/crictl.tar.gz.sha256", "Debian/pool/x.deb",
-                     "images/cuda-probe-1.0.oci.tar", "images/cuda-probe-1.0.oci.tar.digest",
-                     "images/cuda-probe-1.0.oci.tar.sha256", "keys/site.asc"]
+    assert paths == [
+        "cri-tools/v/crictl.tar.gz",
+        "cri-tools/v/crictl.tar.gz.sha256",
+        "Debian/pool/x.deb",
+        "images/cuda-probe-1.0.oci.tar",
+        "images/cuda-probe-1.0.oci.tar.digest",
+        "images/cuda-probe-1.0.oci.tar.sha256",
+        "keys/site.asc",
+    ]
     by_path = {a["artifact"]: a for a in written["artifacts"]}
     assert by_path["cri-tools/v/crictl.tar.gz.sha256"] == {
-        "artifact": "cri-tools/v/crictl.tar.gz.sha256", "package": "", "source": "u/crictl.tar.gz.sha256",
-        "sha256": hashlib.sha256(("a" * 64 + "\n").encode()).hexdigest()}
+        "artifact": "cri-tools/v/crictl.tar.gz.sha256",
+        "package": "",
+        "source": "u/crictl.tar.gz.sha256",
+        "sha256": hashlib.sha256(("a" * 64 + "\n").encode()).hexdigest(),
+    }
     assert by_path["keys/site.asc"]["sha256"] == hashlib.sha256(b"KEY\n").hexdigest()
     assert by_path["images/cuda-probe-1.0.oci.tar"]["image"] == IMAGE["name"] + "@" + IMAGE["digest"]
     assert written["upstream"] == {"Debian": {"fingerprint": "F"}} and written["external"] == {"Debian": ["dkms"]}
@@ -338,7 +399,10 @@ def test_data_files_are_the_roles_vars_and_the_driver_os_files_of_a_carried_plat
     debian = _bundle.data_files({"distribution": "Debian", "version": "12.4"}, "/r")
     assert debian[3:] == ["/r/driver/vars/Debian.yml", "/r/driver/vars/Debian-12.yml"]
     assert _bundle.data_files({"distribution": "RedHat", "version": "9"}, "/r") == [
-        "/r/driver/vars/main.yml", "/r/container_toolkit/vars/main.yml", "/r/crictl/vars/main.yml"]
+        "/r/driver/vars/main.yml",
+        "/r/container_toolkit/vars/main.yml",
+        "/r/crictl/vars/main.yml",
+    ]
     assert all(Path(p).is_file() for p in _bundle.data_files({"distribution": "Debian", "version": "13"}, str(ROLES)))
 
 

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.filter.verify import verify_check, verify_dev_char_missing, verify_stats
@@ -45,6 +44,7 @@ def rules(check: dict[str, t.Any], severity: str = "error") -> list[str]:
 @pytest.fixture(scope="module")
 def mixed_nvml(tmp_path_factory: pytest.TempPathFactory, sim_library: Path) -> dict[str, t.Any]:
     from ansible_collections.gpufleet.nvidia.tests.unit.plugins import nvml_sim
+
     node = nvml_sim.SimNode(tmp_path_factory.mktemp("mixed"), "dgx-a100-mig-mixed")
     outcome = node.run("nvml_info")
     assert outcome["kind"] == "exit", outcome
@@ -65,10 +65,13 @@ def test_driver_pass(mixed_nvml: dict[str, t.Any]):
     assert check["summary"] == "driver 550.127.05 loaded, 8 GPU(s)"
 
 
-@pytest.mark.parametrize("values,subject", [
-    ({"driver_version": "535.261.03"}, "driver_version"),
-    ({"driver_branch": "580"}, "driver_branch"),
-])
+@pytest.mark.parametrize(
+    "values,subject",
+    [
+        ({"driver_version": "535.261.03"}, "driver_version"),
+        ({"driver_branch": "580"}, "driver_branch"),
+    ],
+)
 def test_driver_differs_from_the_pin(mixed_nvml: dict[str, t.Any], values: dict[str, str], subject: str):
     check = _verify.check_driver(declared(**values), mixed_nvml)
     assert check["status"] == "fail"
@@ -76,11 +79,14 @@ def test_driver_differs_from_the_pin(mixed_nvml: dict[str, t.Any], values: dict[
     assert "550.127.05" in check["summary"]
 
 
-@pytest.mark.parametrize("status,words", [
-    ("driver_not_loaded", "kernel module is not loaded"),
-    ("version_mismatch", "differ"),
-    ("library_not_found", "not installed"),
-])
+@pytest.mark.parametrize(
+    "status,words",
+    [
+        ("driver_not_loaded", "kernel module is not loaded"),
+        ("version_mismatch", "differ"),
+        ("library_not_found", "not installed"),
+    ],
+)
 def test_driver_not_usable(status: str, words: str):
     nvml = {"status": status, "driver_loaded": status == "version_mismatch", "reason": "nvmlInit_v2: ..."}
     check = _verify.check_driver(declared(driver_branch="550"), nvml)
@@ -89,8 +95,7 @@ def test_driver_not_usable(status: str, words: str):
 
 def test_driver_absent_as_declared():
     assert _verify.check_driver(declared(driver_state="absent"), {"status": "library_not_found"})["status"] == "pass"
-    check = _verify.check_driver(declared(driver_state="absent"),
-                                 {"status": "ok", "driver_loaded": True, "driver_version": "550.127.05"})
+    check = _verify.check_driver(declared(driver_state="absent"), {"status": "ok", "driver_loaded": True, "driver_version": "550.127.05"})
     assert check["status"] == "fail"
 
 
@@ -128,13 +133,13 @@ def test_dev_char_links_of_the_facade_node():
     listing = (FIXTURES / "dev_char" / "facade-listing.txt").read_text()
     assert _verify.dev_char_missing(listing) == [
         {"link": "/dev/char/195:3", "target": "/dev/nvidia3", "found": ""},
-        {"link": "/dev/char/195:4", "target": "/dev/nvidia4", "found": "/dev/nvidia5"}]
+        {"link": "/dev/char/195:4", "target": "/dev/nvidia4", "found": "/dev/nvidia5"},
+    ]
     check = _verify.check_container_toolkit(*toolkit_pass(), {"listing": listing})
     assert check["status"] == "fail"
     assert rules(check) == ["/dev/char/195:3", "/dev/char/195:4"]
     assert "/dev/char/195:3, the link to /dev/nvidia3, is missing" in check["summary"]
-    assert all("create-dev-char-symlinks --create-all" in f["fix"] and "container_toolkit_dev_char_links" in f["fix"]
-               for f in check["findings"])
+    assert all("create-dev-char-symlinks --create-all" in f["fix"] and "container_toolkit_dev_char_links" in f["fix"] for f in check["findings"])
     # The dangling links --create-all makes for every possible MIG minor are no finding.
     lines = [line for line in listing.splitlines() if not line.startswith("link 195:4 ")]
     healed = "\n".join(lines + ["link 195:3 ../nvidia3", "link 195:4 /dev/nvidia4"]) + "\n"
@@ -148,22 +153,29 @@ def test_dev_char_listing_reads_real_device_nodes(tmp_path: Path):
     dev = tmp_path / "dev"
     (dev / "nvidia-caps").mkdir(parents=True)
     (dev / "char").mkdir()
-    for path, major, minor in (("nvidia0", 195, 0), ("nvidiactl", 195, 255), ("nvidia-uvm", 510, 0),
-                               ("nvidia-caps/nvidia-cap1", 511, 1), ("nvidia-nvswitch0", 509, 0)):
+    for path, major, minor in (
+        ("nvidia0", 195, 0),
+        ("nvidiactl", 195, 255),
+        ("nvidia-uvm", 510, 0),
+        ("nvidia-caps/nvidia-cap1", 511, 1),
+        ("nvidia-nvswitch0", 509, 0),
+    ):
         os.mknod(dev / path, 0o600 | stat.S_IFCHR, os.makedev(major, minor))
     (dev / "nvidia-not-a-device").write_text("")
     os.symlink(str(dev / "nvidia0"), dev / "char" / "195:0")
     os.symlink("../nvidia-uvm", dev / "char" / "510:0")
     devices = tmp_path / "devices"
-    devices.write_text("Character devices:\n  1 mem\n195 nvidia-frontend\n509 nvidia-nvswitch\n510 nvidia-uvm\n"
-                       "511 nvidia-caps\n\nBlock devices:\n  8 sd\n")
-    argv = [str(dev) + arg[4:] if arg.startswith("/dev") else str(devices) if arg == "/proc/devices" else arg
-            for arg in knowledge("toolkit.DEV_CHAR_LISTING")["value"]]
+    devices.write_text("Character devices:\n  1 mem\n195 nvidia-frontend\n509 nvidia-nvswitch\n510 nvidia-uvm\n511 nvidia-caps\n\nBlock devices:\n  8 sd\n")
+    argv = [
+        str(dev) + arg[4:] if arg.startswith("/dev") else str(devices) if arg == "/proc/devices" else arg
+        for arg in knowledge("toolkit.DEV_CHAR_LISTING")["value"]
+    ]
     listing = subprocess.run(argv, check=True, capture_output=True, text=True).stdout.replace(str(dev), "/dev")
     missing = _verify.dev_char_missing(listing)
     # A node of a major the nvidia modules did not register (a container's /dev/null standing in) is none.
     assert _verify.dev_char_missing(listing.replace("major 195 nvidia-frontend", "major 195 other")) == [
-        item for item in missing if not item["link"].startswith("/dev/char/195:")]
+        item for item in missing if not item["link"].startswith("/dev/char/195:")
+    ]
     # nvidia-nvswitch is left out as nvidia-ctk leaves it out; the relative link counts.
     assert [item["link"] for item in missing] == ["/dev/char/511:1", "/dev/char/195:255"]
     assert verify_dev_char_missing(listing) == missing
@@ -174,8 +186,7 @@ def test_dev_char_deferred_and_not_judged():
     assert check["status"] == "pass" and rules(check, "info") == ["/dev/char"]
     assert _verify.check_container_toolkit(*toolkit_pass(), {})["findings"] == []
     with pytest.raises(AnsibleFilterError, match="dev_char"):
-        verify_check({"packages": toolkit_pass()[1], "dev_char": "node c3:0 /dev/nvidia0"}, "container_toolkit",
-                     toolkit_pass()[0])
+        verify_check({"packages": toolkit_pass()[1], "dev_char": "node c3:0 /dev/nvidia0"}, "container_toolkit", toolkit_pass()[0])
     with pytest.raises(AnsibleFilterError, match="verify_dev_char_missing"):
         verify_dev_char_missing(None)
 
@@ -188,31 +199,31 @@ def dump(name: str) -> str:
 
 
 def test_containerd_1_7_with_the_drop_in_passes():
-    check = _verify.check_container_runtime(declared(container_runtime_engine="containerd", container_runtime_cdi=True),
-                                            {"containerd_dump": dump("1.7.24-nvidia-dropin.toml")})
+    check = _verify.check_container_runtime(
+        declared(container_runtime_engine="containerd", container_runtime_cdi=True), {"containerd_dump": dump("1.7.24-nvidia-dropin.toml")}
+    )
     assert check["status"] == "pass", check
     assert check["observed"]["config"]["nvidia_binary"] == "/usr/bin/nvidia-container-runtime"
 
 
 @pytest.mark.parametrize("fixture", ["1.7.24-no-import.toml", "1.6.20-no-import.toml"])
 def test_removed_import_is_a_precise_failure(fixture: str):
-    check = _verify.check_container_runtime(declared(container_runtime_engine="containerd"),
-                                            {"containerd_dump": dump(fixture)})
+    check = _verify.check_container_runtime(declared(container_runtime_engine="containerd"), {"containerd_dump": dump(fixture)})
     assert check["status"] == "fail"
-    assert check["summary"] == ("containerd's effective config (`containerd config dump`) has no `nvidia` runtime; "
-                                "imports: /etc/containerd/config.toml")
+    assert check["summary"] == ("containerd's effective config (`containerd config dump`) has no `nvidia` runtime; imports: /etc/containerd/config.toml")
     assert "imports" in check["findings"][0]["fix"]
 
 
 def test_imports_order_does_not_change_the_report():
     """containerd prints `imports` in varying order (seen on 1.7.24): the check must not."""
     text = dump("1.7.24-nvidia-dropin.toml")
-    swapped = text.replace('imports = ["/etc/containerd/config.toml", "/etc/containerd/conf.d/99-nvidia.toml"]',
-                           'imports = ["/etc/containerd/conf.d/99-nvidia.toml", "/etc/containerd/config.toml"]')
+    swapped = text.replace(
+        'imports = ["/etc/containerd/config.toml", "/etc/containerd/conf.d/99-nvidia.toml"]',
+        'imports = ["/etc/containerd/conf.d/99-nvidia.toml", "/etc/containerd/config.toml"]',
+    )
     assert swapped != text
     wanted = declared(container_runtime_cdi=True)
-    assert (_verify.check_container_runtime(wanted, {"containerd_dump": text})
-            == _verify.check_container_runtime(wanted, {"containerd_dump": swapped}))
+    assert _verify.check_container_runtime(wanted, {"containerd_dump": text}) == _verify.check_container_runtime(wanted, {"containerd_dump": swapped})
 
 
 def test_containerd_1_6_has_no_cdi():
@@ -223,18 +234,23 @@ def test_containerd_1_6_has_no_cdi():
 
 
 def test_default_runtime_declared_but_not_set():
-    check = _verify.check_container_runtime(declared(container_runtime_set_default=True),
-                                            {"containerd_dump": dump("1.7.24-nvidia-dropin.toml")})
+    check = _verify.check_container_runtime(declared(container_runtime_set_default=True), {"containerd_dump": dump("1.7.24-nvidia-dropin.toml")})
     assert rules(check) == ["default_runtime"]
 
 
 def crictl_info(runtimes: t.Iterable[str], cdi: bool) -> str:
     # Keys of containerd's CRI config as `crictl info` prints it (json tags in
     # containerd's CRI config: containerd.runtimes, enableCDI, cdiSpecDirs).
-    return json.dumps({"status": {"conditions": []}, "config": {
-        "containerd": {"defaultRuntimeName": "runc",
-                       "runtimes": {name: {"runtimeType": "io.containerd.runc.v2"} for name in runtimes}},
-        "enableCDI": cdi, "cdiSpecDirs": ["/etc/cdi", "/var/run/cdi"]}})
+    return json.dumps(
+        {
+            "status": {"conditions": []},
+            "config": {
+                "containerd": {"defaultRuntimeName": "runc", "runtimes": {name: {"runtimeType": "io.containerd.runc.v2"} for name in runtimes}},
+                "enableCDI": cdi,
+                "cdiSpecDirs": ["/etc/cdi", "/var/run/cdi"],
+            },
+        }
+    )
 
 
 def test_running_containerd_not_restarted_after_the_change():
@@ -248,13 +264,11 @@ def test_running_containerd_not_restarted_after_the_change():
 
 def test_docker_info():
     # Keys of Docker's /info (moby api types system.Info).
-    info = {"ServerVersion": "28.3.0", "Runtimes": {"runc": {"path": "runc"}}, "DefaultRuntime": "runc",
-            "CDISpecDirs": []}
+    info = {"ServerVersion": "28.3.0", "Runtimes": {"runc": {"path": "runc"}}, "DefaultRuntime": "runc", "CDISpecDirs": []}
     wanted = declared(container_runtime_engine="docker", container_runtime_cdi=True)
     check = _verify.check_container_runtime(wanted, {"docker_info": json.dumps(info)})
     assert rules(check) == ["runtime", "cdi"]
-    info.update(Runtimes={"runc": {}, "nvidia": {"path": "nvidia-container-runtime"}},
-                CDISpecDirs=["/etc/cdi", "/var/run/cdi"])
+    info.update(Runtimes={"runc": {}, "nvidia": {"path": "nvidia-container-runtime"}}, CDISpecDirs=["/etc/cdi", "/var/run/cdi"])
     assert _verify.check_container_runtime(wanted, {"docker_info": json.dumps(info)})["status"] == "pass"
 
 
@@ -286,17 +300,13 @@ def ctk_spec(nvml: dict[str, t.Any], strategies: t.Sequence[str] = ("index", "uu
     for gpu in nvml["gpus"]:
         for strategy in strategies if not gpu["mig"]["enabled"] else ():
             name = {"index": str(gpu["index"]), "type-index": "gpu{0}".format(gpu["index"]), "uuid": gpu["uuid"]}
-            devices.append({"name": name[strategy],
-                            "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia{0}".format(gpu["index"])}]}})
+            devices.append({"name": name[strategy], "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia{0}".format(gpu["index"])}]}})
         for j, mig in enumerate(gpu["mig"]["devices"]):
             for strategy in strategies:
-                name = {"index": "{0}:{1}".format(gpu["index"], j),
-                        "type-index": "mig{0}:{1}".format(gpu["index"], j), "uuid": mig["uuid"]}
-                devices.append({"name": name[strategy], "containerEdits": {"deviceNodes": [
-                    {"path": "/dev/nvidia{0}".format(gpu["index"])}]}})
+                name = {"index": "{0}:{1}".format(gpu["index"], j), "type-index": "mig{0}:{1}".format(gpu["index"], j), "uuid": mig["uuid"]}
+                devices.append({"name": name[strategy], "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia{0}".format(gpu["index"])}]}})
     devices.append({"name": "all", "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0"}]}})
-    return {"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu", "devices": devices,
-            "containerEdits": {"deviceNodes": [{"path": "/dev/nvidiactl"}]}}
+    return {"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu", "devices": devices, "containerEdits": {"deviceNodes": [{"path": "/dev/nvidiactl"}]}}
 
 
 def check_cdi(nvml: dict[str, t.Any], spec: dict[str, t.Any] | None, **values: t.Any) -> dict[str, t.Any]:
@@ -312,8 +322,7 @@ def test_cdi_spec_matches_nvml(mixed_nvml: dict[str, t.Any], strategies: tuple[s
 
 
 def test_json_spec_is_read_too(mixed_nvml: dict[str, t.Any]):
-    check = _verify.check_cdi(declared(cdi_format="json"), mixed_nvml, json.dumps(ctk_spec(mixed_nvml)),
-                              "/etc/cdi/nvidia.json")
+    check = _verify.check_cdi(declared(cdi_format="json"), mixed_nvml, json.dumps(ctk_spec(mixed_nvml)), "/etc/cdi/nvidia.json")
     assert check["status"] == "pass"
 
 
@@ -334,8 +343,7 @@ def test_stale_spec_missing_a_gpu(mixed_nvml: dict[str, t.Any]):
     uuid = mixed_nvml["gpus"][4]["uuid"]
     spec["devices"] = [d for d in spec["devices"] if d["name"] not in ("4", uuid)]
     check = check_cdi(mixed_nvml, spec)
-    assert "CDI spec is stale: GPU 4 ({0}) is missing from /etc/cdi/nvidia.yaml".format(uuid) in [
-        f["message"] for f in check["findings"]]
+    assert "CDI spec is stale: GPU 4 ({0}) is missing from /etc/cdi/nvidia.yaml".format(uuid) in [f["message"] for f in check["findings"]]
     assert sorted(rules(check)) == sorted(["4", uuid])
 
 
@@ -354,14 +362,17 @@ def test_cdi_cannot_be_judged_without_nvml():
 # -- crictl ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("values,output,info_error,status", [
-    ({"crictl_version": "v1.33.0", "crictl_kubernetes_version": "1.33"}, "crictl version v1.33.0", None, "pass"),
-    ({"crictl_version": "", "crictl_kubernetes_version": "1.33"}, "crictl version v1.33.0", None, "pass"),
-    ({"crictl_version": "v1.34.0"}, "crictl version v1.33.0", None, "fail"),
-    ({"crictl_version": "", "crictl_kubernetes_version": "1.34"}, "crictl version v1.33.0", None, "fail"),
-    ({"crictl_version": "v1.33.0"}, "crictl version v1.33.0", "connect: connection refused", "fail"),
-    ({"crictl_version": "v1.33.0"}, None, None, "fail"),
-])
+@pytest.mark.parametrize(
+    "values,output,info_error,status",
+    [
+        ({"crictl_version": "v1.33.0", "crictl_kubernetes_version": "1.33"}, "crictl version v1.33.0", None, "pass"),
+        ({"crictl_version": "", "crictl_kubernetes_version": "1.33"}, "crictl version v1.33.0", None, "pass"),
+        ({"crictl_version": "v1.34.0"}, "crictl version v1.33.0", None, "fail"),
+        ({"crictl_version": "", "crictl_kubernetes_version": "1.34"}, "crictl version v1.33.0", None, "fail"),
+        ({"crictl_version": "v1.33.0"}, "crictl version v1.33.0", "connect: connection refused", "fail"),
+        ({"crictl_version": "v1.33.0"}, None, None, "fail"),
+    ],
+)
 def test_crictl(values: dict[str, str], output: str | None, info_error: str | None, status: str):
     assert _verify.check_crictl(declared(**values), output, info_error)["status"] == status
 
@@ -376,8 +387,7 @@ def test_mig_without_the_module_is_not_available_never_a_pass():
     assert "gpufleet.nvidia.mig_config" in check["summary"]
 
 
-def registered(differences: list[str] | None, plan: list[dict[str, t.Any]] | None = None,
-               msg: str | None = None, **extra: t.Any) -> dict[str, t.Any]:
+def registered(differences: list[str] | None, plan: list[dict[str, t.Any]] | None = None, msg: str | None = None, **extra: t.Any) -> dict[str, t.Any]:
     """mig_config's result as the role registers it: `failed_when: false` leaves `failed: false`."""
     result = dict(extra, changed=False, failed=False, failed_when_result=False, plan=plan or [])
     if differences is not None:
@@ -387,8 +397,7 @@ def registered(differences: list[str] | None, plan: list[dict[str, t.Any]] | Non
     return result
 
 
-def gpu_plan(index: int, mode_change: str | None = None, changed: bool = True,
-             reset_required: bool = False) -> dict[str, t.Any]:
+def gpu_plan(index: int, mode_change: str | None = None, changed: bool = True, reset_required: bool = False) -> dict[str, t.Any]:
     return {"index": index, "mode_change": mode_change, "changed": changed, "reset_required": reset_required}
 
 
@@ -405,46 +414,44 @@ def test_mig_assert_results():
 def test_mig_switched_on_by_hand_is_a_finding_although_failed_is_false():
     """The verify scenario's tampering: MIG on by hand on GPU 0 of a node declared all-disabled."""
     line = "GPU 0: expected MIG disabled, found MIG enabled, no GPU instances"
-    result = registered([line], [gpu_plan(0, "disable"), gpu_plan(1, changed=False)],
-                        msg="the MIG layout 'all-disabled' is not applied: " + line)
+    result = registered([line], [gpu_plan(0, "disable"), gpu_plan(1, changed=False)], msg="the MIG layout 'all-disabled' is not applied: " + line)
     check = _verify.check_mig(declared(mig_label="all-disabled"), True, result)
     assert check["status"] == "fail", check
-    assert [(f["severity"], f["subject"], f["message"], f["fix"]) for f in check["findings"]] == [(
-        "error", "GPU 0", "MIG layout 'all-disabled' is not applied: " + line,
-        "disable MIG on GPU 0: run the mig layer (--tags mig)")]
+    assert [(f["severity"], f["subject"], f["message"], f["fix"]) for f in check["findings"]] == [
+        ("error", "GPU 0", "MIG layout 'all-disabled' is not applied: " + line, "disable MIG on GPU 0: run the mig layer (--tags mig)")
+    ]
     assert check["observed"]["differences"] == [line]
 
 
 def test_mig_findings_one_per_gpu_with_the_fix_for_each():
-    lines = ["GPU 1: expected MIG enabled: 7 x 1g.5gb, found MIG disabled",
-             "GPU 2: expected MIG enabled: 7 x 1g.5gb, found MIG enabled: 2 x 3g.20gb",
-             "GPU 3: expected MIG enabled: 7 x 1g.5gb, found MIG disabled (enable pending until a GPU reset or "
-             "reboot)"]
-    plan = [gpu_plan(0, changed=False), gpu_plan(1, "enable"), gpu_plan(2),
-            gpu_plan(3, changed=False, reset_required=True)]
+    lines = [
+        "GPU 1: expected MIG enabled: 7 x 1g.5gb, found MIG disabled",
+        "GPU 2: expected MIG enabled: 7 x 1g.5gb, found MIG enabled: 2 x 3g.20gb",
+        "GPU 3: expected MIG enabled: 7 x 1g.5gb, found MIG disabled (enable pending until a GPU reset or reboot)",
+    ]
+    plan = [gpu_plan(0, changed=False), gpu_plan(1, "enable"), gpu_plan(2), gpu_plan(3, changed=False, reset_required=True)]
     result = registered(lines, plan, reset_required=True, reboot_required=True)
     check = _verify.check_mig(declared(mig_label="all-1g.5gb"), True, result)
     assert check["status"] == "fail"
     assert [(f["severity"], f["subject"], f["fix"]) for f in check["findings"]] == [
         ("error", "GPU 1", "enable MIG on GPU 1 and create the declared instances: run the mig layer (--tags mig)"),
         ("error", "GPU 2", "recreate the MIG instances of GPU 2: run the mig layer (--tags mig)"),
-        ("warning", "GPU 3", "reset GPU 3 (nvidia-smi --gpu-reset -i 3) or reboot the node to finish the MIG mode "
-                             "change")]
+        ("warning", "GPU 3", "reset GPU 3 (nvidia-smi --gpu-reset -i 3) or reboot the node to finish the MIG mode change"),
+    ]
     assert check["summary"] == "MIG layout 'all-1g.5gb' is not applied: " + lines[0]
 
 
 def test_mig_only_waiting_for_a_reset_is_a_warning():
     line = "GPU 0: expected MIG disabled, found MIG enabled (disable pending until a GPU reset or reboot)"
-    result = registered([line], [gpu_plan(0, changed=False, reset_required=True)], reset_required=True,
-                        reboot_required=True)
+    result = registered([line], [gpu_plan(0, changed=False, reset_required=True)], reset_required=True, reboot_required=True)
     check = _verify.check_mig(declared(mig_label="all-disabled"), True, result)
     assert check["status"] == "warn"
     assert check["summary"] == "MIG layout 'all-disabled' waits for a GPU reset or reboot: " + line
 
 
-@pytest.mark.parametrize("result", [
-    None, {}, {"changed": False}, {"reboot_required": True},
-    registered(None, msg="NVML is not usable: the nvidia kernel module is not loaded")])
+@pytest.mark.parametrize(
+    "result", [None, {}, {"changed": False}, {"reboot_required": True}, registered(None, msg="NVML is not usable: the nvidia kernel module is not loaded")]
+)
 def test_mig_without_a_comparison_is_never_a_pass(result: dict[str, t.Any] | None):
     """The module stopped before comparing (or never ran): a layout is never passed unchecked."""
     check = _verify.check_mig(declared(mig_label="all-1g.5gb"), True, result)
@@ -465,6 +472,7 @@ def test_deferred_in_a_bake():
 
 def test_filter_validates_its_input():
     from ansible.errors import AnsibleFilterError
+
     with pytest.raises(AnsibleFilterError, match="^verify_check: the declaration"):
         verify_check({}, "driver", {"vars": {}})
     with pytest.raises(AnsibleFilterError, match="^verify_check: unknown layer"):
@@ -472,9 +480,11 @@ def test_filter_validates_its_input():
 
 
 def test_report_status_and_order(mixed_nvml: dict[str, t.Any]):
-    checks = [_verify.check_mig(declared(mig_label="x"), False),
-              _verify.check_driver(declared(driver_version="550.127.05"), mixed_nvml),
-              _verify.not_managed("cdi", {"reason": "no cdi role"})]
+    checks = [
+        _verify.check_mig(declared(mig_label="x"), False),
+        _verify.check_driver(declared(driver_version="550.127.05"), mixed_nvml),
+        _verify.not_managed("cdi", {"reason": "no cdi role"}),
+    ]
     report = _verify.build_report("node", checks, mixed_nvml, {"driver": "550.127.05"})
     assert [c["layer"] for c in report["checks"]] == ["driver", "cdi", "mig"]
     assert report["status"] == "warn"  # not_available is never a pass
@@ -489,8 +499,7 @@ def test_report_status_and_order(mixed_nvml: dict[str, t.Any]):
 
 
 def test_stats_for_awx_keep_every_layer_and_drop_info_findings(mixed_nvml: dict[str, t.Any]):
-    checks = [_verify.check_mig(declared(mig_label="x"), False),
-              _verify.check_driver(declared(driver_version="550.127.05"), mixed_nvml)]
+    checks = [_verify.check_mig(declared(mig_label="x"), False), _verify.check_driver(declared(driver_version="550.127.05"), mixed_nvml)]
     checks[1]["findings"].append({"severity": "info", "subject": "driver", "message": "m", "fix": "f"})
     report = _verify.build_report("node", checks, mixed_nvml, {"driver": "550.127.05"})
     stats = verify_stats(report)
@@ -498,6 +507,7 @@ def test_stats_for_awx_keep_every_layer_and_drop_info_findings(mixed_nvml: dict[
     assert stats["status"] == "warn" and stats["versions"] == {"driver": "550.127.05"}
     assert [f["severity"] for f in stats["findings"]] == ["warning"]
     from ansible.errors import AnsibleFilterError
+
     with pytest.raises(AnsibleFilterError, match="^verify_stats: expected"):
         verify_stats({"status": "pass"})
 

@@ -31,8 +31,7 @@ UnitFileState={2}
 
 
 def settings(**kw: t.Any) -> dict[str, t.Any]:
-    base = {"enabled": True, "policy": {}, "gpu_count": None, "kernel_log": "/dev/kmsg", "persistenced": True,
-            "fabricmanager": False}
+    base = {"enabled": True, "policy": {}, "gpu_count": None, "kernel_log": "/dev/kmsg", "persistenced": True, "fabricmanager": False}
     base.update(kw)
     return base
 
@@ -52,18 +51,22 @@ def facts(sim_node: t.Any, fixture: str = "dgx-a100-8x40gb", *injections: tuple[
 
 def test_a_healthy_node_passes_and_its_report_holds_nothing_that_moves(sim_node: t.Any) -> None:
     nvml = facts(sim_node)
-    check = verify_check({"nvml": nvml, "kernel_log": "6,1,100,-;Linux version 6.12\n", "services": services()},
-                         "health", settings(gpu_count=8))
+    check = verify_check({"nvml": nvml, "kernel_log": "6,1,100,-;Linux version 6.12\n", "services": services()}, "health", settings(gpu_count=8))
     assert check["status"] == "pass", check
     assert check["summary"] == "8 GPU(s) healthy; 0 Xid event(s) since boot"
-    assert check["observed"] == {"gpus": 8, "lost": [], "kernel_log": "/dev/kmsg", "xid_events": 0,
-                                 "services": {"nvidia-persistenced": "active"}, "judged": []}
+    assert check["observed"] == {"gpus": 8, "lost": [], "kernel_log": "/dev/kmsg", "xid_events": 0, "services": {"nvidia-persistenced": "active"}, "judged": []}
     assert "temperature" not in json.dumps(check)
 
 
 def test_sick_gpus_fail_with_gpu_and_action_named(sim_node: t.Any) -> None:
-    nvml = facts(sim_node, "dgx-a100-8x40gb", ("remap-failure", "--gpu", "1"), ("link-degrade", "--gpu", "2"),
-                 ("gpu-lost", "--gpu", "4"), ("remap-pending", "--gpu", "6"))
+    nvml = facts(
+        sim_node,
+        "dgx-a100-8x40gb",
+        ("remap-failure", "--gpu", "1"),
+        ("link-degrade", "--gpu", "2"),
+        ("gpu-lost", "--gpu", "4"),
+        ("remap-pending", "--gpu", "6"),
+    )
     check = verify_check({"nvml": nvml, "kernel_log": "", "services": services()}, "health", settings())
     assert check["status"] == "fail"
     by_subject = {}
@@ -77,8 +80,7 @@ def test_sick_gpus_fail_with_gpu_and_action_named(sim_node: t.Any) -> None:
     assert by_subject["GPU 2"][0]["message"].startswith("pcie_width: PCIe link trained at x8, the GPU and slot allow x16")
     assert by_subject["GPU 4"][0]["severity"] == "error" and "lost" in by_subject["GPU 4"][0]["message"]
     # A row pending remap after an uncorrectable error: two warnings, the remap waits for a reset.
-    assert [(f["severity"], f["message"].split(":")[0]) for f in by_subject["GPU 6"]] == [
-        ("warning", "remap_pending"), ("warning", "remap_uncorrectable")]
+    assert [(f["severity"], f["message"].split(":")[0]) for f in by_subject["GPU 6"]] == [("warning", "remap_pending"), ("warning", "remap_uncorrectable")]
     assert check["observed"]["lost"] == [4]
     assert check["summary"] == failure["message"]  # the first error says why
     metrics = health_metrics(nvml, check["observed"]["judged"], "")
@@ -91,8 +93,7 @@ def test_an_xid_on_the_kernel_log_names_the_gpu(sim_node: t.Any, tmp_path: t.Any
     kmsg = tmp_path / "kmsg"
     node.simctl("inject", "xid", "--gpu", "3", "--xid", "79", "--kmsg", str(kmsg))
     nvml = node.run("nvml_info")["result"]["nvml"]
-    check = verify_check({"nvml": nvml, "kernel_log": kmsg.read_text(), "services": services()}, "health",
-                         settings())
+    check = verify_check({"nvml": nvml, "kernel_log": kmsg.read_text(), "services": services()}, "health", settings())
     [xid] = [f for f in check["findings"] if f["severity"] == "error"]
     assert xid["subject"] == "GPU 3" and "Xid 79" in xid["message"]
     assert check["observed"]["xid_events"] >= 1
@@ -101,15 +102,13 @@ def test_an_xid_on_the_kernel_log_names_the_gpu(sim_node: t.Any, tmp_path: t.Any
 def test_daemons_unreadable_log_and_switches(sim_node: t.Any) -> None:
     nvml = facts(sim_node)
     # persistenced failed; fabricmanager enabled (the driver role asked for it) but dead.
-    check = verify_check({"nvml": nvml, "kernel_log": None,
-                          "services": services("failed", "loaded", "enabled")}, "health", settings())
+    check = verify_check({"nvml": nvml, "kernel_log": None, "services": services("failed", "loaded", "enabled")}, "health", settings())
     messages = [(f["severity"], f["subject"], f["message"].split(";")[0]) for f in check["findings"]]
     assert ("info", "/dev/kmsg", "kernel log /dev/kmsg not readable: Xid events not checked") in messages
     assert ("error", "node", "service_persistenced: nvidia-persistenced is failed on the node") in messages
     assert ("error", "node", "service_fabricmanager: nvidia-fabricmanager is inactive on the node") in messages
     # No systemd: an info finding, the rest is judged.
-    check = verify_check({"nvml": nvml, "kernel_log": "", "services": {"rc": 1, "stdout": ""}}, "health",
-                         settings())
+    check = verify_check({"nvml": nvml, "kernel_log": "", "services": {"rc": 1, "stdout": ""}}, "health", settings())
     assert check["status"] == "pass" and check["findings"][0]["subject"] == "services"
     assert verify_check({"nvml": nvml}, "health", settings(enabled=False))["status"] == "not_managed"
     assert verify_check({"nvml": nvml, "deferred": "image bake"}, "health", settings())["status"] == "deferred"

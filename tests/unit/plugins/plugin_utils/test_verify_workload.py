@@ -15,19 +15,24 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.nvidia.plugins.filter.verify import verify_check, workload_plan
 
 IMAGE = "site/cuda-probe:1.0@sha256:" + "1" * 64
-NVML = {"status": "ok", "driver_version": "550.163.01", "gpus": [
-    {"index": 0, "uuid": "GPU-0", "mig": {"devices": [{"uuid": "MIG-0a"}, {"uuid": "MIG-0b"}]}},
-    {"index": 1, "uuid": "GPU-1", "mig": {"devices": []}},
-    {"index": 2, "uuid": "GPU-2", "mig": {"devices": [{"uuid": "MIG-2a"}]}},
-]}
+NVML = {
+    "status": "ok",
+    "driver_version": "550.163.01",
+    "gpus": [
+        {"index": 0, "uuid": "GPU-0", "mig": {"devices": [{"uuid": "MIG-0a"}, {"uuid": "MIG-0b"}]}},
+        {"index": 1, "uuid": "GPU-1", "mig": {"devices": []}},
+        {"index": 2, "uuid": "GPU-2", "mig": {"devices": [{"uuid": "MIG-2a"}]}},
+    ],
+}
 
 
-def layers(engine: str = "containerd", runtime: bool = True, mig: bool = True,
-           strategy: t.Any = None) -> dict[str, t.Any]:
+def layers(engine: str = "containerd", runtime: bool = True, mig: bool = True, strategy: t.Any = None) -> dict[str, t.Any]:
     return {
-        "container_runtime": {"managed": runtime, "reason": "test",
-                              "vars": {"container_runtime_engine": engine,
-                                       "container_runtime_nvidia_runtime_name": "nvidia"}},
+        "container_runtime": {
+            "managed": runtime,
+            "reason": "test",
+            "vars": {"container_runtime_engine": engine, "container_runtime_nvidia_runtime_name": "nvidia"},
+        },
         "mig": {"managed": mig, "reason": "test", "vars": {}},
         "cdi": {"managed": True, "reason": "test", "vars": {"cdi_device_name_strategy": strategy}},
     }
@@ -41,8 +46,7 @@ def settings(**kw: t.Any) -> dict[str, t.Any]:
 
 def test_one_container_for_every_gpu_and_one_per_gpu_for_its_mig_devices() -> None:
     plan = workload_plan(NVML, layers(), settings())
-    assert (plan["managed"], plan["run"], plan["engine"], plan["runtime_handler"]) == (True, True, "containerd",
-                                                                                       "nvidia")
+    assert (plan["managed"], plan["run"], plan["engine"], plan["runtime_handler"]) == (True, True, "containerd", "nvidia")
     assert plan["devices"] == [
         {"cdi": ["nvidia.com/gpu=all"], "gpus": ["GPU-0", "GPU-1", "GPU-2"], "migs": ["MIG-0a", "MIG-0b", "MIG-2a"]},
         # Each MIG device by its CDI name; those of one GPU together, seeing that GPU and nothing else.
@@ -63,11 +67,14 @@ def test_cuda_images_that_should_run_get_a_container_each() -> None:
     assert [d.get("image") for d in plan["devices"]] == [None, images[0]["name"]]
 
 
-@pytest.mark.parametrize("layer_kw, settings_kw, managed, reason", [
-    ({"runtime": False}, {}, False, "no engine is configured"),
-    ({}, {"enabled": False}, False, "verify_workload is false"),
-    ({}, {"image": ""}, True, "verify_workload_image is not set"),
-])
+@pytest.mark.parametrize(
+    "layer_kw, settings_kw, managed, reason",
+    [
+        ({"runtime": False}, {}, False, "no engine is configured"),
+        ({}, {"enabled": False}, False, "verify_workload is false"),
+        ({}, {"image": ""}, True, "verify_workload_image is not set"),
+    ],
+)
 def test_when_the_check_does_not_run_it_says_why(layer_kw, settings_kw, managed, reason) -> None:
     plan = workload_plan(NVML, layers(**layer_kw), settings(**settings_kw))
     assert (plan["managed"], plan["run"]) == (managed, False)
@@ -79,8 +86,9 @@ def test_when_the_check_does_not_run_it_says_why(layer_kw, settings_kw, managed,
 
 
 def test_the_archive_is_kept_in_the_image_directory() -> None:
-    plan = workload_plan(NVML, layers(), settings(archive_url="http://mirror/images/probe.oci.tar",
-                                                  archive_checksum="sha256:" + "0" * 64, image_dir="/var/lib/x/"))
+    plan = workload_plan(
+        NVML, layers(), settings(archive_url="http://mirror/images/probe.oci.tar", archive_checksum="sha256:" + "0" * 64, image_dir="/var/lib/x/")
+    )
     assert plan["archive"] == "/var/lib/x/probe.oci.tar"
     assert workload_plan(NVML, layers(), settings())["archive"] == ""
 
@@ -91,9 +99,18 @@ def test_an_archive_needs_its_sha256() -> None:
 
 
 def run(status: str = "pass", error: str | None = None, **kw: t.Any) -> dict[str, t.Any]:
-    base = {"cdi": ["nvidia.com/gpu=all"], "image": IMAGE, "status": status, "seconds": 0.6,
-            "gpus": ["GPU-0", "GPU-1"], "migs": [], "driver_version": "550.163.01", "missing": [],
-            "unexpected": [], "error": error}
+    base = {
+        "cdi": ["nvidia.com/gpu=all"],
+        "image": IMAGE,
+        "status": status,
+        "seconds": 0.6,
+        "gpus": ["GPU-0", "GPU-1"],
+        "migs": [],
+        "driver_version": "550.163.01",
+        "missing": [],
+        "unexpected": [],
+        "error": error,
+    }
     base.update(kw)
     return base
 
@@ -111,19 +128,26 @@ def test_a_passing_run_passes() -> None:
 
 
 # Failure text as the module reports it (engine_error of the real engines' output).
-@pytest.mark.parametrize("error, cause, fix", [
-    ("crictl create (the GPU container) failed: failed to create containerd container: CDI device injection "
-     "failed: unresolvable CDI devices nvidia.com/gpu=all", "the engine cannot resolve the CDI device", "cdi layer"),
-    ("crictl runp (the pod sandbox) failed: failed to get sandbox runtime: no runtime for \"nvidia\" is configured",
-     "the engine does not know the runtime handler", "container_runtime layer"),
-    ("the check command (nvidia-smi -L) did not finish within the time limit of 5 s",
-     "the container did not finish in time", "verify_workload_timeout"),
-    ("the container does not see GPU-1", "does not see every device NVML reports", "create-dev-char-symlinks"),
-    ("the container reports driver 550.127.05, the host runs 550.163.01", "another driver's libraries",
-     "cdi layer"),
-    ("image site/cuda-probe:1.0: it is not on the node, no archive is given and pulling is off",
-     "the image is missing", "offline bundle"),
-])
+@pytest.mark.parametrize(
+    "error, cause, fix",
+    [
+        (
+            "crictl create (the GPU container) failed: failed to create containerd container: CDI device injection "
+            "failed: unresolvable CDI devices nvidia.com/gpu=all",
+            "the engine cannot resolve the CDI device",
+            "cdi layer",
+        ),
+        (
+            'crictl runp (the pod sandbox) failed: failed to get sandbox runtime: no runtime for "nvidia" is configured',
+            "the engine does not know the runtime handler",
+            "container_runtime layer",
+        ),
+        ("the check command (nvidia-smi -L) did not finish within the time limit of 5 s", "the container did not finish in time", "verify_workload_timeout"),
+        ("the container does not see GPU-1", "does not see every device NVML reports", "create-dev-char-symlinks"),
+        ("the container reports driver 550.127.05, the host runs 550.163.01", "another driver's libraries", "cdi layer"),
+        ("image site/cuda-probe:1.0: it is not on the node, no archive is given and pulling is off", "the image is missing", "offline bundle"),
+    ],
+)
 def test_each_failure_names_engine_handler_device_and_cause(error: str, cause: str, fix: str) -> None:
     judged = judge(run("fail", error))
     assert judged["status"] == "fail"

@@ -6,6 +6,7 @@ and what the node reads would have returned, in one ansible-playbook run
 (plan.yml). Expectations are NVIDIA's and the distributions' published
 repository layouts, keys and package names.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,9 +26,14 @@ NVIDIA_APT_FPR = "EB693B3035CD5710E231E123A4B469963BF863CC"
 
 
 def facts(distribution: str, version: str, release: str, family: str, arch: str = "x86_64") -> dict:
-    return {"distribution": distribution, "distribution_version": version,
-            "distribution_major_version": version.split(".")[0], "distribution_release": release,
-            "os_family": family, "architecture": arch}
+    return {
+        "distribution": distribution,
+        "distribution_version": version,
+        "distribution_major_version": version.split(".")[0],
+        "distribution_release": release,
+        "os_family": family,
+        "architecture": arch,
+    }
 
 
 UBUNTU_2204 = facts("Ubuntu", "22.04", "jammy", "Debian")
@@ -39,15 +45,25 @@ DEBIAN_12 = facts("Debian", "12.12", "bookworm", "Debian")
 
 
 def info(kernels=("6.8.0-45-generic",), headers=False, secure_boot=False, nvswitches=()) -> dict:
-    installed = [{"release": k, "running": i == 0, "headers": headers, "module": None, "module_version": None}
-                 for i, k in enumerate(kernels)]
+    installed = [{"release": k, "running": i == 0, "headers": headers, "module": None, "module_version": None} for i, k in enumerate(kernels)]
     return {
-        "package_manager": "apt", "packages": [], "dkms": None, "container": None,
+        "package_manager": "apt",
+        "packages": [],
+        "dkms": None,
+        "container": None,
         "kernels": {"running": kernels[0], "running_installed": True, "installed": installed},
-        "secure_boot": {"efi": secure_boot, "enabled": secure_boot, "setup_mode": False,
-                        "mok_certificates_sha256": [], "mok_certificate": "/var/lib/dkms/mok.pub",
-                        "mok_certificate_sha256": None, "mok_certificate_enrolled": None},
-        "nvswitches": list(nvswitches), "nouveau_loaded": False, "files": {},
+        "secure_boot": {
+            "efi": secure_boot,
+            "enabled": secure_boot,
+            "setup_mode": False,
+            "mok_certificates_sha256": [],
+            "mok_certificate": "/var/lib/dkms/mok.pub",
+            "mok_certificate_sha256": None,
+            "mok_certificate_enrolled": None,
+        },
+        "nvswitches": list(nvswitches),
+        "nouveau_loaded": False,
+        "files": {},
     }
 
 
@@ -88,37 +104,41 @@ DEBIAN_CUDA_580 = {
 # name: (OS facts, role variables, driver_info, nvml_info, what the repository offers)
 CASES = {
     "ubuntu2204_cuda": (UBUNTU_2204, {"driver_gpu_models": ["H100"]}, info(("5.15.0-130-generic",)), NOT_LOADED, UBUNTU_580),
-    "ubuntu2404_cuda_590": (UBUNTU_2404, {"driver_version": "590.48.01", "driver_gpu_models": ["H200"]},
-                            info(headers=True), NOT_LOADED, UBUNTU_590),
-    "ubuntu2404_precompiled": (UBUNTU_2404, {"driver_source": "distribution", "driver_gpu_models": ["L40S"]},
-                               info(("6.8.0-51-generic", "6.8.0-45-generic"), secure_boot=True), NOT_LOADED,
-                               UBUNTU_SERVER_580),
-    "rocky9_cuda": (ROCKY_9, {"driver_gpu_models": ["Tesla V100-SXM2-32GB"]}, info(("5.14.0-427.13.1.el9_4.x86_64",)),
-                    NOT_LOADED, EL9_580),
-    "rocky10_cuda": (ROCKY_10, {"driver_gpu_models": ["B200"]}, info(("6.12.0-55.9.1.el10_0.x86_64",), headers=True),
-                     NOT_LOADED, EL10_580),
-    "debian12_arm_fabricmanager": (DEBIAN_12_ARM, {"driver_gpu_models": ["GH200"]},
-                                   info(("6.1.0-56-arm64",), headers=True, nvswitches=["0000:07:00.0"]),
-                                   NOT_LOADED, DEBIAN_CUDA_580),
+    "ubuntu2404_cuda_590": (UBUNTU_2404, {"driver_version": "590.48.01", "driver_gpu_models": ["H200"]}, info(headers=True), NOT_LOADED, UBUNTU_590),
+    "ubuntu2404_precompiled": (
+        UBUNTU_2404,
+        {"driver_source": "distribution", "driver_gpu_models": ["L40S"]},
+        info(("6.8.0-51-generic", "6.8.0-45-generic"), secure_boot=True),
+        NOT_LOADED,
+        UBUNTU_SERVER_580,
+    ),
+    "rocky9_cuda": (ROCKY_9, {"driver_gpu_models": ["Tesla V100-SXM2-32GB"]}, info(("5.14.0-427.13.1.el9_4.x86_64",)), NOT_LOADED, EL9_580),
+    "rocky10_cuda": (ROCKY_10, {"driver_gpu_models": ["B200"]}, info(("6.12.0-55.9.1.el10_0.x86_64",), headers=True), NOT_LOADED, EL10_580),
+    "debian12_arm_fabricmanager": (
+        DEBIAN_12_ARM,
+        {"driver_gpu_models": ["GH200"]},
+        info(("6.1.0-56-arm64",), headers=True, nvswitches=["0000:07:00.0"]),
+        NOT_LOADED,
+        DEBIAN_CUDA_580,
+    ),
     # Bad declarations: each must fail in the decision files, naming the variable.
     "error_branch_format": (UBUNTU_2204, {"driver_branch": "58O"}, info(), NOT_LOADED, UBUNTU_580),
-    "error_version_not_offered": (ROCKY_9, {"driver_version": "580.999.99", "driver_gpu_models": ["A100"]}, info(),
-                                  NOT_LOADED, EL9_580),
-    "error_proprietary_on_blackwell": (UBUNTU_2404, {"driver_kernel_module": "proprietary", "driver_gpu_models": ["B200"]},
-                                       info(), NOT_LOADED, UBUNTU_580),
-    "error_open_on_volta": (ROCKY_9, {"driver_kernel_module": "open", "driver_gpu_models": ["V100", "V100"]}, info(),
-                            NOT_LOADED, EL9_580),
+    "error_version_not_offered": (ROCKY_9, {"driver_version": "580.999.99", "driver_gpu_models": ["A100"]}, info(), NOT_LOADED, EL9_580),
+    "error_proprietary_on_blackwell": (UBUNTU_2404, {"driver_kernel_module": "proprietary", "driver_gpu_models": ["B200"]}, info(), NOT_LOADED, UBUNTU_580),
+    "error_open_on_volta": (ROCKY_9, {"driver_kernel_module": "open", "driver_gpu_models": ["V100", "V100"]}, info(), NOT_LOADED, EL9_580),
     "error_mixed_generations": (UBUNTU_2204, {"driver_gpu_models": ["V100", "B200"]}, info(), NOT_LOADED, UBUNTU_580),
     "error_no_gpus_known": (UBUNTU_2204, {}, info(), NOT_LOADED, UBUNTU_580),
     "error_unknown_model": (UBUNTU_2204, {"driver_gpu_models": ["X9000"]}, info(), NOT_LOADED, UBUNTU_580),
-    "error_distribution_on_rocky": (ROCKY_9, {"driver_source": "distribution", "driver_gpu_models": ["A100"]}, info(),
-                                    NOT_LOADED, EL9_580),
-    "error_precompiled_on_debian": (DEBIAN_12, {"driver_module_build": "precompiled", "driver_gpu_models": ["A100"]},
-                                    info(), NOT_LOADED, {}),
-    "error_secure_boot_unsigned": (UBUNTU_2204, {"driver_gpu_models": ["H100"]}, info(secure_boot=True), NOT_LOADED,
-                                   UBUNTU_580),
-    "error_fabricmanager_from_debian": (DEBIAN_12, {"driver_source": "distribution", "driver_gpu_models": ["A100"],
-                                                    "driver_fabricmanager": True}, info(), NOT_LOADED, {}),
+    "error_distribution_on_rocky": (ROCKY_9, {"driver_source": "distribution", "driver_gpu_models": ["A100"]}, info(), NOT_LOADED, EL9_580),
+    "error_precompiled_on_debian": (DEBIAN_12, {"driver_module_build": "precompiled", "driver_gpu_models": ["A100"]}, info(), NOT_LOADED, {}),
+    "error_secure_boot_unsigned": (UBUNTU_2204, {"driver_gpu_models": ["H100"]}, info(secure_boot=True), NOT_LOADED, UBUNTU_580),
+    "error_fabricmanager_from_debian": (
+        DEBIAN_12,
+        {"driver_source": "distribution", "driver_gpu_models": ["A100"], "driver_fabricmanager": True},
+        info(),
+        NOT_LOADED,
+        {},
+    ),
 }
 
 
@@ -127,15 +147,21 @@ def plans(tmp_path_factory) -> dict[str, dict]:
     work = tmp_path_factory.mktemp("driver-plan")
     hosts = {}
     for name, (os_facts, role_vars, driver_info, nvml, offered) in CASES.items():
-        hosts[name] = dict(role_vars, ansible_connection="local", ansible_python_interpreter=sys.executable,
-                           case_facts=os_facts, case_info=driver_info, case_nvml=nvml, case_offered=offered,
-                           templates=str(TEMPLATES), out_dir=str(work))
+        hosts[name] = dict(
+            role_vars,
+            ansible_connection="local",
+            ansible_python_interpreter=sys.executable,
+            case_facts=os_facts,
+            case_info=driver_info,
+            case_nvml=nvml,
+            case_offered=offered,
+            templates=str(TEMPLATES),
+            out_dir=str(work),
+        )
     inventory = work / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_FORKS="8")
-    run = subprocess.run(["ansible-playbook", "-i", str(inventory), str(HERE / "plan.yml")],
-                         capture_output=True, text=True, env=env, check=False)
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORKS="8")
+    run = subprocess.run(["ansible-playbook", "-i", str(inventory), str(HERE / "plan.yml")], capture_output=True, text=True, env=env, check=False)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     return {name: json.loads((work / (name + ".json")).read_text()) for name in CASES}
 
@@ -152,12 +178,15 @@ def test_ubuntu_2204_from_nvidias_repository(plans):
     assert plan["repo"]["key"] == "%s/ubuntu2204/x86_64/3bf863cc.pub" % CUDA
     assert plan["repo"]["fingerprint"] == NVIDIA_APT_FPR
     assert (plan["flavour"], plan["build"], plan["version"]) == ("open", "dkms", "580.95.05")
-    assert plan["packages"] == {"nvidia-dkms-580-open": "580.95.05-0ubuntu1", "libnvidia-compute-580": "580.95.05-0ubuntu1",
-                                "nvidia-utils-580": "580.95.05-0ubuntu1", "nvidia-compute-utils-580": "580.95.05-0ubuntu1"}
+    assert plan["packages"] == {
+        "nvidia-dkms-580-open": "580.95.05-0ubuntu1",
+        "libnvidia-compute-580": "580.95.05-0ubuntu1",
+        "nvidia-utils-580": "580.95.05-0ubuntu1",
+        "nvidia-compute-utils-580": "580.95.05-0ubuntu1",
+    }
     assert plan["pinning"] == ["nvidia-driver-pinning-580"]
     assert plan["kernel_packages"] == ["linux-headers-5.15.0-130-generic"]
-    assert ("deb [signed-by=/etc/apt/keyrings/gpufleet-nvidia-cuda.asc] %s/ubuntu2204/x86_64/ /" % CUDA
-            in plan["files"]["apt_sources"])
+    assert "deb [signed-by=/etc/apt/keyrings/gpufleet-nvidia-cuda.asc] %s/ubuntu2204/x86_64/ /" % CUDA in plan["files"]["apt_sources"]
     preferences = plan["files"]["apt_preferences"]
     assert "Pin: version 580.95.05-*\nPin-Priority: 1001" in preferences
     assert "Package: *nvidia* libcuda* cuda-drivers*" in preferences
@@ -176,14 +205,16 @@ def test_ubuntu_2404_from_590_on_the_names_carry_no_branch(plans):
 def test_ubuntu_2404_canonical_signed_precompiled_modules(plans):
     plan = ok(plans, "ubuntu2404_precompiled")
     assert (plan["flavour"], plan["build"]) == ("open", "precompiled")
-    assert plan["repo"]["apt_lines"] == ["deb http://archive.ubuntu.com/ubuntu %s restricted multiverse" % suite
-                                         for suite in ("noble", "noble-updates", "noble-security")]
+    assert plan["repo"]["apt_lines"] == [
+        "deb http://archive.ubuntu.com/ubuntu %s restricted multiverse" % suite for suite in ("noble", "noble-updates", "noble-security")
+    ]
     assert plan["repo"]["keyring"] == "/usr/share/keyrings/ubuntu-archive-keyring.gpg"
-    assert plan["packages"] == {"nvidia-headless-no-dkms-580-server-open": "580.95.05-0ubuntu0.24.04.2",
-                                "nvidia-utils-580-server": "580.95.05-0ubuntu0.24.04.2"}
+    assert plan["packages"] == {
+        "nvidia-headless-no-dkms-580-server-open": "580.95.05-0ubuntu0.24.04.2",
+        "nvidia-utils-580-server": "580.95.05-0ubuntu0.24.04.2",
+    }
     # One signed module package per installed kernel; Secure Boot needs no local key.
-    assert plan["kernel_packages"] == ["linux-modules-nvidia-580-server-open-6.8.0-51-generic",
-                                       "linux-modules-nvidia-580-server-open-6.8.0-45-generic"]
+    assert plan["kernel_packages"] == ["linux-modules-nvidia-580-server-open-6.8.0-51-generic", "linux-modules-nvidia-580-server-open-6.8.0-45-generic"]
     assert plan["pinning"] == []
 
 
@@ -194,8 +225,7 @@ def test_rocky_9_module_stream_and_versionlock(plans):
     assert plan["flavour"] == "proprietary"
     assert plan["packages"] == {"nvidia-driver-cuda": "3:580.95.05-1.el9", "kmod-nvidia-latest-dkms": "3:580.95.05-1.el9"}
     assert "stream=580-dkms\n" in plan["files"]["module_stream"]
-    assert plan["files"]["versionlock"].splitlines() == ["nvidia-driver-cuda-3:580.95.05-1.el9.*",
-                                                         "kmod-nvidia-latest-dkms-3:580.95.05-1.el9.*"]
+    assert plan["files"]["versionlock"].splitlines() == ["nvidia-driver-cuda-3:580.95.05-1.el9.*", "kmod-nvidia-latest-dkms-3:580.95.05-1.el9.*"]
     assert plan["kernel_packages"] == ["kernel-devel-5.14.0-427.13.1.el9_4.x86_64"]
 
 
@@ -214,18 +244,21 @@ def test_debian_12_arm_with_nvswitches_gets_fabric_manager_at_the_driver_version
     assert plan["packages"]["nvidia-fabricmanager-580"] == plan["packages"]["nvidia-driver-cuda"] == "580.95.05-1"
 
 
-@pytest.mark.parametrize("case,message", [
-    ("error_branch_format", 'driver_branch "58O" is not a driver branch'),
-    ("error_version_not_offered", "driver_version 580.999.99 is not offered by NVIDIA CUDA repository rhel9/x86_64"),
-    ("error_proprietary_on_blackwell", "driver_kernel_module: proprietary cannot drive B200 (blackwell)"),
-    ("error_open_on_volta", "driver_kernel_module: open cannot drive 2 x V100 (volta)"),
-    ("error_mixed_generations", "need different kernel modules"),
-    ("error_no_gpus_known", "declare driver_gpu_models"),
-    ("error_unknown_model", "driver_gpu_models: 'X9000' is not a GPU model"),
-    ("error_distribution_on_rocky", "driver_source: distribution has no NVIDIA driver for Rocky 9.4"),
-    ("error_precompiled_on_debian", "driver_module_build: precompiled"),
-    ("error_secure_boot_unsigned", "Secure Boot is enabled"),
-    ("error_fabricmanager_from_debian", "does not package it; use driver_source: cuda"),
-])
+@pytest.mark.parametrize(
+    "case,message",
+    [
+        ("error_branch_format", 'driver_branch "58O" is not a driver branch'),
+        ("error_version_not_offered", "driver_version 580.999.99 is not offered by NVIDIA CUDA repository rhel9/x86_64"),
+        ("error_proprietary_on_blackwell", "driver_kernel_module: proprietary cannot drive B200 (blackwell)"),
+        ("error_open_on_volta", "driver_kernel_module: open cannot drive 2 x V100 (volta)"),
+        ("error_mixed_generations", "need different kernel modules"),
+        ("error_no_gpus_known", "declare driver_gpu_models"),
+        ("error_unknown_model", "driver_gpu_models: 'X9000' is not a GPU model"),
+        ("error_distribution_on_rocky", "driver_source: distribution has no NVIDIA driver for Rocky 9.4"),
+        ("error_precompiled_on_debian", "driver_module_build: precompiled"),
+        ("error_secure_boot_unsigned", "Secure Boot is enabled"),
+        ("error_fabricmanager_from_debian", "does not package it; use driver_source: cuda"),
+    ],
+)
 def test_bad_declarations_fail_with_the_variable_and_the_fix(plans, case, message):
     assert message in plans[case].get("error", ""), plans[case]

@@ -34,7 +34,8 @@ def report(host: str, status: str) -> dict:
 def test_nodes_left_out_by_the_fast_path_are_in_the_fleet_report(tmp_path: Path) -> None:
     (tmp_path / "reports").mkdir()  # report.yml creates it in a real run
     playbook = tmp_path / "play.yml"
-    playbook.write_text("""
+    playbook.write_text(
+        """
 - name: What the earlier plays left
   hosts: all
   gather_facts: false
@@ -56,13 +57,29 @@ def test_nodes_left_out_by_the_fast_path_are_in_the_fleet_report(tmp_path: Path)
     - ansible.builtin.import_role:
         name: gpufleet.nvidia.verify
         tasks_from: fleet
-""" % {"a": json.dumps(report("gpu-a", "pass")), "b": json.dumps(report("gpu-b", "warn"))})
+"""
+        % {"a": json.dumps(report("gpu-a", "pass")), "b": json.dumps(report("gpu-b", "warn"))}
+    )
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"))
     proc = subprocess.run(
-        [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "gpu-a,gpu-b,gpu-c,", "-c", "local",
-         str(playbook), "-e", "ansible_python_interpreter={0}".format(sys.executable),
-         "-e", "verify_report_dir={0}".format(tmp_path / "reports")],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False, timeout=120)
+        [
+            str(Path(sys.executable).with_name("ansible-playbook")),
+            "-i",
+            "gpu-a,gpu-b,gpu-c,",
+            "-c",
+            "local",
+            str(playbook),
+            "-e",
+            "ansible_python_interpreter={0}".format(sys.executable),
+            "-e",
+            "verify_report_dir={0}".format(tmp_path / "reports"),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        check=False,
+        timeout=120,
+    )
     output = proc.stdout.decode()
     assert proc.returncode == 0, output
     markdown = (tmp_path / "reports" / "fleet-report.md").read_text()
