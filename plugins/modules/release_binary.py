@@ -215,7 +215,21 @@ import tempfile
 import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import fetch_url, mask_url, url_argument_spec
+from ansible.module_utils.urls import fetch_url, url_argument_spec
+
+try:
+    from ansible.module_utils.urls import mask_url
+except ImportError:  # ansible-core 2.18 has no mask_url: the same masking, written out
+    from urllib.parse import urlparse, urlunparse
+
+    def mask_url(url: str) -> str:
+        """The URL with its user name and password shown as ****."""
+        parsed = urlparse(url)
+        if not parsed.username and not parsed.password:
+            return url
+        credentials = "{0}:{1}@".format(parsed.username, parsed.password) if parsed.password else "{0}@".format(parsed.username)
+        masked = "****:****@" if parsed.password else "****@"
+        return urlunparse(parsed._replace(netloc=parsed.netloc.replace(credentials, masked)))
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _CHUNK = 1 << 20
