@@ -231,6 +231,7 @@ except ImportError:  # ansible-core 2.18 has no mask_url: the same masking, writ
         masked = "****:****@" if parsed.password else "****@"
         return urlunparse(parsed._replace(netloc=parsed.netloc.replace(credentials, masked)))
 
+
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _CHUNK = 1 << 20
 
