@@ -28,46 +28,9 @@ author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
+  - gpufleet.nvidia.version_matrix
   - gpufleet.nvidia.attributes.info_module
 options:
-  desired:
-    description: The declared state, as O(gpufleet.nvidia.version_matrix#module:desired) (same suboptions).
-    type: dict
-    default: {}
-  installed:
-    description: What the node has now, as O(gpufleet.nvidia.version_matrix#module:installed) (same suboptions).
-    type: dict
-    default: {}
-  cuda_versions:
-    description: As O(gpufleet.nvidia.version_matrix#module:cuda_versions).
-    type: list
-    elements: str
-    default: []
-  cuda_compat:
-    description: As O(gpufleet.nvidia.version_matrix#module:cuda_compat).
-    type: bool
-    default: false
-  tables:
-    description: As O(gpufleet.nvidia.version_matrix#module:tables).
-    type: dict
-    default: {}
-  custom_rules:
-    description: As O(gpufleet.nvidia.version_matrix#module:custom_rules).
-    type: list
-    elements: dict
-    default: []
-  ignore_rules:
-    description: As O(gpufleet.nvidia.version_matrix#module:ignore_rules).
-    type: list
-    elements: str
-    default: []
-  eol_warning_days:
-    description: As O(gpufleet.nvidia.version_matrix#module:eol_warning_days).
-    type: int
-    default: 180
-  today:
-    description: As O(gpufleet.nvidia.version_matrix#module:today).
-    type: str
   fail_on:
     description: The lowest severity that stops the host (C(preflight_fail_on)); V(never) only reports.
     type: str
