@@ -22,18 +22,17 @@ Documented in plugins/modules/preflight_gate.py.
 from __future__ import annotations
 
 import copy
-import datetime
 import typing as t
 
 from ansible.errors import AnsibleActionFail, AnsibleFilterError
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.nvidia.plugins.filter.preflight import preflight_verdict
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._version_matrix import argument_spec, judge, matrix_for
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._version_matrix import argument_spec, judge, prime_builtin_matrix
 
 # The built-in tables parsed in the controller's process, before it forks (as
 # version_matrix's action does): every worker inherits them.
-matrix_for({"tables": {}, "custom_rules": [], "eol_warning_days": 180, "ignore_rules": []}, datetime.date.today())
+prime_builtin_matrix()
 
 # The matrix's own options, but the gate always judges with fail_on: never
 # (the gate's fail_on decides instead) and judges the declaration.

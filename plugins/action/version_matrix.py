@@ -20,16 +20,15 @@ tables is built then too, so each host's task starts from parsed tables.
 
 from __future__ import annotations
 
-import datetime
 import typing as t
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._version_matrix import argument_spec, judge, matrix_for
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._version_matrix import argument_spec, judge, prime_builtin_matrix
 
 # The built-in tables parsed in the controller's process, before it forks (the
 # strategy loads this class once): every worker inherits them.
-matrix_for({"tables": {}, "custom_rules": [], "eol_warning_days": 180, "ignore_rules": []}, datetime.date.today())
+prime_builtin_matrix()
 
 
 class ActionModule(ActionBase):

@@ -106,6 +106,13 @@ def matrix_for(params: dict[str, t.Any], today: datetime.date) -> Matrix:
     return matrix
 
 
+def prime_builtin_matrix() -> Matrix:
+    """The matrix of the options' defaults (the built-in tables, today): the action plugins build it when the
+    controller loads them, before the strategy forks its workers, so that every worker inherits it parsed."""
+    defaults = {name: ARGUMENT_SPEC[name]["default"] for name in ("tables", "custom_rules", "eol_warning_days", "ignore_rules")}
+    return matrix_for(defaults, datetime.date.today())
+
+
 class VersionMatrixManager:
     """Builds the matrix from the validated options and judges one node."""
 
