@@ -28,6 +28,14 @@ GPUFLEET_MIRROR_FINGERPRINT=$(python3 "$GPUFLEET_ROOT/tests/harness/mirror.py" s
 [ -n "$GPUFLEET_MIRROR_FINGERPRINT" ] || die "the local mirror is not running: make mirror"
 export GPUFLEET_MIRROR_FINGERPRINT
 BENCH_TRANSPORT=${BENCH_TRANSPORT:-ssh}
+# BENCH_IMAGE picks the node image: gpusim (default; no kernel, so nothing
+# builds a kernel module) or kernel (Debian's kernel and, once the driver
+# role installs them, its headers: the driver's DKMS build really runs).
+BENCH_IMAGE=${BENCH_IMAGE:-gpusim}
+case "$BENCH_IMAGE" in
+  gpusim | kernel) ;;
+  *) die "BENCH_IMAGE='$BENCH_IMAGE': expected gpusim or kernel" ;;
+esac
 BENCH_SSH_PORT_BASE=${BENCH_SSH_PORT_BASE:-2222}
 # BENCH_TRANSPORT_NAME: for the summary lines of the scripts that source this.
 # shellcheck disable=SC2034
@@ -119,7 +127,7 @@ YAML
 
 sim_stack_node() {
   local node=$1 dir=$2 image
-  image=$("$GPUFLEET_ROOT/tests/harness/images.sh" gpusim debian13)
+  image=$("$GPUFLEET_ROOT/tests/harness/images.sh" "$BENCH_IMAGE" debian13)
   podman rm -f "$node" >/dev/null 2>&1 || true
   "$GPUFLEET_ROOT/tests/harness/node.sh" up "$node" "$image"
   [ "$BENCH_TRANSPORT" != ssh ] || sim_stack_access "$node" "$dir"
