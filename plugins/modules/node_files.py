@@ -58,11 +58,12 @@ options:
         description: The mode of a file or directory, as an octal string.
         type: raw
       owner:
-        description: The owner of a file or directory.
+        description: The owner of a file or directory. V(null) leaves it as it is (a new path belongs to the user the
+          module runs as), for files written as an unprivileged user, such as reports on the controller.
         type: str
         default: root
       group:
-        description: The group of a file or directory.
+        description: The group of a file or directory. V(null) leaves it as it is, as for O(files[].owner).
         type: str
         default: root
   diff_max_bytes:
@@ -267,7 +268,8 @@ class NodeFiles:
         if changed:
             diff["before"]["state"], diff["after"]["state"] = "absent", "directory"
             if not self.module.check_mode:
-                os.makedirs(path, mode=0o755)
+                # Several hosts may declare one directory on the controller at once.
+                os.makedirs(path, mode=0o755, exist_ok=True)
         if kind == "directory" or not self.module.check_mode:
             changed = self._attributes(entry, diff) or changed
         self._record(path, changed, diff)
