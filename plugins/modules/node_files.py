@@ -224,7 +224,15 @@ class NodeFiles:
         self.fail("{0} is a {1}, declared a {2}; remove it by hand if it may go".format(path, kind, declared), changed_paths=self.changed_paths)
 
     def _attributes(self, entry: dict[str, t.Any], diff: dict[str, t.Any]) -> bool:
-        file_args = {"path": entry["path"], "mode": entry["mode"], "owner": entry["owner"], "group": entry["group"], "secontext": None, "attributes": None}
+        # null (which reaches suboptions as "") leaves the owner or group as it is.
+        file_args = {
+            "path": entry["path"],
+            "mode": entry["mode"],
+            "owner": entry["owner"] or None,
+            "group": entry["group"] or None,
+            "secontext": None,
+            "attributes": None,
+        }
         return self.module.set_fs_attributes_if_different(file_args, False, diff=diff)
 
     def _file(self, entry: dict[str, t.Any]) -> bool:
