@@ -48,15 +48,20 @@ def gate_argument_spec() -> dict[str, dict[str, t.Any]]:
         layers=dict(type="dict", required=True),
         values=dict(type="dict", default={}),
         declared=dict(type="list", elements="str", default=[]),
+        notices=dict(type="list", elements="str", default=[]),
     )
     return copy.deepcopy(spec)
 
 
-def stop_message(host: str, fail_on: str, verdict: t.Mapping[str, t.Any]) -> str:
-    """What the preflight gate's assert has said since 0.1: the findings, the variables with their values, the fix."""
-    return "The declared versions of {0} do not fit together (preflight_fail_on: {1}): {2}. Variables: {3}. Fix: {4}".format(
+def stop_message(host: str, fail_on: str, verdict: t.Mapping[str, t.Any], notices: t.Sequence[str] = ()) -> str:
+    """What the preflight gate's assert has said since 0.1 (the failing findings, the variables with their values,
+    the fix); then, briefly, the host's other findings and the gate's notices, which a stopped host shows nowhere
+    else (a passing host shows them as the assert's success message)."""
+    message = "The declared versions of {0} do not fit together (preflight_fail_on: {1}): {2}. Variables: {3}. Fix: {4}".format(
         host, fail_on, verdict["messages"], verdict["variables"], verdict["fixes"]
     )
+    also = [text for text in [verdict["also"], *notices] if text]
+    return message + (". Also on this host: " + "; ".join(also) if also else "")
 
 
 class ActionModule(ActionBase):
@@ -70,7 +75,7 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         # Unknown options, types and choices fail here, naming the field (check mode too).
         params = dict(self.validate_argument_spec(argument_spec=gate_argument_spec())[0].validated_parameters)
-        gate = {name: params.pop(name) for name in ("fail_on", "rule_variables", "layers", "values", "declared")}
+        gate = {name: params.pop(name) for name in ("fail_on", "rule_variables", "layers", "values", "declared", "notices")}
         params.update(fail_on="never", target="desired")
         judged, failure = judge(params)
         if failure:
@@ -84,7 +89,7 @@ class ActionModule(ActionBase):
         result.update(judged)
         result["verdict"] = {
             "stop": verdict["failed"],
-            "message": stop_message(host, gate["fail_on"], verdict) if verdict["failed"] else "",
+            "message": stop_message(host, gate["fail_on"], verdict, gate["notices"]) if verdict["failed"] else "",
             "failing": verdict["failing"],
         }
         # Aggregated over the hosts into the job's artifacts (AWX), exactly as

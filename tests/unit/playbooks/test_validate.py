@@ -153,6 +153,8 @@ def test_bad_declarations_fail_their_hosts_naming_host_variables_and_fix(runs):
     assert "driver R590 does not support Volta GPUs" in volta
     assert 'driver_branch="590"' in volta and 'driver_gpu_models=["Tesla V100-SXM2-16GB"]' in volta
     assert 'Fix: use driver branch R580 (set driver_branch: "580")' in volta
+    # Its warning, which a stopped host showed nowhere else in the output, after the failing finding.
+    assert volta.index("does not support Volta") < volta.index("Also on this host: [warning] branch_lifecycle: driver branch R590"), volta
 
     cuda = fatal(run.stdout, "gpu-trn-02")
     assert "The declared versions of gpu-trn-02 do not fit together" in cuda
