@@ -25,14 +25,10 @@ import copy
 import typing as t
 
 from ansible.errors import AnsibleActionFail, AnsibleFilterError
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.nvidia.plugins.filter.preflight import preflight_verdict
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._version_matrix import argument_spec, judge, prime_builtin_matrix
-
-# The built-in tables parsed in the controller's process, before it forks (as
-# version_matrix's action does): every worker inherits them.
-prime_builtin_matrix()
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._version_matrix import argument_spec, judge
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._matrix_action import MatrixAction
 
 # The matrix's own options, but the gate always judges with fail_on: never
 # (the gate's fail_on decides instead) and judges the declaration.
@@ -64,17 +60,11 @@ def stop_message(host: str, fail_on: str, verdict: t.Mapping[str, t.Any], notice
     return message + (". Also on this host: " + "; ".join(also) if also else "")
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    # Pure computation on the controller: the host is never contacted.
-    _requires_connection = False
-    _supports_check_mode = True
-
+class ActionModule(MatrixAction):
     def run(self, tmp: t.Any = None, task_vars: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
-        # Unknown options, types and choices fail here, naming the field (check mode too).
-        params = dict(self.validate_argument_spec(argument_spec=gate_argument_spec())[0].validated_parameters)
+        params = self.validated_params(gate_argument_spec())
         gate = {name: params.pop(name) for name in ("fail_on", "rule_variables", "layers", "values", "declared", "notices")}
         params.update(fail_on="never", target="desired")
         judged, failure = judge(params)

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import SEVERITIES, fails
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
 
 # Rule ids that share one entry of the rule -> variables table: each site
 # rule is the site's own (`custom:<id>`); each toolkit CVE floor is a rule of
@@ -144,8 +145,7 @@ def preflight_verdict(
     }
 
 
-class FilterModule:
+class FilterModule(FilterTable):
     """The preflight gate's input and verdict."""
 
-    def filters(self) -> dict[str, t.Callable[..., t.Any]]:
-        return {"preflight_desired": preflight_desired, "preflight_verdict": preflight_verdict}
+    FILTERS = (preflight_desired, preflight_verdict)
