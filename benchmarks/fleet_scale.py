@@ -90,14 +90,7 @@ CONTROLLER_RESERVE = 1536 * MIB
 NODE_MARGIN = 1.25
 PR_SET_CHILD_SUBREAPER = 36
 
-PING = """---
-- name: Gather facts and ping
-  hosts: gpu_nodes
-  gather_facts: true
-  tasks:
-    - name: Ping
-      ansible.builtin.ping:
-"""
+PING = ROOT / "benchmarks" / "plays" / "ping-facts.yml"
 RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.MULTILINE)
 FAST_PATH = "every layer is skipped"
 
@@ -343,7 +336,7 @@ class Bench:
         hosts = str(self.inventory(size))
         argv = {
             "noop": ["playbooks/site.yml", "-i", hosts],
-            "ping": [str(self.work / "ping.yml"), "-i", hosts],
+            "ping": [str(PING), "-i", hosts],
             "validate": ["playbooks/validate.yml", "-i", hosts],
             "check": ["playbooks/site.yml", "-i", hosts, "--check", "--skip-tags", "fast_path"],
         }[kind]
@@ -707,7 +700,6 @@ def benchmark(args: argparse.Namespace, bench: Bench) -> dict:
         "machine": machine(),
         "sizes": {},
     }
-    (bench.work / "ping.yml").write_text(PING)
     print("converging the golden node ...", flush=True)
     data["golden_converge_s"] = round(bench.make_golden(), 1)
     bench.plan_inventory(largest)

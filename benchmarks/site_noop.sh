@@ -33,14 +33,7 @@ work=$(mktemp -d)
 cleanup() { [ -n "${KEEP:-}" ] || podman rm -f "$node" >/dev/null 2>&1 || true; rm -rf "$work"; }
 trap cleanup EXIT
 sim_stack_inventory "$work" "$node"
-cat >"$work/ping.yml" <<'YAML'
-- name: Gather facts and ping
-  hosts: gpu_nodes
-  gather_facts: true
-  tasks:
-    - name: Ping
-      ansible.builtin.ping:
-YAML
+ping_play=benchmarks/plays/ping-facts.yml
 
 if [ -n "${KEEP:-}" ] && [ "$(podman inspect --format '{{.State.Running}}' "$node" 2>/dev/null)" = true ]; then
   log "reusing $node"
@@ -78,7 +71,7 @@ site() {
 ping() {
   local run=$1 start
   start=$(date +%s.%N)
-  ansible-playbook "$work/ping.yml" -i "$work/hosts.yml" >"$work/ping$run.log" 2>&1 \
+  ansible-playbook "$ping_play" -i "$work/hosts.yml" >"$work/ping$run.log" 2>&1 \
     || { tail -20 "$work/ping$run.log"; die "ping run $run failed"; }
   ping_times+=("$(since "$start")")
   log "ping + facts $run: ${ping_times[-1]} s"

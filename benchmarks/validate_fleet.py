@@ -37,14 +37,7 @@ FLEET = ROOT / "inventory" / "examples" / "fleet"
 TIERS = (("training", 0.5), ("inference", 0.3), ("dev", 0.2))
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
-PING = """---
-- name: Ping every GPU node
-  hosts: gpu_nodes
-  gather_facts: false
-  tasks:
-    - name: Ping
-      ansible.builtin.ping:
-"""
+PING = ROOT / "benchmarks" / "plays" / "ping.yml"
 
 
 def inventory(work: Path, hosts: int) -> Path:
@@ -153,10 +146,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         hosts = inventory(work, args.hosts)
-        (work / "ping.yml").write_text(PING)
         plays = {
             "validate": [str(bin_dir / "ansible-playbook"), "playbooks/validate.yml", "-i", str(hosts)],
-            "ping": [str(bin_dir / "ansible-playbook"), str(work / "ping.yml"), "-i", str(hosts)],
+            "ping": [str(bin_dir / "ansible-playbook"), str(PING), "-i", str(hosts)],
         }
         results: dict[str, list[dict[str, float]]] = {name: [] for name in plays}
         for run in range(args.runs):

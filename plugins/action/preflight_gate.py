@@ -25,14 +25,10 @@ import copy
 import typing as t
 
 from ansible.errors import AnsibleActionFail, AnsibleFilterError
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.nvidia.plugins.filter.preflight import preflight_verdict
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._version_matrix import argument_spec, judge, prime_builtin_matrix
-
-# The built-in tables parsed in the controller's process, before it forks (as
-# version_matrix's action does): every worker inherits them.
-prime_builtin_matrix()
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._version_matrix import argument_spec, judge
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._matrix_action import MatrixAction
 
 # The matrix's own options, but the gate always judges with fail_on: never
 # (the gate's fail_on decides instead) and judges the declaration.
@@ -48,29 +44,28 @@ def gate_argument_spec() -> dict[str, dict[str, t.Any]]:
         layers=dict(type="dict", required=True),
         values=dict(type="dict", default={}),
         declared=dict(type="list", elements="str", default=[]),
+        notices=dict(type="list", elements="str", default=[]),
     )
     return copy.deepcopy(spec)
 
 
-def stop_message(host: str, fail_on: str, verdict: t.Mapping[str, t.Any]) -> str:
-    """What the preflight gate's assert has said since 0.1: the findings, the variables with their values, the fix."""
-    return "The declared versions of {0} do not fit together (preflight_fail_on: {1}): {2}. Variables: {3}. Fix: {4}".format(
+def stop_message(host: str, fail_on: str, verdict: t.Mapping[str, t.Any], notices: t.Sequence[str] = ()) -> str:
+    """What the preflight gate's assert has said since 0.1 (the failing findings, the variables with their values,
+    the fix); then, briefly, the host's other findings and the gate's notices, which a stopped host shows nowhere
+    else (a passing host shows them as the assert's success message)."""
+    message = "The declared versions of {0} do not fit together (preflight_fail_on: {1}): {2}. Variables: {3}. Fix: {4}".format(
         host, fail_on, verdict["messages"], verdict["variables"], verdict["fixes"]
     )
+    also = [text for text in [verdict["also"], *notices] if text]
+    return message + (". Also on this host: " + "; ".join(also) if also else "")
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    # Pure computation on the controller: the host is never contacted.
-    _requires_connection = False
-    _supports_check_mode = True
-
+class ActionModule(MatrixAction):
     def run(self, tmp: t.Any = None, task_vars: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
-        # Unknown options, types and choices fail here, naming the field (check mode too).
-        params = dict(self.validate_argument_spec(argument_spec=gate_argument_spec())[0].validated_parameters)
-        gate = {name: params.pop(name) for name in ("fail_on", "rule_variables", "layers", "values", "declared")}
+        params = self.validated_params(gate_argument_spec())
+        gate = {name: params.pop(name) for name in ("fail_on", "rule_variables", "layers", "values", "declared", "notices")}
         params.update(fail_on="never", target="desired")
         judged, failure = judge(params)
         if failure:
@@ -84,7 +79,7 @@ class ActionModule(ActionBase):
         result.update(judged)
         result["verdict"] = {
             "stop": verdict["failed"],
-            "message": stop_message(host, gate["fail_on"], verdict) if verdict["failed"] else "",
+            "message": stop_message(host, gate["fail_on"], verdict, gate["notices"]) if verdict["failed"] else "",
             "failing": verdict["failing"],
         }
         # Aggregated over the hosts into the job's artifacts (AWX), exactly as

@@ -15,36 +15,23 @@ without being contacted, whatever its ansible_connection.
 
 The knowledge tables and the matrix code are imported with this plugin, which
 the controller loads before it forks its workers; a Matrix with the built-in
-tables is built then too, so each host's task starts from parsed tables.
+tables is built then too (plugin_utils/_matrix_action.py), so each host's task
+starts from parsed tables.
 """
 
 from __future__ import annotations
 
 import typing as t
 
-from ansible.plugins.action import ActionBase
-
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._version_matrix import argument_spec, judge, prime_builtin_matrix
-
-# The built-in tables parsed in the controller's process, before it forks (the
-# strategy loads this class once): every worker inherits them.
-prime_builtin_matrix()
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._version_matrix import argument_spec, judge
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._matrix_action import MatrixAction
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    # Pure computation on the controller: no connection to the host, so
-    # neither delegate_to nor the host's Python is needed.
-    _requires_connection = False
-    _supports_check_mode = True
-
+class ActionModule(MatrixAction):
     def run(self, tmp: t.Any = None, task_vars: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
         result = super().run(tmp, task_vars)
-        # The module's argument spec: unknown options, types and choices fail here with the field named, as
-        # AnsibleModule would fail them (also in check mode).
-        validation = self.validate_argument_spec(argument_spec=argument_spec())[0]
-        # Only the validated options (with their defaults), as AnsibleModule's params.
-        params = dict(validation.validated_parameters)
+        # The module's own argument spec, so that its options fail as AnsibleModule would fail them.
+        params = self.validated_params(argument_spec())
         judged, failure = judge(params)
         result.update(judged)
         result["changed"] = False

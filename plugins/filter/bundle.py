@@ -17,6 +17,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.filter.driver import driver_kernel_module
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _bundle
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
 
 
 def _mapping(name: str, value: t.Any, what: str) -> Mapping:
@@ -84,15 +85,14 @@ def bundle_manifest(written: t.Any) -> dict[str, t.Any]:
     )
 
 
-class FilterModule:
-    def filters(self) -> dict[str, t.Callable[..., t.Any]]:
-        return {
-            "bundle_request_errors": bundle_request_errors,
-            "bundle_data_files": bundle_data_files,
-            "bundle_host_plan": bundle_host_plan,
-            "bundle_plan": bundle_plan,
-            "bundle_files_settled": bundle_files_settled,
-            "bundle_image_problem": bundle_image_problem,
-            "bundle_unstaged": bundle_unstaged,
-            "bundle_manifest": bundle_manifest,
-        }
+class FilterModule(FilterTable):
+    FILTERS = (
+        bundle_request_errors,
+        bundle_data_files,
+        bundle_host_plan,
+        bundle_plan,
+        bundle_files_settled,
+        bundle_image_problem,
+        bundle_unstaged,
+        bundle_manifest,
+    )

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
+
 _RELEASE = re.compile(r"^v[0-9]+\.[0-9]+\.[0-9]+$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -107,8 +109,7 @@ def crictl_plan(settings: object) -> dict[str, t.Any]:
     }
 
 
-class FilterModule:
+class FilterModule(FilterTable):
     """The crictl role's plan."""
 
-    def filters(self) -> dict:
-        return {"crictl_plan": crictl_plan}
+    FILTERS = (crictl_plan,)

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
+
 # A MIG resource is advertised by its own name only under the mixed strategy.
 _MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-")
 _DIGITS = re.compile(r"[0-9]+")
@@ -121,8 +123,7 @@ def device_plugin_problems(
     return problems
 
 
-class FilterModule:
+class FilterModule(FilterTable):
     """The device_plugin role's plan: its declaration checked on the controller."""
 
-    def filters(self) -> dict:
-        return {"device_plugin_problems": device_plugin_problems}
+    FILTERS = (device_plugin_problems,)

@@ -23,6 +23,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import (
     gpu_kind,
 )
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _driver_plan
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
 
 
 def driver_upstream_version(version: t.Any) -> str | None:
@@ -266,19 +267,18 @@ def driver_reboot(
     }
 
 
-class FilterModule:
+class FilterModule(FilterTable):
     """Decisions of the driver role."""
 
-    def filters(self) -> dict:
-        return {
-            "driver_upstream_version": driver_upstream_version,
-            "driver_kernel_module": driver_kernel_module,
-            "driver_select_versions": driver_select_versions,
-            "driver_decision": driver_decision,
-            "driver_plan": driver_plan,
-            "driver_selection": driver_selection,
-            "driver_files": driver_files,
-            "driver_package_actions": driver_package_actions,
-            "driver_kernels_missing": driver_kernels_missing,
-            "driver_reboot": driver_reboot,
-        }
+    FILTERS = (
+        driver_upstream_version,
+        driver_kernel_module,
+        driver_select_versions,
+        driver_decision,
+        driver_plan,
+        driver_selection,
+        driver_files,
+        driver_package_actions,
+        driver_kernels_missing,
+        driver_reboot,
+    )

@@ -12,6 +12,8 @@ from ansible.inventory.manager import InventoryManager, split_host_pattern
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.parsing.dataloader import DataLoader
 
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
+
 # Groups every inventory has: listing them tells the user nothing.
 _IMPLICIT_GROUPS = ("all", "ungrouped")
 # A term with one of these is a wildcard or a regex, not a name.
@@ -80,8 +82,7 @@ def gpu_group(pattern: object, groups: object, allow_empty: object = False) -> s
     )
 
 
-class FilterModule:
+class FilterModule(FilterTable):
     """The GPU group check of the collection's playbooks."""
 
-    def filters(self) -> dict:
-        return {"gpu_group": gpu_group}
+    FILTERS = (gpu_group,)

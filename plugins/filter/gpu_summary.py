@@ -8,6 +8,8 @@ from collections import Counter
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
+
 
 def _mig_state(mig: dict) -> str:
     if not mig or not mig.get("capable"):
@@ -43,8 +45,7 @@ def gpu_summary(nvml: dict) -> list[str]:
     return [header] + [_gpu_line(gpu) for gpu in gpus]
 
 
-class FilterModule:
+class FilterModule(FilterTable):
     """Filters over nvml_info facts."""
 
-    def filters(self) -> dict:
-        return {"gpu_summary": gpu_summary}
+    FILTERS = (gpu_summary,)

@@ -13,6 +13,7 @@ import typing as t
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _health
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
 
 
 def _policy(name: str, policy: t.Any, prefix: str) -> _health.HealthPolicy:
@@ -63,14 +64,7 @@ def health_metrics(nvml: t.Any, findings: t.Any, kernel_log: t.Any = None) -> st
         raise AnsibleFilterError("health_metrics: {0}".format(exc)) from None
 
 
-class FilterModule:
+class FilterModule(FilterTable):
     """GPU health filters."""
 
-    def filters(self) -> dict[str, t.Callable[..., t.Any]]:
-        return {
-            "health_findings": health_findings,
-            "health_metrics": health_metrics,
-            "health_policy_errors": health_policy_errors,
-            "health_status": health_status,
-            "health_xid_events": health_xid_events,
-        }
+    FILTERS = (health_findings, health_metrics, health_policy_errors, health_status, health_xid_events)

@@ -28,6 +28,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import (
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import (
     driver_branch as _driver_branch,
 )
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
 
 
 def _errors_named(name: str) -> t.Callable[[t.Callable[..., t.Any]], t.Callable[..., t.Any]]:
@@ -150,18 +151,17 @@ def ctk_features(version: t.Any) -> dict[str, bool]:
     return Matrix.ctk_features(str(version))
 
 
-class FilterModule:
+class FilterModule(FilterTable):
     """Version matrix filters."""
 
-    def filters(self) -> dict[str, t.Callable[..., t.Any]]:
-        return {
-            "cuda_min_driver": cuda_min_driver,
-            "driver_branch": driver_branch,
-            "driver_max_cuda": driver_max_cuda,
-            "gpu_architecture": gpu_architecture,
-            "driver_supports_arch": driver_supports_arch,
-            "driver_branch_info": driver_branch_info,
-            "kernel_module_flavour": kernel_module_flavour,
-            "ctk_features": ctk_features,
-            "cuda_image_judgement": cuda_image_judgement,
-        }
+    FILTERS = (
+        cuda_min_driver,
+        driver_branch,
+        driver_max_cuda,
+        gpu_architecture,
+        driver_supports_arch,
+        driver_branch_info,
+        kernel_module_flavour,
+        ctk_features,
+        cuda_image_judgement,
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import MigConfigError, parse_config
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
 
 
 def mig_config_labels(config: object) -> list[str]:
@@ -17,8 +18,7 @@ def mig_config_labels(config: object) -> list[str]:
         raise AnsibleFilterError("mig_config_labels: invalid MIG config: {0}".format(exc)) from None
 
 
-class FilterModule:
+class FilterModule(FilterTable):
     """Filters over mig-parted configs."""
 
-    def filters(self) -> dict:
-        return {"mig_config_labels": mig_config_labels}
+    FILTERS = (mig_config_labels,)

@@ -12,6 +12,7 @@ import typing as t
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge.packages import dpkg_query_rows, rpm_query_rows
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
 
 _PARSERS = {"dpkg": dpkg_query_rows, "rpm": rpm_query_rows}
 
@@ -32,8 +33,7 @@ def package_versions(rows: t.Any) -> dict[str, list[dict[str, str]]]:
     return {row["name"]: [{"version": row["version"]}] for row in rows}
 
 
-class FilterModule:
+class FilterModule(FilterTable):
     """Filters over package queries."""
 
-    def filters(self) -> dict[str, t.Callable[..., t.Any]]:
-        return {"package_query": package_query, "package_versions": package_versions}
+    FILTERS = (package_query, package_versions)

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import SEVERITIES, fails
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
 
 # Rule ids that share one entry of the rule -> variables table: each site
 # rule is the site's own (`custom:<id>`); each toolkit CVE floor is a rule of
@@ -86,6 +87,11 @@ def named(names: t.Iterable[str], values: Mapping[str, t.Any]) -> str:
     return ", ".join("{0}={1}".format(name, json.dumps(_plain(values[name]))) if name in values else name for name in names)
 
 
+def brief(found: Mapping[str, t.Any]) -> str:
+    """A finding in a few words, as the stop message lists the host's other findings: `[severity] rule: message`."""
+    return "[{0}] {1}: {2}".format(found["severity"], found["rule"], found["message"])
+
+
 def preflight_desired(layers: Mapping[str, Mapping[str, t.Any]], keys: t.Collection[str], mig_config: Mapping[str, t.Any] | None = None) -> dict[str, t.Any]:
     """The declared versions the matrix judges (its `desired` option): the managed layers' variables named in
     `keys`, without nulls; `mig_config` (read from mig_config_src) wins over the layers' when given."""
@@ -120,10 +126,14 @@ def preflight_verdict(
     failing = fails(findings, fail_on)
     names = involved_variables(failing, rule_variables, declared)
     values = effective_values(layers, extra or {})
+    # The rest of the host's findings, most severe first: a stopped host says them after the failing ones.
+    others = sorted((f for f in findings if f not in failing), key=lambda f: -SEVERITIES.index(f["severity"]))
     return {
         "failed": bool(failing),
         "failing": failing,
         "messages": "; ".join(str(f["message"]) for f in failing),
+        "others": others,
+        "also": "; ".join(brief(f) for f in others),
         "variables": named(names, values),
         "fixes": "; ".join(_unique(str(f["fix"]) for f in failing)),
         # What AWX keeps per host (set_stats): `failed` as preflight_fail_on decides (the module only reports).
@@ -135,8 +145,7 @@ def preflight_verdict(
     }
 
 
-class FilterModule:
+class FilterModule(FilterTable):
     """The preflight gate's input and verdict."""
 
-    def filters(self) -> dict[str, t.Callable[..., t.Any]]:
-        return {"preflight_desired": preflight_desired, "preflight_verdict": preflight_verdict}
+    FILTERS = (preflight_desired, preflight_verdict)

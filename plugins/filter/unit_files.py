@@ -9,6 +9,8 @@ from collections.abc import Sequence
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
+
 # Where local administrators' and our own units go (systemd.unit(5)): above the packages' /usr/lib/systemd/system.
 SYSTEMD_UNIT_DIR = "/etc/systemd/system"
 
@@ -32,8 +34,7 @@ def systemd_unit_files(units: object, texts: object, directory: str = SYSTEMD_UN
     return [{"path": posixpath.join(directory, unit), "content": str(text), "mode": mode} for unit, text in zip(units, texts)]
 
 
-class FilterModule:
+class FilterModule(FilterTable):
     """Filters that turn a role's units into node_files entries."""
 
-    def filters(self) -> dict:
-        return {"systemd_unit_files": systemd_unit_files}
+    FILTERS = (systemd_unit_files,)

@@ -14,6 +14,8 @@ import typing as t
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
+
 UPGRADE_LAYERS = ("driver", "container_toolkit")
 _PERCENT = re.compile(r"^\s*(\d+)\s*%\s*$")
 _NUMBER = re.compile(r"^\s*(\d+)\s*$")
@@ -93,11 +95,7 @@ def upgrade_plan(checks: t.Any, layers: t.Any) -> dict[str, t.Any]:
     }
 
 
-class FilterModule:
+class FilterModule(FilterTable):
     """Rolling upgrade filters."""
 
-    def filters(self) -> dict[str, t.Callable[..., t.Any]]:
-        return {
-            "upgrade_plan": upgrade_plan,
-            "upgrade_roll_errors": upgrade_roll_errors,
-        }
+    FILTERS = (upgrade_plan, upgrade_roll_errors)

@@ -13,6 +13,7 @@ import typing as t
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _verify
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
 
 
 def _declaration(declaration: t.Any) -> dict[str, t.Any]:
@@ -103,15 +104,7 @@ def verify_stats(report: t.Any) -> dict[str, t.Any]:
     return _verify.stats(report)
 
 
-class FilterModule:
+class FilterModule(FilterTable):
     """Verify filters."""
 
-    def filters(self) -> dict[str, t.Callable[..., t.Any]]:
-        return {
-            "verify_check": verify_check,
-            "verify_dev_char_missing": verify_dev_char_missing,
-            "verify_report": verify_report,
-            "verify_stats": verify_stats,
-            "verify_summary": verify_summary,
-            "workload_plan": workload_plan,
-        }
+    FILTERS = (verify_check, verify_dev_char_missing, verify_report, verify_stats, verify_summary, workload_plan)

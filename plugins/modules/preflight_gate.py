@@ -55,6 +55,13 @@ options:
     type: list
     elements: str
     default: []
+  notices:
+    description:
+      - Notes of the caller about the host (what it could not judge), said at the end of the stop message after the
+        host's findings below O(fail_on).
+    type: list
+    elements: str
+    default: []
 notes:
   - Runs on the controller, in the process that runs the task; the host is never contacted.
 seealso:
@@ -114,6 +121,8 @@ verdict:
       description:
         - The stop message - the host, O(fail_on), the failing findings, the variables behind them with their values,
           and the fixes; empty when the host passes.
+        - "Then, when there are any, C(. Also on this host:) and briefly the host's findings below O(fail_on)
+          (C([severity] rule: message), most severe first) and O(notices), joined with C(; )."
       type: str
       sample: >-
         The declared versions of gpu-dev-01 do not fit together (preflight_fail_on: error): driver R590 does not

@@ -742,37 +742,31 @@ def check_crictl(declaration: dict[str, t.Any], version_output: str | None, info
 
 # Why a workload container failed, from the engine's own words, and what to
 # do about it (first match wins).
-WORKLOAD_CAUSES = (
+# (pattern, cause, fix); the patterns match case-insensitively.
+_WORKLOAD_CAUSES = (
     (
-        re.compile(
-            r"unresolvable CDI devices|CDI device injection failed|could not select device driver \"cdi\"|"
-            r"failed to inject CDI",
-            re.IGNORECASE,
-        ),
+        r"unresolvable CDI devices|CDI device injection failed|could not select device driver \"cdi\"|failed to inject CDI",
         "the engine cannot resolve the CDI device",
         "regenerate the CDI spec (run the cdi layer) and enable CDI in the engine (container_runtime_cdi: true)",
     ),
     (
-        re.compile(r"no runtime for|unknown or invalid runtime name|runtime handler .* not (?:found|supported)", re.IGNORECASE),
+        r"no runtime for|unknown or invalid runtime name|runtime handler .* not (?:found|supported)",
         "the engine does not know the runtime handler",
         "run the container_runtime layer (it configures the handler)",
     ),
     (
-        re.compile(r"time limit|timed out|deadline", re.IGNORECASE),
+        r"time limit|timed out|deadline",
         "the container did not finish in time",
         "find what hangs in the container (the check command, a hook), or raise verify_workload_timeout",
     ),
     (
-        re.compile(r"does not see", re.IGNORECASE),
+        r"does not see",
         "the container does not see every device NVML reports",
         "regenerate the CDI spec (run the cdi layer); check the /dev/char links (nvidia-ctk system create-dev-char-symlinks --create-all)",
     ),
-    (
-        re.compile(r"reports driver", re.IGNORECASE),
-        "the container runs another driver's libraries than the host",
-        "regenerate the CDI spec after the driver change (run the cdi layer)",
-    ),
+    (r"reports driver", "the container runs another driver's libraries than the host", "regenerate the CDI spec after the driver change (run the cdi layer)"),
 )
+WORKLOAD_CAUSES = tuple((re.compile(pattern, re.IGNORECASE), cause, fix) for pattern, cause, fix in _WORKLOAD_CAUSES)
 
 
 def workload_plan(

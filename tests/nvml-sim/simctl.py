@@ -79,91 +79,28 @@ NVML_ERRORS: Dict[str, int] = {
 # NVML_COMPUTE_INSTANCE_PROFILE_* index -> compute slices (0: not derived)
 CI_PROFILE_SLICES = (1, 2, 3, 4, 7, 8, 6, 0, 0)
 
+# The key tables below keep several keys a line (ruff format would give each its own line).
 # keys whose values stay strings in `show`; everything else is an integer
+# fmt: off
 STRING_KEYS = frozenset(
-    (
-        "name",
-        "uuid",
-        "serial",
-        "board_part_number",
-        "bus_id",
-        "driver_version",
-        "nvml_version",
-        "mig_toggle",
-        "call",
-        "mode",
-        "ci_slices",
-        "fabric_state",
-        "fabric_status",
-        "cluster_uuid",
-        "nvlink_down",
-    )
-)
+    ("name", "uuid", "serial", "board_part_number", "bus_id", "driver_version", "nvml_version",
+     "mig_toggle", "call", "mode", "ci_slices", "fabric_state", "fabric_status", "cluster_uuid", "nvlink_down"))
 
 SYSTEM_KEYS = ("driver_version", "cuda_driver_version", "nvml_version", "driver_loaded", "libcuda")
 GPU_KEYS = (
-    "name",
-    "uuid",
-    "serial",
-    "board_part_number",
-    "bus_id",
-    "pci_domain",
-    "pci_bus",
-    "pci_device",
-    "pci_device_id",
-    "pci_subsystem_id",
-    "minor",
-    "memory_total",
-    "memory_reserved",
-    "arch",
-    "cc_major",
-    "cc_minor",
-    "sm_count",
-    "persistence",
-    "mig_capable",
-    "mig_current",
-    "mig_pending",
-    "mig_toggle",
-    "mig_profiles_off",
-)
+    "name", "uuid", "serial", "board_part_number", "bus_id", "pci_domain", "pci_bus", "pci_device",
+    "pci_device_id", "pci_subsystem_id", "minor", "memory_total", "memory_reserved", "arch", "cc_major",
+    "cc_minor", "sm_count", "persistence", "mig_capable", "mig_current", "mig_pending", "mig_toggle",
+    "mig_profiles_off")
 # gpu-record health keys (FORMAT.md "Health"); absent keys read as a healthy GPU
 HEALTH_KEYS = (
-    "lost",
-    "ecc_supported",
-    "ecc_mode",
-    "ecc_pending",
-    "ecc_vol_corr",
-    "ecc_vol_uncorr",
-    "ecc_agg_corr",
-    "ecc_agg_uncorr",
-    "retired_pages_supported",
-    "retired_sbe",
-    "retired_dbe",
-    "retired_pending",
-    "remapped_rows_supported",
-    "remap_corr",
-    "remap_uncorr",
-    "remap_pending",
-    "remap_failure",
-    "recovery_action",
-    "pcie_gen",
-    "pcie_gen_max",
-    "pcie_width",
-    "pcie_width_max",
-    "pcie_replay",
-    "nvlinks",
-    "nvlink_down",
-    "fabric_state",
-    "fabric_status",
-    "clique_id",
-    "cluster_uuid",
-    "temp",
-    "temp_slowdown",
-    "temp_shutdown",
-    "clock_event_reasons",
-    "power_mw",
-    "power_limit_mw",
-)
+    "lost", "ecc_supported", "ecc_mode", "ecc_pending", "ecc_vol_corr", "ecc_vol_uncorr", "ecc_agg_corr",
+    "ecc_agg_uncorr", "retired_pages_supported", "retired_sbe", "retired_dbe", "retired_pending",
+    "remapped_rows_supported", "remap_corr", "remap_uncorr", "remap_pending", "remap_failure", "recovery_action",
+    "pcie_gen", "pcie_gen_max", "pcie_width", "pcie_width_max", "pcie_replay", "nvlinks", "nvlink_down",
+    "fabric_state", "fabric_status", "clique_id", "cluster_uuid", "temp", "temp_slowdown", "temp_shutdown",
+    "clock_event_reasons", "power_mw", "power_limit_mw")
+# fmt: on
 # system-record keys beyond the library's: read by the driver facade only
 SYSTEM_EXTRA_KEYS = ("nvswitches",)
 DEFAULT_KMSG = "/run/nvml-sim/kmsg"
@@ -1082,25 +1019,12 @@ def cmd_errors(_args: argparse.Namespace) -> int:
 
 # health keys a fault sets and `inject clear` removes (the model's own values,
 # such as thresholds and maximum link widths, stay)
+# fmt: off
 FAULT_KEYS = (
-    "lost",
-    "ecc_vol_corr",
-    "ecc_vol_uncorr",
-    "ecc_agg_corr",
-    "ecc_agg_uncorr",
-    "retired_sbe",
-    "retired_dbe",
-    "retired_pending",
-    "remap_corr",
-    "remap_uncorr",
-    "remap_pending",
-    "remap_failure",
-    "recovery_action",
-    "pcie_gen",
-    "pcie_width",
-    "pcie_replay",
-    "nvlink_down",
-)
+    "lost", "ecc_vol_corr", "ecc_vol_uncorr", "ecc_agg_corr", "ecc_agg_uncorr", "retired_sbe", "retired_dbe",
+    "retired_pending", "remap_corr", "remap_uncorr", "remap_pending", "remap_failure", "recovery_action",
+    "pcie_gen", "pcie_width", "pcie_replay", "nvlink_down")
+# fmt: on
 
 # Text the driver logs with an Xid when the caller gives none: Xid 79 is
 # raised by osHandleGpuLost with this message

@@ -12,6 +12,7 @@ import os
 import subprocess
 import tempfile
 import tomllib
+from pathlib import Path
 
 import yaml
 
@@ -40,6 +41,29 @@ def run_role(host, role: str, extra_vars: dict | None = None, check: bool = Fals
         }
     ]
     return run_playbook(play, extra_vars, check)
+
+
+def scenario_playbook(playbook: str | Path, *args: str, timeout: int = 300, **env_extra: str) -> subprocess.CompletedProcess:
+    """ansible-playbook `playbook` `args` over the scenario's nodes; its output (stdout and stderr together) as text.
+
+    As Molecule runs the scenario: its inventory and ansible.cfg (Molecule exports both; the ephemeral
+    directory's where a test runs without them), this checkout as the collection; `env_extra` on top.
+    """
+    ephemeral = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
+    root = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.getcwd()))
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", **env_extra)
+    env.setdefault("ANSIBLE_CONFIG", str(ephemeral / "ansible.cfg"))
+    env["ANSIBLE_COLLECTIONS_PATH"] = str(root / "build" / "collections")
+    inventory = os.environ.get("MOLECULE_INVENTORY_FILE", str(ephemeral / "inventory" / "ansible_inventory.yml"))
+    return subprocess.run(
+        ["ansible-playbook", str(playbook), "-i", inventory, *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def run_playbook(play: list, extra_vars: dict | None = None, check: bool = False) -> PlaybookRun:

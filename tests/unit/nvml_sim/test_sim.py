@@ -105,42 +105,32 @@ class Placement(ctypes.Structure):
     _fields_ = [("start", U), ("size", U)]
 
 
+# The _v2 structures are version word, the first version's fields, name.
+GI_PROFILE_FIELDS = [
+    ("id", U),
+    ("isP2pSupported", U),
+    ("sliceCount", U),
+    ("instanceCount", U),
+    ("multiprocessorCount", U),
+    ("copyEngineCount", U),
+    ("decoderCount", U),
+    ("encoderCount", U),
+    ("jpegCount", U),
+    ("ofaCount", U),
+    ("memorySizeMB", ULL),
+]
+
+
 class GiProfile(ctypes.Structure):
     """nvmlGpuInstanceProfileInfo_t."""
 
-    _fields_ = [
-        ("id", U),
-        ("isP2pSupported", U),
-        ("sliceCount", U),
-        ("instanceCount", U),
-        ("multiprocessorCount", U),
-        ("copyEngineCount", U),
-        ("decoderCount", U),
-        ("encoderCount", U),
-        ("jpegCount", U),
-        ("ofaCount", U),
-        ("memorySizeMB", ULL),
-    ]
+    _fields_ = GI_PROFILE_FIELDS
 
 
 class GiProfileV2(ctypes.Structure):
     """nvmlGpuInstanceProfileInfo_v2_t."""
 
-    _fields_ = [
-        ("version", U),
-        ("id", U),
-        ("isP2pSupported", U),
-        ("sliceCount", U),
-        ("instanceCount", U),
-        ("multiprocessorCount", U),
-        ("copyEngineCount", U),
-        ("decoderCount", U),
-        ("encoderCount", U),
-        ("jpegCount", U),
-        ("ofaCount", U),
-        ("memorySizeMB", ULL),
-        ("name", ctypes.c_char * 96),
-    ]
+    _fields_ = [("version", U), *GI_PROFILE_FIELDS, ("name", ctypes.c_char * 96)]
 
 
 class GiInfo(ctypes.Structure):
@@ -149,38 +139,29 @@ class GiInfo(ctypes.Structure):
     _fields_ = [("device", P), ("id", U), ("profileId", U), ("placement", Placement)]
 
 
+CI_PROFILE_FIELDS = [
+    ("id", U),
+    ("sliceCount", U),
+    ("instanceCount", U),
+    ("multiprocessorCount", U),
+    ("sharedCopyEngineCount", U),
+    ("sharedDecoderCount", U),
+    ("sharedEncoderCount", U),
+    ("sharedJpegCount", U),
+    ("sharedOfaCount", U),
+]
+
+
 class CiProfile(ctypes.Structure):
     """nvmlComputeInstanceProfileInfo_t."""
 
-    _fields_ = [
-        ("id", U),
-        ("sliceCount", U),
-        ("instanceCount", U),
-        ("multiprocessorCount", U),
-        ("sharedCopyEngineCount", U),
-        ("sharedDecoderCount", U),
-        ("sharedEncoderCount", U),
-        ("sharedJpegCount", U),
-        ("sharedOfaCount", U),
-    ]
+    _fields_ = CI_PROFILE_FIELDS
 
 
 class CiProfileV2(ctypes.Structure):
     """nvmlComputeInstanceProfileInfo_v2_t."""
 
-    _fields_ = [
-        ("version", U),
-        ("id", U),
-        ("sliceCount", U),
-        ("instanceCount", U),
-        ("multiprocessorCount", U),
-        ("sharedCopyEngineCount", U),
-        ("sharedDecoderCount", U),
-        ("sharedEncoderCount", U),
-        ("sharedJpegCount", U),
-        ("sharedOfaCount", U),
-        ("name", ctypes.c_char * 96),
-    ]
+    _fields_ = [("version", U), *CI_PROFILE_FIELDS, ("name", ctypes.c_char * 96)]
 
 
 class CiInfo(ctypes.Structure):
@@ -217,90 +198,55 @@ def node_names() -> List[str]:
 class Api:
     """Typed access to the library: api.NAME(args) -> return code."""
 
+    # The C signatures several a line, as nvml.h groups them: ruff format would give each its own line.
+    # fmt: off
     SIGS: Dict[str, List[Any]] = {
-        "nvmlInit": [],
-        "nvmlInit_v2": [],
-        "nvmlInitWithFlags": [U],
-        "nvmlShutdown": [],
-        "nvmlSystemGetDriverVersion": [ctypes.c_char_p, U],
-        "nvmlSystemGetNVMLVersion": [ctypes.c_char_p, U],
-        "nvmlSystemGetCudaDriverVersion": [P],
-        "nvmlSystemGetCudaDriverVersion_v2": [P],
-        "nvmlDeviceGetCount": [P],
-        "nvmlDeviceGetCount_v2": [P],
-        "nvmlDeviceGetHandleByIndex": [U, P],
-        "nvmlDeviceGetHandleByIndex_v2": [U, P],
-        "nvmlDeviceGetHandleByUUID": [ctypes.c_char_p, P],
-        "nvmlDeviceGetHandleByPciBusId": [ctypes.c_char_p, P],
+        "nvmlInit": [], "nvmlInit_v2": [], "nvmlInitWithFlags": [U], "nvmlShutdown": [],
+        "nvmlSystemGetDriverVersion": [ctypes.c_char_p, U], "nvmlSystemGetNVMLVersion": [ctypes.c_char_p, U],
+        "nvmlSystemGetCudaDriverVersion": [P], "nvmlSystemGetCudaDriverVersion_v2": [P],
+        "nvmlDeviceGetCount": [P], "nvmlDeviceGetCount_v2": [P],
+        "nvmlDeviceGetHandleByIndex": [U, P], "nvmlDeviceGetHandleByIndex_v2": [U, P],
+        "nvmlDeviceGetHandleByUUID": [ctypes.c_char_p, P], "nvmlDeviceGetHandleByPciBusId": [ctypes.c_char_p, P],
         "nvmlDeviceGetHandleByPciBusId_v2": [ctypes.c_char_p, P],
-        "nvmlDeviceGetIndex": [P, P],
-        "nvmlDeviceGetName": [P, ctypes.c_char_p, U],
-        "nvmlDeviceGetUUID": [P, ctypes.c_char_p, U],
-        "nvmlDeviceGetSerial": [P, ctypes.c_char_p, U],
-        "nvmlDeviceGetBoardPartNumber": [P, ctypes.c_char_p, U],
-        "nvmlDeviceGetMinorNumber": [P, P],
-        "nvmlDeviceGetPciInfo": [P, P],
-        "nvmlDeviceGetPciInfo_v2": [P, P],
-        "nvmlDeviceGetPciInfo_v3": [P, P],
-        "nvmlDeviceGetMemoryInfo": [P, P],
-        "nvmlDeviceGetMemoryInfo_v2": [P, P],
-        "nvmlDeviceGetArchitecture": [P, P],
-        "nvmlDeviceGetCudaComputeCapability": [P, P, P],
-        "nvmlDeviceGetAttributes": [P, P],
-        "nvmlDeviceGetAttributes_v2": [P, P],
-        "nvmlDeviceGetPersistenceMode": [P, P],
-        "nvmlDeviceGetComputeRunningProcesses_v3": [P, P, P],
-        "nvmlDeviceGetMigMode": [P, P, P],
-        "nvmlDeviceSetMigMode": [P, U, P],
-        "nvmlDeviceGetGpuInstanceProfileInfo": [P, U, P],
-        "nvmlDeviceGetGpuInstanceProfileInfoV": [P, U, P],
+        "nvmlDeviceGetIndex": [P, P], "nvmlDeviceGetName": [P, ctypes.c_char_p, U],
+        "nvmlDeviceGetUUID": [P, ctypes.c_char_p, U], "nvmlDeviceGetSerial": [P, ctypes.c_char_p, U],
+        "nvmlDeviceGetBoardPartNumber": [P, ctypes.c_char_p, U], "nvmlDeviceGetMinorNumber": [P, P],
+        "nvmlDeviceGetPciInfo": [P, P], "nvmlDeviceGetPciInfo_v2": [P, P], "nvmlDeviceGetPciInfo_v3": [P, P],
+        "nvmlDeviceGetMemoryInfo": [P, P], "nvmlDeviceGetMemoryInfo_v2": [P, P],
+        "nvmlDeviceGetArchitecture": [P, P], "nvmlDeviceGetCudaComputeCapability": [P, P, P],
+        "nvmlDeviceGetAttributes": [P, P], "nvmlDeviceGetAttributes_v2": [P, P],
+        "nvmlDeviceGetPersistenceMode": [P, P], "nvmlDeviceGetComputeRunningProcesses_v3": [P, P, P],
+        "nvmlDeviceGetMigMode": [P, P, P], "nvmlDeviceSetMigMode": [P, U, P],
+        "nvmlDeviceGetGpuInstanceProfileInfo": [P, U, P], "nvmlDeviceGetGpuInstanceProfileInfoV": [P, U, P],
         "nvmlDeviceGetGpuInstanceProfileInfoByIdV": [P, U, P],
         "nvmlDeviceGetGpuInstancePossiblePlacements_v2": [P, U, P, P],
-        "nvmlDeviceGetGpuInstanceRemainingCapacity": [P, U, P],
-        "nvmlDeviceCreateGpuInstance": [P, U, P],
-        "nvmlDeviceCreateGpuInstanceWithPlacement": [P, U, P, P],
-        "nvmlGpuInstanceDestroy": [P],
-        "nvmlDeviceGetGpuInstances": [P, U, P, P],
-        "nvmlDeviceGetGpuInstanceById": [P, U, P],
-        "nvmlGpuInstanceGetInfo": [P, P],
-        "nvmlGpuInstanceGetComputeInstanceProfileInfo": [P, U, U, P],
+        "nvmlDeviceGetGpuInstanceRemainingCapacity": [P, U, P], "nvmlDeviceCreateGpuInstance": [P, U, P],
+        "nvmlDeviceCreateGpuInstanceWithPlacement": [P, U, P, P], "nvmlGpuInstanceDestroy": [P],
+        "nvmlDeviceGetGpuInstances": [P, U, P, P], "nvmlDeviceGetGpuInstanceById": [P, U, P],
+        "nvmlGpuInstanceGetInfo": [P, P], "nvmlGpuInstanceGetComputeInstanceProfileInfo": [P, U, U, P],
         "nvmlGpuInstanceGetComputeInstanceProfileInfoV": [P, U, U, P],
         "nvmlGpuInstanceGetComputeInstancePossiblePlacements": [P, U, P, P],
         "nvmlGpuInstanceGetComputeInstanceRemainingCapacity": [P, U, P],
         "nvmlGpuInstanceCreateComputeInstance": [P, U, P],
-        "nvmlGpuInstanceCreateComputeInstanceWithPlacement": [P, U, P, P],
-        "nvmlComputeInstanceDestroy": [P],
-        "nvmlGpuInstanceGetComputeInstances": [P, U, P, P],
-        "nvmlGpuInstanceGetComputeInstanceById": [P, U, P],
-        "nvmlComputeInstanceGetInfo_v2": [P, P],
-        "nvmlDeviceGetMaxMigDeviceCount": [P, P],
-        "nvmlDeviceGetMigDeviceHandleByIndex": [P, U, P],
-        "nvmlDeviceGetDeviceHandleFromMigDeviceHandle": [P, P],
-        "nvmlDeviceIsMigDeviceHandle": [P, P],
-        "nvmlDeviceGetGpuInstanceId": [P, P],
+        "nvmlGpuInstanceCreateComputeInstanceWithPlacement": [P, U, P, P], "nvmlComputeInstanceDestroy": [P],
+        "nvmlGpuInstanceGetComputeInstances": [P, U, P, P], "nvmlGpuInstanceGetComputeInstanceById": [P, U, P],
+        "nvmlComputeInstanceGetInfo_v2": [P, P], "nvmlDeviceGetMaxMigDeviceCount": [P, P],
+        "nvmlDeviceGetMigDeviceHandleByIndex": [P, U, P], "nvmlDeviceGetDeviceHandleFromMigDeviceHandle": [P, P],
+        "nvmlDeviceIsMigDeviceHandle": [P, P], "nvmlDeviceGetGpuInstanceId": [P, P],
         "nvmlDeviceGetComputeInstanceId": [P, P],
-        "nvmlDeviceGetEccMode": [P, P, P],
-        "nvmlDeviceGetTotalEccErrors": [P, ctypes.c_int, ctypes.c_int, P],
-        "nvmlDeviceGetRetiredPages": [P, ctypes.c_int, P, P],
-        "nvmlDeviceGetRetiredPages_v2": [P, ctypes.c_int, P, P, P],
-        "nvmlDeviceGetRetiredPagesPendingStatus": [P, P],
-        "nvmlDeviceGetRemappedRows": [P, P, P, P, P],
-        "nvmlDeviceGetFieldValues": [P, ctypes.c_int, P],
-        "nvmlDeviceGetCurrPcieLinkGeneration": [P, P],
-        "nvmlDeviceGetMaxPcieLinkGeneration": [P, P],
-        "nvmlDeviceGetCurrPcieLinkWidth": [P, P],
-        "nvmlDeviceGetMaxPcieLinkWidth": [P, P],
-        "nvmlDeviceGetPcieReplayCounter": [P, P],
-        "nvmlDeviceGetNvLinkState": [P, U, P],
-        "nvmlDeviceGetGpuFabricInfo": [P, P],
-        "nvmlDeviceGetGpuFabricInfoV": [P, P],
-        "nvmlDeviceGetTemperature": [P, ctypes.c_int, P],
-        "nvmlDeviceGetTemperatureThreshold": [P, ctypes.c_int, P],
-        "nvmlDeviceGetCurrentClocksEventReasons": [P, P],
-        "nvmlDeviceGetCurrentClocksThrottleReasons": [P, P],
-        "nvmlDeviceGetPowerUsage": [P, P],
+        "nvmlDeviceGetEccMode": [P, P, P], "nvmlDeviceGetTotalEccErrors": [P, ctypes.c_int, ctypes.c_int, P],
+        "nvmlDeviceGetRetiredPages": [P, ctypes.c_int, P, P], "nvmlDeviceGetRetiredPages_v2": [P, ctypes.c_int, P, P, P],
+        "nvmlDeviceGetRetiredPagesPendingStatus": [P, P], "nvmlDeviceGetRemappedRows": [P, P, P, P, P],
+        "nvmlDeviceGetFieldValues": [P, ctypes.c_int, P], "nvmlDeviceGetCurrPcieLinkGeneration": [P, P],
+        "nvmlDeviceGetMaxPcieLinkGeneration": [P, P], "nvmlDeviceGetCurrPcieLinkWidth": [P, P],
+        "nvmlDeviceGetMaxPcieLinkWidth": [P, P], "nvmlDeviceGetPcieReplayCounter": [P, P],
+        "nvmlDeviceGetNvLinkState": [P, U, P], "nvmlDeviceGetGpuFabricInfo": [P, P],
+        "nvmlDeviceGetGpuFabricInfoV": [P, P], "nvmlDeviceGetTemperature": [P, ctypes.c_int, P],
+        "nvmlDeviceGetTemperatureThreshold": [P, ctypes.c_int, P], "nvmlDeviceGetCurrentClocksEventReasons": [P, P],
+        "nvmlDeviceGetCurrentClocksThrottleReasons": [P, P], "nvmlDeviceGetPowerUsage": [P, P],
         "nvmlDeviceGetEnforcedPowerLimit": [P, P],
     }
+    # fmt: on
 
     def __init__(self, lib: ctypes.CDLL) -> None:
         self.lib = lib

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.nvidia.tests.unit.playbooks.test_validate import BIN, EXAMPLES, ansible_env
+from ansible_collections.gpufleet.nvidia.tests.unit.playbook_run import BIN
+from ansible_collections.gpufleet.nvidia.tests.unit.playbooks.test_validate import EXAMPLES, ansible_env
 
 INVENTORIES = ("simulated", "fleet", "airgapped")
 

@@ -13,32 +13,16 @@ run. The roll itself is tested by the Molecule scenario extensions/molecule/upgr
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from ansible_collections.gpufleet.nvidia.tests.unit.playbook_run import playbook
+
 ROOT = Path(__file__).resolve().parents[3]
-BIN = Path(sys.executable).parent
 FLEET = str(ROOT / "inventory" / "examples" / "fleet" / "hosts.yml")
 RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.MULTILINE)
-
-
-def playbook(*args: str) -> subprocess.CompletedProcess:
-    env = dict(
-        os.environ,
-        ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"),
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_FORCE_COLOR="0",
-        PATH="{0}{1}{2}".format(BIN, os.pathsep, os.environ.get("PATH", "")),
-    )
-    return subprocess.run(
-        [str(BIN / "ansible-playbook"), *args], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, check=False
-    )
 
 
 def unreachable(output: str) -> int:

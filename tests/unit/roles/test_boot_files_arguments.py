@@ -10,14 +10,12 @@ collection's code goes once per version through gpufleet.nvidia.node_runtime."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 
 from ansible_collections.gpufleet.nvidia.plugins.action.node_runtime import build_runtime
+from ansible_collections.gpufleet.nvidia.tests.unit.playbook_run import ansible_env, local_play
 
 ROOT = Path(__file__).resolve().parents[3]
 # Each role's node_files task for its boot files, by (role, tasks file).
@@ -66,26 +64,7 @@ def test_the_boot_files_carry_the_command_unit_and_config_but_no_library(tmp_pat
 """
         % {"root": ROOT, "out": tmp_path / "out.json", "mig": expressions["mig"].strip("{} "), "verify": expressions["verify"].strip("{} ")}
     )
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"), GPUFLEET_ROOT=str(ROOT))
-    proc = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("ansible-playbook")),
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            "--check",
-            str(book),
-            "-e",
-            "ansible_python_interpreter={0}".format(sys.executable),
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        check=False,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stdout.decode()[-6000:]
+    local_play(book, "--check", env=ansible_env(GPUFLEET_ROOT=str(ROOT)))
     rendered = json.loads((tmp_path / "out.json").read_text())
     runtime = build_runtime()
     sources = [content.decode() for rel, content in runtime.files.items() if not rel.endswith("__init__.py")]

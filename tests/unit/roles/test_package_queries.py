@@ -13,16 +13,16 @@ the role's task as it is now (read from the role's file) must give exactly what 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 import typing as t
 from pathlib import Path
 
 import pytest
 import yaml
+
+from ansible_collections.gpufleet.nvidia.tests.unit.playbook_run import local_play
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -86,25 +86,7 @@ def play(tmp_path: Path, tasks: list[dict[str, t.Any]], variables: dict[str, t.A
     tasks = tasks + [{"ansible.builtin.copy": {"dest": str(out), "content": "{{ result | to_json }}", "mode": "0644"}}]
     playbook = tmp_path / "play.yml"
     playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "vars": variables, "tasks": tasks}]))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"))
-    proc = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("ansible-playbook")),
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            str(playbook),
-            "-e",
-            "ansible_python_interpreter={0}".format(sys.executable),
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        check=False,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stdout.decode()
+    local_play(playbook)
     return json.loads(out.read_text())
 
 

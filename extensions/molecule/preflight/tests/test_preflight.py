@@ -13,7 +13,14 @@ import json
 import os
 import socket
 import subprocess
+import sys
 from pathlib import Path
+
+# The scenarios' shared helpers (../../_shared/stack.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_shared"))
+
+# pylint: disable=wrong-import-position
+from stack import scenario_playbook
 
 ROOT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.getcwd()))
 EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
@@ -104,19 +111,7 @@ def snapshot(host) -> str:
 
 
 def site(limit: str, extra: dict) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env.setdefault("ANSIBLE_CONFIG", str(EPHEMERAL / "ansible.cfg"))
-    env["ANSIBLE_COLLECTIONS_PATH"] = str(ROOT / "build" / "collections")
-    inventory = os.environ.get("MOLECULE_INVENTORY_FILE", str(EPHEMERAL / "inventory" / "ansible_inventory.yml"))
-    return subprocess.run(
-        ["ansible-playbook", str(ROOT / "playbooks" / "site.yml"), "-i", inventory, "--limit", limit, "-e", json.dumps(extra)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return scenario_playbook(ROOT / "playbooks" / "site.yml", "--limit", limit, "-e", json.dumps(extra))
 
 
 def host_name(host) -> str:

@@ -17,11 +17,18 @@ import functools
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 import testinfra
+
+# The scenarios' shared helpers (../../_shared/stack.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_shared"))
+
+# pylint: disable=wrong-import-position
+from stack import scenario_playbook
 
 ROOT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.getcwd()))
 EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
@@ -76,18 +83,7 @@ def toolkit(name: str) -> tuple[str, str]:
 
 
 def upgrade(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"))
-    env.setdefault("ANSIBLE_CONFIG", str(EPHEMERAL / "ansible.cfg"))
-    inventory = os.environ.get("MOLECULE_INVENTORY_FILE", str(EPHEMERAL / "inventory" / "ansible_inventory.yml"))
-    return subprocess.run(
-        ["ansible-playbook", str(ROOT / "playbooks" / "upgrade.yml"), "-i", inventory, *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=900,
-        check=False,
-    )
+    return scenario_playbook(ROOT / "playbooks" / "upgrade.yml", *args, timeout=900)
 
 
 # -- after converge ------------------------------------------------------------------------------------------------

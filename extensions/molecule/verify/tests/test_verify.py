@@ -23,8 +23,15 @@ import json
 import os
 import re
 import subprocess
+import sys
 from contextlib import contextmanager
 from pathlib import Path
+
+# The scenarios' shared helpers (../../_shared/stack.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_shared"))
+
+# pylint: disable=wrong-import-position
+from stack import scenario_playbook
 
 ROOT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.getcwd()))
 EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
@@ -38,19 +45,7 @@ def host_name(host) -> str:
 
 
 def site(host, *args: str, **env_extra: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, **env_extra)
-    env.setdefault("ANSIBLE_CONFIG", str(EPHEMERAL / "ansible.cfg"))
-    env["ANSIBLE_COLLECTIONS_PATH"] = str(ROOT / "build" / "collections")
-    inventory = os.environ.get("MOLECULE_INVENTORY_FILE", str(EPHEMERAL / "inventory" / "ansible_inventory.yml"))
-    return subprocess.run(
-        ["ansible-playbook", str(ROOT / "playbooks" / "site.yml"), "-i", inventory, "--limit", host_name(host), *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return scenario_playbook(ROOT / "playbooks" / "site.yml", "--limit", host_name(host), *args, **env_extra)
 
 
 def report(host) -> dict:

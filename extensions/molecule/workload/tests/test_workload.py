@@ -14,11 +14,17 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+# The scenarios' shared helpers (../../_shared/stack.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_shared"))
+
+# pylint: disable=wrong-import-position
+from stack import scenario_playbook
 
 ROOT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.getcwd()))
 EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
@@ -37,17 +43,7 @@ def engine(host) -> str:
 
 def verify_only(*args: str) -> None:
     """verify-only.yml with the scenario's inventory and configuration; it must not fail."""
-    env = dict(os.environ, ANSIBLE_CONFIG=str(EPHEMERAL / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"))
-    inventory = os.environ.get("MOLECULE_INVENTORY_FILE", str(EPHEMERAL / "inventory" / "ansible_inventory.yml"))
-    run = subprocess.run(
-        ["ansible-playbook", str(SCENARIO / "verify-only.yml"), "-i", inventory, *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    run = scenario_playbook(SCENARIO / "verify-only.yml", *args)
     assert run.returncode == 0, run.stdout[-3000:]
 
 

@@ -8,15 +8,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from ansible_collections.gpufleet.nvidia.plugins.action.node_fingerprint import ActionModule, content_digest, declaration, no_log_variables
 from ansible_collections.gpufleet.nvidia.plugins.modules.node_fingerprint import ARGUMENT_SPEC
-
-ROOT = Path(__file__).resolve().parents[4]
+from ansible_collections.gpufleet.nvidia.tests.unit.playbook_run import local_play
 
 
 def test_the_action_takes_every_module_option_but_the_declaration_it_computes() -> None:
@@ -89,25 +85,7 @@ def test_through_ansible_a_changed_variable_is_named(tmp_path: Path) -> None:
 """
         % {"record": record, "watched": watched, "out": tmp_path / "out.json"}
     )
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"))
-    proc = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("ansible-playbook")),
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            str(playbook),
-            "-e",
-            "ansible_python_interpreter={0}".format(sys.executable),
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        check=False,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stdout.decode()
+    local_play(playbook)
     out = json.loads((tmp_path / "out.json").read_text())
     assert out["same"]["matched"] and out["same"]["reasons"] == []
     assert not out["other"]["matched"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-import os
 import subprocess
 import sys
 import typing as t
@@ -30,6 +29,7 @@ from ansible_collections.gpufleet.nvidia.plugins.action.node_runtime import (
     runtime_sources,
 )
 from ansible_collections.gpufleet.nvidia.plugins.modules.node_runtime import ARGUMENT_SPEC
+from ansible_collections.gpufleet.nvidia.tests.unit.playbook_run import local_play
 
 ROOT = Path(__file__).resolve().parents[4]
 COMMANDS = (ROOT / "roles" / "mig" / "files" / "gpufleet-mig", ROOT / "roles" / "verify" / "files" / "gpufleet-verify-boot")
@@ -132,20 +132,7 @@ def playbook(tmp_path: Path, tasks: str, check: bool = False) -> dict[str, t.Any
 """
         % (tmp_path / "out.json")
     )
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"))
-    argv = [
-        str(Path(sys.executable).with_name("ansible-playbook")),
-        "-i",
-        "localhost,",
-        "-c",
-        "local",
-        str(book),
-        "-e",
-        "ansible_python_interpreter={0}".format(sys.executable),
-        "--diff",
-    ] + (["--check"] if check else [])
-    proc = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False, timeout=180)
-    assert proc.returncode == 0, proc.stdout.decode()
+    local_play(book, "--diff", *(["--check"] if check else []))
     return json.loads((tmp_path / "out.json").read_text())
 
 

@@ -59,9 +59,10 @@ def test_a_stopping_host_gets_the_gate_message_and_its_stats_for_awx() -> None:
     assert result["verdict"]["message"] == (
         "The declared versions of gpu-dev-01 do not fit together (preflight_fail_on: error): driver R590 does not "
         'support Volta GPUs ({0}. Variables: driver_version="", driver_branch="590", '
-        'driver_gpu_models=["Tesla V100-SXM2-16GB"]. Fix: use driver branch R580 (set driver_branch: "580")'.format(
-            result["verdict"]["failing"][0]["message"].split("Volta GPUs (", 1)[1]
-        )
+        'driver_gpu_models=["Tesla V100-SXM2-16GB"]. Fix: use driver branch R580 (set driver_branch: "580"). '
+        # The host's finding below preflight_fail_on, which a stopped host shows nowhere else.
+        "Also on this host: [warning] branch_lifecycle: driver branch R590 (New Feature Branch) reached end of life: "
+        "no more bug or security fixes".format(result["verdict"]["failing"][0]["message"].split("Volta GPUs (", 1)[1])
     )
     assert [f["rule"] for f in result["verdict"]["failing"]] == ["architecture_branch"]
     # set_stats' shape (data, per_host, aggregate), host name to judgement.
@@ -73,6 +74,32 @@ def test_a_stopping_host_gets_the_gate_message_and_its_stats_for_awx() -> None:
     assert all(f["severity"] != "info" for f in stats["gpu-dev-01"]["findings"])
     # The matrix's own result beside the verdict, as version_matrix registers it.
     assert result["messages"] and result["summary"]["error"] >= 1 and result["matrix"]["driver_branch"] == "590"
+
+
+def test_the_stop_message_names_the_failing_findings_first_then_the_others_and_the_notices() -> None:
+    result = gate(VOLTA, cuda_versions=["13.1"], cuda_compat=True, notices=["Not judged: driver_version"])
+    message = result["verdict"]["message"]
+    failing, also = message.split(". Also on this host: ")
+    assert failing.startswith("The declared versions of gpu-dev-01 do not fit together (preflight_fail_on: error): driver R590 does not support Volta")
+    assert "branch_lifecycle" not in failing and "CUDA 13.1" not in failing
+    # Most severe first, then the caller's notices; each in brief (no fix).
+    assert also == "; ".join(
+        [
+            "[warning] branch_lifecycle: driver branch R590 (New Feature Branch) reached end of life: no more bug or security fixes",
+            "[info] cuda_driver: CUDA 13.1 needs driver 590.44.01 or newer; only R590 releases from 590.44.01 on qualify",
+            "Not judged: driver_version",
+        ]
+    )
+    # With fail_on: warning the warning is among the failing findings, and only the note is left for the end.
+    warned = gate(VOLTA, cuda_versions=["13.1"], cuda_compat=True, fail_on="warning")["verdict"]["message"]
+    assert warned.index("does not support Volta") < warned.index("reached end of life") < warned.index(". Also on this host: [info] cuda_driver")
+    assert warned.count(". Also on this host: ") == 1 and "[warning]" not in warned
+
+
+def test_a_stopped_host_with_nothing_else_to_say_keeps_the_message_as_it_was() -> None:
+    message = gate(VOLTA, fail_on="warning")["verdict"]["message"]
+    assert "Also on this host" not in message
+    assert message.endswith('Fix: use driver branch R580 (set driver_branch: "580"); move to a supported branch (R580 LTSB, R620 LTSB)')
 
 
 def test_fail_on_decides_whether_the_host_stops() -> None:

@@ -9,10 +9,7 @@ connection to the host or a module process."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import typing as t
 from pathlib import Path
 
@@ -26,11 +23,10 @@ from ansible.template import Templar
 
 from ansible_collections.gpufleet.nvidia.plugins.action.version_matrix import ActionModule
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _version_matrix
+from ansible_collections.gpufleet.nvidia.tests.unit.playbook_run import ansible_env, playbook
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import run_module
 
-ROOT = Path(__file__).resolve().parents[4]
 TODAY = "2026-11-22"
-BIN = Path(sys.executable).parent
 
 
 def action(args: dict[str, t.Any], check_mode: bool = False) -> dict[str, t.Any]:
@@ -177,8 +173,8 @@ def test_through_ansible_no_host_is_contacted(tmp_path: Path) -> None:
         + "".join("    node-{0}:\n      ansible_host: 192.0.2.{0}\n".format(n) for n in (1, 2, 3))
         + '    node-3:\n      ansible_host: 192.0.2.3\n      driver_branch: "590"\n'
     )
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(
+    playbook_file = tmp_path / "play.yml"
+    playbook_file.write_text(
         """
 - hosts: all
   gather_facts: false
@@ -199,25 +195,9 @@ def test_through_ansible_no_host_is_contacted(tmp_path: Path) -> None:
 """
         % (TODAY, tmp_path)
     )
-    env = dict(
-        os.environ,
-        ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"),
-        ANSIBLE_TIMEOUT="3",
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_HOST_KEY_CHECKING="0",
-        ANSIBLE_LOCALHOST_WARNING="0",
-        PATH="{0}{1}{2}".format(BIN, os.pathsep, os.environ.get("PATH", "")),
-    )
+    env = ansible_env(ANSIBLE_TIMEOUT="3", ANSIBLE_HOST_KEY_CHECKING="0", ANSIBLE_LOCALHOST_WARNING="0")
     for check in ((), ("--check",)):
-        proc = subprocess.run(
-            [str(BIN / "ansible-playbook"), "-i", str(inventory), str(playbook), *check],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            check=False,
-            timeout=120,
-        )
+        proc = playbook("-i", str(inventory), str(playbook_file), *check, timeout=120, env=env)
         recap = dict(re.findall(r"^(node-\d)\s+: (ok=.*)$", proc.stdout, re.MULTILINE))
         assert set(recap) == {"node-1", "node-2", "node-3"}, proc.stdout
         assert all("unreachable=0" in line for line in recap.values()), proc.stdout

@@ -65,6 +65,22 @@ def test_a_volta_host_on_r590_names_the_variables_behind_each_finding_with_their
     assert all(f["severity"] != "info" for f in verdict["stats"]["findings"])
 
 
+def test_the_findings_below_fail_on_are_the_others_most_severe_first_in_brief() -> None:
+    result = matrix({"driver_branch": "590", "driver_gpu_models": ["Tesla V100-SXM2-16GB"]}, cuda_versions=["13.1"], cuda_compat=True)
+    verdict = preflight_verdict(result, "error", RULE_VARIABLES, {})
+    assert [f["rule"] for f in verdict["failing"]] == ["architecture_branch"]
+    assert [(f["severity"], f["rule"]) for f in verdict["others"]] == [("warning", "branch_lifecycle"), ("info", "cuda_driver")]
+    assert verdict["also"] == (
+        "[warning] branch_lifecycle: driver branch R590 (New Feature Branch) reached end of life: no more bug or security fixes; "
+        "[info] cuda_driver: CUDA 13.1 needs driver 590.44.01 or newer; only R590 releases from 590.44.01 on qualify"
+    )
+    assert not [f["fix"] for f in verdict["others"] if f["fix"] in verdict["also"]]  # in brief: no fixes
+    # Every finding is failing or among the others, never both.
+    assert len(verdict["failing"]) + len(verdict["others"]) == len(result["findings"])
+    alone = preflight_verdict(matrix({"driver_branch": "580"}), "error", RULE_VARIABLES, {})
+    assert (alone["others"], alone["also"]) == ([], "")
+
+
 def test_fail_on_decides_and_the_summary_says_so() -> None:
     result = matrix({"driver_branch": "535"})  # past its end of life: a warning, no error
     assert preflight_verdict(result, "error", RULE_VARIABLES, {})["failed"] is False

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ import pytest
 from ansible_collections.gpufleet.nvidia.plugins.lookup import declared_layers
 from ansible_collections.gpufleet.nvidia.plugins.lookup.declared_layers import declare, role_defaults
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._layers import LAYER_VARIABLES, LAYERS
+from ansible_collections.gpufleet.nvidia.tests.unit.playbook_run import local_play
 
 
 def test_unresolved_defaults_are_named_not_guessed():
@@ -85,7 +84,6 @@ def test_layers_are_in_site_order():
 
 def test_lookup_templates_host_values_through_ansible(tmp_path: Path):
     """Run the lookup as a playbook does: templated inventory values, unknown layers refused."""
-    root = Path(__file__).resolve().parents[4]
     playbook = tmp_path / "play.yml"
     playbook.write_text(
         """
@@ -102,17 +100,7 @@ def test_lookup_templates_host_values_through_ansible(tmp_path: Path):
 """
         % (tmp_path / "out.json")
     )
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(root / "build" / "collections"))
-    ansible_playbook = Path(sys.executable).with_name("ansible-playbook")
-    proc = subprocess.run(
-        [str(ansible_playbook), "-i", "localhost,", "-c", "local", str(playbook), "-e", "ansible_python_interpreter={0}".format(sys.executable)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        check=False,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stdout.decode()
+    local_play(playbook)
     layers = json.loads((tmp_path / "out.json").read_text())
     assert layers["driver"]["vars"]["driver_branch"] == "550"
     assert layers["driver"]["managed"] is True

@@ -8,9 +8,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,8 +15,7 @@ from ansible.errors import AnsibleLookupError
 
 from ansible_collections.gpufleet.nvidia.plugins.lookup.knowledge import LookupModule, modules, table
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import packages
-
-ROOT = Path(__file__).resolve().parents[4]
+from ansible_collections.gpufleet.nvidia.tests.unit.playbook_run import local_play
 
 
 def test_a_table_comes_back_as_plain_lists() -> None:
@@ -89,23 +85,5 @@ def test_a_play_reads_a_table(tmp_path: Path) -> None:
 """
         % out
     )
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"))
-    proc = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("ansible-playbook")),
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            str(playbook),
-            "-e",
-            "ansible_python_interpreter={0}".format(sys.executable),
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        check=False,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stdout.decode()
+    local_play(playbook)
     assert json.loads(out.read_text()) == {"full": list(packages.toolkit_packages("full")), "format": packages.DPKG_QUERY_FORMAT["value"]}

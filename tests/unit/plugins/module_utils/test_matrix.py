@@ -33,10 +33,12 @@ def findings(
     rule: str | None = None,
     installed: dict[str, t.Any] | None = None,
     target: str = "desired",
+    cuda_compat: bool = False,
     **kwargs: t.Any,
 ) -> list[dict[str, str]]:
-    found = matrix(**kwargs).evaluate(desired, installed, cuda, target)[1]
-    return [f for f in found if rule is None or f["rule"] == rule]
+    """The matrix's findings (of `rule` only when given; `ctk_cve` stands for every toolkit CVE floor)."""
+    found = matrix(**kwargs).evaluate(desired, installed, cuda, target, cuda_compat)[1]
+    return [f for f in found if rule is None or f["rule"] == rule or (rule == "ctk_cve" and f["rule"].startswith("ctk_cve_"))]
 
 
 def severities(found: list[dict[str, str]]) -> list[str]:

@@ -19,22 +19,15 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _matrix as m
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import engines, toolkit
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import test_matrix
 
 TODAY = datetime.date(2026, 11, 25)
 
 
-def findings(
-    desired: dict[str, t.Any] | None = None,
-    cuda: t.Sequence[str] = (),
-    rule: str | None = None,
-    installed: dict[str, t.Any] | None = None,
-    target: str = "desired",
-    cuda_compat: bool = False,
-    **kwargs: t.Any,
-) -> list[dict[str, str]]:
+def findings(*args: t.Any, **kwargs: t.Any) -> list[dict[str, str]]:
+    """test_matrix's findings, on this module's date."""
     kwargs.setdefault("today", TODAY)
-    found = m.Matrix(**kwargs).evaluate(desired, installed, cuda, target, cuda_compat)[1]
-    return [f for f in found if rule is None or f["rule"] == rule or (rule == "ctk_cve" and f["rule"].startswith("ctk_cve_"))]
+    return test_matrix.findings(*args, **kwargs)
 
 
 def severities(found: list[dict[str, str]]) -> list[str]:

@@ -414,19 +414,10 @@ def test_rpm_order_is_rpm(tmp_path):
     pairs = rpm_pairs(PAIRS, seed=23)
     (tmp_path / "pairs").write_text("".join(a + "\n" + b + "\n" for a, b in pairs), encoding="utf-8")
     (tmp_path / "vercmp.lua").write_text(RPM_LUA, encoding="utf-8")
-    subprocess.run(
-        [
-            "rpm",
-            "--define",
-            "_gpufleet_pairs {0}".format(tmp_path / "pairs"),
-            "--define",
-            "_gpufleet_answers {0}".format(tmp_path / "answers"),
-            "--eval",
-            "%{{lua: dofile('{0}')}}".format(tmp_path / "vercmp.lua"),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    # The macros vercmp.lua reads its input and output paths from.
+    defines = {"_gpufleet_pairs": tmp_path / "pairs", "_gpufleet_answers": tmp_path / "answers"}
+    macros = [word for name, value in defines.items() for word in ("--define", "{0} {1}".format(name, value))]
+    subprocess.run(["rpm", *macros, "--eval", "%{{lua: dofile('{0}')}}".format(tmp_path / "vercmp.lua")], check=True, capture_output=True)
     reference = (tmp_path / "answers").read_text(encoding="utf-8").split()
     _no_disagreement("rpm_compare vs rpm.vercmp", pairs, disagreements(pairs, ours(vo.rpm_compare, pairs), reference))
     # Without '-' and a leading "N:", rpm.vercmp is rpmvercmp on the whole strings.

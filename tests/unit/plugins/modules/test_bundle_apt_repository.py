@@ -214,22 +214,17 @@ def test_apt_reads_the_published_repository_with_the_site_key(world):
     (state / "lists" / "partial").mkdir(parents=True)
     (state / "sources.list").write_text("deb [signed-by={0}] file:{1} /\n".format(keyring, dest))
     (state / "status").touch()
-    opts = [
-        "-o",
+    # apt's own state in the test's directory: no root, no lock, only this source.
+    settings = [
         "Dir::Etc::sourcelist={0}".format(state / "sources.list"),
-        "-o",
         "Dir::Etc::sourceparts=-",
-        "-o",
         "Dir::State::Lists={0}".format(state / "lists"),
-        "-o",
         "Dir::State::status={0}".format(state / "status"),
-        "-o",
         "Dir::Cache={0}".format(state),
-        "-o",
         "Debug::NoLocking=true",
-        "-o",
         "APT::Architecture=amd64",
     ]
+    opts = [word for setting in settings for word in ("-o", setting)]
     update = subprocess.run(["apt-get", *opts, "update"], capture_output=True, text=True, check=False)
     assert update.returncode == 0 and "NO_PUBKEY" not in update.stderr, update.stdout + update.stderr
     shown = subprocess.run(["apt-cache", *opts, "madison", "nvidia-container-toolkit"], capture_output=True, text=True, check=True).stdout

@@ -12,13 +12,12 @@ import hashlib
 import os
 import pwd
 import stat
-import subprocess
-import sys
 import typing as t
 from pathlib import Path
 
 import pytest
 
+from ansible_collections.gpufleet.nvidia.tests.unit.playbook_run import local_play
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import module_result
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -206,34 +205,7 @@ def playbook(tmp_path: Path, small: str, big: str, *options: str, play_text: str
     """ansible-playbook's whole output for PLAY, run on this machine with `options`."""
     play = tmp_path / "play.yml"
     play.write_text(play_text.format(root=tmp_path, small=small, big=big, **ME))
-    env = dict(
-        os.environ,
-        ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"),
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_FORCE_COLOR="0",
-    )
-    done = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "ansible-playbook"),
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            "-e",
-            "ansible_python_interpreter=" + sys.executable,
-            str(play),
-            *options,
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == rc, done.stdout
-    return done.stdout
+    return local_play(play, *options, rc=rc)
 
 
 def test_content_is_never_printed_and_a_diff_is_capped(tmp_path: Path) -> None:

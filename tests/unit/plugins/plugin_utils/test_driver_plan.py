@@ -77,19 +77,20 @@ COMMON = {
     "dkms_mok_key": "/var/lib/dkms/mok.key",
     "dkms_mok_cert": "/var/lib/dkms/mok.pub",
 }
+# What apt-based OSes share (Ubuntu, Debian).
+APT_OS = dict(COMMON, **APT_FILES, backend="apt", headers_prefix="linux-headers-", module_streams=False)
+
+
+def cuda_repo(name: str, key: str, fingerprint: str) -> dict:
+    """NVIDIA's CUDA repository for the OS: its directory name, key file and key fingerprint."""
+    return {"cuda_repo_name": name, "cuda_repo_key": key, "cuda_repo_fingerprint": fingerprint}
 
 
 def ubuntu_os(branch: str = "580", flavour: str = "open") -> dict:
     tag = "" if int(branch) >= 590 else "-" + branch
     return dict(
-        COMMON,
-        **APT_FILES,
-        backend="apt",
-        headers_prefix="linux-headers-",
-        module_streams=False,
-        cuda_repo_name="ubuntu2404",
-        cuda_repo_key="3bf863cc.pub",
-        cuda_repo_fingerprint="EB693B3035CD5710E231E123A4B469963BF863CC",
+        APT_OS,
+        **cuda_repo("ubuntu2404", "3bf863cc.pub", "EB693B3035CD5710E231E123A4B469963BF863CC"),
         precompiled_module_package="linux-modules-nvidia-{0}-server{1}-".format(branch, "-open" if flavour == "open" else ""),
         packages={
             "cuda": {
@@ -120,14 +121,8 @@ def ubuntu_os(branch: str = "580", flavour: str = "open") -> dict:
 
 def debian_os() -> dict:
     return dict(
-        COMMON,
-        **APT_FILES,
-        backend="apt",
-        headers_prefix="linux-headers-",
-        module_streams=False,
-        cuda_repo_name="debian12",
-        cuda_repo_key="3bf863cc.pub",
-        cuda_repo_fingerprint="EB69",
+        APT_OS,
+        **cuda_repo("debian12", "3bf863cc.pub", "EB69"),
         precompiled_module_package="",
         packages={
             "cuda": {"compute": {"open": ["nvidia-driver-cuda", "nvidia-kernel-open-dkms"], "proprietary": ["nvidia-driver-cuda", "nvidia-kernel-dkms"]}},
@@ -160,9 +155,7 @@ def rocky_os(streams: bool = True) -> dict:
         backend="dnf",
         headers_prefix="kernel-devel-",
         module_streams=streams,
-        cuda_repo_name="rhel9",
-        cuda_repo_key="D42D0685.pub",
-        cuda_repo_fingerprint="",
+        **cuda_repo("rhel9", "D42D0685.pub", ""),
         precompiled_module_package="",
         keyring_dir="",
         sources_file="",

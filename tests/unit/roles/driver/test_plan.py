@@ -10,13 +10,13 @@ repository layouts, keys and package names.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from ansible_collections.gpufleet.nvidia.tests.unit.playbook_run import ansible_env, local_play
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[3]
@@ -160,9 +160,7 @@ def plans(tmp_path_factory) -> dict[str, dict]:
         )
     inventory = work / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORKS="8")
-    run = subprocess.run(["ansible-playbook", "-i", str(inventory), str(HERE / "plan.yml")], capture_output=True, text=True, env=env, check=False)
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    local_play(HERE / "plan.yml", hosts=str(inventory), env=ansible_env(ANSIBLE_FORKS="8"))
     return {name: json.loads((work / (name + ".json")).read_text()) for name in CASES}
 
 

@@ -14,14 +14,10 @@ three, gpu-b with its last report.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _verify
-
-ROOT = Path(__file__).resolve().parents[4]
+from ansible_collections.gpufleet.nvidia.tests.unit.playbook_run import local_play
 
 
 def report(host: str, status: str) -> dict:
@@ -60,28 +56,7 @@ def test_nodes_left_out_by_the_fast_path_are_in_the_fleet_report(tmp_path: Path)
 """
         % {"a": json.dumps(report("gpu-a", "pass")), "b": json.dumps(report("gpu-b", "warn"))}
     )
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"))
-    proc = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("ansible-playbook")),
-            "-i",
-            "gpu-a,gpu-b,gpu-c,",
-            "-c",
-            "local",
-            str(playbook),
-            "-e",
-            "ansible_python_interpreter={0}".format(sys.executable),
-            "-e",
-            "verify_report_dir={0}".format(tmp_path / "reports"),
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        check=False,
-        timeout=120,
-    )
-    output = proc.stdout.decode()
-    assert proc.returncode == 0, output
+    output = local_play(playbook, "-e", "verify_report_dir={0}".format(tmp_path / "reports"), hosts="gpu-a,gpu-b,gpu-c,")
     markdown = (tmp_path / "reports" / "fleet-report.md").read_text()
     for host in ("gpu-a", "gpu-b", "gpu-c"):
         assert host in markdown, markdown

@@ -14,8 +14,6 @@ the filter a hand-made result: what is judged is what a node would report.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import typing as t
 from pathlib import Path
@@ -23,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.gpufleet.nvidia.tests.unit.playbook_run import ansible_env, local_play
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins import mig_expected, nvml_sim
 
 HERE = Path(__file__).resolve().parent
@@ -48,12 +47,6 @@ CASES: dict[str, tuple[tuple[str, ...] | None, str, dict[str, t.Any]]] = {
 }
 
 
-def ansible_playbook() -> str:
-    """The venv's ansible-playbook when pytest runs as .venv/bin/python without the venv on PATH."""
-    beside = Path(sys.executable).parent / "ansible-playbook"
-    return str(beside) if beside.is_file() else "ansible-playbook"
-
-
 @pytest.fixture(scope="module")
 def checks(tmp_path_factory: pytest.TempPathFactory, sim_library: Path) -> dict[str, dict[str, t.Any]]:
     work = tmp_path_factory.mktemp("verify-mig")
@@ -74,10 +67,9 @@ def checks(tmp_path_factory: pytest.TempPathFactory, sim_library: Path) -> dict[
         }
     inventory = work / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORKS="4")
+    env = ansible_env(ANSIBLE_FORKS="4")
     env.pop("NVML_SIM_EUID", None)
-    run = subprocess.run([ansible_playbook(), "-i", str(inventory), str(HERE / "mig_check.yml")], capture_output=True, text=True, env=env, check=False)
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    local_play(HERE / "mig_check.yml", hosts=str(inventory), env=env)
     return {name: json.loads((work / (name + ".json")).read_text()) for name in CASES}
 
 
