@@ -42,9 +42,10 @@ class FetchError(Exception):
 
 
 def url_options_spec() -> dict[str, dict[str, t.Any]]:
-    """ansible.module_utils.urls' options as get_url takes them, less validate_certs."""
+    """ansible.module_utils.urls' options as get_url takes them, less url and validate_certs."""
     spec = url_argument_spec()
-    del spec["validate_certs"]
+    # Each module names its own URLs; HTTPS is always verified.
+    del spec["url"], spec["validate_certs"]
     spec["url_username"]["aliases"] = ["username"]
     spec["url_password"]["aliases"] = ["password"]
     spec.update(

@@ -63,7 +63,7 @@ options:
     type: str
 notes:
   - The key is downloaded on every run (it is small), to check that the mirror still serves the trusted key.
-  - The files are written with owner C(root), group C(root) and mode C(0644): apt reads them as an unprivileged
+  - The files are written with owner C(root), group C(root) and mode C(0644), since apt reads them as an unprivileged
     user (C(_apt)).
 requirements:
   - Python 3.8 or later on the target (standard library only), and C(gpg).
@@ -243,8 +243,9 @@ def argument_spec() -> dict[str, dict[str, t.Any]]:
     spec = url_options_spec()
     spec.update(
         {
-            "key_url": {"type": "str", "required": True},
-            "key_fingerprint": {"type": "str", "default": ""},
+            # A public key's address and fingerprint, no secrets.
+            "key_url": {"type": "str", "required": True, "no_log": False},
+            "key_fingerprint": {"type": "str", "default": "", "no_log": False},
             "key_path": {"type": "path", "required": True},
             "sources_path": {"type": "path", "required": True},
             "sources_content": {"type": "str", "required": True},
