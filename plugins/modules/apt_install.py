@@ -108,6 +108,15 @@ refreshed:
   type: str
   returned: always
   sample: sources
+initramfs_kernels:
+  description:
+    - The kernel releases whose initramfs C(update-initramfs) generated during the install (a package trigger of
+      initramfs-tools), in the order apt printed them. A caller that changed what goes into the initramfs before the
+      install (C(/etc/modprobe.d)) need not generate these again.
+  type: list
+  elements: str
+  returned: always
+  sample: [6.12.118+deb13-amd64]
 """
 
 import os
@@ -122,6 +131,9 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._driver_state impo
 _STAMP_TEXT = "The last full apt-get update by gpufleet.nvidia.apt_install; its modification time is what counts.\n"
 # No :arch qualifier: dpkg's state is read by bare name (the native architecture).
 _NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]*(=[A-Za-z0-9.+:~-]+)?$")
+# initramfs-tools' trigger says which initramfs it writes, one line per kernel (dpkg's lines end in CR LF: apt
+# runs it on a terminal of its own).
+_INITRAMFS_GENERATED = re.compile(r"^update-initramfs: Generating /boot/initrd\.img-(\S+)\r?$", re.MULTILINE)
 # apt-get exits 0 after some fetch failures and says so with these; the lists are then not what the install needs.
 _FETCH_FAILED = ("E:", "W: Failed to fetch", "W: Some index files failed to download")
 
@@ -252,7 +264,7 @@ class AptInstall:
         before = self.installed()
         packages = self.missing(before)
         if not packages:
-            return {"changed": False, "changed_packages": [], "refreshed": "none"}
+            return {"changed": False, "changed_packages": [], "refreshed": "none", "initramfs_kernels": []}
         refreshed = self.refresh()
         output = self._apt_get_install(packages)
         if self.module.check_mode:
@@ -270,7 +282,12 @@ class AptInstall:
                     msg="apt-get finished, but {0} {1} not installed as asked".format(", ".join(still), "is" if len(still) == 1 else "are"), changed_packages=[]
                 )
             changed = sorted(name for name in set(before) | set(after) if before.get(name) != after.get(name))
-        result: dict[str, t.Any] = {"changed": True, "changed_packages": changed, "refreshed": refreshed}
+        result: dict[str, t.Any] = {
+            "changed": True,
+            "changed_packages": changed,
+            "refreshed": refreshed,
+            "initramfs_kernels": [] if self.module.check_mode else _INITRAMFS_GENERATED.findall(output),
+        }
         if self.module._diff:
             shown = sorted(set(changed) | set(self.wanted))
             result["diff"] = {

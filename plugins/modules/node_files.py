@@ -58,11 +58,12 @@ options:
         description: The mode of a file or directory, as an octal string.
         type: raw
       owner:
-        description: The owner of a file or directory.
+        description: The owner of a file or directory. V(null) leaves it as it is (a new path belongs to the user the
+          module runs as), for files written as an unprivileged user, such as reports on the controller.
         type: str
         default: root
       group:
-        description: The group of a file or directory.
+        description: The group of a file or directory. V(null) leaves it as it is, as for O(files[].owner).
         type: str
         default: root
   diff_max_bytes:
@@ -223,7 +224,15 @@ class NodeFiles:
         self.fail("{0} is a {1}, declared a {2}; remove it by hand if it may go".format(path, kind, declared), changed_paths=self.changed_paths)
 
     def _attributes(self, entry: dict[str, t.Any], diff: dict[str, t.Any]) -> bool:
-        file_args = {"path": entry["path"], "mode": entry["mode"], "owner": entry["owner"], "group": entry["group"], "secontext": None, "attributes": None}
+        # null (which reaches suboptions as "") leaves the owner or group as it is.
+        file_args = {
+            "path": entry["path"],
+            "mode": entry["mode"],
+            "owner": entry["owner"] or None,
+            "group": entry["group"] or None,
+            "secontext": None,
+            "attributes": None,
+        }
         return self.module.set_fs_attributes_if_different(file_args, False, diff=diff)
 
     def _file(self, entry: dict[str, t.Any]) -> bool:
@@ -267,7 +276,8 @@ class NodeFiles:
         if changed:
             diff["before"]["state"], diff["after"]["state"] = "absent", "directory"
             if not self.module.check_mode:
-                os.makedirs(path, mode=0o755)
+                # Several hosts may declare one directory on the controller at once.
+                os.makedirs(path, mode=0o755, exist_ok=True)
         if kind == "directory" or not self.module.check_mode:
             changed = self._attributes(entry, diff) or changed
         self._record(path, changed, diff)

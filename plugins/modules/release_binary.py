@@ -34,6 +34,7 @@ author:
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.mutating
+  - gpufleet.nvidia.url_options
 options:
   url:
     description:
@@ -69,94 +70,6 @@ options:
     description: The program's group.
     type: str
     default: root
-  timeout:
-    description: Seconds to wait for each download to answer.
-    type: int
-    default: 30
-  ca_path:
-    description:
-      - PEM formatted file that contains a CA certificate to be used for validation, for a mirror whose
-        certificate a private CA signed. Without it, the node's own CA certificates are used.
-    type: path
-  client_cert:
-    description:
-      - PEM formatted certificate chain file to be used for SSL client authentication.
-      - This file can also include the key as well, and if the key is included, O(client_key) is not required.
-    type: path
-  client_key:
-    description:
-      - PEM formatted file that contains your private key to be used for SSL client authentication.
-      - If O(client_cert) contains both the certificate and key, this option is not required.
-    type: path
-  url_username:
-    description:
-      - The username for use in HTTP basic authentication.
-      - This parameter can be used without O(url_password) for sites that allow empty passwords.
-    type: str
-    aliases: [username]
-  url_password:
-    description:
-      - The password for use in HTTP basic authentication.
-      - If the O(url_username) parameter is not specified, the O(url_password) parameter will not be used.
-    type: str
-    aliases: [password]
-  force_basic_auth:
-    description:
-      - Send the Basic authentication header with the first request, for servers that do not answer 401 first.
-    type: bool
-    default: false
-  use_netrc:
-    description:
-      - Use credentials from C(~/.netrc) (as Basic authentication headers) when the URL's host is in it.
-      - When V(false), C(.netrc) credentials are ignored.
-    type: bool
-    default: true
-  use_gssapi:
-    description:
-      - Use GSSAPI to perform the authentication, typically this is for Kerberos or Kerberos through Negotiate
-        authentication.
-      - Requires the Python library L(gssapi,https://github.com/pythongssapi/python-gssapi) to be installed.
-      - Credentials for GSSAPI can be specified with O(url_username)/O(url_password) or with the GSSAPI env var
-        E(KRB5CCNAME) that specified a custom Kerberos credential cache.
-    type: bool
-    default: false
-  use_proxy:
-    description:
-      - If V(false), it will not use a proxy, even if one is defined in an environment variable on the node.
-    type: bool
-    default: true
-  http_agent:
-    description: Header to identify as, generally appears in web server logs.
-    type: str
-    default: ansible-httpget
-  headers:
-    description: Custom HTTP headers for both downloads, as a dictionary.
-    type: dict
-  unredirected_headers:
-    description:
-      - Header names (case insensitive) not sent again on a redirected request, such as C(Authorization), so that
-        credentials for the mirror do not follow a redirect to another host.
-    type: list
-    elements: str
-    default: []
-  force:
-    description: "Ask caches and proxies for a fresh copy (C(Cache-Control: no-cache))."
-    type: bool
-    default: false
-  decompress:
-    description:
-      - Whether to decompress a gzip C(Content-Encoding) of the response (not the tarball's own compression).
-        The sha256 is taken of what remains.
-    type: bool
-    default: true
-  ciphers:
-    description:
-      - SSL/TLS Ciphers to use for the request.
-      - 'When a list is provided, all ciphers are joined in order with C(:).'
-      - See the L(OpenSSL Cipher List Format,https://www.openssl.org/docs/manmaster/man1/openssl-ciphers.html#CIPHER-LIST-FORMAT)
-        for more details.
-    type: list
-    elements: str
 notes:
   - The member must be a regular file; links and directories in the tarball are refused.
   - Retries are the task's, as with M(ansible.builtin.get_url) (C(retries), C(delay), C(until)); nothing on the
@@ -215,22 +128,8 @@ import tempfile
 import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import fetch_url, url_argument_spec
 
-try:
-    from ansible.module_utils.urls import mask_url
-except ImportError:  # ansible-core 2.18 has no mask_url: the same masking, written out
-    from urllib.parse import urlparse, urlunparse
-
-    def mask_url(url: str) -> str:
-        """The URL with its user name and password shown as ****."""
-        parsed = urlparse(url)
-        if not parsed.username and not parsed.password:
-            return url
-        credentials = "{0}:{1}@".format(parsed.username, parsed.password) if parsed.password else "{0}@".format(parsed.username)
-        masked = "****:****@" if parsed.password else "****@"
-        return urlunparse(parsed._replace(netloc=parsed.netloc.replace(credentials, masked)))
-
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._fetch import FetchError, mask_url, open_url, url_options_spec
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _CHUNK = 1 << 20
@@ -272,31 +171,10 @@ class ReleaseBinary:
     # -- downloads -----------------------------------------------------------------------------
     def _open(self, url: str) -> t.Any:
         """A response to read, as get_url opens one; anything but the file itself fails the task."""
-        params = self.module.params
-        response, info = fetch_url(
-            self.module,
-            url,
-            headers=params["headers"],
-            use_proxy=params["use_proxy"],
-            force=params["force"],
-            timeout=params["timeout"],
-            ca_path=params["ca_path"],
-            unredirected_headers=params["unredirected_headers"],
-            decompress=params["decompress"],
-            ciphers=params["ciphers"],
-            use_netrc=params["use_netrc"],
-        )
-        # file:// and ftp:// answer without an HTTP status; get_url accepts them on the same terms.
-        fetched = (
-            info["status"] == 200
-            or (url.startswith("file:/") and response is not None)
-            or (url.startswith("ftp:/") and str(info.get("msg", "")).startswith("OK"))
-        )
-        if not fetched:
-            self.module.fail_json(
-                msg="could not fetch {0}: {1}".format(mask_url(url), info.get("msg", info["status"])), status=info["status"], url=mask_url(url)
-            )
-        return response
+        try:
+            return open_url(self.module, url)
+        except FetchError as error:
+            self.module.fail_json(msg=str(error), status=error.status, url=mask_url(url))
 
     def expected_sha256(self) -> str:
         if self.module.params["sha256"] is not None:
@@ -390,11 +268,8 @@ class ReleaseBinary:
 
 def argument_spec() -> dict[str, dict[str, t.Any]]:
     """ansible.module_utils.urls' options as get_url takes them, less validate_certs, and the module's own."""
-    spec = url_argument_spec()
     # HTTPS is always verified: with sha256_url, the certificate is all that vouches for the digest.
-    del spec["validate_certs"]
-    spec["url_username"]["aliases"] = ["username"]
-    spec["url_password"]["aliases"] = ["password"]
+    spec = url_options_spec()
     spec.update(
         {
             "url": {"type": "str", "required": True},
@@ -405,13 +280,6 @@ def argument_spec() -> dict[str, dict[str, t.Any]]:
             "mode": {"type": "raw", "default": "0755"},
             "owner": {"type": "str", "default": "root"},
             "group": {"type": "str", "default": "root"},
-            "timeout": {"type": "int", "default": 30},
-            "ca_path": {"type": "path"},
-            "headers": {"type": "dict"},
-            "unredirected_headers": {"type": "list", "elements": "str", "default": []},
-            "decompress": {"type": "bool", "default": True},
-            "ciphers": {"type": "list", "elements": "str"},
-            "use_netrc": {"type": "bool", "default": True},
         }
     )
     return spec

@@ -118,9 +118,12 @@ def test_refresh_unit_matches_the_toolkit(host):
     assert nvidia_unit == (version >= "1.18")
     s = settings(host)
     if nvidia_unit:
-        env = n.file("/etc/nvidia-container-toolkit/nvidia-cdi-refresh.env").content_string
+        env = n.file("/etc/nvidia-container-toolkit/gpufleet-cdi-refresh.env").content_string
         assert "NVIDIA_CTK_CDI_OUTPUT_FILE_PATH={0}\n".format(s["path"]) in env
         assert "NVIDIA_CTK_CDI_GENERATE_DEVICE_NAME_STRATEGIES={0}\n".format(",".join(s["strategies"])) in env
+        # systemd itself: ours is the last environment file the unit loads, so its settings win over NVIDIA's.
+        files = n.check_output("systemctl show --property=EnvironmentFiles --value nvidia-cdi-refresh.service").splitlines()
+        assert files and files[-1].split()[0] == "/etc/nvidia-container-toolkit/gpufleet-cdi-refresh.env", files
         after = n.check_output("systemctl show --property=After --value nvidia-cdi-refresh.service").split()
         assert {"gpufleet-mig.service", "nvidia-persistenced.service"} <= set(after)
         for unit in ("nvidia-cdi-refresh.service", "nvidia-cdi-refresh.path"):
@@ -193,7 +196,7 @@ def test_yaml_without_pyyaml_on_the_node_fails_first_with_the_fix(host):
     s = settings(host)
     n = node(host)
     assert n.run("python3 -c 'import yaml'").rc != 0, "the image has PyYAML now; this test needs a node without"
-    watched = [s["path"], "/etc/nvidia-container-toolkit/nvidia-cdi-refresh.env", "/etc/systemd/system/gpufleet-cdi-refresh.service"]
+    watched = [s["path"], "/etc/nvidia-container-toolkit/gpufleet-cdi-refresh.env", "/etc/systemd/system/gpufleet-cdi-refresh.service"]
     before = {path: sha256(host, path) for path in watched}
     run = run_role(host, "cdi", extra_vars={"cdi_format": "yaml"})
     assert run.failed, run

@@ -41,6 +41,14 @@ def build_repo(work: Path, repo: Path, packages: dict[str, list[str]]) -> None:
             if name == "alpha":
                 control += "Depends: beta (= {0})\n".format(version)
             (tree / "DEBIAN" / "control").write_text(control)
+            if name == "delta":
+                # What initramfs-tools' trigger prints when a package's install makes it regenerate, one line a kernel.
+                postinst = tree / "DEBIAN" / "postinst"
+                postinst.write_text(
+                    "#!/bin/sh\necho 'update-initramfs: Generating /boot/initrd.img-6.12.118+deb13-amd64'\n"
+                    "echo 'update-initramfs: Generating /boot/initrd.img-6.12.74+deb13-amd64'\n"
+                )
+                postinst.chmod(0o755)
             subprocess.run(["dpkg-deb", "-b", str(tree), str(repo / "{0}_{1}_all.deb".format(name, version))], check=True, capture_output=True)
     (repo / "Packages").write_bytes(subprocess.run(["apt-ftparchive", "packages", "."], cwd=repo, check=True, capture_output=True).stdout)
 
@@ -63,7 +71,7 @@ def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
         directory.mkdir(parents=True)
     (admin / "status").write_text("")
     (admin / "available").write_text("")
-    build_repo(tmp_path, tmp_path / "distro", {"alpha": ["1.0-1", "2.0-1"], "beta": ["1.0-1", "2.0-1"]})
+    build_repo(tmp_path, tmp_path / "distro", {"alpha": ["1.0-1", "2.0-1"], "beta": ["1.0-1", "2.0-1"], "delta": ["1.0-1"]})
     build_repo(tmp_path, tmp_path / "ours", {"gamma": ["1.0-1"]})
     (etc / "sources.list").write_text("deb [trusted=yes] file:{0} ./\n".format(tmp_path / "distro"))
     (etc / "sources.list.d" / "ours.list").write_text("deb [trusted=yes] file:{0} ./\n".format(tmp_path / "ours"))
@@ -106,9 +114,20 @@ def test_installs_exact_versions_once_then_nothing(node: dict[str, Path]) -> Non
     assert version(node, "alpha") == "1.0-1" and version(node, "beta") == "1.0-1"
     assert first["diff"]["before"] == "" and first["diff"]["after"] == "alpha 1.0-1\nbeta 1.0-1\n"
     again = run(node, name=["alpha=1.0-1", "beta=1.0-1"], lists_valid_time=3600)
-    assert again == {"failed": False, "changed": False, "changed_packages": [], "refreshed": "none"}
+    assert again == {"failed": False, "changed": False, "changed_packages": [], "refreshed": "none", "initramfs_kernels": []}
+    assert first["initramfs_kernels"] == []
     # Unversioned: any installed version will do.
     assert not run(node, name=["alpha"])["changed"]
+
+
+def test_names_the_initramfs_the_install_generated(node: dict[str, Path]) -> None:
+    result = run(node, name=["delta=1.0-1"], lists_valid_time=3600)
+    assert not result["failed"], result["msg"]
+    assert result["initramfs_kernels"] == ["6.12.118+deb13-amd64", "6.12.74+deb13-amd64"]
+    # A rehearsal generates nothing.
+    rehearsal = run(node, check=True, name=["alpha=1.0-1", "beta=1.0-1"])
+    assert not rehearsal["failed"], rehearsal["msg"]
+    assert rehearsal["changed"] and rehearsal["initramfs_kernels"] == []
 
 
 def test_upgrade_and_downgrade(node: dict[str, Path]) -> None:

@@ -1,0 +1,264 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: apt_signed_source
+short_description: Add an apt repository trusted only with its own key, checked by fingerprint, in one call
+version_added: 0.1.0
+description:
+  - Downloads the repository's signing key on the node, checks its primary key's fingerprint, checks that the
+    repository answers, and only then writes the key and the sources file that names it with C(Signed-By).
+    Nothing on the node changes unless the key matched and the repository answered.
+  - One round trip to the node, where M(ansible.builtin.get_url), a C(gpg) command, M(ansible.builtin.uri) and
+    M(ansible.builtin.template) take five or more.
+  - A key whose fingerprint is not O(key_fingerprint) is refused, and a key already at O(key_path) that does not
+    carry O(key_fingerprint) either is removed, so apt stops trusting what the declaration no longer trusts. The
+    sources file is left as it was.
+  - Both files are replaced atomically, and only when their content or attributes differ. With C(--diff) the
+    sources file shows as a diff of its text and the key as its fingerprint before and after.
+  - Downloads go through C(ansible.module_utils.urls), as M(ansible.builtin.get_url)'s do, with its options.
+    HTTPS certificates are always verified, so there is no C(validate_certs); a mirror with a private CA is
+    trusted with O(ca_path).
+author:
+  - gpufleet maintainers (@gpufleet)
+extends_documentation_fragment:
+  - gpufleet.nvidia.attributes
+  - gpufleet.nvidia.attributes.mutating
+  - gpufleet.nvidia.url_options
+options:
+  key_url:
+    description: The repository's signing key (ASCII-armoured or binary), by HTTP, HTTPS, FTP or C(file://).
+    type: str
+    required: true
+  key_fingerprint:
+    description:
+      - The fingerprint of the key's primary key (40 hexadecimal digits; spaces are ignored, case does not matter).
+        Needs C(gpg) on the node.
+      - V("") takes the key as served, unchecked, for a mirror re-signed with a site key that is verified another
+        way.
+    type: str
+    default: ""
+  key_path:
+    description: Where the key goes, the path the sources file names in C(Signed-By). Its directory must exist.
+    type: path
+    required: true
+  sources_path:
+    description: The sources file, one-line (C(.list)) or deb822 (C(.sources)). Its directory must exist.
+    type: path
+    required: true
+  sources_content:
+    description: The sources file's whole content. It must name O(key_path) (C(Signed-By) or C(signed-by=)).
+    type: str
+    required: true
+  release_url:
+    description:
+      - A file of the repository that apt fetches (its C(Release) or C(InRelease)). When given, it must answer
+        before anything is written, so that a mirror that is down fails the task with nothing changed rather than
+        the install after it.
+    type: str
+notes:
+  - The key is downloaded on every run (it is small), to check that the mirror still serves the trusted key.
+  - The files are written with owner C(root), group C(root) and mode C(0644), since apt reads them as an unprivileged
+    user (C(_apt)).
+requirements:
+  - Python 3.8 or later on the target (standard library only), and C(gpg).
+"""
+
+EXAMPLES = r"""
+- name: Add the NVIDIA Container Toolkit's repository from the site mirror
+  gpufleet.nvidia.apt_signed_source:
+    key_url: "{{ site_mirror }}/keys/nvidia-container-toolkit.asc"
+    key_fingerprint: "C95B 321B 61E8 8C18 09C4 F759 DDCA E044 F796 ECB0"
+    key_path: /etc/apt/keyrings/nvidia-container-toolkit.asc
+    sources_path: /etc/apt/sources.list.d/nvidia-container-toolkit.sources
+    sources_content: |
+      Types: deb
+      URIs: {{ site_mirror }}/libnvidia-container/stable/deb/amd64
+      Suites: /
+      Signed-By: /etc/apt/keyrings/nvidia-container-toolkit.asc
+    release_url: "{{ site_mirror }}/libnvidia-container/stable/deb/amd64/Release"
+"""
+
+RETURN = r"""
+fingerprint:
+  description: The primary key's fingerprint of the key the URL served, as checked; V("") when O(key_fingerprint) was.
+  type: str
+  returned: success
+  sample: C95B321B61E88C1809C4F759DDCAE044F796ECB0
+changed_paths:
+  description: The files that changed, or would in check mode.
+  type: list
+  elements: str
+  returned: always
+  sample: [/etc/apt/keyrings/nvidia-container-toolkit.asc]
+"""
+
+import os
+import re
+import tempfile
+import typing as t
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_bytes
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._fetch import FetchError, mask_url, open_url, url_options_spec
+
+_FINGERPRINT = re.compile(r"^[0-9A-F]{40}$")
+# Keys are a few kilobytes; a larger answer is not a key.
+_KEY_MAX_BYTES = 1 << 20
+
+
+class SignedSource:
+    """Fetch and check the key, ask the repository, then write: the node changes only after both checks."""
+
+    def __init__(self, module: AnsibleModule) -> None:
+        self.module = module
+        params = module.params
+        self.key_path: str = params["key_path"]
+        self.sources_path: str = params["sources_path"]
+        self.fingerprint: str = params["key_fingerprint"].replace(" ", "").upper()
+        self.changed_paths: list[str] = []
+        self.diffs: list[dict[str, t.Any]] = []
+        if self.fingerprint and not _FINGERPRINT.match(self.fingerprint):
+            self.fail("key_fingerprint: expected 40 hexadecimal digits, got '{0}'".format(params["key_fingerprint"]))
+        for option in ("key_path", "sources_path"):
+            if not os.path.isabs(params[option]):
+                self.fail("{0}: '{1}' is not absolute; give the full path".format(option, params[option]))
+        if self.key_path not in params["sources_content"]:
+            self.fail("sources_content: it does not name key_path {0} (Signed-By), so apt would not use the key".format(self.key_path))
+
+    def fail(self, msg: str) -> t.NoReturn:
+        self.module.fail_json(msg=msg, changed_paths=self.changed_paths)
+
+    @staticmethod
+    def _read(path: str) -> bytes | None:
+        try:
+            with open(path, "rb") as handle:
+                return handle.read()
+        except FileNotFoundError:
+            return None
+
+    def fingerprints(self, key: bytes) -> list[str]:
+        """The primary keys' fingerprints in a key file, as gpg reads it without importing it anywhere."""
+        gpg = self.module.get_bin_path("gpg", required=True)
+        with tempfile.TemporaryDirectory(prefix="gpufleet-gpg-") as home:
+            rc, out, _err = self.module.run_command([gpg, "--homedir", home, "--batch", "--show-keys", "--with-colons"], data=key, binary_data=True)
+        if rc != 0:
+            return []
+        # A pub record, then its fpr record (field 10); subkeys' fpr records follow sub records.
+        found, record = [], ""
+        for line in out.splitlines():
+            fields = line.split(":")
+            if fields[0] == "fpr" and record == "pub" and len(fields) > 9:
+                found.append(fields[9].upper())
+            record = fields[0] if fields[0] != "fpr" else record
+        return found
+
+    def fetch_key(self) -> bytes:
+        url = self.module.params["key_url"]
+        try:
+            return open_url(self.module, url).read(_KEY_MAX_BYTES + 1)
+        except FetchError as error:
+            self.fail("{0}; the repository was not added".format(error))
+
+    def check_release(self) -> None:
+        url = self.module.params["release_url"]
+        try:
+            open_url(self.module, url).read(1)
+        except FetchError as error:
+            self.fail("the repository does not answer ({0}); nothing was changed".format(error))
+
+    def refuse(self, served: list[str]) -> t.NoReturn:
+        """The declared fingerprint is not the served key's: apt must not trust the key at key_path either."""
+        current = self._read(self.key_path)
+        removed = current is not None and self.fingerprint not in self.fingerprints(current)
+        if removed:
+            self.changed_paths.append(self.key_path)
+            if not self.module.check_mode:
+                os.unlink(self.key_path)
+        self.fail(
+            "the key at {0} has fingerprint {1}, not the declared {2}. {3}; the sources file was left as it was".format(
+                mask_url(self.module.params["key_url"]),
+                ", ".join(served) or "(none: not an OpenPGP key)",
+                self.fingerprint,
+                "The key at {0} was removed".format(self.key_path) if removed else "Nothing was written",
+            )
+        )
+
+    def _write(self, path: str, content: bytes, shown: dict[str, str]) -> None:
+        before = self._read(path)
+        changed = before != content
+        if changed:
+            self.changed_paths.append(path)
+            self.diffs.append({"before_header": path, "after_header": path, "before": shown["before"] if before is not None else "", "after": shown["after"]})
+            if not self.module.check_mode:
+                handle, temp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".gpufleet-")
+                with os.fdopen(handle, "wb") as out:
+                    out.write(content)
+                os.chmod(temp, 0o644)
+                self.module.atomic_move(temp, path, unsafe_writes=False)
+        attributes = {"path": path, "mode": "0644", "owner": "root", "group": "root", "secontext": None, "attributes": None}
+        if os.path.exists(path) and self.module.set_fs_attributes_if_different(attributes, False) and path not in self.changed_paths:
+            self.changed_paths.append(path)
+
+    def run(self) -> dict[str, t.Any]:
+        params = self.module.params
+        key = self.fetch_key()
+        if len(key) > _KEY_MAX_BYTES:
+            self.fail("{0} is larger than {1} bytes; it is not a signing key".format(mask_url(params["key_url"]), _KEY_MAX_BYTES))
+        served = self.fingerprints(key) if self.fingerprint else []
+        if self.fingerprint and self.fingerprint not in served:
+            self.refuse(served)
+        sources = to_bytes(params["sources_content"], errors="surrogate_or_strict")
+        if params["release_url"]:
+            self.check_release()
+        current_key = self._read(self.key_path)
+        before_fpr = ", ".join(self.fingerprints(current_key)) if current_key is not None and current_key != key else ""
+        for path in (self.key_path, self.sources_path):
+            if not os.path.isdir(os.path.dirname(path)):
+                self.fail("{0}: its directory does not exist; create it first".format(path))
+        self._write(
+            self.key_path,
+            key,
+            {"before": "fingerprint {0}\n".format(before_fpr or "(none)"), "after": "fingerprint {0}\n".format(self.fingerprint or "(not checked)")},
+        )
+        current_sources = self._read(self.sources_path)
+        self._write(
+            self.sources_path,
+            sources,
+            {"before": (current_sources or b"").decode("utf-8", "replace"), "after": params["sources_content"]},
+        )
+        result: dict[str, t.Any] = {"changed": bool(self.changed_paths), "changed_paths": self.changed_paths, "fingerprint": self.fingerprint}
+        if self.module._diff and self.diffs:
+            result["diff"] = self.diffs
+        return result
+
+
+def argument_spec() -> dict[str, dict[str, t.Any]]:
+    spec = url_options_spec()
+    spec.update(
+        {
+            # A public key's address and fingerprint, no secrets.
+            "key_url": {"type": "str", "required": True, "no_log": False},
+            "key_fingerprint": {"type": "str", "default": "", "no_log": False},
+            "key_path": {"type": "path", "required": True},
+            "sources_path": {"type": "path", "required": True},
+            "sources_content": {"type": "str", "required": True},
+            "release_url": {"type": "str"},
+        }
+    )
+    return spec
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    module.exit_json(**SignedSource(module).run())
+
+
+if __name__ == "__main__":
+    main()
