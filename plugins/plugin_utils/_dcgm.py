@@ -136,16 +136,16 @@ def _packages(settings: Mapping, major: int) -> tuple[list[str], str, str | None
         return [], "", "dcgm_version {0} is not DCGM 4; this role installs the datacenter-gpu-manager-4-* packages".format(version)
     flavours = {row["major"]: row["since"] for row in knowledge.DCGM_CUDA_FLAVOURS}
     if major not in flavours:
-        return [], "", "DCGM 4 has no CUDA {0} flavour (known: {1}); use a driver of a supported CUDA major".format(
-            major, ", ".join("cuda{0}".format(m) for m in sorted(flavours))
+        return (
+            [],
+            "",
+            "DCGM 4 has no CUDA {0} flavour (known: {1}); use a driver of a supported CUDA major".format(
+                major, ", ".join("cuda{0}".format(m) for m in sorted(flavours))
+            ),
         )
     if _version_tuple(upstream) < _version_tuple(flavours[major]):
         return [], "", "DCGM {0} has no cuda{1} packages (first in {2}); set dcgm_version to {2} or later".format(upstream, major, flavours[major])
-    names = [
-        row["package"].format(major=major)
-        for row in knowledge.DCGM_PACKAGES
-        if settings["proprietary"] or not row["proprietary"]
-    ]
+    names = [row["package"].format(major=major) for row in knowledge.DCGM_PACKAGES if settings["proprietary"] or not row["proprietary"]]
     return names, pinned, None
 
 

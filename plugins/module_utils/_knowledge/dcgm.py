@@ -19,7 +19,7 @@ _GETTING_STARTED = "https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/ge
 # The DCGM 4.5.2 package set as a distribution lists it from NVIDIA's CUDA
 # repository (Amazon Linux 2023 release notes, 2026-03-02 AMI): one package
 # list naming every datacenter-gpu-manager-4-* flavour of one release.
-_AL2023_LIST = "amazonlinux/amazon-linux-2023 release notes, AMI 2023.10.20260302 (NVIDIA CUDA repository packages)"
+_AL2023_LIST = "secondary: amazonlinux/amazon-linux-2023 release notes, AMI 2023.10.20260302 (NVIDIA CUDA repository packages)"
 _CUDA_REPO_INDEX = "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/Packages"
 _EXPORTER_FLAGS = "NVIDIA/dcgm-exporter@main:pkg/cmd/app.go (NewApp: c.Flags)"
 _DCGMI_HEALTH = "NVIDIA/DCGM@master:dcgmi/main_dcgmi.cpp (health --set help text)"
@@ -74,8 +74,7 @@ DCGM_CUDA_FLAVOURS: tuple[dict[str, t.Any], ...] = (
     {
         "major": 13,
         "since": "4.3.0",
-        "source": "secondary: datacenter-gpu-manager-4-cuda13 noted as 'DCGM 4.3.x+' in a public bundle script; "
-        "present for 4.5.2 in " + _AL2023_LIST,
+        "source": "secondary: datacenter-gpu-manager-4-cuda13 noted as 'DCGM 4.3.x+' in a public bundle script; present for 4.5.2 in " + _AL2023_LIST,
         "checked": "2026-11-26",
     },
 )

@@ -57,8 +57,7 @@ def test_exporter_runs_with_the_arguments_we_chose(host):
     assert node(host).service("dcgm-exporter").is_running
     argv = _json(host, "/run/dcgm-stand-in/dcgm-exporter.argv.json")
     address = hv.get("dcgm_exporter_address", ":9400")
-    expected = ["--collectors", "/etc/dcgm-exporter/default-counters.csv", "--address", address,
-                "--remote-hostengine-info", "localhost:5555"]
+    expected = ["--collectors", "/etc/dcgm-exporter/default-counters.csv", "--address", address, "--remote-hostengine-info", "localhost:5555"]
     if hv["dcgm_exporter_attribution"] == "kubernetes":
         expected += ["--kubernetes", "--pod-resources-kubelet-socket", "/var/lib/kubelet/pod-resources/kubelet.sock"]
     else:
@@ -73,7 +72,9 @@ def test_counters_file_is_the_roles_and_served(host):
         assert installed.content_string == fh.read()
     assert (installed.user, installed.mode) == ("root", 0o644)
     port = host_vars(host).get("dcgm_exporter_address", ":9400").rsplit(":", 1)[1]
-    metrics = node(host).check_output("python3 -c \"import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:{0}/metrics').read().decode())\"".format(port))
+    metrics = node(host).check_output(
+        "python3 -c \"import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:{0}/metrics').read().decode())\"".format(port)
+    )
     assert "DCGM_FI_DEV_GPU_TEMP{" in metrics and "DCGM_FI_DEV_XID_ERRORS{" in metrics
 
 
