@@ -73,24 +73,24 @@ def _cuda_major(settings: Mapping) -> tuple[int | None, str, str | None]:
             return None, "", "dcgm_cuda_major must be a CUDA major such as 12, got '{0}'".format(declared)
         major = int(declared)
         # The same-major rule: the flavour must be the one the running driver reports.
-        if reported and int(reported.split(".")[0]) != major:
+        if reported and int(reported.split(".", maxsplit=1)[0]) != major:
             return (
                 None,
                 "",
                 "dcgm_cuda_major={0}, but the running driver {1} reports CUDA {2}: DCGM's CUDA flavour must be the "
                 "driver's CUDA major; set dcgm_cuda_major={3} or leave it empty to follow the driver".format(
-                    major, nvml.get("driver_version") or "", reported, reported.split(".")[0]
+                    major, nvml.get("driver_version") or "", reported, reported.split(".", maxsplit=1)[0]
                 ),
             )
         return major, "dcgm_cuda_major", None
     if reported:
-        return int(reported.split(".")[0]), "CUDA {0} of the running driver {1} (NVML)".format(reported, nvml.get("driver_version") or "?"), None
+        return int(reported.split(".", maxsplit=1)[0]), "CUDA {0} of the running driver {1} (NVML)".format(reported, nvml.get("driver_version") or "?"), None
     driver = str(settings["driver_version"] or "").strip()
     if driver:
         cuda = Matrix().max_cuda(driver)
         if cuda is None:
             return None, "", "the driver {0} is older than every CUDA release the matrix knows; set dcgm_cuda_major".format(driver)
-        return int(cuda.split(".")[0]), "CUDA {0}, the newest the declared driver {1} supports (version matrix)".format(cuda, driver), None
+        return int(cuda.split(".", maxsplit=1)[0]), "CUDA {0}, the newest the declared driver {1} supports (version matrix)".format(cuda, driver), None
     return (
         None,
         "",
@@ -129,7 +129,7 @@ def _packages(settings: Mapping, major: int) -> tuple[list[str], str, str | None
         upstream = version
     elif _PINNED.match(version):
         pinned = version
-        upstream = version.split(":")[-1].split("-")[0]
+        upstream = version.rsplit(":", maxsplit=1)[-1].split("-", maxsplit=1)[0]
     else:
         return [], "", "dcgm_version must look like 4.5.2 (or a full package version such as 1:4.5.2-1), got '{0}'".format(version)
     if _version_tuple(upstream)[0] != 4:
