@@ -45,7 +45,7 @@ def test_several_terms_give_several_tables() -> None:
         (
             "nope.TABLE",
             "knowledge: 'nope.TABLE' names no module of the knowledge base; use <module>.<TABLE> with a "
-            "module of: cuda, drivers, engines, gpus, health, kubernetes, packages, toolkit",
+            "module of: cuda, dcgm, drivers, engines, gpus, health, kubernetes, packages, toolkit",
         ),
         ("packages", "names no table of packages"),
     ],

@@ -1,0 +1,149 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""NVIDIA DCGM 4 and dcgm-exporter: package names, the CUDA flavour rule,
+the repository layout, the health watch systems and the exporter's flags.
+
+Read by the dcgm role's plan (plugins/plugin_utils/_dcgm.py) and, through the
+gpufleet.nvidia.knowledge lookup, by the role. Standard library only.
+"""
+
+from __future__ import annotations
+
+import typing as t
+
+_INSTALL = "https://docs.nvidia.com/datacenter/dcgm/latest/installation.html"
+_GETTING_STARTED = "https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/getting-started.html"
+# The DCGM 4.5.2 package set as a distribution lists it from NVIDIA's CUDA
+# repository (Amazon Linux 2023 release notes, 2026-03-02 AMI): one package
+# list naming every datacenter-gpu-manager-4-* flavour of one release.
+_AL2023_LIST = "secondary: amazonlinux/amazon-linux-2023 release notes, AMI 2023.10.20260302 (NVIDIA CUDA repository packages)"
+_CUDA_REPO_INDEX = "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/Packages"
+_EXPORTER_FLAGS = "NVIDIA/dcgm-exporter@main:pkg/cmd/app.go (NewApp: c.Flags)"
+_DCGMI_HEALTH = "NVIDIA/DCGM@master:dcgmi/main_dcgmi.cpp (health --set help text)"
+
+# The packages of a DCGM 4 install, in install order. `flavour`: "" for the
+# packages every install has, "cuda" for the ones named after the CUDA major
+# (<name>-cuda<major>). `proprietary`: only with dcgm_proprietary (the
+# closed-source parts: NVVS's proprietary plugins and the multi-node tests).
+DCGM_PACKAGES: tuple[dict[str, t.Any], ...] = (
+    {
+        "package": "datacenter-gpu-manager-4-core",
+        "flavour": "",
+        "proprietary": False,
+        "note": "nv-hostengine, dcgmi, the libraries and the nvidia-dcgm.service unit; the CUDA packages depend on it",
+        "source": _INSTALL,
+        "checked": "2026-11-26",
+    },
+    {
+        "package": "datacenter-gpu-manager-4-cuda{major}",
+        "flavour": "cuda",
+        "proprietary": False,
+        "note": "the CUDA-dependent parts (diagnostic plugins) built for one CUDA major; the install guide installs "
+        "datacenter-gpu-manager-4-cuda${CUDA_VERSION} with CUDA_VERSION the major nvidia-smi reports",
+        "source": _INSTALL,
+        "checked": "2026-11-26",
+    },
+    {
+        "package": "datacenter-gpu-manager-4-proprietary",
+        "flavour": "",
+        "proprietary": True,
+        "note": "proprietary components; named in the same package list as the core for 4.5.2",
+        "source": _AL2023_LIST,
+        "checked": "2026-11-26",
+    },
+    {
+        "package": "datacenter-gpu-manager-4-proprietary-cuda{major}",
+        "flavour": "cuda",
+        "proprietary": True,
+        "note": "proprietary components built for one CUDA major",
+        "source": _AL2023_LIST,
+        "checked": "2026-11-26",
+    },
+)
+
+# The CUDA majors DCGM 4 builds its -cuda<major> packages for, with the first
+# DCGM release that has them. The rule (install guide): the flavour is the
+# CUDA major of the driver (nvidia-smi's "CUDA Version"), so the packages
+# follow the driver: a driver upgrade across a CUDA major changes the flavour.
+DCGM_CUDA_FLAVOURS: tuple[dict[str, t.Any], ...] = (
+    {"major": 11, "since": "4.0.0", "source": _INSTALL, "checked": "2026-11-26"},
+    {"major": 12, "since": "4.0.0", "source": _INSTALL, "checked": "2026-11-26"},
+    {
+        "major": 13,
+        "since": "4.3.0",
+        "source": "secondary: datacenter-gpu-manager-4-cuda13 noted as 'DCGM 4.3.x+' in a public bundle script; present for 4.5.2 in " + _AL2023_LIST,
+        "checked": "2026-11-26",
+    },
+)
+
+# Package versions as the repositories spell them: apt carries epoch 1 (the
+# CUDA repository's datacenter-gpu-manager entries are "1:<version>"), and
+# both package formats the packaging revision "-1" (4.5.2-1 in the rpm list).
+DCGM_PACKAGE_VERSION: dict[str, t.Any] = {
+    "value": {"apt": "1:{version}-1", "dnf": "{version}-1"},
+    "source": _CUDA_REPO_INDEX + " (Version: 1:3.3.6); " + _AL2023_LIST + " (4.5.2-1)",
+    "checked": "2026-11-26",
+}
+
+# The systemd unit the core package ships for nv-hostengine; the install
+# guide starts it with `systemctl --now enable nvidia-dcgm`.
+DCGM_SERVICE: dict[str, t.Any] = {"value": "nvidia-dcgm", "source": _INSTALL, "checked": "2026-11-26"}
+
+# NVIDIA's CUDA repository: <url>/<distro>/<arch>/, a flat apt repository
+# (`deb [signed-by=...] <url>/<distro>/<arch>/ /`) or a dnf repository. The
+# distributions DCGM 4 supports (getting started, "Supported Linux
+# Distributions"), by Ansible's distribution and major version.
+DCGM_REPO_DISTROS: tuple[dict[str, t.Any], ...] = (
+    {"distribution": "Debian", "major": "12", "repo": "debian12", "source": _GETTING_STARTED, "checked": "2026-11-26"},
+    {"distribution": "Ubuntu", "major": "22", "repo": "ubuntu2204", "source": _GETTING_STARTED, "checked": "2026-11-26"},
+    {"distribution": "Ubuntu", "major": "24", "repo": "ubuntu2404", "source": _GETTING_STARTED, "checked": "2026-11-26"},
+    {"distribution": "RedHat", "major": "8", "repo": "rhel8", "source": _GETTING_STARTED, "checked": "2026-11-26"},
+    {"distribution": "RedHat", "major": "9", "repo": "rhel9", "source": _GETTING_STARTED, "checked": "2026-11-26"},
+    {"distribution": "RedHat", "major": "10", "repo": "rhel10", "source": _GETTING_STARTED, "checked": "2026-11-26"},
+    {"distribution": "Rocky", "major": "8", "repo": "rhel8", "source": _GETTING_STARTED, "checked": "2026-11-26"},
+    {"distribution": "Rocky", "major": "9", "repo": "rhel9", "source": _GETTING_STARTED, "checked": "2026-11-26"},
+    {"distribution": "Rocky", "major": "10", "repo": "rhel10", "source": _GETTING_STARTED, "checked": "2026-11-26"},
+)
+DCGM_REPO_ARCHES: dict[str, t.Any] = {
+    "value": {"x86_64": "x86_64", "aarch64": "sbsa"},
+    "source": "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/sbsa/Packages (arm64 packages under sbsa)",
+    "checked": "2026-11-26",
+}
+
+# `dcgmi health --set` letters. dcgmi's default is "pm"; "a" is every system.
+DCGM_HEALTH_SYSTEMS: dict[str, t.Any] = {
+    "value": {"a": "all", "p": "PCIe", "m": "memory", "i": "infoROM", "t": "thermal and power", "n": "NVLink"},
+    "source": _DCGMI_HEALTH,
+    "checked": "2026-11-26",
+}
+
+# dcgm-exporter's flags and defaults that the role sets.
+DCGM_EXPORTER_FLAGS: dict[str, t.Any] = {
+    "value": {
+        "collectors": "--collectors",
+        "collectors_default": "/etc/dcgm-exporter/default-counters.csv",
+        "address": "--address",
+        "address_default": ":9400",
+        "kubernetes": "--kubernetes",
+        "pod_resources_socket": "--pod-resources-kubelet-socket",
+        "pod_resources_socket_default": "/var/lib/kubelet/pod-resources/kubelet.sock",
+        "hpc_job_mapping_dir": "--hpc-job-mapping-dir",
+        "remote_hostengine": "--remote-hostengine-info",
+        "remote_hostengine_default": "localhost:5555",
+    },
+    "source": _EXPORTER_FLAGS,
+    "checked": "2026-11-26",
+}
+
+# dcgm-exporter ships as a container image and as source; NVIDIA publishes no
+# binary tarball or Debian package of it. Hosts get a binary built from the
+# release tag (`make binary`) and published on the site's mirror with its
+# .sha256, like the other release binaries of the collection.
+DCGM_EXPORTER_DISTRIBUTION: dict[str, t.Any] = {
+    "value": "container image and source only; no release binaries, no distribution package",
+    "source": "https://github.com/NVIDIA/dcgm-exporter (README: 'Quickstart' runs the image; 'Building from Source')",
+    "checked": "2026-11-26",
+}
