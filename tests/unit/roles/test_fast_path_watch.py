@@ -39,6 +39,9 @@ EXEMPT = {
     "/run/containerd/containerd.sock": "socket",
     "/var/run/crio/crio.sock": "socket",
     "/var/run/cri-dockerd.sock": "socket",
+    "/var/lib/kubelet/pod-resources/kubelet.sock": "socket (the kubelet's, which dcgm-exporter reads)",
+    # Data other tools fill at run time.
+    "/run/dcgm-job-map": "the scheduler's job mapping data, filled by its prolog",
     # Secure Boot signing keys: made once, and the module they sign is in the fingerprint (loaded version).
     "/var/lib/dkms": "DKMS signing key, made once",
     "/var/lib/shim-signed/mok": "MOK signing key, made once",
