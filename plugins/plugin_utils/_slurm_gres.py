@@ -105,7 +105,7 @@ def _counts(counter: Counter) -> str:
     return ", ".join("{0} x{1}".format(name, count) for name, count in sorted(counter.items()))
 
 
-def _gpu_devices(gpu: t.Mapping[str, t.Any], minors: dict, problems: list[str], warnings: list[str]) -> list[dict[str, t.Any]]:
+def _gpu_devices(gpu: t.Mapping[str, t.Any], minors: dict, problems: list[str], warnings: list[str], autodetect: str) -> list[dict[str, t.Any]]:
     """The GRES devices one GPU gives Slurm: itself, or its MIG devices."""
     name = gpu.get("name") or ""
     minor = gpu.get("minor_number")
@@ -121,8 +121,18 @@ def _gpu_devices(gpu: t.Mapping[str, t.Any], minors: dict, problems: list[str], 
     if not mig.get("enabled"):
         return [{"index": gpu["index"], "type": gpu_type(name), "keyword": "File", "files": [gpu_file], "uuid": gpu.get("uuid")}]
     if not mig.get("devices"):
-        # AutoDetect=nvml offers such a GPU whole (and logs an error), but no
-        # CUDA job can use a GPU in MIG mode without MIG devices: left out.
+        # AutoDetect=nvml offers such a GPU whole (and logs an error), though
+        # no CUDA job can use a GPU in MIG mode without MIG devices; with the
+        # count in slurm.conf it then drops a good GPU instead (seen with
+        # Debian's slurmd 24.11 in the slurm_gres scenario). Explicit lines
+        # leave it out.
+        if autodetect == "nvml":
+            problems.append(
+                "{0}: MIG is on but the GPU has no MIG devices; AutoDetect=nvml would offer it whole, a GPU no job can "
+                "use, and leave a good one out. Declare MIG devices for it, turn MIG off, or set "
+                'slurm_gres_autodetect: "off" (explicit lines leave it out)'.format(where)
+            )
+            return []
         warnings.append("{0}: MIG is on but the GPU has no MIG devices, so it gives Slurm no GRES; declare MIG devices for it or turn MIG off".format(where))
         return []
     devices = []
@@ -215,7 +225,7 @@ def gres_plan(
         mismatch = _layout_mismatch(gpu, entries, mig_label)
         if mismatch:
             mismatches.append(mismatch + "; apply the layout first (the mig role runs before slurm_gres in site.yml)")
-        devices.extend(_gpu_devices(gpu, minors, problems, warnings))
+        devices.extend(_gpu_devices(gpu, minors, problems, warnings, autodetect))
     if not devices and not problems:
         problems.append("the node has no GPU or MIG device to offer Slurm; leave slurm_gres off for it")
     return {

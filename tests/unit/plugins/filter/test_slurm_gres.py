@@ -132,6 +132,15 @@ def test_autodetect_writes_one_line_and_the_same_gres(sim_node):
     assert auto["node_gres"] == explicit["node_gres"]
 
 
+def test_autodetect_refuses_a_gpu_with_mig_on_and_no_devices(sim_node):
+    plan = slurm_gres_plan(
+        facts(sim_node, "dgx-a100-mig-mixed"), autodetect="nvml", mig_label="lab", mig_config=MIG_MIXED_DECLARED, mig_minors=driver_mig_minors()
+    )
+    assert len(plan["problems"]) == 1
+    assert plan["problems"][0].startswith("GPU 3 (NVIDIA A100-SXM4-40GB): MIG is on but the GPU has no MIG devices; AutoDetect=nvml would offer it whole")
+    assert 'slurm_gres_autodetect: "off"' in plan["problems"][0]
+
+
 def test_a_layout_not_applied_yet_is_a_mismatch(sim_node):
     config = {"version": "v1", "mig-configs": {"all-1g": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}]}}
     plan = slurm_gres_plan(facts(sim_node, "dgx-a100-8x40gb"), mig_label="all-1g", mig_config=config)
