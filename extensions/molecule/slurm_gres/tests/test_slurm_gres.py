@@ -93,7 +93,7 @@ def test_autodetect_nvml_agrees_with_the_explicit_lines(host):
         [0],
         "mkdir -p /tmp/gpufleet-autodetect && cp /etc/slurm/slurm.conf /tmp/gpufleet-autodetect/ && echo AutoDetect=nvml >/tmp/gpufleet-autodetect/gres.conf",
     )
-    explicit, _ = slurmd_gres(host)
+    explicit = slurmd_gres(host)[0]
     detected, output = slurmd_gres(host, "/tmp/gpufleet-autodetect/slurm.conf")
     assert "_get_system_gpu_list_nvml: 8 GPU system device(s) detected" in output, output
     explicit_set = {(item["type"], item["files"]) for item in explicit}
