@@ -3857,3 +3857,89 @@ SIM_API nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsign
 {
     LOCKED(power_query("nvmlDeviceGetEnforcedPowerLimit", device, 1, limit));
 }
+
+/* ---- what Slurm's gpu/nvml plugin (AutoDetect=nvml) calls besides -------- */
+/* slurmd loads the plugin with RTLD_LAZY and calls these on every GPU
+ * (SchedMD/slurm src/plugins/gpu/nvml/gpu_nvml.c); a symbol missing here
+ * ends slurmd with a symbol lookup error. */
+
+/* The fixtures carry no NUMA topology: every GPU is local to every online
+ * CPU, as on a one-socket host. */
+static nvmlReturn_t device_cpu_affinity(nvmlDevice_t device, unsigned int cpuSetSize, unsigned long *cpuSet)
+{
+    devref_t d;
+    nvmlReturn_t rc = enter_device("nvmlDeviceGetCpuAffinity", device, DEV_PHYSICAL, &d);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!cpuSet || cpuSetSize == 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned long bits = 8 * sizeof(unsigned long);
+    memset(cpuSet, 0, cpuSetSize * sizeof(unsigned long));
+    for (long cpu = 0; cpu < online && (unsigned long)cpu < cpuSetSize * bits; cpu++)
+        cpuSet[cpu / bits] |= 1UL << (cpu % bits);
+    return NVML_SUCCESS;
+}
+
+/* Queries the simulator does not model: NOT_SUPPORTED, as on a GPU without them. */
+static nvmlReturn_t device_unmodelled(const char *call, nvmlDevice_t device)
+{
+    devref_t d;
+    nvmlReturn_t rc = enter_device(call, device, DEV_ANY, &d);
+    return rc != NVML_SUCCESS ? rc : NVML_ERROR_NOT_SUPPORTED;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t device, unsigned int cpuSetSize, unsigned long *cpuSet)
+{
+    LOCKED(device_cpu_affinity(device, cpuSetSize, cpuSet));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci)
+{
+    (void)link;
+    (void)pci;
+    LOCKED(device_unmodelled("nvmlDeviceGetNvLinkRemotePciInfo_v2", device));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetSupportedMemoryClocks(nvmlDevice_t device, unsigned int *count, unsigned int *clocksMHz)
+{
+    (void)count;
+    (void)clocksMHz;
+    LOCKED(device_unmodelled("nvmlDeviceGetSupportedMemoryClocks", device));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t device, unsigned int memoryClockMHz, unsigned int *count,
+                                                          unsigned int *clocksMHz)
+{
+    (void)memoryClockMHz;
+    (void)count;
+    (void)clocksMHz;
+    LOCKED(device_unmodelled("nvmlDeviceGetSupportedGraphicsClocks", device));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetApplicationsClock(nvmlDevice_t device, int clockType, unsigned int *clockMHz)
+{
+    (void)clockType;
+    (void)clockMHz;
+    LOCKED(device_unmodelled("nvmlDeviceGetApplicationsClock", device));
+}
+SIM_API nvmlReturn_t nvmlDeviceSetApplicationsClocks(nvmlDevice_t device, unsigned int memClockMHz, unsigned int graphicsClockMHz)
+{
+    (void)memClockMHz;
+    (void)graphicsClockMHz;
+    LOCKED(device_unmodelled("nvmlDeviceSetApplicationsClocks", device));
+}
+SIM_API nvmlReturn_t nvmlDeviceResetApplicationsClocks(nvmlDevice_t device)
+{
+    LOCKED(device_unmodelled("nvmlDeviceResetApplicationsClocks", device));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos)
+{
+    (void)infoCount;
+    (void)infos;
+    LOCKED(device_unmodelled("nvmlDeviceGetGraphicsRunningProcesses_v3", device));
+}
+SIM_API nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, void *utilization, unsigned int *processSamplesCount,
+                                                     unsigned long long lastSeenTimeStamp)
+{
+    (void)utilization;
+    (void)processSamplesCount;
+    (void)lastSeenTimeStamp;
+    LOCKED(device_unmodelled("nvmlDeviceGetProcessUtilization", device));
+}

@@ -245,6 +245,15 @@ class Api:
         "nvmlDeviceGetTemperatureThreshold": [P, ctypes.c_int, P], "nvmlDeviceGetCurrentClocksEventReasons": [P, P],
         "nvmlDeviceGetCurrentClocksThrottleReasons": [P, P], "nvmlDeviceGetPowerUsage": [P, P],
         "nvmlDeviceGetEnforcedPowerLimit": [P, P],
+        "nvmlDeviceGetCpuAffinity": [P, U, P],
+        "nvmlDeviceGetNvLinkRemotePciInfo_v2": [P, U, P],
+        "nvmlDeviceGetSupportedMemoryClocks": [P, P, P],
+        "nvmlDeviceGetSupportedGraphicsClocks": [P, U, P, P],
+        "nvmlDeviceGetApplicationsClock": [P, U, P],
+        "nvmlDeviceSetApplicationsClocks": [P, U, U],
+        "nvmlDeviceResetApplicationsClocks": [P],
+        "nvmlDeviceGetGraphicsRunningProcesses_v3": [P, P, P],
+        "nvmlDeviceGetProcessUtilization": [P, P, P, ULL],
     }
     # fmt: on
 
@@ -417,6 +426,16 @@ EXPECTED_SYMBOLS = sorted(
         "nvmlDeviceGetCurrentClocksThrottleReasons",
         "nvmlDeviceGetPowerUsage",
         "nvmlDeviceGetEnforcedPowerLimit",
+        # What Slurm's gpu/nvml plugin (AutoDetect=nvml) calls besides.
+        "nvmlDeviceGetCpuAffinity",
+        "nvmlDeviceGetNvLinkRemotePciInfo_v2",
+        "nvmlDeviceGetSupportedMemoryClocks",
+        "nvmlDeviceGetSupportedGraphicsClocks",
+        "nvmlDeviceGetApplicationsClock",
+        "nvmlDeviceSetApplicationsClocks",
+        "nvmlDeviceResetApplicationsClocks",
+        "nvmlDeviceGetGraphicsRunningProcesses_v3",
+        "nvmlDeviceGetProcessUtilization",
     ]
 )
 
@@ -1826,3 +1845,16 @@ def test_real_library_pre_init_behaviour(real_nvml: ctypes.CDLL, sim: Any, api: 
         assert lib.nvmlSystemGetCudaDriverVersion_v2(ref(cuda)) == UNINITIALIZED
         assert lib.nvmlSystemGetDriverVersion(buf, 80) == UNINITIALIZED
         assert lib.nvmlDeviceGetCount_v2(ref(U())) == UNINITIALIZED
+
+
+def test_cpu_affinity_is_every_online_cpu(sim: Any, api: Api) -> None:
+    """The fixtures carry no NUMA topology: each GPU is local to every online CPU (what Slurm's Cores= comes from)."""
+    sim.render()
+    api.init()
+    handle = api.handle(0)
+    words = (ctypes.c_ulong * 4)()
+    assert api.nvmlDeviceGetCpuAffinity(handle, 4, words) == 0
+    bits = sum(word.bit_count() for word in words)
+    assert bits == os.sysconf("SC_NPROCESSORS_ONLN")
+    assert api.nvmlDeviceGetCpuAffinity(handle, 0, words) == 2  # NVML_ERROR_INVALID_ARGUMENT
+    assert api.nvmlDeviceGetSupportedMemoryClocks(handle, None, None) == 3  # NVML_ERROR_NOT_SUPPORTED

@@ -1,0 +1,78 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Slurm: how its gpu/nvml plugin names GPU and MIG GRES types, which files a
+MIG GRES holds, and where cgroup.conf's ConstrainDevices is read.
+
+The slurm_gres role writes explicit gres.conf lines with the names Slurm's
+own NVML autodetection gives (AutoDetect=nvml), so that a node's slurm.conf
+Gres= line is the same whichever way gres.conf is written, and a site can
+switch between the two without renaming its partitions' GRES."""
+
+from __future__ import annotations
+
+_GPU_NVML = "SchedMD/slurm@284c3b95:src/plugins/gpu/nvml/gpu_nvml.c"
+_GPU_COMMON = "SchedMD/slurm@284c3b95:src/plugins/gpu/common/gpu_common.c"
+
+# A whole GPU's Type: NVML's device name (nvmlDeviceGetName), lower-cased,
+# spaces turned into underscores (gpu_common_underscorify_tolower), nothing
+# else: "NVIDIA A100-SXM4-40GB" -> "nvidia_a100-sxm4-40gb".
+GPU_TYPE_NAME = {
+    "value": {"from": "nvmlDeviceGetName", "lower": True, "space": "_"},
+    "source": _GPU_NVML + " (_nvml_get_device_name, _get_system_gpu_list_nvml); " + _GPU_COMMON + " (gpu_common_underscorify_tolower)",
+    "checked": "2026-11-26",
+}
+
+# A MIG device's Type: its GPU's Type cut at the first "-", then the MIG
+# device's own NVML name (same lower/underscore rule) from "mig_" on, less
+# the "mig": "NVIDIA A100-SXM4-40GB MIG 3g.20gb" on an "NVIDIA
+# A100-SXM4-40GB" -> "nvidia_a100" + "_3g.20gb". A GPU name without "-"
+# ("NVIDIA H100 80GB HBM3") is kept whole: "nvidia_h100_80gb_hbm3_1g.10gb".
+# The plugin falls back to "_[<c>c.]<g>g.<GiB rounded up>gb" from the MIG
+# device's attributes only when the name has no "mig_".
+MIG_TYPE_NAME = {
+    "value": {"gpu_type_cut_at": "-", "mig_name_from": "mig_", "drop": "mig"},
+    "source": _GPU_NVML + " (_get_system_gpu_list_nvml: tmp_device_name cut at '-'; _handle_mig: strstr(device_name, \"mig_\") + 3)",
+    "checked": "2026-11-26",
+}
+
+# A MIG GRES holds the parent GPU's device file and the two capability
+# device files of its GPU and compute instance, whose minors the driver lists
+# in /proc/driver/nvidia-caps/mig-minors ("gpu<minor>/gi<gi>/access <n>",
+# "gpu<minor>/gi<gi>/ci<ci>/access <n>"). Written by hand they go in
+# MultipleFiles= ("File" is for GPUs without MIG).
+MIG_GRES_FILES = {
+    "value": {
+        "files": ["/dev/nvidia{gpu_minor}", "/dev/nvidia-caps/nvidia-cap{gi_minor}", "/dev/nvidia-caps/nvidia-cap{ci_minor}"],
+        "minors_file": "/proc/driver/nvidia-caps/mig-minors",
+        "keyword": "MultipleFiles",
+    },
+    "source": _GPU_NVML + " (_handle_mig, _nvml_get_mig_minor_numbers); SchedMD/slurm@284c3b95:doc/man/man5/gres.conf.5 (MultipleFiles)",
+    "checked": "2026-11-26",
+}
+
+# cgroup.conf has no Include directive (slurm.conf has one), so another
+# tool's cgroup.conf is shared line by line; ConstrainDevices defaults to no.
+CGROUP_CONSTRAIN_DEVICES = {
+    "value": {"key": "ConstrainDevices", "default": "no", "include": False},
+    "source": "SchedMD/slurm@284c3b95:doc/man/man5/cgroup.conf.5 (ConstrainDevices); SchedMD/slurm@284c3b95:src/common/cgroup.c",
+    "checked": "2026-11-26",
+}
+
+# Debian ships the gpu/nvml plugin (AutoDetect=nvml) apart from slurmd, in
+# contrib (it needs the non-free libnvidia-ml): slurm-wlm-nvml-plugin.
+# Without it AutoDetect=nvml falls back to gpu/generic and finds no GPU.
+# slurmd dlopens libnvidia-ml.so, then libnvidia-ml.so.1 (src/interfaces/gpu.c).
+DEBIAN_NVML_PLUGIN = (
+    {
+        "suite": "trixie",
+        "component": "contrib",
+        "package": "slurm-wlm-nvml-plugin",
+        "version": "24.11.5-2",
+        "slurmd": "24.11.5-4+deb13u1",
+        "source": "https://packages.debian.org/trixie/slurm-wlm-nvml-plugin",
+        "checked": "2026-11-26",
+    },
+)
