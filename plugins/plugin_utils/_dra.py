@@ -75,8 +75,8 @@ def parse_paths(text: str | None) -> dict[str, str]:
     """{candidate: resolved target} from the paths command's output."""
     found: dict[str, str] = {}
     for line in (text or "").splitlines():
-        candidate, _, target = line.strip().partition(" ")
-        if candidate and target:
+        candidate, space, target = line.strip().partition(" ")
+        if candidate and space and target:
             found.setdefault(candidate, target)
     return found
 

@@ -66,7 +66,7 @@ def _problems(layers: t.Mapping[str, t.Any]) -> list[str]:
             "driver.enabled=false needs the driver installed on the host, but the driver layer is not ({0}): "
             "declare driver_branch or driver_version and run the driver layer".format(why)
         )
-    toolkit, _, why = _layer(layers, "container_toolkit")
+    toolkit, why = _layer(layers, "container_toolkit")[0::2]
     if not toolkit:
         problems.append(
             "toolkit.enabled=false needs the Container Toolkit on the host, but the container_toolkit layer is not "
@@ -111,7 +111,7 @@ def operator_values(layers: t.Mapping[str, t.Any], settings: t.Mapping[str, t.An
     dra = settings.get("dra") or ""
     mig_owner = settings.get("mig_owner") or "gpufleet"
     compute_domains = bool(settings.get("compute_domains"))
-    _, toolkit_vars, _ = _layer(layers, "container_toolkit")
+    toolkit_vars = _layer(layers, "container_toolkit")[1]
     we_own_mig = _layer(layers, "mig")[0] and mig_owner == "gpufleet"
 
     operator: dict[str, t.Any] = {

@@ -182,7 +182,7 @@ def test_dra_without_nvidia_cdi_hook_fails(host):
     with moved(host, "/usr/bin/nvidia-cdi-hook"):
         run, dra = dra_check(host, *FAST)
     assert run.returncode != 0, run.stdout
-    assert [s for s, _ in dra_errors(dra)] == ["nvidia-cdi-hook"], dra
+    assert [subject for subject, message in dra_errors(dra)] == ["nvidia-cdi-hook"], dra
     assert "nvidia-cdi-hook is not on the host" in run.stdout
 
 
@@ -190,7 +190,7 @@ def test_dra_driver_root_without_nvidia_smi_fails(host):
     with moved(host, "/usr/bin/nvidia-smi"):
         run, dra = dra_check(host, *FAST)
     assert run.returncode != 0, run.stdout
-    assert [s for s, _ in dra_errors(dra)] == ["driver_root"], dra
+    assert [subject for subject, message in dra_errors(dra)] == ["driver_root"], dra
     assert "the driver root / has no nvidia-smi (looked in /, /opt/bin, /usr/bin, /usr/sbin, /bin, /sbin)" in dra_errors(dra)[0][1]
 
 

@@ -58,6 +58,10 @@ def errors(check: dict[str, t.Any]) -> list[tuple[str, str]]:
     return [(f["subject"], f["message"]) for f in check["findings"] if f["severity"] == "error"]
 
 
+def subjects(check: dict[str, t.Any]) -> list[str]:
+    return [subject for subject, message in errors(check)]
+
+
 def test_a_prepared_node_passes():
     check = judge()
     assert check["status"] == "pass", check
@@ -95,7 +99,7 @@ def test_run_cdi_is_the_same_directory():
 
 def test_no_engine_output_fails_naming_the_engine():
     check = judge(engine="", engine_error="containerd: command not found")
-    assert [s for s, _ in errors(check)] == ["cdi"]
+    assert subjects(check) == ["cdi"]
     assert "containerd gave nothing to judge: containerd: command not found" in errors(check)[0][1]
 
 
@@ -103,9 +107,9 @@ def test_docker_and_crio_views():
     docker_on = json.dumps({"CDISpecDirs": ["/etc/cdi", "/var/run/cdi"], "Runtimes": {"nvidia": {}}})
     assert judge({"engine": "docker"}, engine=docker_on)["status"] == "pass"
     docker_off = json.dumps({"Runtimes": {"nvidia": {}}})
-    assert [s for s, _ in errors(judge({"engine": "docker"}, engine=docker_off))] == ["cdi"]
+    assert subjects(judge({"engine": "docker"}, engine=docker_off)) == ["cdi"]
     crio = '[crio.runtime]\ncdi_spec_dirs = ["/etc/cdi"]\n'
-    assert [s for s, _ in errors(judge({"engine": "crio"}, engine=crio))] == ["cdi_spec_dirs"]
+    assert subjects(judge({"engine": "crio"}, engine=crio)) == ["cdi_spec_dirs"]
 
 
 def test_missing_nvidia_cdi_hook_fails():
@@ -133,7 +137,7 @@ def test_the_hook_on_path_or_in_the_operators_toolkit_dir_counts():
 def test_a_driver_root_without_the_driver_fails(missing: str):
     paths = "\n".join(line for line in PREPARED_PATHS.splitlines() if missing not in line)
     check = judge(paths=paths)
-    assert [s for s, _ in errors(check)] == ["driver_root"]
+    assert subjects(check) == ["driver_root"]
     assert errors(check)[0][1].startswith("the driver root / has no {0} (looked in /, ".format(missing))
     assert "the driver layer" in check["findings"][0]["fix"]
 
@@ -152,9 +156,9 @@ def test_a_running_host_imex_fails_unless_the_host_runs_imex():
 
 def test_host_imex_needs_the_unit_enabled_and_a_nodes_file():
     assert judge({"imex": "host"}, imex=IMEX_RUNNING, imex_nodes="# domain\n10.0.0.1\n10.0.0.2\n")["status"] == "pass"
-    assert [s for s, _ in errors(judge({"imex": "host"}, imex=IMEX_RUNNING, imex_nodes="# only a comment\n"))] == ["imex_nodes"]
-    assert [s for s, _ in errors(judge({"imex": "host"}, imex=IMEX_MASKED, imex_nodes="10.0.0.1\n"))] == ["imex"]
-    assert [s for s, _ in errors(judge({"imex": "host"}, imex=IMEX_ABSENT))] == ["imex", "imex_nodes"]
+    assert subjects(judge({"imex": "host"}, imex=IMEX_RUNNING, imex_nodes="# only a comment\n")) == ["imex_nodes"]
+    assert subjects(judge({"imex": "host"}, imex=IMEX_MASKED, imex_nodes="10.0.0.1\n")) == ["imex"]
+    assert subjects(judge({"imex": "host"}, imex=IMEX_ABSENT)) == ["imex", "imex_nodes"]
 
 
 def test_an_unknown_imex_mode_is_a_bug_not_a_finding():
@@ -174,7 +178,7 @@ def test_each_prerequisite_fails_on_its_own():
         "imex": {"imex": IMEX_RUNNING},
     }
     for subject, changes in broken.items():
-        assert [s for s, _ in errors(judge(**changes))] == [subject], subject
+        assert subjects(judge(**changes)) == [subject], subject
 
 
 def test_the_paths_command_resolves_like_the_dra_driver(tmp_path):
