@@ -14,6 +14,7 @@ import typing as t
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _handover
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
 
 
 def operator_values(layers: t.Any, settings: t.Any) -> dict[str, t.Any]:
@@ -36,8 +37,7 @@ def operator_fleet_values(per_host: t.Any) -> dict[str, t.Any]:
         raise AnsibleFilterError("operator_fleet_values: {0}".format(exc)) from None
 
 
-class FilterModule:
+class FilterModule(FilterTable):
     """Handover filters."""
 
-    def filters(self) -> dict[str, t.Callable[..., t.Any]]:
-        return {"operator_values": operator_values, "operator_fleet_values": operator_fleet_values}
+    FILTERS = (operator_values, operator_fleet_values)
