@@ -76,8 +76,21 @@ options:
         description: The crictl release, for example V(v1.33.0); empty to derive it from the Kubernetes minor.
         type: str
       crictl_kubernetes_version:
-        description: The cluster's Kubernetes minor, for example V(1.33).
+        description: The cluster's Kubernetes minor, for example V(1.33); the C(dra) rule reads a full release
+          (V(1.34.2)) where one is given.
         type: str
+      gpufleet_dra:
+        description:
+          - The node is prepared for NVIDIA's DRA driver for GPUs - V(driver) (its own Helm chart) or V(operator)
+            (the GPU Operator's GPUCluster); empty or absent - no DRA.
+          - The C(dra) rule then checks Kubernetes (1.34.2, or 1.32 and 1.33 with feature gates) and the driver (565;
+            580 through the Operator) against the DRA driver's documented minimums.
+        type: str
+        version_added: 0.1.0
+      gpufleet_dra_compute_domains:
+        description: ComputeDomains (Multi-Node NVLink) are used as well; the driver then needs 570.158.01 or later.
+        type: bool
+        version_added: 0.1.0
       mig_label:
         description: The MIG configuration label; empty when MIG is not managed.
         type: str

@@ -12,7 +12,7 @@ import typing as t
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _verify
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _dra, _verify
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
 
 
@@ -26,7 +26,7 @@ def verify_check(observed: t.Any, layer: str, declaration: t.Any = None) -> dict
     """Judge one layer from what the role observed on the node."""
     if not isinstance(observed, dict):
         raise AnsibleFilterError("verify_check: expected the observations as a mapping, got {0}".format(type(observed).__name__))
-    if layer not in ("matrix", "workload", "health"):
+    if layer not in ("matrix", "workload", "health", "dra"):
         declaration = _declaration(declaration)
         if declaration.get("managed") and observed.get("deferred"):
             return _verify.deferred(layer, str(observed["deferred"]))
@@ -53,6 +53,8 @@ def verify_check(observed: t.Any, layer: str, declaration: t.Any = None) -> dict
                 return _verify.deferred(layer, str(observed["deferred"]))
             services = _verify.service_states(observed.get("services"), bool(settings.get("persistenced")), bool(settings.get("fabricmanager")))
             return _verify.check_health(settings, observed.get("nvml") or {}, observed.get("kernel_log"), services)
+        if layer == "dra":
+            return _dra.check_dra(declaration if isinstance(declaration, dict) else {}, observed)
         if layer == "workload":
             plan = _declaration(declaration)
             if plan.get("managed") and observed.get("deferred"):
@@ -83,6 +85,17 @@ def verify_dev_char_missing(listing: t.Any) -> list[dict[str, str]]:
     return _verify.dev_char_missing(listing)
 
 
+def verify_dra_reads(settings: t.Any) -> dict[str, t.Any]:
+    """What the dra check reads on the node (node_reads_info's files and commands), for its settings
+    ({enabled, engine, imex}); nothing when it is off."""
+    if not isinstance(settings, dict):
+        raise AnsibleFilterError("verify_dra_reads: expected the dra check's settings as a mapping")
+    if not settings.get("enabled"):
+        return {"files": {}, "commands": {}}
+    files = {"dra_imex_nodes": _dra.IMEX["config"]} if settings.get("imex") == "host" else {}
+    return {"files": files, "commands": {"dra_paths": _dra.paths_command(), "dra_imex": list(_dra.IMEX_COMMAND)}}
+
+
 def verify_report(checks: t.Any, host: str, nvml: t.Any = None, versions: t.Any = None) -> dict[str, t.Any]:
     """One host's report from its checks, NVML facts and versions."""
     if not isinstance(checks, list) or not all(isinstance(c, dict) and "layer" in c for c in checks):
@@ -107,4 +120,4 @@ def verify_stats(report: t.Any) -> dict[str, t.Any]:
 class FilterModule(FilterTable):
     """Verify filters."""
 
-    FILTERS = (verify_check, verify_dev_char_missing, verify_report, verify_stats, verify_summary, workload_plan)
+    FILTERS = (verify_check, verify_dev_char_missing, verify_dra_reads, verify_report, verify_stats, verify_summary, workload_plan)

@@ -15,7 +15,8 @@ description:
     layer's agreed variables as the layer's role will see them - the host's value where the host defines one, else
     the default of the layer's role in this collection - and whether the layer is managed on the host.
   - A layer is managed when the host defines any of its variables, or when its role is part of this collection
-    (C(playbooks/site.yml) runs it with its defaults). MIG is managed only when C(mig_label) is not empty.
+    (C(playbooks/site.yml) runs it with its defaults). MIG is managed only when C(mig_label) is not empty and
+    C(mig_owner) is not V(dra_driver).
   - The preflight and verify roles use it to judge exactly what the other roles will apply, without depending on
     those roles at run time.
 options:
@@ -118,6 +119,9 @@ def declare(layer: str, host: dict[str, t.Any], defaults: dict[str, t.Any] | Non
     if layer == "mig":
         managed = bool(values.get("mig_label"))
         reason = "mig_label is {0}".format("'{0}'".format(values["mig_label"]) if managed else "empty")
+        if values.get("mig_owner") == "dra_driver":
+            # NVIDIA's DRA driver creates and destroys MIG devices (DynamicMIG): nothing of ours to apply or assert.
+            managed, reason = False, "mig_owner is dra_driver: NVIDIA's DRA driver owns MIG"
     elif declared_by_host:
         managed, reason = True, "declared by host variables ({0})".format(", ".join(declared_by_host))
     elif defaults is not None:

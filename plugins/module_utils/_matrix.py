@@ -82,6 +82,9 @@ ENGINE_CDI: dict[str, tuple[tuple[str, str], ...]] = {}
 for _row in _engines.ENGINE_CDI:
     ENGINE_CDI[_row["engine"]] = ENGINE_CDI.get(_row["engine"], ()) + ((_row["first"], _row["support"]),)
 ENGINES = tuple(ENGINE_CDI)
+# gpufleet_dra's values: NVIDIA's DRA driver from its own chart, or through
+# the GPU Operator's GPUCluster.
+DRA_WORKFLOWS = ("driver", "operator")
 CRICTL_GROUPS: tuple[tuple[tuple[int, ...], tuple[int, ...] | None], ...] = tuple(
     (tuple(int(p) for p in row["first"].split(".")), tuple(int(p) for p in row["last"].split(".")) if row["last"] else None)
     for row in _kubernetes.CRICTL_GROUPS
@@ -105,6 +108,7 @@ SOURCES: dict[str, str] = {
     "engine_lifecycle": "_knowledge.engines ENGINE_EOL",
     "device_plugin_runtime": "_knowledge.kubernetes DEVICE_PLUGIN_STRATEGIES",
     "crictl_skew": "_knowledge.kubernetes CRICTL_GROUPS: " + _kubernetes.CRICTL_GROUPS[0]["source"],
+    "dra": "_knowledge.kubernetes DRA_MINIMUMS: " + _kubernetes.DRA_MINIMUMS[0]["source"],
     "fabricmanager": "secondary: NVIDIA/gpu-operator#544, #2781",
     "declaration": "gpufleet.nvidia team interfaces (role variables)",
     "gpu_model": "_knowledge.gpus GPU_MODELS",
@@ -137,6 +141,7 @@ RULES: dict[str, str] = {
     "engine_lifecycle": "the container engine's release is still supported",
     "device_plugin_runtime": "the device plugin's device-list strategy works with the engine's runtime setup",
     "crictl_skew": "crictl matches the cluster's Kubernetes minor",
+    "dra": "Kubernetes and the driver meet NVIDIA's DRA driver's minimums where the node declares DRA (gpufleet_dra)",
     "fabricmanager": "Fabric Manager runs at exactly the driver's version",
 }
 for _row in CTK_CVE_FLOORS:
@@ -420,6 +425,11 @@ class NodeView:
         self.nvidia_default_runtime: bool | None = None
         self.crictl: tuple[int, ...] | None = None
         self.kubernetes: tuple[int, ...] | None = None
+        # DRA (gpufleet_dra): the Kubernetes release as declared (with its
+        # patch level, when given: DRA's floor is a patch release).
+        self.kubernetes_release: tuple[int, ...] | None = None
+        self.dra: str | None = None
+        self.dra_compute_domains = False
         self.fabricmanager: tuple[int, ...] | None = None
         self.mig_label: str | None = None
         self.mig_config: dict[str, t.Any] | None = None
@@ -445,6 +455,7 @@ class NodeView:
             "device_list_strategies": list(self.device_list_strategies),
             "crictl": text(self.crictl),
             "kubernetes": text(self.kubernetes),
+            "dra": self.dra,
             "fabricmanager": text(self.fabricmanager),
             "mig_label": self.mig_label,
         }
@@ -1049,6 +1060,20 @@ class Matrix:
                     )
                 else:
                     view.kubernetes = parts[:2]
+                    view.kubernetes_release = parts
+
+        dra = desired.get("gpufleet_dra")
+        if dra not in (None, ""):
+            if dra not in DRA_WORKFLOWS:
+                bad(
+                    "gpufleet_dra",
+                    "gpufleet_dra '{0}' is not one of {1}".format(dra, ", ".join(DRA_WORKFLOWS)),
+                    'set gpufleet_dra to "driver" (NVIDIA\'s DRA driver chart), "operator" (the GPU Operator\'s GPUCluster) or "" (no DRA)',
+                    "driver",
+                )
+            else:
+                view.dra = str(dra)
+                view.dra_compute_domains = bool(desired.get("gpufleet_dra_compute_domains"))
 
         if desired.get("mig_label"):
             view.mig_label = str(desired["mig_label"])
@@ -1118,6 +1143,7 @@ class Matrix:
             self._engine_lifecycle,
             self._device_plugin_runtime,
             self._crictl_skew,
+            self._dra,
             self._fabricmanager,
         ):
             found.extend(rule(view))
@@ -2014,6 +2040,111 @@ class Matrix:
                 "crictl {0} is not compatible with Kubernetes {1}: {2}".format(version_text(view.crictl), version_text(kubernetes), why),
                 fix,
                 "crictl",
+            )
+        ]
+
+    def _dra(self, view: NodeView) -> list[dict[str, str]]:
+        """DRA_MINIMUMS rows that apply to the declared workflow, against the declared Kubernetes and driver."""
+        if view.dra is None:
+            return []
+        wanted = {"gpus"} | ({"compute_domains"} if view.dra_compute_domains else set()) | ({"operator"} if view.dra == "operator" else set())
+        found: list[dict[str, str]] = []
+        for row in _kubernetes.DRA_MINIMUMS:
+            if row["for"] not in wanted:
+                continue
+            if row["component"] == "kubernetes":
+                found.extend(self._dra_kubernetes(view, row))
+            elif view.driver is not None:
+                found.extend(self._dra_driver(view.driver, row))
+        return found
+
+    @staticmethod
+    def _dra_kubernetes(view: NodeView, row: dict[str, t.Any]) -> list[dict[str, str]]:
+        minimum = parse_version(row["minimum"])
+        release = view.kubernetes_release
+        if release is None:
+            return [
+                finding(
+                    "dra",
+                    "warning",
+                    "kubernetes",
+                    "DRA needs Kubernetes {0} or later, and no Kubernetes version is declared to check".format(row["minimum"]),
+                    'declare the cluster\'s release in crictl_kubernetes_version (e.g. "1.34.2")',
+                    "crictl",
+                    row["source"],
+                )
+            ]
+        shown = version_text(release)
+        if release[: len(minimum)] >= minimum:
+            return []
+        gates = parse_version(row["gates"]) if row["gates"] else None
+        fix = "upgrade the cluster to Kubernetes {0} or later".format(row["minimum"])
+        if len(release) < len(minimum) and release == minimum[: len(release)]:
+            return [
+                finding(
+                    "dra",
+                    "warning",
+                    "kubernetes",
+                    "Kubernetes {0}: DRA needs {1} or later ({2}); the patch level is not declared".format(shown, row["minimum"], row["what"]),
+                    'declare the full release in crictl_kubernetes_version (e.g. "{0}") or {1}'.format(row["minimum"], fix),
+                    "crictl",
+                    row["source"],
+                )
+            ]
+        # Gates rescue the release lines below the minimum's (1.32, 1.33), not 1.34.0/1.34.1.
+        if gates is not None and gates <= release[:2] < minimum[:2]:
+            return [
+                finding(
+                    "dra",
+                    "warning",
+                    "kubernetes",
+                    "Kubernetes {0} is below {1}: DRA works only with feature gates set by hand ({2})".format(shown, row["minimum"], row["what"]),
+                    "{0}, or enable the DynamicResourceAllocation feature gate and the resource.k8s.io beta APIs on every component".format(fix),
+                    "crictl",
+                    row["source"],
+                )
+            ]
+        return [
+            finding(
+                "dra",
+                "error",
+                "kubernetes",
+                "Kubernetes {0} is below {1}, the minimum of {2}".format(shown, row["minimum"], row["what"]),
+                fix,
+                "crictl",
+                row["source"],
+            )
+        ]
+
+    @staticmethod
+    def _dra_driver(driver: Driver, row: dict[str, t.Any]) -> list[dict[str, str]]:
+        meets = driver.at_least(row["minimum"])
+        if meets is True:
+            return []
+        fix = "pin driver_version to {0} or later (or driver_branch to a newer branch)".format(row["minimum"])
+        if meets is None:
+            return [
+                finding(
+                    "dra",
+                    "warning",
+                    "driver {0}".format(driver),
+                    "driver branch {0} may be below {1}, the minimum {2}: the branch alone does not say which release".format(
+                        driver, row["minimum"], row["what"]
+                    ),
+                    fix,
+                    "driver",
+                    row["source"],
+                )
+            ]
+        return [
+            finding(
+                "dra",
+                "error",
+                "driver {0}".format(driver),
+                "driver {0} is below {1}, the minimum {2}".format(driver, row["minimum"], row["what"]),
+                fix,
+                "driver",
+                row["source"],
             )
         ]
 

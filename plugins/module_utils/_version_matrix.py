@@ -46,6 +46,8 @@ DESIRED_OPTIONS: dict[str, dict[str, t.Any]] = dict(
     device_plugin_device_list_strategy=dict(type="str"),
     crictl_version=dict(type="str"),
     crictl_kubernetes_version=dict(type="str"),
+    gpufleet_dra=dict(type="str"),
+    gpufleet_dra_compute_domains=dict(type="bool"),
     mig_label=dict(type="str"),
     mig_config=dict(type="dict"),
 )

@@ -24,7 +24,7 @@ LAYER_VARIABLES: dict[str, tuple[str, ...]] = {
     "container_runtime": ("container_runtime_engine", "container_runtime_cdi", "container_runtime_set_default"),
     "cdi": ("cdi_spec_dir", "cdi_format", "cdi_device_name_strategy", "cdi_bake"),
     "crictl": ("crictl_version", "crictl_kubernetes_version"),
-    "mig": ("mig_config", "mig_config_src", "mig_label", "mig_bake"),
+    "mig": ("mig_config", "mig_config_src", "mig_label", "mig_bake", "mig_owner"),
 }
 
 LAYERS = tuple(LAYER_VARIABLES)

@@ -1168,7 +1168,7 @@ def report_gpus(nvml: dict[str, t.Any]) -> list[dict[str, t.Any]]:
 
 def build_report(host: str, checks: list[dict[str, t.Any]], nvml: dict[str, t.Any], versions: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
     """One host's report: checks in site.yml order, versions, GPUs. Deterministic (no timestamps)."""
-    order = {layer: i for i, layer in enumerate(LAYERS + ("workload", "health", "matrix"))}
+    order = {layer: i for i, layer in enumerate(LAYERS + ("dra", "workload", "health", "matrix"))}
     checks = sorted(checks, key=lambda c: order.get(c["layer"], len(order)))
     findings = [f for c in checks for f in c["findings"]]
     counts = {level: sum(1 for f in findings if f["severity"] == level) for level in SEVERITIES}

@@ -34,29 +34,108 @@ DEVICE_PLUGIN_STRATEGIES = (
     },
 )
 
-# What NVIDIA's DRA driver for GPUs (k8s-dra-driver-gpu) needs. The standalone
-# driver asks for Kubernetes 1.32 with DRA enabled; the GPU Operator's DRA
-# workflow asks for Kubernetes 1.34.2 and GPU driver 580 or later.
+_DRA_PREREQUISITES = "NVIDIA/k8s-dra-driver-gpu@22407113:docs/prerequisites.md"
+_OPERATOR_DRA = "NVIDIA/cloud-native-docs@52dcb7b8:gpu-operator/dra-intro-install.rst (Prerequisites)"
+
+# What NVIDIA's DRA driver for GPUs (k8s-dra-driver-gpu, now developed as
+# kubernetes-sigs/dra-driver-nvidia-gpu) needs from the cluster and the node.
+# The repository's prerequisites page is the authority for the standalone
+# driver: Kubernetes 1.34.2 or later, or 1.32/1.33 with the
+# DynamicResourceAllocation feature gate (and the resource.k8s.io beta APIs)
+# switched on by hand; GPU driver 565 for GPU allocation, 570.158.01 for
+# ComputeDomains (its IMEXDaemonsWithDNSNames gate, on by default, needs it).
+# Its README still says "Kubernetes 1.32 or newer, with DRA enabled", which
+# is the same floor said more loosely. The GPU Operator's managed DRA
+# workflow (GPUCluster) asks for more: Kubernetes 1.34.2 and driver 580.
+# `gates` is the highest release line below `minimum` where the feature gates
+# make DRA work ("" where no such line exists).
 DRA_MINIMUMS = (
     {
         "component": "kubernetes",
-        "minimum": "1.32",
-        "for": "k8s-dra-driver-gpu (DRA enabled)",
-        "source": "NVIDIA/k8s-dra-driver-gpu@22407113:README.md",
-        "checked": "2026-11-25",
+        "minimum": "1.34.2",
+        "gates": "1.32",
+        "for": "gpus",
+        "what": "Kubernetes with DRA on by default; 1.32 and 1.33 need the DynamicResourceAllocation feature gate on "
+        "kube-apiserver, kube-controller-manager, kube-scheduler and kubelet, and the resource.k8s.io/v1beta1 API "
+        "(v1beta2 too on 1.33)",
+        "source": _DRA_PREREQUISITES,
+        "checked": "2026-11-26",
+    },
+    {
+        "component": "driver",
+        "minimum": "565",
+        "gates": "",
+        "for": "gpus",
+        "what": "GPU driver for GPU allocation",
+        "source": _DRA_PREREQUISITES,
+        "checked": "2026-11-26",
+    },
+    {
+        "component": "driver",
+        "minimum": "570.158.01",
+        "gates": "",
+        "for": "compute_domains",
+        "what": "GPU driver for ComputeDomains (the IMEXDaemonsWithDNSNames feature gate, on by default)",
+        "source": _DRA_PREREQUISITES + " (ComputeDomains additional prerequisites)",
+        "checked": "2026-11-26",
     },
     {
         "component": "kubernetes",
         "minimum": "1.34.2",
-        "for": "the GPU Operator's DRA workflow",
-        "source": "NVIDIA/cloud-native-docs@52dcb7b8:gpu-operator/dra-intro-install.rst",
-        "checked": "2026-11-25",
+        "gates": "",
+        "for": "operator",
+        "what": "Kubernetes for the GPU Operator's DRA workflow (GPUCluster)",
+        "source": _OPERATOR_DRA,
+        "checked": "2026-11-26",
     },
     {
         "component": "driver",
         "minimum": "580",
-        "for": "the GPU Operator's DRA workflow",
-        "source": "NVIDIA/cloud-native-docs@52dcb7b8:gpu-operator/dra-intro-install.rst",
-        "checked": "2026-11-25",
+        "gates": "",
+        "for": "operator",
+        "what": "GPU driver for the GPU Operator's DRA workflow (GPUCluster)",
+        "source": _OPERATOR_DRA,
+        "checked": "2026-11-26",
     },
 )
+
+# What the DRA driver's kubelet plugins look for on the node when the driver
+# is installed on the host (nvidiaDriverRoot: /, the chart's default): the
+# driver root itself, then these directories, for libnvidia-ml.so.1 and
+# nvidia-smi (symlinks resolved); the CDI specs it writes go to /var/run/cdi
+# (its --cdi-root default), so the engine must read that directory.
+DRA_DRIVER_ROOT = {
+    "value": {
+        "root": "/",
+        "libraries": ["/usr/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/lib64", "/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu"],
+        "library": "libnvidia-ml.so.1",
+        "binaries": ["/opt/bin", "/usr/bin", "/usr/sbin", "/bin", "/sbin"],
+        "binary": "nvidia-smi",
+    },
+    "source": "NVIDIA/k8s-dra-driver-gpu@22407113:cmd/gpu-kubelet-plugin/root.go ; deployments/helm/dra-driver-nvidia-gpu/values.yaml (nvidiaDriverRoot)",
+    "checked": "2026-11-26",
+}
+DRA_CDI_ROOT = {
+    "value": "/var/run/cdi",
+    "source": "NVIDIA/k8s-dra-driver-gpu@22407113:cmd/compute-domain-kubelet-plugin/cdi.go (defaultCDIRoot)",
+    "checked": "2026-11-26",
+}
+# nvidia-cdi-hook: where the Container Toolkit's packages put it, and where
+# the GPU Operator's toolkit container installs it (toolkit.installDir). The
+# CDI specs name it by its host path, and the engine runs it on the host.
+DRA_CDI_HOOK_PATHS = {
+    "value": ["/usr/bin/nvidia-cdi-hook", "/usr/local/nvidia/toolkit/nvidia-cdi-hook"],
+    "source": "NVIDIA/k8s-dra-driver-gpu@22407113:deployments/helm/dra-driver-nvidia-gpu/values.yaml (nvidiaCDIHookPath) ; "
+    "NVIDIA/gpu-operator@a22dbf67:deployments/gpu-operator/values.yaml (toolkit.installDir)",
+    "checked": "2026-11-26",
+}
+# Host IMEX and the DRA driver's own IMEX daemons (ComputeDomains) clash: on a
+# host-installed driver nvidia-imex.service must be disabled and masked.
+DRA_IMEX_UNIT = {
+    "value": {"unit": "nvidia-imex.service", "config": "/etc/nvidia-imex/nodes_config.cfg"},
+    "source": _DRA_PREREQUISITES
+    + " ; "
+    + _OPERATOR_DRA.replace("(Prerequisites)", "(ComputeDomain prerequisites)")
+    + " ; NVIDIA/k8s-dra-driver-gpu@22407113:templates/compute-domain-daemon-config.tmpl.cfg (IMEX_NODE_CONFIG_FILE default)",
+    "checked": "2026-11-26",
+}

@@ -104,6 +104,112 @@ def test_a_swapped_gpu_leaves_the_cdi_spec_stale(host):
         assert "CDI spec is stale: it lists {0}, which NVML does not report".format(old_uuid) in messages, messages
 
 
+# -- DRA readiness ------------------------------------------------------------------------------------------------
+
+DROP_IN = "/etc/containerd/conf.d/99-nvidia.toml"
+IMEX_UNIT = "/usr/lib/systemd/system/nvidia-imex.service"
+
+
+@contextmanager
+def moved(host, path: str):
+    host.check_output("mv {0} {0}.verify-test".format(path))
+    try:
+        yield
+    finally:
+        host.check_output("mv {0}.verify-test {0}".format(path))
+
+
+@contextmanager
+def host_imex(host):
+    """An nvidia-imex.service where a package would put it, enabled and running (as nvidia-imex-* installs it)."""
+    host.check_output(
+        "printf '[Unit]\\nDescription=stand-in nvidia-imex\\n[Service]\\nExecStart=/bin/sleep infinity\\n[Install]\\nWantedBy=multi-user.target\\n' > "
+        + IMEX_UNIT
+    )
+    host.check_output("systemctl daemon-reload && systemctl enable --now nvidia-imex.service")
+    try:
+        yield
+    finally:
+        host.run("systemctl unmask nvidia-imex.service; systemctl disable --now nvidia-imex.service")
+        host.check_output("rm -f {0} && systemctl daemon-reload".format(IMEX_UNIT))
+
+
+def dra_check(host, *skip: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """verify, and the dra check of its report. The fault runs skip health and workload (their own tests judge
+    them); the last run of this section runs them all, so that the report the next tests read is whole."""
+    run = site(host, "--tags", "verify", *(("--skip-tags", ",".join(skip)) if skip else ()))
+    return run, checks(host)["dra"]
+
+
+FAST = ("verify_health", "verify_workload")
+
+
+def dra_errors(check: dict) -> list[tuple[str, str]]:
+    return [(f["subject"], f["message"]) for f in check["findings"] if f["severity"] == "error"]
+
+
+def test_the_prepared_node_is_ready_for_the_dra_driver(host):
+    dra = checks(host)["dra"]
+    assert dra["status"] == "pass", dra
+    assert dra["observed"]["cdi"] is True and "/var/run/cdi" in dra["observed"]["cdi_spec_dirs"]
+    assert dra["observed"]["nvidia_cdi_hook"] == "/usr/bin/nvidia-cdi-hook"
+    # Resolved like the DRA driver resolves them: Debian's nvidia-smi is an alternatives link.
+    assert dra["observed"]["driver_root"]["nvidia_smi"].endswith("/nvidia-smi"), dra["observed"]
+    assert dra["observed"]["driver_root"]["library"], dra["observed"]
+    assert dra["observed"]["imex"]["load"] == "not-found"
+
+
+def test_dra_cdi_off_in_containerd_fails(host):
+    with saved(host, DROP_IN):
+        host.check_output("sed -i 's/enable_cdi = true/enable_cdi = false/' " + DROP_IN)
+        run, dra = dra_check(host, *FAST)
+    assert run.returncode != 0, run.stdout
+    assert dra_errors(dra) == [("cdi", "CDI is off in containerd: the DRA driver hands GPUs to containers only through CDI")]
+    assert "CDI is off in containerd" in run.stdout
+
+
+def test_dra_spec_dirs_without_var_run_cdi_fail(host):
+    with saved(host, DROP_IN):
+        host.check_output("sed -i 's|^\\( *cdi_spec_dirs *=\\).*|\\1 [\"/etc/cdi\"]|' " + DROP_IN)
+        run, dra = dra_check(host, *FAST)
+    assert run.returncode != 0, run.stdout
+    assert dra_errors(dra) == [
+        ("cdi_spec_dirs", "containerd's CDI spec directories (/etc/cdi) do not include /var/run/cdi, where the DRA driver writes its CDI specs")
+    ]
+
+
+def test_dra_without_nvidia_cdi_hook_fails(host):
+    with moved(host, "/usr/bin/nvidia-cdi-hook"):
+        run, dra = dra_check(host, *FAST)
+    assert run.returncode != 0, run.stdout
+    assert [subject for subject, message in dra_errors(dra)] == ["nvidia-cdi-hook"], dra
+    assert "nvidia-cdi-hook is not on the host" in run.stdout
+
+
+def test_dra_driver_root_without_nvidia_smi_fails(host):
+    with moved(host, "/usr/bin/nvidia-smi"):
+        run, dra = dra_check(host, *FAST)
+    assert run.returncode != 0, run.stdout
+    assert [subject for subject, message in dra_errors(dra)] == ["driver_root"], dra
+    assert "the driver root / has no nvidia-smi (looked in /, /opt/bin, /usr/bin, /usr/sbin, /bin, /sbin)" in dra_errors(dra)[0][1]
+
+
+def test_dra_host_imex_fails_until_masked(host):
+    with host_imex(host):
+        run, dra = dra_check(host, *FAST)
+        assert run.returncode != 0, run.stdout
+        assert dra_errors(dra) == [
+            (
+                "imex",
+                "nvidia-imex.service is enabled and active (loaded), not masked: it clashes with the IMEX daemons the DRA driver runs for ComputeDomains",
+            )
+        ]
+        host.check_output("systemctl disable --now nvidia-imex.service && systemctl mask nvidia-imex.service")
+        run, dra = dra_check(host)
+        assert dra["status"] == "pass", dra
+        assert run.returncode == 0, run.stdout
+
+
 # -- GPU health ---------------------------------------------------------------------------------------------------
 
 TEXTFILE = "/var/lib/prometheus/node-exporter/gpufleet-health.prom"

@@ -48,6 +48,14 @@ def test_mig_is_managed_only_with_a_label():
     assert declare("mig", {"mig_label": "all-1g.5gb"}, {"mig_label": ""})["managed"]
 
 
+def test_mig_owned_by_the_dra_driver_is_not_managed():
+    """mig_owner: dra_driver hands MIG to NVIDIA's DRA driver: verify and preflight judge no layout, even with a label."""
+    handed = declare("mig", {"mig_label": "all-1g.5gb", "mig_owner": "dra_driver"}, {"mig_label": "", "mig_owner": "gpufleet"})
+    assert not handed["managed"]
+    assert handed["reason"] == "mig_owner is dra_driver: NVIDIA's DRA driver owns MIG"
+    assert declare("mig", {"mig_label": "all-1g.5gb"}, {"mig_label": "", "mig_owner": "gpufleet"})["managed"]
+
+
 def test_role_defaults_are_read_from_the_collection(tmp_path: Path):
     defaults = tmp_path / "crictl" / "defaults"
     defaults.mkdir(parents=True)
