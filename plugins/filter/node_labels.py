@@ -20,11 +20,22 @@ def node_labels_plan(request: object) -> dict[str, t.Any]:
 
     `request`: nvml (nvml_info's result), settings (mig_strategy, time_slicing, mps, rename_by_default), reads
     (machine: /sys/class/dmi/id/product_name or None, pci_classes: {bus_id: the sysfs class text or None}),
-    expiry_time ('' or RFC 3339) and header (the file's comment, one or more lines).
+    expiry_time ('' or RFC 3339), header (the file's comment, one or more lines) and optionally path (the file's
+    path on the node, checked).
     """
     if not isinstance(request, Mapping):
         raise AnsibleFilterError("node_labels_plan: expects a mapping with nvml, settings and reads, got {0!r}".format(type(request).__name__))
     settings = request.get("settings") or {}
+    path = request.get("path")
+    if path is not None:
+        directory, name = str(path).rsplit("/", 1) if "/" in str(path) else ("", str(path))
+        if not directory.startswith("/"):
+            raise AnsibleFilterError("node_labels_plan: node_labels_dir must be an absolute path, got {0!r}".format(directory))
+        if not name or name.startswith(".") or name in ("..",):
+            raise AnsibleFilterError(
+                "node_labels_plan: node_labels_file {0!r} would never be read: NFD skips names that start with a dot; "
+                "use a plain name such as gpufleet-gpu".format(name)
+            )
     try:
         expiry = _gfd_labels.check_expiry(request.get("expiry_time"))
         labels = _gfd_labels.labels(request.get("nvml") or {}, settings, request.get("reads") or {})

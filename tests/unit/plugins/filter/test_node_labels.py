@@ -157,8 +157,10 @@ def test_summary(mixed: dict) -> None:
         ({"settings": {"time_slicing": [{"name": "nvidia.com/gpu", "replicas": 0}]}}, "node_labels_time_slicing[0]"),
         ({"nvml": {"status": "driver_not_loaded"}}, "NVML is not usable on this node (nvml.status='driver_not_loaded')"),
         ({"header": "x" * 70000}, "NFD reads at most 65536"),
+        ({"path": "/etc/kubernetes/node-feature-discovery/features.d/.gpu"}, "node_labels_file '.gpu' would never be read"),
+        ({"path": "features.d/gpu"}, "node_labels_dir must be an absolute path"),
     ],
-    ids=["expiry-format", "expiry-date", "strategy", "replicas", "no-driver", "too-big"],
+    ids=["expiry-format", "expiry-date", "strategy", "replicas", "no-driver", "too-big", "dotfile", "relative-dir"],
 )
 def test_bad_input_is_refused_with_the_fix(whole: dict, change: dict, message: str) -> None:
     request = {"nvml": whole, "settings": {}, "reads": {}, "expiry_time": "", "header": ""}
