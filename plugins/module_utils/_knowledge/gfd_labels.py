@@ -20,9 +20,8 @@ _NVML_CONST = "NVIDIA/go-nvlib@3c161560521e3208792199f2ed0d559a5f3ae4f4:vendor/g
 _NFD_LOCAL = "kubernetes-sigs/node-feature-discovery@v0.19.0:source/local/local.go"
 _CHECKED = "2026-11-26"
 
-# Every label the role writes, and the rule GFD derives it by. `scope` says
-# when it is written: always, per resource (nvidia.com/gpu and, under the
-# mixed strategy, nvidia.com/mig-<profile>), or under a MIG strategy.
+# Every label the role writes, and the rule GFD derives it by (when it is
+# written, where that depends on the node or the declaration, is in the rule).
 LABEL_RULES = (
     {
         "label": "nvidia.com/gpu.machine",

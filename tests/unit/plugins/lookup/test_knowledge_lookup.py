@@ -49,7 +49,7 @@ def test_several_terms_give_several_tables() -> None:
         (
             "nope.TABLE",
             "knowledge: 'nope.TABLE' names no module of the knowledge base; use <module>.<TABLE> with a "
-            "module of: cuda, drivers, engines, gpus, health, kubernetes, packages, toolkit",
+            "module of: cuda, drivers, engines, gfd_labels, gpus, health, kubernetes, packages, toolkit",
         ),
         ("packages", "names no table of packages"),
     ],
