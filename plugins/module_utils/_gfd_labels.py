@@ -272,7 +272,7 @@ def _single_labels(gpus: list[t.Mapping[str, t.Any]], sharing: _Sharing) -> dict
             invalid.key("sharing-strategy"): "",
             invalid.key("memory"): "0",
         }
-    ((profile, entry),) = resources.items()
+    profile, entry = next(iter(resources.items()))
     return _mig_resource_labels(_Resource(GPU, sharing), entry["parent"], profile, entry["count"], entry["attributes"])
 
 
