@@ -24,7 +24,7 @@ from stack import host_vars, node, sha256
 
 DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 FILE = DIR + "/gpufleet-gpu"
-NFD = "NODE_NAME=test nfd-worker -oneshot -no-publish -feature-sources=local -label-sources=local -kubeconfig /etc/gpufleet-test/nfd-kubeconfig -v=1"
+NFD = "NODE_NAME=test nfd-worker -oneshot -no-publish -feature-sources=local -label-sources=local -kubeconfig /usr/local/etc/nfd-kubeconfig -v=1"
 
 
 def nfd_labels(host) -> dict[str, str]:
