@@ -47,7 +47,7 @@ chmod -R u+w "$tmp/src"
   "$go" build -mod=mod -o "$tmp/bin/" -ldflags "$ldflags" ./cmd/nfd-worker
 ) >&2
 mkdir -p "$GPUFLEET_CACHE/go-tools" "$out"
-rm -rf "$out/bin"
+rm -rf "${out:?}/bin"
 mv "$tmp/bin" "$out/bin"
 for old in "$GPUFLEET_CACHE/go-tools/nfd-worker-$version-"*; do
   [ "$old" = "$out" ] || rm -rf "$old"
