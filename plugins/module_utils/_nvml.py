@@ -351,6 +351,20 @@ class _ComputeInstancePlacement(ctypes.Structure):
     _fields_ = [("start", ctypes.c_uint), ("size", ctypes.c_uint)]
 
 
+class _DeviceAttributes(ctypes.Structure):
+    _fields_ = [
+        ("multiprocessorCount", ctypes.c_uint),
+        ("sharedCopyEngineCount", ctypes.c_uint),
+        ("sharedDecoderCount", ctypes.c_uint),
+        ("sharedEncoderCount", ctypes.c_uint),
+        ("sharedJpegCount", ctypes.c_uint),
+        ("sharedOfaCount", ctypes.c_uint),
+        ("gpuInstanceSliceCount", ctypes.c_uint),
+        ("computeInstanceSliceCount", ctypes.c_uint),
+        ("memorySizeMB", ctypes.c_ulonglong),
+    ]
+
+
 class _ComputeInstanceProfileInfo(ctypes.Structure):
     _fields_ = [
         ("id", ctypes.c_uint),
@@ -542,6 +556,8 @@ PROTOTYPES: dict[str, tuple[t.Any, ...]] = {
     "nvmlDeviceGetMaxMigDeviceCount": (_HANDLE, _P(_UINT)),
     "nvmlDeviceGetMigDeviceHandleByIndex": (_HANDLE, _UINT, _P(_HANDLE)),
     "nvmlDeviceGetGpuInstanceId": (_HANDLE, _P(_UINT)),
+    "nvmlDeviceGetAttributes_v2": (_HANDLE, _P(_DeviceAttributes)),
+    "nvmlDeviceGetAttributes": (_HANDLE, _P(_DeviceAttributes)),
     "nvmlDeviceGetComputeInstanceId": (_HANDLE, _P(_UINT)),
     # health reads; enums (nvmlEnableState_t, nvmlMemoryErrorType_t, ...) are C ints
     "nvmlDeviceGetEccMode": (_HANDLE, _P(ctypes.c_int), _P(ctypes.c_int)),
@@ -583,6 +599,8 @@ FALLBACKS: dict[str, tuple[str, frozenset[int]]] = {
     ),
     "nvmlDeviceGetPciInfo_v3": ("nvmlDeviceGetPciInfo_v2", frozenset({NVML_ERROR_FUNCTION_NOT_FOUND})),
     "nvmlDeviceGetMemoryInfo_v2": ("nvmlDeviceGetMemoryInfo", _VERSION_GAP),
+    # Same struct; nvml.h maps the plain name to _v2 since the _v2 symbol exists.
+    "nvmlDeviceGetAttributes_v2": ("nvmlDeviceGetAttributes", frozenset({NVML_ERROR_FUNCTION_NOT_FOUND})),
     "nvmlDeviceGetGpuInstanceProfileInfoV": ("nvmlDeviceGetGpuInstanceProfileInfo", _VERSION_GAP),
     "nvmlGpuInstanceGetComputeInstanceProfileInfoV": ("nvmlGpuInstanceGetComputeInstanceProfileInfo", _VERSION_GAP),
     # Health reads whose newer call the header deprecates the older one for
@@ -703,6 +721,21 @@ class ComputeInstanceProfile:
     shared_encoder_count: int
     shared_jpeg_count: int
     shared_ofa_count: int
+
+
+@dataclass(frozen=True)
+class DeviceAttributes:
+    """nvmlDeviceGetAttributes of a MIG device: what its compute instance gets of the GPU."""
+
+    multiprocessor_count: int
+    shared_copy_engine_count: int
+    shared_decoder_count: int
+    shared_encoder_count: int
+    shared_jpeg_count: int
+    shared_ofa_count: int
+    gpu_instance_slice_count: int
+    compute_instance_slice_count: int
+    memory_size_mb: int
 
 
 @dataclass(frozen=True)
@@ -1256,6 +1289,21 @@ class NvmlSession:
             if mig is not None:
                 devices.append(mig)
         return devices
+
+    def device_attributes(self, device: Device) -> DeviceAttributes:
+        attrs = _DeviceAttributes()
+        self._call_with_fallback("nvmlDeviceGetAttributes_v2", (device.value, ctypes.byref(attrs)), (device.value, ctypes.byref(attrs)))
+        return DeviceAttributes(
+            multiprocessor_count=attrs.multiprocessorCount,
+            shared_copy_engine_count=attrs.sharedCopyEngineCount,
+            shared_decoder_count=attrs.sharedDecoderCount,
+            shared_encoder_count=attrs.sharedEncoderCount,
+            shared_jpeg_count=attrs.sharedJpegCount,
+            shared_ofa_count=attrs.sharedOfaCount,
+            gpu_instance_slice_count=attrs.gpuInstanceSliceCount,
+            compute_instance_slice_count=attrs.computeInstanceSliceCount,
+            memory_size_mb=attrs.memorySizeMB,
+        )
 
     def mig_device_gpu_instance_id(self, mig_device: Device) -> int:
         return self._uint("nvmlDeviceGetGpuInstanceId", mig_device.value)

@@ -246,6 +246,14 @@ nvml:
           type: int
           returned: always
           sample: 40960
+        memory_total_bytes:
+          description:
+            - Total framebuffer memory in bytes, as NVML reports it.
+            - GPU Feature Discovery names a MIG profile's memory from it (go-nvlib rounds the MIG device's share of
+              it), which RV(nvml.gpus[].memory_total_mib) rounded down cannot always reproduce.
+          type: int
+          returned: always
+          sample: 42949672960
         architecture:
           description: The GPU architecture, V(unknown) when NVML does not report a known one.
           type: str
@@ -308,6 +316,11 @@ nvml:
                   type: int
                   returned: always
                   sample: 9
+                profile_index:
+                  description: The C(NVML_GPU_INSTANCE_PROFILE_*) index of the instance's profile.
+                  type: int
+                  returned: always
+                  sample: 2
                 profile_name:
                   description: The profile name; V(null) on drivers without the versioned profile call.
                   type: str
@@ -341,6 +354,11 @@ nvml:
                       sample: 0
                     profile_id:
                       description: The compute-instance profile id.
+                      type: int
+                      returned: always
+                      sample: 2
+                    profile_index:
+                      description: The C(NVML_COMPUTE_INSTANCE_PROFILE_*) index of the instance's profile.
                       type: int
                       returned: always
                       sample: 2
@@ -390,6 +408,49 @@ nvml:
                   type: int
                   returned: always
                   sample: 19968
+                attributes:
+                  description:
+                    - What the MIG device gets of its GPU (C(nvmlDeviceGetAttributes)), as GPU Feature Discovery
+                      labels it; V(null) when NVML cannot tell.
+                  type: dict
+                  returned: always
+                  contains:
+                    multiprocessor_count:
+                      description: Streaming multiprocessors of the compute instance.
+                      type: int
+                      sample: 14
+                    shared_copy_engine_count:
+                      description: Copy engines.
+                      type: int
+                      sample: 1
+                    shared_decoder_count:
+                      description: Video decoders.
+                      type: int
+                      sample: 0
+                    shared_encoder_count:
+                      description: Video encoders.
+                      type: int
+                      sample: 0
+                    shared_jpeg_count:
+                      description: JPEG decoders.
+                      type: int
+                      sample: 0
+                    shared_ofa_count:
+                      description: Optical flow accelerators.
+                      type: int
+                      sample: 0
+                    gpu_instance_slice_count:
+                      description: Compute slices of the GPU instance.
+                      type: int
+                      sample: 1
+                    compute_instance_slice_count:
+                      description: Compute slices of the compute instance.
+                      type: int
+                      sample: 1
+                    memory_size_mb:
+                      description: Memory of the GPU instance in MiB.
+                      type: int
+                      sample: 4864
             profiles:
               description:
                 - GPU-instance profiles the GPU offers, sorted by index.
@@ -740,6 +801,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import (
     NvmlSession,
     Placement,
     architecture_name,
+    to_dict,
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml_health import empty_health, read_health
 
@@ -892,6 +954,7 @@ class NvmlFactsCollector:
                 "minor_number": None,
                 "pci": None,
                 "memory_total_mib": None,
+                "memory_total_bytes": None,
                 "architecture": "unknown",
                 "architecture_id": None,
                 "compute_capability": None,
@@ -947,6 +1010,7 @@ class NvmlFactsCollector:
             }
         memory = opt(s.device_memory, dev)
         gpu["memory_total_mib"] = memory.total // _MIB if memory else None
+        gpu["memory_total_bytes"] = memory.total if memory else None
 
         arch = opt(s.device_architecture, dev)
         gpu["architecture"] = architecture_name(arch)
@@ -1005,6 +1069,7 @@ class NvmlFactsCollector:
                     {
                         "id": info.id,
                         "profile_id": info.profile_id,
+                        "profile_index": profile.index,
                         "profile_name": profile.name,
                         "placement": _placement(info.placement),
                         "compute_instances": self._compute_instances(s, handle),
@@ -1018,7 +1083,14 @@ class NvmlFactsCollector:
         for profile in self._optional(s.compute_instance_profiles, gi) or []:
             for handle in self._optional(s.compute_instances, gi, profile) or []:
                 info = s.compute_instance_info(handle)
-                found.append({"id": info.id, "profile_id": info.profile_id, "placement": _placement(info.placement)})
+                found.append(
+                    {
+                        "id": info.id,
+                        "profile_id": info.profile_id,
+                        "profile_index": profile.index,
+                        "placement": _placement(info.placement),
+                    }
+                )
         return sorted(found, key=lambda ci: ci["id"])
 
     def _mig_devices(self, s: NvmlSession, dev: Device) -> list[dict[str, t.Any]]:
@@ -1028,6 +1100,7 @@ class NvmlFactsCollector:
         for index, mig in enumerate(opt(s.mig_devices, dev) or []):
             self._scope = outer + ["MIG device {0}".format(index)]
             memory = opt(s.device_memory, mig)
+            attributes = opt(s.device_attributes, mig)
             found.append(
                 {
                     "uuid": opt(s.device_uuid, mig),
@@ -1035,6 +1108,7 @@ class NvmlFactsCollector:
                     "gpu_instance_id": opt(s.mig_device_gpu_instance_id, mig),
                     "compute_instance_id": opt(s.mig_device_compute_instance_id, mig),
                     "memory_total_mib": memory.total // _MIB if memory else None,
+                    "attributes": to_dict(attributes) if attributes else None,
                 }
             )
         self._scope = outer

@@ -146,10 +146,12 @@ def expected_gpu(gpu: dict[str, t.Any], gather: bool, gather_health: bool = True
             {
                 "id": gi["id"],
                 "profile_id": gi["profile"],
+                "profile_index": gi_profile["index"],
                 "profile_name": gi_profile["name"],
                 "placement": _placement(gi),
+                # The simulator's compute-instance profile ids are their NVML_COMPUTE_INSTANCE_PROFILE_* indexes.
                 "compute_instances": sorted(
-                    ({"id": ci["id"], "profile_id": ci["profile"], "placement": _placement(ci)} for ci in gi["cis"]),
+                    ({"id": ci["id"], "profile_id": ci["profile"], "profile_index": ci["profile"], "placement": _placement(ci)} for ci in gi["cis"]),
                     key=lambda ci: ci["id"],
                 ),
             }
@@ -164,6 +166,19 @@ def expected_gpu(gpu: dict[str, t.Any], gather: bool, gather_health: bool = True
                     "gpu_instance_id": gi["id"],
                     "compute_instance_id": ci["id"],
                     "memory_total_mib": gi_profile["memory_mb"],
+                    # nvmlDeviceGetAttributes of the MIG device: the GI profile's engines and memory, the
+                    # compute instance's share of the GI's multiprocessors.
+                    "attributes": {
+                        "multiprocessor_count": gi_profile["sm"] // gi_profile["slices"] * ci_slices,
+                        "shared_copy_engine_count": gi_profile["ce"],
+                        "shared_decoder_count": gi_profile["dec"],
+                        "shared_encoder_count": gi_profile["enc"],
+                        "shared_jpeg_count": gi_profile["jpeg"],
+                        "shared_ofa_count": gi_profile["ofa"],
+                        "gpu_instance_slice_count": gi_profile["slices"],
+                        "compute_instance_slice_count": ci_slices,
+                        "memory_size_mb": gi_profile["memory_mb"],
+                    },
                 }
             )
     mig: dict[str, t.Any] = {
@@ -211,6 +226,7 @@ def expected_gpu(gpu: dict[str, t.Any], gather: bool, gather_health: bool = True
             "subsystem_id": "0x{0:08X}".format(gpu["pci_subsystem_id"]),
         },
         "memory_total_mib": gpu["memory_total"] // MIB,
+        "memory_total_bytes": gpu["memory_total"],
         "architecture": ARCHITECTURES.get(gpu["arch"], "unknown"),
         "architecture_id": gpu["arch"],
         "compute_capability": "{0}.{1}".format(gpu["cc_major"], gpu["cc_minor"]),
@@ -246,6 +262,7 @@ def lost_gpu(index: int, gather: bool, gather_health: bool = True) -> dict[str, 
         "minor_number": None,
         "pci": None,
         "memory_total_mib": None,
+        "memory_total_bytes": None,
         "architecture": "unknown",
         "architecture_id": None,
         "compute_capability": None,
