@@ -6,7 +6,7 @@
 """gpufleet.nvidia.preflight_gate: the preflight role's gate in one task.
 
 It judges the host's declaration with the version matrix (the version_matrix
-module's options and code, module_utils/_version_matrix.py), decides with
+module's options and code, module_utils/matrix/judge.py), decides with
 preflight_fail_on whether the host stops (the preflight_verdict filter's
 code), writes the stop message, and hands the judgement to AWX as set_stats
 would (`ansible_stats` in the result: the strategy aggregates it like
@@ -28,7 +28,7 @@ from ansible.errors import AnsibleActionFail, AnsibleFilterError
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.nvidia.plugins.filter.preflight import preflight_verdict
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._version_matrix import argument_spec, judge, prime_builtin_matrix
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.judge import argument_spec, judge, prime_builtin_matrix
 
 # The built-in tables parsed in the controller's process, before it forks (as
 # version_matrix's action does): every worker inherits them.

@@ -22,7 +22,8 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import SEVERITIES, fails
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.node import fails
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.tables import SEVERITIES
 
 # Rule ids that share one entry of the rule -> variables table: each site
 # rule is the site's own (`custom:<id>`); each toolkit CVE floor is a rule of

@@ -26,7 +26,7 @@ import jinja2
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import RULES
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.tables import RULES
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
