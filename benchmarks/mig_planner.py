@@ -7,7 +7,7 @@
 
 Two measurements:
 
-* planner  -- _mig.plan_gpu for all 8 GPUs of a node, from GPU states built
+* planner  -- mig_plan.plan_gpu for all 8 GPUs of a node, from GPU states built
   from simulator fixtures (no NVML): the search itself.
 * nvml     -- MigController.plan() against the simulated libnvidia-ml.so.1,
   i.e. what the mig_config module does before it changes anything: read
@@ -40,7 +40,11 @@ BUDGET_S = 1.0
 
 
 # pylint: disable=wrong-import-position
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _mig, _nvml
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import apply as mig_apply
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import config as mig_config
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import plan as mig_plan
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import state as mig_state
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import session as nvml_session
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins import mig_expected
 
 
@@ -53,21 +57,21 @@ def simctl() -> t.Any:
     return module
 
 
-def node_gpus(ctl: t.Any, fixture: str, mig_on: bool) -> list[_mig.GpuState]:
+def node_gpus(ctl: t.Any, fixture: str, mig_on: bool) -> list[mig_state.GpuState]:
     shown = ctl.show_state(ctl.render_node(os.path.join(SIM, "nodes", fixture + ".yml")), "", "")
     return [mig_expected.gpu_state(g, mig_enabled=True if mig_on else None) for g in shown["gpus"]]
 
 
-def full_of(gpu: _mig.GpuState, profile: _mig.Profile) -> _mig.GpuState:
+def full_of(gpu: mig_state.GpuState, profile: mig_state.Profile) -> mig_state.GpuState:
     """The GPU with as many instances of `profile` as fit, each with its full compute instance."""
     instances = []
     for number, (start, size) in enumerate(profile.placements[: profile.instances]):
-        ci = _mig.ComputeInstanceState(0, profile.slices, 0)
-        instances.append(_mig.GpuInstanceState(100 + number, profile.id, start, size, (ci,)))
+        ci = mig_state.ComputeInstanceState(0, profile.slices, 0)
+        instances.append(mig_state.GpuInstanceState(100 + number, profile.id, start, size, (ci,)))
     return dataclasses.replace(gpu, gpu_instances=tuple(instances))
 
 
-def cases(ctl: t.Any) -> list[tuple[str, list[_mig.GpuState], list[dict[str, int]]]]:
+def cases(ctl: t.Any) -> list[tuple[str, list[mig_state.GpuState], list[dict[str, int]]]]:
     a100 = node_gpus(ctl, "dgx-a100-8x40gb", mig_on=True)
     a100 = [dataclasses.replace(g, gpu_instances=(), processes=()) for g in a100]
     layouts = mig_expected.layouts_for(a100[0])
@@ -90,11 +94,11 @@ def cases(ctl: t.Any) -> list[tuple[str, list[_mig.GpuState], list[dict[str, int
     ]
 
 
-def plan_node(gpus: list[_mig.GpuState], wanted: list[dict[str, int]]) -> int:
+def plan_node(gpus: list[mig_state.GpuState], wanted: list[dict[str, int]]) -> int:
     steps = 0
     for gpu, devices in zip(gpus, wanted):
-        entry = _mig.parse_config({"version": "v1", "mig-configs": {"x": [{"devices": "all", "mig-enabled": True, "mig-devices": devices}]}})["x"][0]
-        steps += len(_mig.plan_gpu(gpu, _mig.resolve_target(gpu, entry)).steps())
+        entry = mig_config.parse_config({"version": "v1", "mig-configs": {"x": [{"devices": "all", "mig-enabled": True, "mig-devices": devices}]}})["x"][0]
+        steps += len(mig_plan.plan_gpu(gpu, mig_plan.resolve_target(gpu, entry)).steps())
     return steps
 
 
@@ -118,11 +122,11 @@ def nvml_case(ctl: t.Any, repeat: int) -> list[float]:
     os.environ.update(NVML_SIM_STATE=state, NVML_SIM_RUNDIR=rundir)
     os.environ.pop("NVML_SIM_EUID", None)
     config = {"version": "v1", "mig-configs": {"x": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}}]}}
-    entries = _mig.parse_config(config)["x"]
+    entries = mig_config.parse_config(config)["x"]
 
     def once() -> None:
-        with _nvml.NvmlSession(os.path.join(SIM, "build", "libnvidia-ml.so.1")) as session:
-            _mig.MigController(entries, "x", session).plan()
+        with nvml_session.NvmlSession(os.path.join(SIM, "build", "libnvidia-ml.so.1")) as session:
+            mig_apply.MigController(entries, "x", session).plan()
 
     return measure(once, repeat)
 

@@ -47,10 +47,10 @@ RUNNER = "ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner"
 
 
 # pylint: disable=wrong-import-position
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import (
-    _nvml,
-    _nvml_health,
-)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import health as nvml_health
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import library as nvml_library
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import session as nvml_session
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import values as nvml_values
 from ansible_collections.gpufleet.nvidia.plugins.modules import nvml_info
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import test_nvml_health as fake
 
@@ -90,17 +90,17 @@ def as_module(gather_health: bool, workdir: str, env: dict[str, str]) -> float:
 
 def binding(repeat: int) -> list[float]:
     library = fake.FakeNvml(fake.HOPPER)
-    real_cdll = _nvml.ctypes.CDLL
-    _nvml.ctypes.CDLL = lambda path: library  # type: ignore[assignment,misc]
+    real_cdll = nvml_library.ctypes.CDLL
+    nvml_library.ctypes.CDLL = lambda path: library  # type: ignore[assignment,misc]
     try:
-        session = _nvml.NvmlSession("fake")
+        session = nvml_session.NvmlSession("fake")
     finally:
-        _nvml.ctypes.CDLL = real_cdll  # type: ignore[misc]
+        nvml_library.ctypes.CDLL = real_cdll  # type: ignore[misc]
     samples = []
     for _sample in range(repeat):
         start = time.perf_counter()
         for _gpu in range(8):
-            _nvml_health.read_health(session, _nvml.Device(fake.HANDLE))
+            nvml_health.read_health(session, nvml_values.Device(fake.HANDLE))
         samples.append(time.perf_counter() - start)
     calls = len(library.calls) // repeat
     print("binding: read_health x 8 GPUs against the fake library, {0} NVML calls per node".format(calls))
@@ -133,10 +133,10 @@ def main() -> int:
         env = render(opts.fixture, workdir)
         os.environ.update(env)
         library = ctypes.CDLL(LIBRARY)
-        exported = [name for name in _nvml_health.HEALTH_CALLS if hasattr(library, name)]
+        exported = [name for name in nvml_health.HEALTH_CALLS if hasattr(library, name)]
         print(
             "fixture {0}; the simulator exports {1} of {2} health entry points{3}".format(
-                opts.fixture, len(exported), len(_nvml_health.HEALTH_CALLS), "" if exported else " (the figure below only measures failed symbol lookups)"
+                opts.fixture, len(exported), len(nvml_health.HEALTH_CALLS), "" if exported else " (the figure below only measures failed symbol lookups)"
             )
         )
 

@@ -30,9 +30,22 @@ MODULE_UTILS = COLLECTION_ROOT / "plugins" / "module_utils"
 # The package the commands import, inside the versioned directory.
 PACKAGE = "gpufleet_runtime"
 MANIFEST = "MANIFEST.json"
-# What the boot commands import (gpufleet-mig: _mig, _nvml; gpufleet-verify-boot:
-# also _health, _nvml_health); the runtime is these and what they import in turn.
-ENTRY_MODULES = ("_mig", "_nvml", "_nvml_health", "_health")
+# What the boot commands import (gpufleet-mig: mig/ and nvml/; gpufleet-verify-boot:
+# also nvml/health and _health), by path under module_utils; the runtime is these,
+# what they import in turn, and the __init__ of each package on the way.
+ENTRY_MODULES = (
+    "mig/apply",
+    "mig/config",
+    "mig/describe",
+    "mig/export",
+    "mig/hooks",
+    "mig/run",
+    "mig/state",
+    "nvml/constants",
+    "nvml/health",
+    "nvml/session",
+    "_health",
+)
 # The commands that import a runtime; a version stays while one of them names it.
 # They are the collection's own (the mig and verify roles' boot commands).
 USERS = ("/usr/local/sbin/gpufleet-mig", "/usr/local/sbin/gpufleet-verify-boot")

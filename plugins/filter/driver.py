@@ -16,12 +16,9 @@ import typing as t
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import (
-    OPEN_MODULES_FIRST_BRANCH,
-    Matrix,
-    flavours_for,
-    gpu_kind,
-)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.evaluate import Matrix
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.tables import OPEN_MODULES_FIRST_BRANCH
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.versions import flavours_for, gpu_kind
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _driver_plan
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
 

@@ -10,7 +10,7 @@ One judgement for every place that judges health: the verify role's health
 layer and the upgrade gate (through the gpufleet.nvidia.health_* filters on
 the controller), the fleet report, and gpufleet-verify-boot on the node. So:
 Python 3.8+, standard library only, no Ansible import. The facts come from
-nvml_info (each GPU's `lost` and `health`, read by _nvml_health.py); the
+nvml_info (each GPU's `lost` and `health`, read by nvml/health.py); the
 facts of the judgement (the Xid catalog, the recovery actions, the default
 thresholds with their reasons) live in _knowledge/health.py.
 """
@@ -22,6 +22,7 @@ import re
 import typing as t
 
 from ._knowledge import health as _kb
+from .nvml.health import CLOCK_EVENT_REASONS as NVML_CLOCK_EVENT_REASONS
 
 SEVERITIES = ("ignore", "warn", "critical")
 ACTIONS = ("reset_gpu", "reboot", "drain_and_repair", "reseat", "restart_service", "none")
@@ -59,17 +60,8 @@ SERVICES = {"service_persistenced": "nvidia-persistenced", "service_fabricmanage
 # cooling, not by its work or its settings (gpu_idle, applications_clocks_setting,
 # sw_power_cap, sync_boost and display_clock_setting are normal operation).
 SLOWDOWN_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown")
-CLOCK_EVENT_REASONS = (
-    "gpu_idle",
-    "applications_clocks_setting",
-    "sw_power_cap",
-    "hw_slowdown",
-    "sync_boost",
-    "sw_thermal_slowdown",
-    "hw_thermal_slowdown",
-    "hw_power_brake_slowdown",
-    "display_clock_setting",
-)
+# Every reason NVML names, in bit order: the binding's table (nvml/health.py), so the two cannot drift.
+CLOCK_EVENT_REASONS = tuple(name for _bit, name in NVML_CLOCK_EVENT_REASONS)
 
 _XIDS = {row["xid"]: row for row in _kb.XID_CATALOG}
 _RECOVERY = {row["value"]: row for row in _kb.RECOVERY_ACTIONS}
@@ -542,23 +534,19 @@ class _Judge:
         temperature = health.get("temperature") or {}
         current, slowdown, shutdown = (temperature.get(key) for key in ("current_c", "slowdown_c", "shutdown_c"))
         margin = self.policy["temperature_margin_c"]
-        if _is_int(current) and _is_int(shutdown) and current >= shutdown - margin:
-            self.add(
-                "temperature",
-                who,
-                "{0} °C, within {1} °C of the shutdown threshold {2} °C".format(current, margin, shutdown),
-                "reseat",
-                severity="critical",
-                advice=" after checking the cooling (fans, airflow, heat sink)",
+        # The nearer threshold decides: (name, limit, action, severity, advice); shutdown is checked first.
+        near = [
+            reading
+            for reading in (
+                ("shutdown", shutdown, "reseat", "critical", " after checking the cooling (fans, airflow, heat sink)"),
+                ("slowdown", slowdown, "none", None, " and check the cooling (fans, airflow)"),
             )
-        elif _is_int(current) and _is_int(slowdown) and current >= slowdown - margin:
-            self.add(
-                "temperature",
-                who,
-                "{0} °C, within {1} °C of the slowdown threshold {2} °C".format(current, margin, slowdown),
-                "none",
-                advice=" and check the cooling (fans, airflow)",
-            )
+            if _is_int(current) and _is_int(reading[1]) and current >= reading[1] - margin
+        ]
+        if near:
+            name, limit, action, severity, advice = near[0]
+            seen = "{0} °C, within {1} °C of the {2} threshold {3} °C".format(current, margin, name, limit)
+            self.add("temperature", who, seen, action, severity=severity, advice=advice)
         clocks = health.get("clock_event_reasons")
         active = [reason for reason in ((clocks or {}).get("active") or []) if reason in self.policy["clock_events_reasons"]]
         if active:

@@ -363,34 +363,15 @@ import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import (
-    HookRunner,
-    MigApplyError,
-    MigClientsError,
-    MigConfigError,
-    MigHookError,
-    MigPlanError,
-    MigResetError,
-    MigRun,
-    NodePlan,
-    RunResult,
-    describe_gpu,
-    export_config,
-    gpu_layout,
-    hook_env,
-    layout_lines,
-    load_config_file,
-    parse_config,
-    parse_hooks,
-    plan_to_dict,
-    select_label,
-)
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import (
-    DEFAULT_LIBRARY,
-    NvmlError,
-    NvmlLibraryNotFoundError,
-    NvmlSession,
-)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig.apply import MigApplyError, NodePlan
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig.config import MigConfigError, load_config_file, parse_config, select_label
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig.describe import describe_gpu, gpu_layout, layout_lines
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig.export import export_config, plan_to_dict
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig.hooks import HookRunner, MigHookError, hook_env, parse_hooks
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig.run import MigClientsError, MigResetError, MigRun, RunResult
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig.state import MigPlanError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml.constants import DEFAULT_LIBRARY, NvmlError, NvmlLibraryNotFoundError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml.session import NvmlSession
 
 
 class MigConfigManager:

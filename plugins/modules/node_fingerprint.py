@@ -150,8 +150,10 @@ import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _nvml
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._driver_state import DriverStateReader
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import constants as nvml_constants
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import session as nvml_session
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import values as nvml_values
 
 RECORD_FORMAT = 1
 LARGE_FILE = 1 << 20
@@ -220,7 +222,7 @@ def parse_systemctl_show(text: str) -> dict[str, str]:
 def read_nvml(library: str | None = None) -> str:
     """NVML's view of the node in one line of JSON, or the NVML error's name."""
     try:
-        with _nvml.NvmlSession(library) as nvml:
+        with nvml_session.NvmlSession(library) as nvml:
             gpus = []
             for index in range(nvml.device_count()):
                 device = nvml.device_by_index(index)
@@ -228,8 +230,8 @@ def read_nvml(library: str | None = None) -> str:
                 for field, read in (("persistence", nvml.device_persistence_mode), ("mig", nvml.device_mig_mode)):
                     try:
                         value = read(device)
-                        gpu[field] = _nvml.to_dict(value) if field == "mig" else value
-                    except _nvml.NvmlError as error:
+                        gpu[field] = nvml_values.to_dict(value) if field == "mig" else value
+                    except nvml_constants.NvmlError as error:
                         gpu[field] = error.name
                 if isinstance(gpu["mig"], dict) and gpu["mig"].get("current"):
                     gpu["mig_devices"] = sorted(
@@ -238,7 +240,7 @@ def read_nvml(library: str | None = None) -> str:
                     )
                 gpus.append(gpu)
             view = {"driver": nvml.driver_version(), "gpus": gpus}
-    except _nvml.NvmlError as error:
+    except nvml_constants.NvmlError as error:
         view = {"error": error.name}
     return json.dumps(view, sort_keys=True)
 

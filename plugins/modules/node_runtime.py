@@ -109,7 +109,7 @@ changed_files:
   type: list
   elements: str
   returned: always
-  sample: [MANIFEST.json, gpufleet_runtime/_nvml.py]
+  sample: [MANIFEST.json, gpufleet_runtime/nvml/session.py]
 removed:
   description: Old versions removed because no command imports them any more.
   type: list

@@ -41,7 +41,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge.package
     TOOLKIT_EXTENSION_PACKAGES,
     toolkit_packages,
 )
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import MigConfigError, parse_config, select_label
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig.config import MigConfigError, parse_config, select_label
 
 ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
 
@@ -284,7 +284,7 @@ def plan_driver(values: dict[str, t.Any], facts: dict[str, t.Any], os_vars: dict
 
 
 def check_mig_label(label: str, config: t.Any, config_src: str) -> str | None:
-    """mig_label against its config, with the MIG layer's own message (module_utils._mig.select_label)."""
+    """mig_label against its config, with the MIG layer's own message (module_utils.mig.config.select_label)."""
     variable = "mig_config_src" if config_src else "mig_config"
     if not config:
         return (

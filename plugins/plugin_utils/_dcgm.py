@@ -21,7 +21,7 @@ import typing as t
 from collections.abc import Mapping
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import dcgm as knowledge
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import Matrix
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.evaluate import Matrix
 
 _VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
 _PINNED = re.compile(r"^([0-9]+:)?[0-9]+\.[0-9]+\.[0-9]+-[0-9A-Za-z.~+]+$")

@@ -29,7 +29,7 @@ import tomllib
 import typing as t
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import kubernetes as _kubernetes
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import finding
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.node import finding
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _verify
 
 LAYER = "dra"

@@ -18,7 +18,7 @@ import typing as t
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._version_matrix import prime_builtin_matrix
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.judge import prime_builtin_matrix
 
 prime_builtin_matrix()
 

@@ -18,7 +18,7 @@ import typing as t
 from collections import Counter
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import slurm as _slurm
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import MigConfigError, parse_config, select_label
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig.config import MigConfigError, parse_config, select_label
 
 AUTODETECT_CHOICES = ("off", "nvml")
 _MINORS_LINE = re.compile(r"^gpu(?P<gpu>\d+)/gi(?P<gi>\d+)(?:/ci(?P<ci>\d+))?/access\s+(?P<minor>\d+)$")

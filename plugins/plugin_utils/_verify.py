@@ -28,15 +28,10 @@ import yaml
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _health
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge.packages import toolkit_packages
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import (
-    SEVERITIES,
-    Matrix,
-    MatrixError,
-    finding,
-    parse_version,
-    version_text,
-    worst,
-)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.evaluate import Matrix
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.node import finding, worst
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.tables import SEVERITIES, MatrixError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.versions import parse_version, version_text
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._layers import LAYERS
 
 STATUSES = ("pass", "warn", "fail", "not_managed", "not_available", "deferred")

@@ -19,11 +19,16 @@ work=$(mktemp -d)
 # The node runtime's layout (gpufleet.nvidia.node_runtime): the files the
 # boot check imports, as a package in a versioned directory that the role
 # writes into the command. The list is the runtime's (build_runtime() in
-# plugins/action/node_runtime.py), spelled out: no Ansible on this machine.
+# plugins/action/node_runtime.py), spelled out (the mig/ and nvml/ packages whole):
+# no Ansible on this machine.
 runtime="$work/lib/gpufleet/device-check"
 mkdir -p "$out" "$work/sbin" "$runtime/gpufleet_runtime/_knowledge"
 touch "$runtime/gpufleet_runtime/__init__.py"
-for f in _nvml.py _mig.py _mig_profiles.py _nvml_health.py _health.py _knowledge/__init__.py _knowledge/health.py; do
+for d in mig nvml; do
+  mkdir -p "$runtime/gpufleet_runtime/$d"
+  cp "$repo/plugins/module_utils/$d"/*.py "$runtime/gpufleet_runtime/$d/"
+done
+for f in _health.py _knowledge/__init__.py _knowledge/health.py; do
   cp "$repo/plugins/module_utils/$f" "$runtime/gpufleet_runtime/$f"
 done
 sed "s|@GPUFLEET_NODE_RUNTIME@|$runtime|" "$repo/roles/verify/files/gpufleet-verify-boot" >"$work/sbin/gpufleet-verify-boot"

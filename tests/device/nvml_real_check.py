@@ -4,11 +4,11 @@
 
 """Read a real GPU node through our NVML binding, NVIDIA's pynvml and nvidia-smi; compare.
 
-Everything the collection's ctypes binding (plugins/module_utils/_nvml.py) can
+Everything the collection's ctypes binding (plugins/module_utils/nvml/) can
 read is read three ways -- our binding, the reference binding NVIDIA ships
 (pynvml, package nvidia-ml-py) and nvidia-smi -- and compared field by field.
 The nvml_info collector and the MIG planner (mig_config's reads) run on the
-same node in-process. Each GPU's health (_nvml_health.read_health: ECC,
+same node in-process. Each GPU's health (nvml/health.py read_health: ECC,
 retired pages, remapped rows, recovery action, PCIe, NVLink, fabric,
 temperature, clock event reasons, power) is read the same three ways and
 compared leaf by leaf; temperature and power draw with a tolerance, the
@@ -24,7 +24,7 @@ and pynvml and nvidia-smi are only asked read commands.
 
 Standard library only (pynvml and PyYAML are used when importable), Python 3.8+:
 
-    python3 tests/device/nvml_real_check.py [--repo .] [--nvml path/to/_nvml.py] [--output report.json]
+    python3 tests/device/nvml_real_check.py [--repo .] [--nvml path/to/nvml/] [--output report.json]
 
 The simulated library works too (LD_LIBRARY_PATH=tests/nvml-sim/build with
 NVML_SIM_STATE set), which is how the script itself is tested without a GPU.
@@ -104,28 +104,45 @@ VOLATILE_POWER_W = 60.0
 
 
 # --- loading the collection's code ------------------------------------------
-def load_collection(repo: str, nvml_path: str | None) -> types.ModuleType:
-    """Make ansible_collections.gpufleet.nvidia importable from `repo`; return its _nvml.
+# The binding's modules under module_utils/nvml/ (the readers, health.py and facts.py, are imported as the
+# collection's modules use them).
+BINDING_MODULES = ("constants", "structs", "values", "library", "mig_calls", "health_calls", "session")
 
-    With `nvml_path`, that file is loaded as the binding instead of the repo's,
-    so a fixed copy can be checked without touching the checkout.
+
+def load_collection(repo: str, nvml_path: str | None) -> types.SimpleNamespace:
+    """Make ansible_collections.gpufleet.nvidia importable from `repo`; return its NVML binding (the public names
+    of module_utils/nvml's constants, structs, values and session) as one namespace.
+
+    With `nvml_path` (a directory laid out as module_utils/nvml/), that package is loaded as the binding instead
+    of the repo's, so a fixed copy can be checked without touching the checkout.
     """
     root = tempfile.mkdtemp(prefix="nvml-real-check-")
     os.makedirs(os.path.join(root, "ansible_collections", "gpufleet"))
     os.symlink(os.path.abspath(repo), os.path.join(root, "ansible_collections", "gpufleet", "nvidia"))
     sys.path.insert(0, root)
     utils = importlib.import_module(PKG + ".module_utils")
-    name = PKG + ".module_utils._nvml"
-    spec = importlib.util.spec_from_file_location(name, nvml_path or os.path.join(repo, "plugins/module_utils/_nvml.py"))
-    nvml = importlib.util.module_from_spec(spec)
-    sys.modules[name] = nvml  # dataclasses look their module up while the file runs
-    spec.loader.exec_module(nvml)  # type: ignore[union-attr]
-    utils._nvml = nvml
+    name = PKG + ".module_utils.nvml"
+    if nvml_path:
+        spec = importlib.util.spec_from_file_location(name, os.path.join(nvml_path, "__init__.py"), submodule_search_locations=[nvml_path])
+        package = importlib.util.module_from_spec(spec)
+        sys.modules[name] = package  # the submodules import each other relatively through it
+        spec.loader.exec_module(package)  # type: ignore[union-attr]
+        utils.nvml = package
+    nvml = binding()
     guard_read_only(nvml)
     return nvml
 
 
-def guard_read_only(nvml: types.ModuleType) -> None:
+def binding() -> types.SimpleNamespace:
+    """The binding's names (module_utils/nvml's BINDING_MODULES) in one namespace, as the checks read them."""
+    nvml = types.SimpleNamespace()
+    for part in BINDING_MODULES:
+        module = importlib.import_module(PKG + ".module_utils.nvml." + part)
+        vars(nvml).update((k, v) for k, v in vars(module).items() if not k.startswith("__"))
+    return nvml
+
+
+def guard_read_only(nvml: types.SimpleNamespace) -> None:
     resolve = nvml.NvmlSession._function
 
     def _function(self: t.Any, name: str) -> t.Any:
@@ -153,7 +170,7 @@ def import_module_file(relpath: str, repo: str) -> types.ModuleType:
 
 
 # --- reading helpers ------------------------------------------------------------
-def error_name(nvml: types.ModuleType, exc: BaseException) -> dict[str, t.Any]:
+def error_name(nvml: types.SimpleNamespace, exc: BaseException) -> dict[str, t.Any]:
     code = getattr(exc, "code", None)
     if code is None:
         code = getattr(exc, "value", None)  # pynvml.NVMLError
@@ -162,7 +179,7 @@ def error_name(nvml: types.ModuleType, exc: BaseException) -> dict[str, t.Any]:
     return {"error": "{0}: {1}".format(type(exc).__name__, exc)}
 
 
-def attempt(nvml: types.ModuleType, fn: t.Callable[..., t.Any], *args: t.Any) -> t.Any:
+def attempt(nvml: types.SimpleNamespace, fn: t.Callable[..., t.Any], *args: t.Any) -> t.Any:
     try:
         return fn(*args)
     except Exception as exc:  # pylint: disable=broad-except
@@ -178,7 +195,7 @@ def _instance(value: int) -> int | None:
 
 
 # --- our binding ------------------------------------------------------------------
-def read_ours(nvml: types.ModuleType, indices: range) -> dict[str, t.Any]:
+def read_ours(nvml: types.SimpleNamespace, indices: range) -> dict[str, t.Any]:
     s = nvml.NvmlSession()
     s.init()
     try:
@@ -251,9 +268,9 @@ def read_ours(nvml: types.ModuleType, indices: range) -> dict[str, t.Any]:
         s.shutdown()
 
 
-def read_health_ours(nvml: types.ModuleType) -> dict[str, t.Any]:
-    """_nvml_health.read_health for every GPU, and how long each took."""
-    health = importlib.import_module(PKG + ".module_utils._nvml_health")
+def read_health_ours(nvml: types.SimpleNamespace) -> dict[str, t.Any]:
+    """nvml/health.py read_health for every GPU, and how long each took."""
+    health = importlib.import_module(PKG + ".module_utils.nvml.health")
     s = nvml.NvmlSession()
     s.init()
     try:
@@ -282,7 +299,7 @@ def time_collector(repo: str, runs: int = 7) -> dict[str, t.Any]:
 
 
 # --- pynvml ----------------------------------------------------------------------------
-def read_pynvml(nvml: types.ModuleType, indices: range) -> dict[str, t.Any]:
+def read_pynvml(nvml: types.SimpleNamespace, indices: range) -> dict[str, t.Any]:
     try:
         import pynvml  # pylint: disable=import-outside-toplevel
     except ImportError as exc:
@@ -401,14 +418,14 @@ def read_pynvml(nvml: types.ModuleType, indices: range) -> dict[str, t.Any]:
         p.nvmlShutdown()
 
 
-def read_health_pynvml(nvml: types.ModuleType) -> dict[str, t.Any]:
+def read_health_pynvml(nvml: types.SimpleNamespace) -> dict[str, t.Any]:
     """The same health leaves as read_health, read through pynvml (None where pynvml raises "unavailable")."""
     try:
         import pynvml  # pylint: disable=import-outside-toplevel
     except ImportError as exc:
         return {"error": "pynvml not importable: {0}".format(exc)}
     p = pynvml
-    health = importlib.import_module(PKG + ".module_utils._nvml_health")
+    health = importlib.import_module(PKG + ".module_utils.nvml.health")
     names = ("NOT_SUPPORTED", "FUNCTION_NOT_FOUND", "NO_PERMISSION", "NO_DATA")
     unavailable = {getattr(p, "NVML_ERROR_" + n) for n in names if hasattr(p, "NVML_ERROR_" + n)}
 
@@ -508,7 +525,7 @@ def read_health_pynvml(nvml: types.ModuleType) -> dict[str, t.Any]:
         p.nvmlShutdown()
 
 
-def struct_layouts(nvml: types.ModuleType) -> dict[str, t.Any]:
+def struct_layouts(nvml: types.SimpleNamespace) -> dict[str, t.Any]:
     """Our ctypes structs and constants against pynvml's: sizes, field offsets, values."""
     try:
         import pynvml  # pylint: disable=import-outside-toplevel
@@ -773,16 +790,18 @@ def read_collector(repo: str) -> dict[str, t.Any]:
     return result
 
 
-def read_mig_plan(nvml: types.ModuleType) -> dict[str, t.Any]:
+def read_mig_plan(nvml: types.SimpleNamespace) -> dict[str, t.Any]:
     """mig_config's read path: plan the 'MIG off everywhere' layout (asserts what a disabled GPU is)."""
-    mig = importlib.import_module(PKG + ".module_utils._mig")
+    mig_config = importlib.import_module(PKG + ".module_utils.mig.config")
+    mig_apply = importlib.import_module(PKG + ".module_utils.mig.apply")
+    mig_export = importlib.import_module(PKG + ".module_utils.mig.export")
     config = {"version": "v1", "mig-configs": {"all-disabled": [{"devices": "all", "mig-enabled": False}]}}
-    entries = mig.select_label(mig.parse_config(config), "all-disabled")
+    entries = mig_config.select_label(mig_config.parse_config(config), "all-disabled")
     s = nvml.NvmlSession()
     s.init()
     try:
-        node = mig.MigController(entries, "all-disabled", s).plan()
-        return {"plans": [mig.plan_to_dict(p) for p in node.plans], "reset_gpus": list(node.reset_gpus)}
+        node = mig_apply.MigController(entries, "all-disabled", s).plan()
+        return {"plans": [mig_export.plan_to_dict(p) for p in node.plans], "reset_gpus": list(node.reset_gpus)}
     except Exception as exc:  # pylint: disable=broad-except
         return error_name(nvml, exc)
     finally:
@@ -839,7 +858,7 @@ def compare(
     ours: dict[str, t.Any],
     ref: dict[str, t.Any],
     smi: dict[str, t.Any],
-    nvml: types.ModuleType,
+    nvml: types.SimpleNamespace,
     collector: dict[str, t.Any] | None,
     ansible: dict[str, t.Any] | None,
 ) -> Compare:
@@ -1041,7 +1060,7 @@ def compare_health(c: Compare, ours: dict[str, t.Any], ref: dict[str, t.Any], sm
                 c.same(g + "fabric.cluster_uuid (smi_xml)", ours=fabric["cluster_uuid"], smi_xml=x["fabric_cluster_uuid"].strip().lower())
 
 
-def _facts_view(r: dict[str, t.Any], nvml: types.ModuleType) -> dict[str, t.Any]:
+def _facts_view(r: dict[str, t.Any], nvml: types.SimpleNamespace) -> dict[str, t.Any]:
     """What nvml_info should report, built from pynvml's reading."""
     profiles = sorted((p for p in r["gpu_instance_profiles"].values() if "id" in p), key=lambda p: p["index"])
     return {
@@ -1085,7 +1104,7 @@ def _facts_view_of(f: dict[str, t.Any]) -> dict[str, t.Any]:
     }
 
 
-def sim_differences(model: dict[str, t.Any] | None, d: dict[str, t.Any], nvml: types.ModuleType) -> list[t.Any]:
+def sim_differences(model: dict[str, t.Any] | None, d: dict[str, t.Any], nvml: types.SimpleNamespace) -> list[t.Any]:
     """Where tests/nvml-sim's model of this GPU differs from the reading (informational)."""
     if model is None:
         return [{"model": None, "note": "no tests/nvml-sim model has this name"}]
@@ -1137,8 +1156,8 @@ def sim_differences(model: dict[str, t.Any] | None, d: dict[str, t.Any], nvml: t
 
 
 def known_model_differences(repo: str, d: dict[str, t.Any]) -> t.Any:
-    """plugins/module_utils/_mig_profiles.py's table (used while MIG is off) against the reading."""
-    profiles_mod = importlib.import_module(PKG + ".module_utils._mig_profiles")
+    """plugins/module_utils/mig/profiles.py's table (used while MIG is off) against the reading."""
+    profiles_mod = importlib.import_module(PKG + ".module_utils.mig.profiles")
     if not isinstance(d["pci"], dict):
         return None
     model = profiles_mod.known_model(d["pci"]["pci_device_id"])
@@ -1186,7 +1205,7 @@ def redact(report: t.Any, secrets: set[str]) -> t.Any:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--repo", default=".", help="collection checkout (default: .)")
-    ap.add_argument("--nvml", help="binding file to load instead of <repo>/plugins/module_utils/_nvml.py")
+    ap.add_argument("--nvml", help="binding package directory to load instead of <repo>/plugins/module_utils/nvml")
     ap.add_argument("--ansible-json", help="JSON of an nvml_info run (ansible's json callback) to compare too")
     ap.add_argument("--expect-pid", type=int, action="append", default=[], help="a process known to hold GPU memory; it must appear in our reading")
     ap.add_argument("--output", help="write the report here as well as to stdout")
@@ -1223,7 +1242,7 @@ def main(argv: list[str] | None = None) -> int:
         result.same("expected pid {0} seen".format(pid), ours=pid in seen, expected=True)
     report = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "binding": os.path.relpath(args.nvml, args.repo) if args.nvml else "plugins/module_utils/_nvml.py",
+        "binding": os.path.relpath(args.nvml, args.repo) if args.nvml else "plugins/module_utils/nvml",
         "python": sys.version.split()[0],
         "mismatches": result.mismatches,
         "matched_count": len(result.matched),

@@ -6,7 +6,7 @@
 """GPU architectures and GPU models (product name -> architecture, Grace,
 data-center class, MIG facts, per-product driver floors).
 
-Read by _matrix (version_matrix, the matrix filters) and by the driver role's
+Read by matrix/ (version_matrix, the matrix filters) and by the driver role's
 driver_kernel_module filter: the one table of GPU models in the collection.
 """
 
@@ -37,7 +37,7 @@ _NAME_TABLE = "NVIDIA/open-gpu-kernel-modules:src/nvidia/generated/g_nv_name_rel
 # Kepler 3.5/3.7 with 11.x; Kepler 3.0/3.2 already ended with 10.x, which
 # the major alone does not say); None: ongoing. The number
 # nvmlDeviceGetArchitecture returns for each is ABI, kept once with the NVML
-# binding (_nvml.ARCHITECTURE_NAMES, from nvml.h). Rubin is not on the matrix
+# binding (nvml/constants.py's ARCHITECTURE_NAMES, from nvml.h). Rubin is not on the matrix
 # page yet, so it carries no driver rule.
 ARCHITECTURES = (
     {"name": "kepler", "first_cuda": "6.0", "last_branch": "470", "last_cuda": "11", "source": _ARCH_MATRIX,

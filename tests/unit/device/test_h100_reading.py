@@ -7,7 +7,7 @@
 
 The reading was taken by tests/device/nvml_real_check.py through our binding,
 pynvml and nvidia-smi. Here it checks, without a GPU, that the MIG catalogue
-(_mig_profiles.py) and the simulator's H100 model still say what the real GPU
+(mig/profiles.py) and the simulator's H100 model still say what the real GPU
 said, and that the comparison itself finds the differences it is there for.
 """
 
@@ -19,7 +19,6 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _nvml
 from ansible_collections.gpufleet.nvidia.tests.unit.device.conftest import ROOT as _ROOT
 from ansible_collections.gpufleet.nvidia.tests.unit.device.conftest import load_reading
 
@@ -30,7 +29,7 @@ def reading():
 
 
 def _compare(check, r):
-    return check.compare(r["ours"], r["pynvml"], r["nvidia_smi"], _nvml, r["collector"], r["ansible_nvml_info"])
+    return check.compare(r["ours"], r["pynvml"], r["nvidia_smi"], check.binding(), r["collector"], r["ansible_nvml_info"])
 
 
 def test_reading_is_an_h100_with_its_profiles(reading):
@@ -74,4 +73,4 @@ def test_simulated_h100_model_matches_the_real_h100(check, reading):
     gpu = reading["ours"]["devices"][0]
     with open(os.path.join(_ROOT, "tests/nvml-sim/models/h100-sxm5-80gb.yml"), encoding="utf-8") as f:
         model = yaml.safe_load(f)
-    assert check.sim_differences(model, gpu, _nvml) == []
+    assert check.sim_differences(model, gpu, check.binding()) == []

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _nvml
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import session as nvml_session
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins import nvml_sim
 
 
@@ -35,13 +35,13 @@ def sim_node(sim_library: Path, tmp_path: Path) -> t.Callable[..., nvml_sim.SimN
 
 
 @pytest.fixture
-def open_session(sim_library: Path, monkeypatch: pytest.MonkeyPatch) -> t.Callable[..., _nvml.NvmlSession]:
+def open_session(sim_library: Path, monkeypatch: pytest.MonkeyPatch) -> t.Callable[..., nvml_session.NvmlSession]:
     """open_session(node, **env): an un-initialized session on `node`'s state, in this process."""
     monkeypatch.delenv("NVML_SIM_EUID", raising=False)
 
-    def make(node: nvml_sim.SimNode, **env: str) -> _nvml.NvmlSession:
+    def make(node: nvml_sim.SimNode, **env: str) -> nvml_session.NvmlSession:
         for key, value in dict(node.env, **env).items():
             monkeypatch.setenv(key, value)
-        return _nvml.NvmlSession(str(sim_library))
+        return nvml_session.NvmlSession(str(sim_library))
 
     return make

@@ -17,31 +17,31 @@ from __future__ import annotations
 import typing as t
 from collections import Counter
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _mig
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import state as mig_state
 
 # FORMAT.md: NVML_COMPUTE_INSTANCE_PROFILE_* index -> compute slices.
 CI_PROFILE_SLICES = (1, 2, 3, 4, 7, 8, 6)
 MIB = 1024 * 1024
 
 
-def profiles(gpu: dict[str, t.Any]) -> tuple[_mig.Profile, ...]:
+def profiles(gpu: dict[str, t.Any]) -> tuple[mig_state.Profile, ...]:
     return tuple(
-        _mig.Profile(p["id"], p["name"], p["slices"], p["instances"], tuple(sorted((pl["start"], pl["size"]) for pl in p["placements"])))
+        mig_state.Profile(p["id"], p["name"], p["slices"], p["instances"], tuple(sorted((pl["start"], pl["size"]) for pl in p["placements"])))
         for p in gpu["profiles"]
     )
 
 
-def gpu_state(gpu: dict[str, t.Any], mig_enabled: bool | None = None) -> _mig.GpuState:
+def gpu_state(gpu: dict[str, t.Any], mig_enabled: bool | None = None) -> mig_state.GpuState:
     """The GpuState of one `show` GPU; mig_enabled overrides the mode (as if MIG were on)."""
     enabled = bool(gpu["mig_current"]) if mig_enabled is None else mig_enabled
     instances = (
         tuple(
-            _mig.GpuInstanceState(
+            mig_state.GpuInstanceState(
                 gi["id"],
                 gi["profile"],
                 gi["start"],
                 gi["size"],
-                tuple(_mig.ComputeInstanceState(ci["id"], CI_PROFILE_SLICES[ci["profile"]], ci["start"]) for ci in gi["cis"]),
+                tuple(mig_state.ComputeInstanceState(ci["id"], CI_PROFILE_SLICES[ci["profile"]], ci["start"]) for ci in gi["cis"]),
             )
             for gi in gpu["gis"]
         )
@@ -49,7 +49,7 @@ def gpu_state(gpu: dict[str, t.Any], mig_enabled: bool | None = None) -> _mig.Gp
         else ()
     )
     processes = tuple(
-        _mig.ClientProcess(
+        mig_state.ClientProcess(
             p["pid"],
             "not visible here",
             p.get("used_memory", 0) // MIB,
@@ -59,7 +59,7 @@ def gpu_state(gpu: dict[str, t.Any], mig_enabled: bool | None = None) -> _mig.Gp
         for p in sorted(gpu["processes"], key=lambda p: p["pid"])
     )
     capable = bool(gpu["mig_capable"])
-    return _mig.GpuState(
+    return mig_state.GpuState(
         index=gpu["index"],
         uuid=gpu["uuid"],
         name=gpu["name"],
@@ -75,12 +75,12 @@ def gpu_state(gpu: dict[str, t.Any], mig_enabled: bool | None = None) -> _mig.Gp
     )
 
 
-def plain_profile(gpu: _mig.GpuState, slices: int) -> _mig.Profile:
+def plain_profile(gpu: mig_state.GpuState, slices: int) -> mig_state.Profile:
     """The ordinary profile of `slices` compute slices: the smallest memory, the most instances."""
     return min((p for p in gpu.profiles if p.slices == slices), key=lambda p: (p.size, -p.instances, p.id))
 
 
-def layouts_for(gpu: _mig.GpuState) -> dict[str, dict[str, int]]:
+def layouts_for(gpu: mig_state.GpuState) -> dict[str, dict[str, int]]:
     """mig-devices of the common layouts, named like mig-parted's default labels."""
     one, two, three = (plain_profile(gpu, n) for n in (1, 2, 3))
     full = max(gpu.profiles, key=lambda p: p.slices)

@@ -24,6 +24,8 @@ from unittest import mock
 
 from ansible.module_utils import basic
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import session as nvml_session
+
 try:
     from ansible.module_utils.testing import patch_module_args
 except ImportError:  # ansible-core 2.18, the oldest meta/runtime.yml claims: no helper yet
@@ -33,9 +35,6 @@ except ImportError:  # ansible-core 2.18, the oldest meta/runtime.yml claims: no
         """What 2.19's helper does: AnsibleModule reads its arguments from basic._ANSIBLE_ARGS first."""
         with mock.patch.object(basic, "_ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": args}).encode()):
             yield
-
-
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _nvml
 
 
 class _ModuleExit(Exception):
@@ -61,10 +60,10 @@ def run_module(name: str, args: dict[str, t.Any]) -> dict[str, t.Any]:
     result: what exit_json/fail_json got; traceback: for exceptions;
     resolved: every NVML symbol the binding resolved, in first-use order.
     """
-    sessions: list[_nvml.NvmlSession] = []
-    original_init = _nvml.NvmlSession.__init__
+    sessions: list[nvml_session.NvmlSession] = []
+    original_init = nvml_session.NvmlSession.__init__
 
-    def recording_init(self: _nvml.NvmlSession, *a: t.Any, **kw: t.Any) -> None:
+    def recording_init(self: nvml_session.NvmlSession, *a: t.Any, **kw: t.Any) -> None:
         sessions.append(self)
         original_init(self, *a, **kw)
 
@@ -74,7 +73,7 @@ def run_module(name: str, args: dict[str, t.Any]) -> dict[str, t.Any]:
         patch_module_args(args),
         mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json),
         mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json),
-        mock.patch.object(_nvml.NvmlSession, "__init__", recording_init),
+        mock.patch.object(nvml_session.NvmlSession, "__init__", recording_init),
     ):
         try:
             module.main()

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import typing as t
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _nvml_health
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import health as nvml_health
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml.facts import unread_gpu
 
 MIB = 1024 * 1024
 
@@ -48,7 +49,7 @@ def expected_health(gpu: dict[str, t.Any]) -> dict[str, t.Any]:
     A record without health keys reads as a healthy GPU with ECC on and no
     PCIe, temperature, power, NVLink or fabric information."""
     # The all-null shape is the binding's: what a GPU answers, below, is this file's own reading of FORMAT.md.
-    health = _nvml_health.empty_health()
+    health = nvml_health.empty_health()
     if gpu.get("lost"):
         return health
 
@@ -252,27 +253,10 @@ def expected_gpu(gpu: dict[str, t.Any], gather: bool, gather_health: bool = True
 
 
 def lost_gpu(index: int, gather: bool, gather_health: bool = True) -> dict[str, t.Any]:
-    """A GPU whose handle NVML refused with GPU_IS_LOST: its index, every other field at its default."""
-    gpu: dict[str, t.Any] = {
-        "index": index,
-        "name": None,
-        "uuid": None,
-        "serial": None,
-        "board_part_number": None,
-        "minor_number": None,
-        "pci": None,
-        "memory_total_mib": None,
-        "memory_total_bytes": None,
-        "architecture": "unknown",
-        "architecture_id": None,
-        "compute_capability": None,
-        "persistence_mode": None,
-        "mig": {"capable": False, "enabled": False, "pending_enabled": False, "pending_change": False, "gpu_instances": [], "devices": []},
-        "processes": [],
-        "lost": True,
-    }
-    if gather:
-        gpu["mig"]["profiles"] = []
+    """A GPU whose handle NVML refused with GPU_IS_LOST: the collector's unread record (nvml/facts.py, every field
+    at its default), marked lost, with the health of a lost GPU from the simulator's own defaults."""
+    gpu = unread_gpu(index, gather, gather_health=False)
+    gpu["lost"] = True
     if gather_health:
         gpu["health"] = expected_health({"lost": 1})
     return gpu

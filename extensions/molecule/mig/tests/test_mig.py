@@ -27,12 +27,12 @@ SCENARIO = os.path.join(ROOT, "extensions", "molecule", "mig")
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
 
 # pylint: disable=wrong-import-position
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _mig
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import config as mig_config
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins import mig_expected
 
 with open(os.path.join(SCENARIO, "files", "mig-parted-config.yaml"), encoding="utf-8") as _handle:
     CONFIG = yaml.safe_load(_handle)
-ENTRIES = _mig.parse_config(CONFIG)
+ENTRIES = mig_config.parse_config(CONFIG)
 SEQUENCE = ("mixed", "split", "all-disabled")
 
 
@@ -62,7 +62,8 @@ runtime = ([line.split('"')[1] for line in (read("/usr/local/sbin/gpufleet-mig")
             if line.startswith("RUNTIME = ")] or [None])[0]
 if runtime:
     files += [runtime + "/MANIFEST.json"]
-    files += [runtime + "/gpufleet_runtime/" + n for n in ("__init__.py", "_nvml.py", "_mig.py", "_mig_profiles.py")]
+    files += [runtime + "/gpufleet_runtime/" + n
+              for n in ("__init__.py", "nvml/__init__.py", "nvml/session.py", "mig/__init__.py", "mig/run.py", "mig/profiles.py")]
 stats = {}
 for path in files:
     try:

@@ -22,7 +22,7 @@ from ansible.plugins.loader import connection_loader
 from ansible.template import Templar
 
 from ansible_collections.gpufleet.nvidia.plugins.action.version_matrix import ActionModule
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _version_matrix
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import judge as matrix_judge
 from ansible_collections.gpufleet.nvidia.tests.unit.playbook_run import ansible_env, playbook
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import run_module
 
@@ -150,17 +150,17 @@ def test_bad_tables_and_rules_fail_the_task_naming_the_field(args: dict[str, t.A
 def test_matrices_are_built_once_per_distinct_tables_and_rules() -> None:
     args = dict(CASES["tables and rules"], today=TODAY)
     action(dict(args))
-    built = dict(_version_matrix._MATRICES)
+    built = dict(matrix_judge._MATRICES)
     action(dict(args, desired={"driver_version": "615.90.01", "driver_gpu_models": ["H200"]}))
     # Another host, the same tables: no new matrix.
-    assert _version_matrix._MATRICES == built
+    assert matrix_judge._MATRICES == built
     action(dict(args, tables={}))
-    assert len(_version_matrix._MATRICES) == min(len(built) + 1, _version_matrix._MATRICES_KEPT)
+    assert len(matrix_judge._MATRICES) == min(len(built) + 1, matrix_judge._MATRICES_KEPT)
 
 
 def test_the_default_matrix_is_built_when_the_plugin_is_loaded() -> None:
     """The controller loads the plugin before it forks its workers: the built-in tables are parsed once."""
-    assert any(key.startswith("[{}, [], ") for key in _version_matrix._MATRICES)
+    assert any(key.startswith("[{}, [], ") for key in matrix_judge._MATRICES)
 
 
 def test_through_ansible_no_host_is_contacted(tmp_path: Path) -> None:

@@ -17,14 +17,18 @@ import typing as t
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _matrix as m
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import custom as matrix_custom
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import evaluate as matrix_evaluate
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import node as matrix_node
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import tables as matrix_tables
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import versions as matrix_versions
 
 TODAY = datetime.date(2026, 11, 22)
 
 
-def matrix(**kwargs: t.Any) -> m.Matrix:
+def matrix(**kwargs: t.Any) -> matrix_evaluate.Matrix:
     kwargs.setdefault("today", TODAY)
-    return m.Matrix(**kwargs)
+    return matrix_evaluate.Matrix(**kwargs)
 
 
 def findings(
@@ -47,7 +51,7 @@ def severities(found: list[dict[str, str]]) -> list[str]:
 
 def one_below(version: str) -> str:
     """The release just before `version` (last component minus one, or the previous branch)."""
-    parts = list(m.parse_version(version))
+    parts = list(matrix_versions.parse_version(version))
     if len(parts) > 1 and parts[-1] > 0:
         parts[-1] -= 1
     elif len(parts) > 1:
@@ -55,7 +59,7 @@ def one_below(version: str) -> str:
         parts[-1] -= 1
     else:
         parts = [parts[0] - 1, 99, 99]
-    return m.version_text(parts)
+    return matrix_versions.version_text(parts)
 
 
 # -- the issue's examples, literally --------------------------------------------
@@ -96,7 +100,7 @@ def test_r535_after_june_2026_warns_end_of_life():
 # -- 1b: every CUDA release row --------------------------------------------------
 
 
-PINNED_CUDA = [row for row in m.CUDA_TOOLKIT_DRIVERS if row[2]]
+PINNED_CUDA = [row for row in matrix_tables.CUDA_TOOLKIT_DRIVERS if row[2]]
 
 
 @pytest.mark.parametrize("cuda,label,driver", PINNED_CUDA, ids=[r[0] for r in PINNED_CUDA])
@@ -106,12 +110,12 @@ def test_cuda_release_row(cuda: str, label: str, driver: str):
         assert matrix().min_driver(cuda.rsplit(".", 1)[0]) == driver
     assert findings({"driver_version": driver}, [cuda], "cuda_driver") == []
     below = findings({"driver_version": one_below(driver)}, [cuda], "cuda_driver")
-    major, minor = m.parse_version(cuda)[:2]
-    floor = m.CUDA_MVC_FLOORS.get(major) if minor >= m.CUDA_MVC_FIRST_MINOR.get(major, 0) else None
-    if floor and m.parse_version(one_below(driver)) >= m.parse_version(floor):
+    major, minor = matrix_versions.parse_version(cuda)[:2]
+    floor = matrix_tables.CUDA_MVC_FLOORS.get(major) if minor >= matrix_tables.CUDA_MVC_FIRST_MINOR.get(major, 0) else None
+    if floor and matrix_versions.parse_version(one_below(driver)) >= matrix_versions.parse_version(floor):
         assert severities(below) == ["warning"], below
         assert "minor version compatibility" in below[0]["message"]
-    elif m.CUDA_STATUS[cuda] == "U" and not floor:
+    elif matrix_tables.CUDA_STATUS[cuda] == "U" and not floor:
         # An unverified floor only ever warns.
         assert severities(below) == ["warning"], below
     else:
@@ -145,8 +149,8 @@ def test_bare_branch_in_the_release_branch_is_only_informational():
 
 def test_unverified_update_uses_its_candidate_floor_and_only_warns():
     # 13.2 Update 2's driver is a candidate (the cuda-compat package NVIDIA ships with 595.71.05): status U.
-    assert m.CUDA_STATUS["13.2.2"] == "U"
-    assert matrix().cuda_release("13.2.2")[1] == m.parse_version("595.71.05")
+    assert matrix_tables.CUDA_STATUS["13.2.2"] == "U"
+    assert matrix().cuda_release("13.2.2")[1] == matrix_versions.parse_version("595.71.05")
     found = findings({"driver_version": "595.58.03"}, ["13.2.2"], "cuda_driver")
     assert severities(found) == ["warning"]
     assert "595.71.05 or newer (an unverified floor)" in found[0]["message"]
@@ -175,12 +179,12 @@ def test_driver_max_cuda():
 
 # -- 2b: every branch row ------------------------------------------------------------
 
-DATED = [(b, info["eol"]) for b, info in m.DRIVER_BRANCHES.items() if info["eol"] not in (None, "ended")]
+DATED = [(b, info["eol"]) for b, info in matrix_tables.DRIVER_BRANCHES.items() if info["eol"] not in (None, "ended")]
 
 
 @pytest.mark.parametrize("branch,eol", DATED, ids=[row[0] for row in DATED])
 def test_dated_branch_row(branch: str, eol: str):
-    end = m._month_end(eol)
+    end = matrix_versions._month_end(eol)
     assert matrix(today=end + datetime.timedelta(days=1)).branch_status(branch)["status"] == "eol"
     assert matrix(today=end).branch_status(branch)["status"] == "near_eol"
     assert matrix(today=end - datetime.timedelta(days=181)).branch_status(branch)["status"] == "supported"
@@ -188,18 +192,18 @@ def test_dated_branch_row(branch: str, eol: str):
     assert "warning" in severities(warned)
 
 
-@pytest.mark.parametrize("branch", [b for b, i in m.DRIVER_BRANCHES.items() if i["eol"] == "ended"])
+@pytest.mark.parametrize("branch", [b for b, i in matrix_tables.DRIVER_BRANCHES.items() if i["eol"] == "ended"])
 def test_ended_branch_row(branch: str):
     status = matrix().branch_status(branch)
     assert status["status"] == "eol"
     assert "warning" in severities(findings({"driver_branch": branch}, rule="branch_lifecycle"))
 
 
-@pytest.mark.parametrize("branch", [b for b, i in m.DRIVER_BRANCHES.items() if i["eol"] is None])
+@pytest.mark.parametrize("branch", [b for b, i in matrix_tables.DRIVER_BRANCHES.items() if i["eol"] is None])
 def test_unverified_branch_row_only_warns(branch: str):
     found = findings({"driver_branch": branch}, rule="branch_lifecycle")
     assert "error" not in severities(found)
-    assert any("not verified" in f["message"] and m.DRIVER_BRANCHES[branch]["note"] in f["message"] for f in found)
+    assert any("not verified" in f["message"] and matrix_tables.DRIVER_BRANCHES[branch]["note"] in f["message"] for f in found)
 
 
 def test_branch_missing_from_the_lifecycle_table_warns():
@@ -220,24 +224,24 @@ def test_new_feature_branch_is_noted():
 def test_user_branch_rows():
     tables = {"branches": [{"branch": "615", "type": "PB", "eol": "2027-09"}]}
     assert findings({"driver_branch": "615"}, rule="branch_lifecycle", tables=tables) == []
-    with pytest.raises(m.MatrixError, match="YYYY-MM"):
+    with pytest.raises(matrix_tables.MatrixError, match="YYYY-MM"):
         matrix(tables={"branches": [{"branch": "615", "eol": "soon"}]})
 
 
 # -- 2c: architectures ----------------------------------------------------------------
 
-BOUNDED = [(row[0], row[2]) for row in m.ARCHITECTURES if row[2]]
+BOUNDED = [(row[0], row[2]) for row in matrix_tables.ARCHITECTURES if row[2]]
 
 
 @pytest.mark.parametrize("architecture,last", BOUNDED, ids=[row[0] for row in BOUNDED])
 def test_last_branch_row(architecture: str, last: str):
     assert findings({"driver_branch": last, "driver_gpu_models": [architecture]}, rule="architecture_branch") == []
-    newer = min(int(b) for b in m.DRIVER_BRANCHES if int(b) > int(last))
+    newer = min(int(b) for b in matrix_tables.DRIVER_BRANCHES if int(b) > int(last))
     found = findings({"driver_branch": str(newer), "driver_gpu_models": [architecture]}, rule="architecture_branch")
     assert severities(found) == ["error"]
 
 
-FIRST = [(row[0], row[1]) for row in m.ARCHITECTURES if row[1] and m.parse_version(row[1]) >= (11, 0)]
+FIRST = [(row[0], row[1]) for row in matrix_tables.ARCHITECTURES if row[1] and matrix_versions.parse_version(row[1]) >= (11, 0)]
 
 
 @pytest.mark.parametrize("architecture,first_cuda", FIRST, ids=[row[0] for row in FIRST])
@@ -293,7 +297,7 @@ def test_proprietary_on_turing_after_r560_is_a_hint():
 
 # -- MIG ---------------------------------------------------------------------------------
 
-MIG_MODELS = [row for row in m.GPU_MODELS if row.get("mig_min_driver")]
+MIG_MODELS = [row for row in matrix_tables.GPU_MODELS if row.get("mig_min_driver")]
 
 
 @pytest.mark.parametrize("row", MIG_MODELS, ids=[r["model"] for r in MIG_MODELS])
@@ -339,11 +343,11 @@ def test_mig_config_selects_gpus():
 # -- 3a/3c: toolkit and engines ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("feature,first,what", m.CTK_FEATURES, ids=[row[0] for row in m.CTK_FEATURES])
+@pytest.mark.parametrize("feature,first,what", matrix_tables.CTK_FEATURES, ids=[row[0] for row in matrix_tables.CTK_FEATURES])
 def test_ctk_feature_row(feature: str, first: str, what: str):
     assert what
-    assert m.Matrix.ctk_features(first)[feature] is True
-    assert m.Matrix.ctk_features(one_below(first))[feature] is False
+    assert matrix_evaluate.Matrix.ctk_features(first)[feature] is True
+    assert matrix_evaluate.Matrix.ctk_features(one_below(first))[feature] is False
 
 
 def test_containerd_2_needs_toolkit_1_17_4():
@@ -367,7 +371,7 @@ def test_refresh_units_come_with_1_18():
     assert not any(f["subject"] == "cdi_refresh_units" for f in findings(desired, rule="container_toolkit"))
 
 
-ENGINE_ROWS = [(engine, first, level) for engine, rows in m.ENGINE_CDI.items() for first, level in rows if first != "0"]
+ENGINE_ROWS = [(engine, first, level) for engine, rows in matrix_tables.ENGINE_CDI.items() for first, level in rows if first != "0"]
 EXPECTED_SEVERITY = {"none": ["warning"], "unverified": ["warning"], "opt_in": ["info"], "default": []}
 
 
@@ -376,7 +380,7 @@ def test_engine_cdi_row(engine: str, first: str, level: str):
     desired = {"container_runtime_engine": engine, "container_runtime_cdi": True}
     at = findings(desired, rule="engine_cdi", installed={"versions": {engine: first}})
     assert severities(at) == EXPECTED_SEVERITY[level]
-    before = [lv for v, lv in m.ENGINE_CDI[engine] if m.parse_version(v) < m.parse_version(first)][-1]
+    before = [lv for v, lv in matrix_tables.ENGINE_CDI[engine] if matrix_versions.parse_version(v) < matrix_versions.parse_version(first)][-1]
     below = findings(desired, rule="engine_cdi", installed={"versions": {engine: one_below(first)}})
     assert severities(below) == EXPECTED_SEVERITY[before]
 
@@ -520,27 +524,27 @@ def test_nvml_architecture_wins_over_the_name():
     ],
 )
 def test_parse_version(text: str, expected: tuple[int, ...]):
-    assert m.parse_version(text) == expected
+    assert matrix_versions.parse_version(text) == expected
 
 
 def test_parse_version_rejects_words():
-    with pytest.raises(m.MatrixError):
-        m.parse_version("latest")
+    with pytest.raises(matrix_tables.MatrixError):
+        matrix_versions.parse_version("latest")
 
 
 @pytest.mark.parametrize(
     "driver,operator,operand,expected",
     [
-        (m.Driver(version="550.90.07"), ">=", "550.90.07", True),
-        (m.Driver(version="550.54.14"), ">=", "550.90.07", False),
-        (m.Driver(version="550.54.14"), "==", "550", True),
-        (m.Driver(branch="580"), ">=", "550.90.07", True),
-        (m.Driver(branch="550"), ">=", "550.90.07", None),
-        (m.Driver(branch="550"), "==", "550", True),
-        (m.Driver(branch="535"), "<", "550", True),
+        (matrix_versions.Driver(version="550.90.07"), ">=", "550.90.07", True),
+        (matrix_versions.Driver(version="550.54.14"), ">=", "550.90.07", False),
+        (matrix_versions.Driver(version="550.54.14"), "==", "550", True),
+        (matrix_versions.Driver(branch="580"), ">=", "550.90.07", True),
+        (matrix_versions.Driver(branch="550"), ">=", "550.90.07", None),
+        (matrix_versions.Driver(branch="550"), "==", "550", True),
+        (matrix_versions.Driver(branch="535"), "<", "550", True),
     ],
 )
-def test_driver_compare(driver: m.Driver, operator: str, operand: str, expected: bool | None):
+def test_driver_compare(driver: matrix_versions.Driver, operator: str, operand: str, expected: bool | None):
     assert driver.compare(operator, operand) is expected
 
 
@@ -587,8 +591,8 @@ def test_custom_rule_lists_and_text_fields():
     ],
 )
 def test_invalid_custom_rules_are_refused(spec: dict[str, t.Any], message: str):
-    with pytest.raises(m.MatrixError, match=message):
-        m.CustomRule(spec)
+    with pytest.raises(matrix_tables.MatrixError, match=message):
+        matrix_custom.CustomRule(spec)
 
 
 def test_ignored_rules_are_dropped():
@@ -615,7 +619,7 @@ def test_installed_target_reads_the_loaded_driver():
 
 
 def test_fails_threshold():
-    found = [m.finding("x", "warning", "s", "m", "f", "driver")]
-    assert m.fails(found, "error") == []
-    assert m.fails(found, "warning") == found
-    assert m.fails(found, "never") == []
+    found = [matrix_node.finding("x", "warning", "s", "m", "f", "driver")]
+    assert matrix_node.fails(found, "error") == []
+    assert matrix_node.fails(found, "warning") == found
+    assert matrix_node.fails(found, "never") == []

@@ -18,12 +18,12 @@ import typing as t
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _matrix as m
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import kubernetes as k
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import evaluate as matrix_evaluate
 
 
 def dra(desired: dict[str, t.Any], installed: dict[str, t.Any] | None = None, target: str = "desired") -> list[dict[str, str]]:
-    found = m.Matrix(today=datetime.date(2026, 11, 26)).evaluate(desired, installed, (), target)[1]
+    found = matrix_evaluate.Matrix(today=datetime.date(2026, 11, 26)).evaluate(desired, installed, (), target)[1]
     return [f for f in found if f["rule"] in ("dra", "declaration")]
 
 

@@ -17,8 +17,10 @@ import typing as t
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _matrix as m
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import engines, toolkit
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import evaluate as matrix_evaluate
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import tables as matrix_tables
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import versions as matrix_versions
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import test_matrix
 
 TODAY = datetime.date(2026, 11, 25)
@@ -60,13 +62,13 @@ def test_a_toolkit_below_a_fix_is_an_error_naming_the_cve(version: str, cve: str
 @pytest.mark.parametrize("row", toolkit.CTK_CVE_FLOORS, ids=[row["cve"] for row in toolkit.CTK_CVE_FLOORS])
 def test_each_cve_floor_row(row: dict[str, t.Any]):
     below = (
-        m.version_text(m.parse_version(row["fixed"])[:2] + (m.parse_version(row["fixed"])[2] - 1,))
-        if m.parse_version(row["fixed"])[2]
-        else "1.{0}.99".format(m.parse_version(row["fixed"])[1] - 1)
+        matrix_versions.version_text(matrix_versions.parse_version(row["fixed"])[:2] + (matrix_versions.parse_version(row["fixed"])[2] - 1,))
+        if matrix_versions.parse_version(row["fixed"])[2]
+        else "1.{0}.99".format(matrix_versions.parse_version(row["fixed"])[1] - 1)
     )
     assert [f["rule"] for f in findings({"container_toolkit_version": below}, rule=row["rule"])] == [row["rule"]]
     assert findings({"container_toolkit_version": row["fixed"]}, rule=row["rule"]) == []
-    assert row["rule"] in m.RULES and row["source"]
+    assert row["rule"] in matrix_tables.RULES and row["source"]
 
 
 def test_the_fix_names_the_version_that_closes_every_open_cve():
@@ -206,12 +208,12 @@ def test_an_installed_compat_package_counts_on_the_node():
 
 
 def test_r620_is_a_long_term_support_branch_until_september_2029():
-    status = m.Matrix(today=TODAY).branch_status("620")
+    status = matrix_evaluate.Matrix(today=TODAY).branch_status("620")
     assert (status["type"], status["eol"], status["status"]) == ("LTSB", "2029-09", "supported")
 
 
 def test_r615_is_known_as_a_new_feature_branch():
-    status = m.Matrix(today=TODAY).branch_status("615.71.09")
+    status = matrix_evaluate.Matrix(today=TODAY).branch_status("615.71.09")
     assert status["type"] == "NFB"
     found = findings({"driver_version": "615.71.09"}, rule="branch_lifecycle")
     assert "not in the lifecycle table" not in " ".join(f["message"] for f in found)
@@ -219,7 +221,7 @@ def test_r615_is_known_as_a_new_feature_branch():
 
 @pytest.mark.parametrize("branch", ["470", "590"])
 def test_ended_branches(branch: str):
-    assert m.Matrix(today=TODAY).branch_status(branch)["status"] == "eol"
+    assert matrix_evaluate.Matrix(today=TODAY).branch_status(branch)["status"] == "eol"
     found = findings({"driver_branch": branch}, rule="branch_lifecycle")
     assert any("reached end of life" in f["message"] for f in found)
 
@@ -228,22 +230,22 @@ def test_ended_branches(branch: str):
 
 
 def test_cuda_13_4_ga_is_13_4_1():
-    matrix = m.Matrix(today=TODAY)
+    matrix = matrix_evaluate.Matrix(today=TODAY)
     assert matrix.cuda_release("13.4")[0] == (13, 4, 1)
     assert matrix.cuda_drivers[(13, 4, 1)][0] == "GA"
     assert matrix.cuda_drivers[(13, 4, 2)][0] == "Update 1"
-    assert m.cuda_label((13, 4, 1)) == "GA" and m.cuda_label((12, 4, 1)) == "Update 1"
-    assert m.cuda_label((13, 4, 7)) == "build 7"
+    assert matrix_versions.cuda_label((13, 4, 1)) == "GA" and matrix_versions.cuda_label((12, 4, 1)) == "Update 1"
+    assert matrix_versions.cuda_label((13, 4, 7)) == "build 7"
 
 
 def test_a_later_13_4_build_is_not_read_as_an_update():
-    note = m.Matrix(today=TODAY).cuda_release("13.4.5")[2]
+    note = matrix_evaluate.Matrix(today=TODAY).cuda_release("13.4.5")[2]
     assert "build number, not an update" in note
 
 
 @pytest.mark.parametrize("cuda", ["13.2.2", "13.3.1", "13.4", "13.4.2", "13.5"])
 def test_new_cuda_releases_are_known_and_never_fail_on_an_unread_floor(cuda: str):
-    assert m.Matrix(today=TODAY).cuda_release(cuda)[0] in m.Matrix(today=TODAY).cuda_drivers
+    assert matrix_evaluate.Matrix(today=TODAY).cuda_release(cuda)[0] in matrix_evaluate.Matrix(today=TODAY).cuda_drivers
     found = findings({"driver_version": "580.95.05"}, [cuda], "cuda_driver")
     assert "error" not in severities(found), found
 
@@ -256,7 +258,7 @@ def test_cuda_13_4_below_the_13_major_floor_is_still_an_error():
 
 
 def test_user_row_for_13_4_replaces_the_ga():
-    matrix = m.Matrix(today=TODAY, tables={"cuda_drivers": [{"cuda": "13.4", "driver": "615.10.01"}]})
+    matrix = matrix_evaluate.Matrix(today=TODAY, tables={"cuda_drivers": [{"cuda": "13.4", "driver": "615.10.01"}]})
     assert matrix.min_driver("13.4") == "615.10.01"
 
 
@@ -264,8 +266,8 @@ def test_user_row_for_13_4_replaces_the_ga():
 
 
 def test_mig_devices_in_cdi_from_toolkit_1_12_0():
-    assert m.Matrix.ctk_features("1.12.0")["cdi_mig_devices"] is True
-    assert m.Matrix.ctk_features("1.11.0")["cdi_mig_devices"] is False
+    assert matrix_evaluate.Matrix.ctk_features("1.12.0")["cdi_mig_devices"] is True
+    assert matrix_evaluate.Matrix.ctk_features("1.11.0")["cdi_mig_devices"] is False
 
 
 # -- container engine end of life -------------------------------------------------------------

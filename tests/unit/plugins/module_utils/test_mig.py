@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""_mig: the mig-parted v1 schema, the planner on every simulator fixture, the NVML reader and applier.
+"""mig/: the mig-parted v1 schema, the planner on every simulator fixture, the NVML reader and applier.
 
 Layouts and expectations are derived from the fixtures (mig_expected), never
 from profile names written into the tests.
@@ -21,7 +21,16 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _mig, _mig_profiles, _nvml
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import apply as mig_apply
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import config as mig_config
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import describe as mig_describe
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import export as mig_export
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import placement as mig_placement
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import plan as mig_plan
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import profiles as mig_profiles
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import reader as mig_reader
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import state as mig_state
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import constants as nvml_constants
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins import mig_expected, nvml_sim
 
 # --- fixtures, rendered in-process once --------------------------------------------
@@ -43,30 +52,30 @@ NON_MIG_FIXTURES = sorted(name for name in SHOWN if name not in MIG_FIXTURES)
 LAYOUTS = ("all-1g", "all-2g", "all-3g", "all-balanced", "all-7g")
 
 
-def empty_gpu(fixture: str, index: int | None = None) -> _mig.GpuState:
+def empty_gpu(fixture: str, index: int | None = None) -> mig_state.GpuState:
     """A MIG-capable GPU of the fixture with MIG on and nothing on it."""
     gpus = SHOWN[fixture]["gpus"]
     raw = gpus[index] if index is not None else next(g for g in gpus if g["mig_capable"])
     return dataclasses.replace(mig_expected.gpu_state(raw, mig_enabled=True), gpu_instances=(), processes=())
 
 
-def entry(mig_devices: dict[str, int] | None = None, enabled: bool = True, **extra: t.Any) -> _mig.ConfigEntry:
+def entry(mig_devices: dict[str, int] | None = None, enabled: bool = True, **extra: t.Any) -> mig_config.ConfigEntry:
     item: dict[str, t.Any] = {"devices": "all", "mig-enabled": enabled}
     if mig_devices is not None:
         item["mig-devices"] = mig_devices
     item.update(extra)
-    return _mig.parse_config(mig_expected.config("test", item))["test"][0]
+    return mig_config.parse_config(mig_expected.config("test", item))["test"][0]
 
 
-def plan_for(gpu: _mig.GpuState, mig_devices: dict[str, int]) -> _mig.GpuPlan:
-    return _mig.plan_gpu(gpu, _mig.resolve_target(gpu, entry(mig_devices)))
+def plan_for(gpu: mig_state.GpuState, mig_devices: dict[str, int]) -> mig_plan.GpuPlan:
+    return mig_plan.plan_gpu(gpu, mig_plan.resolve_target(gpu, entry(mig_devices)))
 
 
-def created_counts(plan: _mig.GpuPlan) -> Counter:
+def created_counts(plan: mig_plan.GpuPlan) -> Counter:
     return Counter(name for c in plan.create for name in c.spec.device_names())
 
 
-def assert_valid_layout(gpu: _mig.GpuState, plan: _mig.GpuPlan) -> None:
+def assert_valid_layout(gpu: mig_state.GpuState, plan: mig_plan.GpuPlan) -> None:
     spans = []
     for start, name, _compute in plan.layout_after():
         profile = gpu.profile_named(name)
@@ -93,7 +102,7 @@ FULL_CONFIG = {
 
 
 def test_parse_accepts_every_form_mig_parted_accepts() -> None:
-    configs = _mig.parse_config(FULL_CONFIG)
+    configs = mig_config.parse_config(FULL_CONFIG)
     assert sorted(configs) == ["all-disabled", "all-enabled", "custom"]
     first, second, third = configs["custom"]
     assert (first.devices, first.mig_devices, first.where) == ((0, 1), (("1g.5gb", 7),), "mig-configs.custom[0]")
@@ -149,22 +158,22 @@ def test_parse_accepts_every_form_mig_parted_accepts() -> None:
     ],
 )
 def test_parse_rejects_with_the_field_named(data: t.Any, message: str) -> None:
-    with pytest.raises(_mig.MigConfigError) as caught:
-        _mig.parse_config(data)
+    with pytest.raises(mig_config.MigConfigError) as caught:
+        mig_config.parse_config(data)
     assert message in str(caught.value)
 
 
 def test_empty_devices_is_accepted_and_selects_no_gpu() -> None:
     """mig-parted reads `devices: []` as an empty []int (api/spec/v1/spec.go) and accepts it."""
-    (parsed,) = _mig.parse_config(mig_expected.config("a", {"devices": [], "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}))["a"]
+    (parsed,) = mig_config.parse_config(mig_expected.config("a", {"devices": [], "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}))["a"]
     assert parsed.devices == ()
     assert not any(parsed.selects(index, 0x20B010DE, 0x134F10DE) for index in range(8))
 
 
 def test_unknown_label_names_the_labels_and_the_likely_one() -> None:
-    configs = _mig.parse_config(FULL_CONFIG)
-    with pytest.raises(_mig.MigConfigError) as caught:
-        _mig.select_label(configs, "all-disable")
+    configs = mig_config.parse_config(FULL_CONFIG)
+    with pytest.raises(mig_config.MigConfigError) as caught:
+        mig_config.select_label(configs, "all-disable")
     assert "'all-disable' is not in the config (did you mean 'all-disabled'?)" in str(caught.value)
     assert "all-disabled, all-enabled, custom" in str(caught.value)
 
@@ -180,7 +189,7 @@ def test_unknown_label_names_the_labels_and_the_likely_one() -> None:
     ],
 )
 def test_device_filter_matches_like_mig_parted(text: str, device: int, subsystem: int, matches: bool) -> None:
-    assert _mig.DeviceFilter.parse(text, "f").matches(device, subsystem) is matches
+    assert mig_config.DeviceFilter.parse(text, "f").matches(device, subsystem) is matches
 
 
 def test_config_file_json_yaml_and_errors(tmp_path: Path) -> None:
@@ -188,14 +197,14 @@ def test_config_file_json_yaml_and_errors(tmp_path: Path) -> None:
     as_json.write_text(json.dumps(FULL_CONFIG))
     as_yaml = tmp_path / "config.yaml"
     as_yaml.write_text("version: v1\nmig-configs:\n  all-disabled:\n    - devices: all\n      mig-enabled: false\n")
-    assert _mig.load_config_file(str(as_json)) == FULL_CONFIG
-    assert _mig.parse_config(_mig.load_config_file(str(as_yaml)))["all-disabled"][0].mig_enabled is False
-    with pytest.raises(_mig.MigConfigError, match="cannot read the MIG config"):
-        _mig.load_config_file(str(tmp_path / "absent.yaml"))
+    assert mig_config.load_config_file(str(as_json)) == FULL_CONFIG
+    assert mig_config.parse_config(mig_config.load_config_file(str(as_yaml)))["all-disabled"][0].mig_enabled is False
+    with pytest.raises(mig_config.MigConfigError, match="cannot read the MIG config"):
+        mig_config.load_config_file(str(tmp_path / "absent.yaml"))
     bad = tmp_path / "bad.yaml"
     bad.write_text("version: [v1\n")
-    with pytest.raises(_mig.MigConfigError, match="is not valid YAML"):
-        _mig.load_config_file(str(bad))
+    with pytest.raises(mig_config.MigConfigError, match="is not valid YAML"):
+        mig_config.load_config_file(str(bad))
 
 
 # --- the catalogue used while MIG is off ------------------------------------------------
@@ -204,7 +213,7 @@ def test_catalogue_agrees_with_every_mig_fixture(fixture: str) -> None:
     for raw in SHOWN[fixture]["gpus"]:
         if not raw["mig_capable"]:
             continue
-        model = _mig_profiles.known_model(raw["pci_device_id"])
+        model = mig_profiles.known_model(raw["pci_device_id"])
         if model is None:
             # Left out of the table on purpose (H100 SXM5 94GB): its driver
             # answers profile queries with MIG off, so NVML plans it.
@@ -218,10 +227,10 @@ def test_catalogue_agrees_with_every_mig_fixture(fixture: str) -> None:
 
 
 def test_catalogue_lists_each_pci_id_once() -> None:
-    ids = [i for model in _mig_profiles.MODELS for i in model.pci_device_ids]
+    ids = [i for model in mig_profiles.MODELS for i in model.pci_device_ids]
     assert len(ids) == len(set(ids))
-    assert all(len(m.geometry) == len(m.names) for m in _mig_profiles.MODELS)
-    assert _mig_profiles.known_model(0x1EB810DE) is None  # T4
+    assert all(len(m.geometry) == len(m.names) for m in mig_profiles.MODELS)
+    assert mig_profiles.known_model(0x1EB810DE) is None  # T4
 
 
 @pytest.mark.parametrize(
@@ -235,7 +244,7 @@ def test_catalogue_lists_each_pci_id_once() -> None:
     ],
 )
 def test_migparted_names(slices: int, memory_mib: int, gpu_mib: int, suffix: str, name: str) -> None:
-    assert _mig.migparted_name(slices, memory_mib, gpu_mib * 1024 * 1024, suffix) == name
+    assert mig_state.migparted_name(slices, memory_mib, gpu_mib * 1024 * 1024, suffix) == name
 
 
 # --- planner: the common layouts on every MIG fixture --------------------------------------
@@ -261,7 +270,7 @@ def test_balanced_layout_is_where_nvml_auto_placement_puts_it(fixture: str, sim_
     with open_session(node) as s:
         dev = s.device_by_index(gpu.index)
         if not s.device_mig_mode(dev).current:
-            assert s.set_mig_mode(dev, True) == _nvml.NVML_SUCCESS
+            assert s.set_mig_mode(dev, True) == nvml_constants.NVML_SUCCESS
         for created in plan.create:
             handle = s.create_gpu_instance(dev, created.spec.profile.id)  # no placement: NVML picks
             assert s.gpu_instance_info(handle).placement.start == created.start, created
@@ -274,7 +283,7 @@ def test_mixed_by_device_index(fixture: str) -> None:
     gpus = [empty_gpu(fixture, g["index"]) for g in capable if g["pci_device_id"] == capable[0]["pci_device_id"]]
     layouts = mig_expected.layouts_for(gpus[0])
     half = [g.index for g in gpus[: max(1, len(gpus) // 2)]]
-    configs = _mig.parse_config(
+    configs = mig_config.parse_config(
         mig_expected.config(
             "mixed",
             {"devices": half, "mig-enabled": True, "mig-devices": layouts["all-1g"]},
@@ -284,7 +293,7 @@ def test_mixed_by_device_index(fixture: str) -> None:
     for gpu in gpus:
         chosen = [e for e in configs["mixed"] if e.selects(gpu.index, gpu.pci_device_id, gpu.pci_subsystem_id)]
         assert len(chosen) == 1
-        plan = _mig.plan_gpu(gpu, _mig.resolve_target(gpu, chosen[0]))
+        plan = mig_plan.plan_gpu(gpu, mig_plan.resolve_target(gpu, chosen[0]))
         expected = layouts["all-1g"] if gpu.index in half else layouts["all-3g"]
         assert created_counts(plan) == Counter(expected)
 
@@ -292,7 +301,7 @@ def test_mixed_by_device_index(fixture: str) -> None:
 def test_mixed_by_device_filter_on_a_mixed_node() -> None:
     shown = SHOWN["mixed-a100-h100-l40s"]["gpus"]
     gpus = [mig_expected.gpu_state(g, mig_enabled=True if g["mig_capable"] else None) for g in shown]
-    by_model: dict[int, _mig.GpuState] = {}
+    by_model: dict[int, mig_state.GpuState] = {}
     for gpu in gpus:
         by_model.setdefault(gpu.pci_device_id, gpu)
     mig_models = [g for g in by_model.values() if g.mig_capable]
@@ -301,14 +310,14 @@ def test_mixed_by_device_filter_on_a_mixed_node() -> None:
         {"devices": "all", "device-filter": "0x{0:08X}".format(g.pci_device_id), "mig-enabled": True, "mig-devices": mig_expected.layouts_for(g)[layout]}
         for g, layout in zip(mig_models, ("all-1g", "all-balanced"))
     ]
-    configs = _mig.parse_config(mig_expected.config("by-filter", *entries))
+    configs = mig_config.parse_config(mig_expected.config("by-filter", *entries))
     for gpu in gpus:
         chosen = [e for e in configs["by-filter"] if e.selects(gpu.index, gpu.pci_device_id, gpu.pci_subsystem_id)]
         if not gpu.mig_capable:
             assert chosen == []
             continue
         layout = "all-1g" if gpu.pci_device_id == mig_models[0].pci_device_id else "all-balanced"
-        plan = _mig.plan_gpu(gpu, _mig.resolve_target(gpu, chosen[0]))
+        plan = mig_plan.plan_gpu(gpu, mig_plan.resolve_target(gpu, chosen[0]))
         assert created_counts(plan) == Counter(mig_expected.layouts_for(gpu)[layout])
 
 
@@ -317,7 +326,7 @@ def test_mixed_by_device_filter_on_a_mixed_node() -> None:
 def test_too_many_instances_of_a_profile(fixture: str) -> None:
     gpu = empty_gpu(fixture)
     three = mig_expected.plain_profile(gpu, 3)
-    with pytest.raises(_mig.MigPlanError) as caught:
+    with pytest.raises(mig_state.MigPlanError) as caught:
         plan_for(gpu, {three.name: three.instances + 1})
     assert "{0} x {1} asked for, but at most {2} fit on this GPU".format(three.instances + 1, three.name, three.instances) in str(caught.value)
 
@@ -326,7 +335,7 @@ def test_too_many_instances_of_a_profile(fixture: str) -> None:
 def test_too_many_compute_slices(fixture: str) -> None:
     gpu = empty_gpu(fixture)
     two, three = mig_expected.plain_profile(gpu, 2), mig_expected.plain_profile(gpu, 3)
-    with pytest.raises(_mig.MigPlanError) as caught:
+    with pytest.raises(mig_state.MigPlanError) as caught:
         plan_for(gpu, {three.name: 2, two.name: 1})
     message = str(caught.value)
     assert message.startswith("GPU {0} ({1}): mig-configs.test[0] does not fit:".format(gpu.index, gpu.name))
@@ -338,7 +347,7 @@ def test_too_many_memory_slices(fixture: str) -> None:
     gpu = empty_gpu(fixture)
     double = next(p for p in gpu.profiles if p.slices == 1 and p.size == 2)  # 1g with two memory slices
     one = mig_expected.plain_profile(gpu, 1)
-    with pytest.raises(_mig.MigPlanError) as caught:
+    with pytest.raises(mig_state.MigPlanError) as caught:
         plan_for(gpu, {double.name: double.instances, one.name: 1})
     assert "need {0} memory slices, the GPU has {1}".format(double.instances * 2 + 1, gpu.memory_slices) in str(caught.value)
 
@@ -348,7 +357,7 @@ def test_a_profile_the_gpu_lacks(fixture: str) -> None:
     gpu = empty_gpu(fixture)
     theirs = {p.name for shown in SHOWN.values() for g in shown["gpus"] for p in mig_expected.profiles(g)}
     foreign = sorted(theirs - {p.name for p in gpu.profiles})[0]
-    with pytest.raises(_mig.MigPlanError) as caught:
+    with pytest.raises(mig_state.MigPlanError) as caught:
         plan_for(gpu, {foreign: 1})
     assert "asks for {0}, which this GPU does not offer; it offers {1}".format(foreign, ", ".join(p.name for p in gpu.profiles)) in str(caught.value)
 
@@ -359,10 +368,10 @@ def test_overlapping_placements_are_explained() -> None:
     NVIDIA's 8-slice layouts never get here -- the capacity checks already rule
     out every combination that would (checked exhaustively in the next test).
     """
-    wide = _mig.Profile(1, "2g.12gb", 2, 2, ((0, 2), (3, 2)))
-    narrow = _mig.Profile(2, "1g.6gb", 1, 4, ((1, 1), (2, 1), (4, 1)))
-    gpu = _mig.GpuState(0, "GPU-x", "Made-up GPU", 0x1, 0, True, True, True, (wide, narrow, _mig.Profile(3, "5g.30gb", 5, 1, ((0, 6),))), "nvml")
-    with pytest.raises(_mig.MigPlanError) as caught:
+    wide = mig_state.Profile(1, "2g.12gb", 2, 2, ((0, 2), (3, 2)))
+    narrow = mig_state.Profile(2, "1g.6gb", 1, 4, ((1, 1), (2, 1), (4, 1)))
+    gpu = mig_state.GpuState(0, "GPU-x", "Made-up GPU", 0x1, 0, True, True, True, (wide, narrow, mig_state.Profile(3, "5g.30gb", 5, 1, ((0, 6),))), "nvml")
+    with pytest.raises(mig_state.MigPlanError) as caught:
         plan_for(gpu, {"2g.12gb": 1, "1g.6gb": 3})
     assert (
         "the instances cannot be placed without overlapping: at most 3 of 4 fit together (1g.6gb at 1, "
@@ -376,7 +385,7 @@ def test_capacity_checks_decide_every_eight_slice_layout(fixture: str) -> None:
     gpu = empty_gpu(fixture)
     plain = [p for p in gpu.profiles if p.instances > 1 or p.slices == gpu.compute_slices]
 
-    def combinations(index: int, chosen: list[tuple[_mig.Profile, int]]) -> t.Iterator[list[_mig.Profile]]:
+    def combinations(index: int, chosen: list[tuple[mig_state.Profile, int]]) -> t.Iterator[list[mig_state.Profile]]:
         if index == len(plain):
             yield [p for p, n in chosen for _copy in range(n)]
             return
@@ -385,9 +394,9 @@ def test_capacity_checks_decide_every_eight_slice_layout(fixture: str) -> None:
 
     checked = 0
     for wanted in combinations(0, []):
-        specs = [_mig.InstanceSpec(p, (p.slices,)) for p in wanted]
-        if specs and not _mig._capacity_problems(gpu, specs):  # pylint: disable=protected-access
-            assert _mig._LayoutSearch(gpu, specs).run() is not None, [p.name for p in wanted]
+        specs = [mig_placement.InstanceSpec(p, (p.slices,)) for p in wanted]
+        if specs and not mig_placement._capacity_problems(gpu, specs):  # pylint: disable=protected-access
+            assert mig_placement._LayoutSearch(gpu, specs).run() is not None, [p.name for p in wanted]
             checked += 1
     assert checked > 50
 
@@ -396,13 +405,13 @@ def test_capacity_checks_decide_every_eight_slice_layout(fixture: str) -> None:
 def test_gpus_without_mig_are_rejected_clearly(fixture: str) -> None:
     raw = SHOWN[fixture]["gpus"][0]
     gpu = mig_expected.gpu_state(raw)
-    with pytest.raises(_mig.MigPlanError) as caught:
-        _mig.resolve_target(gpu, entry({"1g.5gb": 1}, devices=[0]))
+    with pytest.raises(mig_state.MigPlanError) as caught:
+        mig_plan.resolve_target(gpu, entry({"1g.5gb": 1}, devices=[0]))
     assert str(caught.value) == (
         "GPU 0 ({0}): mig-configs.test[0] selects it with mig-enabled: true, but it does not "
         "support MIG; narrow the entry with 'devices' or 'device-filter'".format(raw["name"])
     )
-    disabled = _mig.plan_gpu(gpu, _mig.resolve_target(gpu, entry(enabled=False)))
+    disabled = mig_plan.plan_gpu(gpu, mig_plan.resolve_target(gpu, entry(enabled=False)))
     assert not disabled.changed
 
 
@@ -410,7 +419,7 @@ def test_gpus_without_mig_are_rejected_clearly(fixture: str) -> None:
 MIXED = {g["index"]: g for g in SHOWN["dgx-a100-mig-mixed"]["gpus"]}
 
 
-def mixed_gpu(index: int) -> _mig.GpuState:
+def mixed_gpu(index: int) -> mig_state.GpuState:
     return mig_expected.gpu_state(MIXED[index])
 
 
@@ -427,7 +436,7 @@ def test_kept_instances_survive_a_new_layout() -> None:
     kept = {gi.id for gi in gpu.gpu_instances} - {d.instance.id for d in plan.destroy}
     assert len(kept) == 2 and len(plan.destroy) == 5
     assert created_counts(plan) == Counter({mig_expected.plain_profile(gpu, 3).name: 1, mig_expected.plain_profile(gpu, 2).name: 1})
-    assert _mig.blocking_clients(plan) == []  # the process's instance is one of the kept ones
+    assert mig_plan.blocking_clients(plan) == []  # the process's instance is one of the kept ones
     assert_valid_layout(gpu, plan)
 
 
@@ -445,15 +454,15 @@ def test_compute_instances_are_replaced_in_place() -> None:
 def test_partial_compute_instances_pack_like_mig_parted() -> None:
     gpu = empty_gpu("dgx-a100-8x40gb")
     three = mig_expected.plain_profile(gpu, 3)
-    target = _mig.resolve_target(gpu, entry({"1c.{0}".format(three.name): 4, "2c.{0}".format(three.name): 1}))
+    target = mig_plan.resolve_target(gpu, entry({"1c.{0}".format(three.name): 4, "2c.{0}".format(three.name): 1}))
     assert [spec.compute for spec in target.instances] == [(2, 1), (1, 1, 1)]
-    with pytest.raises(_mig.MigPlanError, match="a 4-slice compute instance does not fit in a"):
-        _mig.resolve_target(gpu, entry({"4c.{0}".format(three.name): 1}))
+    with pytest.raises(mig_state.MigPlanError, match="a 4-slice compute instance does not fit in a"):
+        mig_plan.resolve_target(gpu, entry({"4c.{0}".format(three.name): 1}))
 
 
 def test_disabling_destroys_everything_then_the_mode() -> None:
     gpu = mixed_gpu(0)
-    plan = _mig.plan_gpu(gpu, _mig.resolve_target(gpu, entry(enabled=False)))
+    plan = mig_plan.plan_gpu(gpu, mig_plan.resolve_target(gpu, entry(enabled=False)))
     assert [d.instance.id for d in plan.destroy] == sorted(gi.id for gi in gpu.gpu_instances)
     assert plan.set_mode is False
     assert plan.steps()[-1] == "disable MIG mode"
@@ -470,22 +479,22 @@ def test_clients_block_destroying_their_instance_and_mode_changes() -> None:
     busy = mixed_gpu(1)  # the process runs in GI 7
     one = mig_expected.plain_profile(busy, 1)
     plan = plan_for(busy, {one.name: 6})
-    blocking = _mig.blocking_clients(plan)
+    blocking = mig_plan.blocking_clients(plan)
     destroyed = {d.instance.id for d in plan.destroy}
     assert [p.pid for p in blocking] == ([31337] if 7 in destroyed else [])
-    off = _mig.plan_gpu(busy, _mig.resolve_target(busy, entry(enabled=False)))
-    assert [str(p) for p in _mig.blocking_clients(off)] == ["pid 31337 (not visible here, GPU instance 7 / compute instance 0, 2048 MiB)"]
+    off = mig_plan.plan_gpu(busy, mig_plan.resolve_target(busy, entry(enabled=False)))
+    assert [str(p) for p in mig_plan.blocking_clients(off)] == ["pid 31337 (not visible here, GPU instance 7 / compute instance 0, 2048 MiB)"]
 
 
 def test_descriptions() -> None:
-    assert _mig.describe_gpu(mixed_gpu(0)) == "MIG enabled: 1 x 3g.20gb, 1 x 2g.10gb, 2 x 1g.5gb"
-    assert _mig.describe_gpu(mixed_gpu(2)) == "MIG enabled: 3 x 1c.3g.20gb"
-    assert _mig.describe_gpu(mixed_gpu(3)) == "MIG enabled, no GPU instances"
-    assert _mig.describe_gpu(mixed_gpu(4)) == "MIG disabled (enable pending until a GPU reset or reboot)"
-    assert _mig.describe_gpu(mig_expected.gpu_state(SHOWN["t4-1x"]["gpus"][0])) == "MIG not supported"
+    assert mig_describe.describe_gpu(mixed_gpu(0)) == "MIG enabled: 1 x 3g.20gb, 1 x 2g.10gb, 2 x 1g.5gb"
+    assert mig_describe.describe_gpu(mixed_gpu(2)) == "MIG enabled: 3 x 1c.3g.20gb"
+    assert mig_describe.describe_gpu(mixed_gpu(3)) == "MIG enabled, no GPU instances"
+    assert mig_describe.describe_gpu(mixed_gpu(4)) == "MIG disabled (enable pending until a GPU reset or reboot)"
+    assert mig_describe.describe_gpu(mig_expected.gpu_state(SHOWN["t4-1x"]["gpus"][0])) == "MIG not supported"
     gpu = empty_gpu("dgx-a100-8x40gb")
-    target = _mig.resolve_target(gpu, entry({"1g.5gb": 7}))
-    assert _mig.describe_target(target) == "MIG enabled: 7 x 1g.5gb"
+    target = mig_plan.resolve_target(gpu, entry({"1g.5gb": 7}))
+    assert mig_describe.describe_target(target) == "MIG enabled: 7 x 1g.5gb"
 
 
 # --- the NVML reader and applier against the simulated library ------------------------------
@@ -493,7 +502,7 @@ def test_descriptions() -> None:
 def test_reader_sees_what_the_simulator_holds(fixture: str, sim_node: t.Any, open_session: t.Any) -> None:
     node = sim_node(fixture)
     with open_session(node) as s:
-        read = _mig.NvmlReader(s).gpus()
+        read = mig_reader.NvmlReader(s).gpus()
     for gpu, raw in zip(read, node.show()["gpus"]):
         expected = mig_expected.gpu_state(raw)
         if raw["mig_capable"] and not raw["mig_current"] and not raw.get("mig_profiles_off"):
@@ -501,7 +510,7 @@ def test_reader_sees_what_the_simulator_holds(fixture: str, sim_node: t.Any, ope
         # The reader also knows the names mig-parted derives from memory; the
         # order of the profiles carries no meaning.
 
-        def normal(state: _mig.GpuState) -> _mig.GpuState:
+        def normal(state: mig_state.GpuState) -> mig_state.GpuState:
             return dataclasses.replace(state, profiles=tuple(sorted((dataclasses.replace(p, aliases=()) for p in state.profiles), key=lambda p: p.id)))
 
         assert normal(gpu) == normal(expected)
@@ -509,9 +518,9 @@ def test_reader_sees_what_the_simulator_holds(fixture: str, sim_node: t.Any, ope
 
 def test_applier_journals_every_change(sim_node: t.Any, open_session: t.Any) -> None:
     node = sim_node("dgx-a100-mig-mixed")
-    configs = _mig.parse_config(mig_expected.config("one", {"devices": [0, 2, 3], "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}))
+    configs = mig_config.parse_config(mig_expected.config("one", {"devices": [0, 2, 3], "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}))
     with open_session(node) as s:
-        controller = _mig.MigController(configs["one"], "one", s)
+        controller = mig_apply.MigController(configs["one"], "one", s)
         planned = controller.plan()
         applier = controller.apply(planned)
         again = controller.plan()
@@ -524,9 +533,9 @@ def test_applier_journals_every_change(sim_node: t.Any, open_session: t.Any) -> 
 
 def test_identical_reasons_are_grouped_across_gpus() -> None:
     gpu = empty_gpu("dgx-a100-8x40gb")
-    errors = [_mig._gpu_error(dataclasses.replace(gpu, index=i), "too big") for i in (0, 1, 2, 3, 5, 6, 7)]
-    errors.append(_mig._gpu_error(dataclasses.replace(gpu, index=4), "other"))
-    assert _mig.group_gpu_problems(errors) == ["GPUs 0-3, 5-7 (NVIDIA A100-SXM4-40GB): too big", "GPU 4 (NVIDIA A100-SXM4-40GB): other"]
+    errors = [mig_state._gpu_error(dataclasses.replace(gpu, index=i), "too big") for i in (0, 1, 2, 3, 5, 6, 7)]
+    errors.append(mig_state._gpu_error(dataclasses.replace(gpu, index=4), "other"))
+    assert mig_export.group_gpu_problems(errors) == ["GPUs 0-3, 5-7 (NVIDIA A100-SXM4-40GB): too big", "GPU 4 (NVIDIA A100-SXM4-40GB): other"]
 
 
 def test_reader_asks_nvml_first_with_mig_off_and_falls_back(sim_node: t.Any, open_session: t.Any) -> None:
@@ -534,7 +543,7 @@ def test_reader_asks_nvml_first_with_mig_off_and_falls_back(sim_node: t.Any, ope
     node = sim_node("hgx-h100-94gb-4x")
     node.set("mig_profiles_off=0", gpu=1)
     with open_session(node) as s:
-        answers, silent = _mig.NvmlReader(s).gpus()[:2]
+        answers, silent = mig_reader.NvmlReader(s).gpus()[:2]
     assert (answers.mig_enabled, answers.profiles_from) == (False, "nvml")
     assert {p.name for p in answers.profiles} >= {"1g.12gb", "3g.47gb", "7g.94gb"}
     # A driver that describes nothing with MIG off, on a GPU the table lacks: planned once MIG is on.
@@ -548,11 +557,11 @@ def test_export_leaves_out_what_the_format_cannot_say() -> None:
     split = dataclasses.replace(
         gpu,
         gpu_instances=tuple(
-            _mig.GpuInstanceState(gi_id, three.id, start, three.size, (_mig.ComputeInstanceState(0, 1, 0),)) for gi_id, start in ((1, 0), (2, 4))
+            mig_state.GpuInstanceState(gi_id, three.id, start, three.size, (mig_state.ComputeInstanceState(0, 1, 0),)) for gi_id, start in ((1, 0), (2, 4))
         ),
     )
     other = dataclasses.replace(gpu, index=1)
-    config, problems = _mig.export_layout([split, other], "x")
+    config, problems = mig_export.export_layout([split, other], "x")
     assert config == {"version": "v1", "mig-configs": {"x": [{"devices": [1], "mig-enabled": True, "mig-devices": {}}]}}
     (problem,) = problems
     assert problem == (

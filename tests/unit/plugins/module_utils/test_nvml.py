@@ -13,25 +13,28 @@ import typing as t
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _nvml
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import constants as nvml_constants
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import session as nvml_session
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import structs as nvml_structs
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import values as nvml_values
 
 
 # --- ABI: sizes and offsets pinned to nvml.h (LP64) ---------------------------
 @pytest.mark.parametrize(
     ("struct", "size", "offsets"),
     [
-        (_nvml._PciInfo, 68, {"domain": 16, "pciDeviceId": 28, "pciSubSystemId": 32, "busId": 36}),
-        (_nvml._Memory, 24, {"used": 16}),
-        (_nvml._Memory_v2, 40, {"total": 8, "reserved": 16, "used": 32}),
-        (_nvml._ProcessInfo, 24, {"usedGpuMemory": 8, "gpuInstanceId": 16, "computeInstanceId": 20}),
-        (_nvml._GpuInstancePlacement, 8, {"size": 4}),
-        (_nvml._GpuInstanceProfileInfo, 48, {"memorySizeMB": 40}),
-        (_nvml._GpuInstanceProfileInfo_v2, 152, {"id": 4, "memorySizeMB": 48, "name": 56}),
-        (_nvml._GpuInstanceInfo, 24, {"id": 8, "profileId": 12, "placement": 16}),
-        (_nvml._ComputeInstancePlacement, 8, {"size": 4}),
-        (_nvml._ComputeInstanceProfileInfo, 36, {"sharedOfaCount": 32}),
-        (_nvml._ComputeInstanceProfileInfo_v2, 136, {"id": 4, "name": 40}),
-        (_nvml._ComputeInstanceInfo, 32, {"gpuInstance": 8, "id": 16, "profileId": 20, "placement": 24}),
+        (nvml_structs._PciInfo, 68, {"domain": 16, "pciDeviceId": 28, "pciSubSystemId": 32, "busId": 36}),
+        (nvml_structs._Memory, 24, {"used": 16}),
+        (nvml_structs._Memory_v2, 40, {"total": 8, "reserved": 16, "used": 32}),
+        (nvml_structs._ProcessInfo, 24, {"usedGpuMemory": 8, "gpuInstanceId": 16, "computeInstanceId": 20}),
+        (nvml_structs._GpuInstancePlacement, 8, {"size": 4}),
+        (nvml_structs._GpuInstanceProfileInfo, 48, {"memorySizeMB": 40}),
+        (nvml_structs._GpuInstanceProfileInfo_v2, 152, {"id": 4, "memorySizeMB": 48, "name": 56}),
+        (nvml_structs._GpuInstanceInfo, 24, {"id": 8, "profileId": 12, "placement": 16}),
+        (nvml_structs._ComputeInstancePlacement, 8, {"size": 4}),
+        (nvml_structs._ComputeInstanceProfileInfo, 36, {"sharedOfaCount": 32}),
+        (nvml_structs._ComputeInstanceProfileInfo_v2, 136, {"id": 4, "name": 40}),
+        (nvml_structs._ComputeInstanceInfo, 32, {"gpuInstance": 8, "id": 16, "profileId": 20, "placement": 24}),
     ],
     ids=lambda v: v.__name__ if isinstance(v, type) else None,
 )
@@ -43,19 +46,19 @@ def test_struct_layout_matches_nvml_h(struct: t.Any, size: int, offsets: dict[st
 
 def test_struct_versions() -> None:
     # pynvml hard-codes the same words; NVML rejects any other value.
-    assert _nvml.nvmlMemory_v2 == 0x02000028
-    assert _nvml.nvmlGpuInstanceProfileInfo_v2 == 0x02000098
-    assert _nvml.nvmlComputeInstanceProfileInfo_v2 == 0x02000088
+    assert nvml_structs.nvmlMemory_v2 == 0x02000028
+    assert nvml_structs.nvmlGpuInstanceProfileInfo_v2 == 0x02000098
+    assert nvml_structs.nvmlComputeInstanceProfileInfo_v2 == 0x02000088
 
 
 def test_return_codes_and_enums_match_nvml_h() -> None:
-    assert (_nvml.NVML_ERROR_NOT_SUPPORTED, _nvml.NVML_ERROR_NO_PERMISSION, _nvml.NVML_ERROR_DRIVER_NOT_LOADED) == (3, 4, 9)
-    assert (_nvml.NVML_ERROR_LIBRARY_NOT_FOUND, _nvml.NVML_ERROR_FUNCTION_NOT_FOUND, _nvml.NVML_ERROR_GPU_IS_LOST) == (12, 13, 15)
-    assert (_nvml.NVML_ERROR_RESET_REQUIRED, _nvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH, _nvml.NVML_ERROR_IN_USE) == (16, 18, 19)
-    assert (_nvml.NVML_ERROR_INSUFFICIENT_RESOURCES, _nvml.NVML_ERROR_UNKNOWN) == (23, 999)
-    assert _nvml.NVML_GPU_INSTANCE_PROFILE_3_SLICE_GFX == 0x11
-    assert _nvml.NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE_NVL == 0x8
-    assert _nvml.ERROR_NAMES[18] == "NVML_ERROR_LIB_RM_VERSION_MISMATCH"
+    assert (nvml_constants.NVML_ERROR_NOT_SUPPORTED, nvml_constants.NVML_ERROR_NO_PERMISSION, nvml_constants.NVML_ERROR_DRIVER_NOT_LOADED) == (3, 4, 9)
+    assert (nvml_constants.NVML_ERROR_LIBRARY_NOT_FOUND, nvml_constants.NVML_ERROR_FUNCTION_NOT_FOUND, nvml_constants.NVML_ERROR_GPU_IS_LOST) == (12, 13, 15)
+    assert (nvml_constants.NVML_ERROR_RESET_REQUIRED, nvml_constants.NVML_ERROR_LIB_RM_VERSION_MISMATCH, nvml_constants.NVML_ERROR_IN_USE) == (16, 18, 19)
+    assert (nvml_constants.NVML_ERROR_INSUFFICIENT_RESOURCES, nvml_constants.NVML_ERROR_UNKNOWN) == (23, 999)
+    assert nvml_constants.NVML_GPU_INSTANCE_PROFILE_3_SLICE_GFX == 0x11
+    assert nvml_constants.NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE_NVL == 0x8
+    assert nvml_constants.ERROR_NAMES[18] == "NVML_ERROR_LIB_RM_VERSION_MISMATCH"
 
 
 @pytest.mark.parametrize(
@@ -63,7 +66,7 @@ def test_return_codes_and_enums_match_nvml_h() -> None:
     [(12040, "12.4"), (11080, "11.8"), (12090, "12.9"), (13000, "13.0"), (10010, "10.1"), (12020, "12.2")],
 )
 def test_format_cuda_version(raw: int, expected: str) -> None:
-    assert _nvml.format_cuda_version(raw) == expected
+    assert nvml_values.format_cuda_version(raw) == expected
 
 
 @pytest.mark.parametrize(
@@ -83,41 +86,41 @@ def test_format_cuda_version(raw: int, expected: str) -> None:
     ],
 )
 def test_architecture_name(arch: int | None, name: str) -> None:
-    assert _nvml.architecture_name(arch) == name
+    assert nvml_values.architecture_name(arch) == name
 
 
 # --- errors ---------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("code", "hint_part"),
     [
-        (_nvml.NVML_ERROR_DRIVER_NOT_LOADED, "the nvidia kernel module is not loaded"),
-        (_nvml.NVML_ERROR_NO_PERMISSION, "run as root (become: true)"),
-        (_nvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH, "driver/library version mismatch"),
-        (_nvml.NVML_ERROR_GPU_IS_LOST, "the GPU fell off the bus; check dmesg / reset or reboot"),
-        (_nvml.NVML_ERROR_FUNCTION_NOT_FOUND, "the driver is too old for this call"),
+        (nvml_constants.NVML_ERROR_DRIVER_NOT_LOADED, "the nvidia kernel module is not loaded"),
+        (nvml_constants.NVML_ERROR_NO_PERMISSION, "run as root (become: true)"),
+        (nvml_constants.NVML_ERROR_LIB_RM_VERSION_MISMATCH, "driver/library version mismatch"),
+        (nvml_constants.NVML_ERROR_GPU_IS_LOST, "the GPU fell off the bus; check dmesg / reset or reboot"),
+        (nvml_constants.NVML_ERROR_FUNCTION_NOT_FOUND, "the driver is too old for this call"),
     ],
 )
 def test_error_carries_code_function_text_and_hint(code: int, hint_part: str) -> None:
-    err = _nvml.NvmlError(code, "nvmlDeviceGetSerial", "Some Text")
+    err = nvml_constants.NvmlError(code, "nvmlDeviceGetSerial", "Some Text")
     assert (err.code, err.function, err.text) == (code, "nvmlDeviceGetSerial", "Some Text")
     assert hint_part in err.hint
-    assert str(err).startswith("nvmlDeviceGetSerial: Some Text (" + _nvml.ERROR_NAMES[code] + "); ")
+    assert str(err).startswith("nvmlDeviceGetSerial: Some Text (" + nvml_constants.ERROR_NAMES[code] + "); ")
     assert hint_part in str(err)
 
 
 def test_error_without_hint_or_known_name() -> None:
-    err = _nvml.NvmlError(4242, "nvmlFoo")
+    err = nvml_constants.NvmlError(4242, "nvmlFoo")
     assert err.hint is None
     assert str(err) == "nvmlFoo: NVML error 4242 (NVML_ERROR_4242)"
 
 
 def test_missing_library_is_typed_and_carries_loader_message(tmp_path: t.Any) -> None:
     path = str(tmp_path / "libnvidia-ml.so.1")
-    with pytest.raises(_nvml.NvmlLibraryNotFoundError) as caught:
-        _nvml.NvmlSession(path)
+    with pytest.raises(nvml_constants.NvmlLibraryNotFoundError) as caught:
+        nvml_session.NvmlSession(path)
     err = caught.value
-    assert isinstance(err, _nvml.NvmlError)
-    assert err.code == _nvml.NVML_ERROR_LIBRARY_NOT_FOUND
+    assert isinstance(err, nvml_constants.NvmlError)
+    assert err.code == nvml_constants.NVML_ERROR_LIBRARY_NOT_FOUND
     assert err.path == path
     assert "cannot open shared object file" in err.text
     assert "libnvidia-ml1" in err.hint
@@ -126,28 +129,28 @@ def test_missing_library_is_typed_and_carries_loader_message(tmp_path: t.Any) ->
 def test_missing_symbols_map_to_function_not_found() -> None:
     # libc has no NVML symbols: nvmlInit_v2 is missing, the fallback to
     # nvmlInit is tried, and the error names the last call.
-    session = _nvml.NvmlSession(ctypes.util.find_library("c"))
-    with pytest.raises(_nvml.NvmlError) as caught:
+    session = nvml_session.NvmlSession(ctypes.util.find_library("c"))
+    with pytest.raises(nvml_constants.NvmlError) as caught:
         session.init()
-    assert caught.value.code == _nvml.NVML_ERROR_FUNCTION_NOT_FOUND
+    assert caught.value.code == nvml_constants.NVML_ERROR_FUNCTION_NOT_FOUND
     assert caught.value.function == "nvmlInit"
     assert session.error_string(3) == "NVML error 3"  # no nvmlErrorString either
     assert session.resolved == []
 
 
 def test_prototype_table_is_consistent() -> None:
-    for preferred, (older, triggers) in _nvml.FALLBACKS.items():
-        assert preferred in _nvml.PROTOTYPES
-        assert older in _nvml.PROTOTYPES
+    for preferred, (older, triggers) in nvml_structs.FALLBACKS.items():
+        assert preferred in nvml_structs.PROTOTYPES
+        assert older in nvml_structs.PROTOTYPES
         assert triggers
-    assert all(name.startswith("nvml") for name in _nvml.PROTOTYPES)
+    assert all(name.startswith("nvml") for name in nvml_structs.PROTOTYPES)
 
 
 def test_handles_compare_by_kind_and_value() -> None:
-    assert _nvml.Device(5) == _nvml.Device(5)
-    assert _nvml.Device(5) != _nvml.GpuInstance(5)
-    assert len({_nvml.Device(5), _nvml.Device(5), _nvml.ComputeInstance(5)}) == 2
-    assert repr(_nvml.Device(255)) == "Device(0xff)"
+    assert nvml_values.Device(5) == nvml_values.Device(5)
+    assert nvml_values.Device(5) != nvml_values.GpuInstance(5)
+    assert len({nvml_values.Device(5), nvml_values.Device(5), nvml_values.ComputeInstance(5)}) == 2
+    assert repr(nvml_values.Device(255)) == "Device(0xff)"
 
 
 # --- against the simulated library -----------------------------------------------
@@ -157,7 +160,7 @@ def test_handles_compare_by_kind_and_value() -> None:
 # re-reads NVML_SIM_STATE.
 
 
-def _profile_tuple(profile: _nvml.GpuInstanceProfile) -> tuple[t.Any, ...]:
+def _profile_tuple(profile: nvml_values.GpuInstanceProfile) -> tuple[t.Any, ...]:
     return (
         profile.index,
         profile.id,
@@ -247,9 +250,9 @@ def test_processes_and_sparse_mig_devices(sim_node: t.Any, open_session: t.Any) 
 def test_mig_not_capable(sim_node: t.Any, open_session: t.Any) -> None:
     with open_session(sim_node("t4-1x")) as s:
         dev = s.device_by_index(0)
-        with pytest.raises(_nvml.NvmlError) as caught:
+        with pytest.raises(nvml_constants.NvmlError) as caught:
             s.device_mig_mode(dev)
-        assert caught.value.code == _nvml.NVML_ERROR_NOT_SUPPORTED
+        assert caught.value.code == nvml_constants.NVML_ERROR_NOT_SUPPORTED
         assert s.gpu_instance_profiles(dev) == []
 
 
@@ -264,16 +267,16 @@ def test_mig_lifecycle(sim_node: t.Any, open_session: t.Any) -> None:
         # Profiles need MIG on; placements do not.
         assert s.gpu_instance_profiles(dev) == []
         p3 = by_slices[3]
-        assert s.gpu_instance_possible_placements(dev, p3["id"]) == [_nvml.Placement(p["start"], p["size"]) for p in p3["placements"]]
+        assert s.gpu_instance_possible_placements(dev, p3["id"]) == [nvml_values.Placement(p["start"], p["size"]) for p in p3["placements"]]
 
-        assert s.set_mig_mode(dev, True) == _nvml.NVML_SUCCESS
-        assert s.device_mig_mode(dev) == _nvml.MigMode(current=True, pending=True)
+        assert s.set_mig_mode(dev, True) == nvml_constants.NVML_SUCCESS
+        assert s.device_mig_mode(dev) == nvml_values.MigMode(current=True, pending=True)
         profiles = s.gpu_instance_profiles(dev)
         assert [_profile_tuple(p) for p in profiles] == sorted(_show_profile_tuple(p) for p in gpu["profiles"])
         three_g = next(p for p in profiles if p.id == p3["id"])
 
         # Largest first, at an explicit placement.
-        upper = _nvml.Placement(4, 4)
+        upper = nvml_values.Placement(4, 4)
         gi = s.create_gpu_instance(dev, three_g.id, upper)
         info = s.gpu_instance_info(gi)
         assert (info.profile_id, info.placement) == (three_g.id, upper)
@@ -285,7 +288,7 @@ def test_mig_lifecycle(sim_node: t.Any, open_session: t.Any) -> None:
         assert full.slice_count == three_g.slice_count
         ci = s.create_compute_instance(gi)
         ci_info = s.compute_instance_info(ci)
-        assert (ci_info.profile_id, ci_info.placement) == (full.id, _nvml.Placement(0, three_g.slice_count))
+        assert (ci_info.profile_id, ci_info.placement) == (full.id, nvml_values.Placement(0, three_g.slice_count))
         assert s.compute_instance_remaining_capacity(gi, full.id) == 0
 
         # Listing finds exactly what was created.
@@ -298,13 +301,13 @@ def test_mig_lifecycle(sim_node: t.Any, open_session: t.Any) -> None:
 
         # Overlap with an occupied placement is refused.
         two_g = next(p for p in profiles if p.slice_count == 2 and p.name and "+" not in p.name)
-        with pytest.raises(_nvml.NvmlError) as caught:
-            s.create_gpu_instance(dev, two_g.id, _nvml.Placement(4, 2))
-        assert caught.value.code == _nvml.NVML_ERROR_INSUFFICIENT_RESOURCES
+        with pytest.raises(nvml_constants.NvmlError) as caught:
+            s.create_gpu_instance(dev, two_g.id, nvml_values.Placement(4, 2))
+        assert caught.value.code == nvml_constants.NVML_ERROR_INSUFFICIENT_RESOURCES
         assert caught.value.function == "nvmlDeviceCreateGpuInstanceWithPlacement"
         # Auto placement takes the remaining free slot.
         gi_auto = s.create_gpu_instance(dev, three_g.id)
-        assert s.gpu_instance_info(gi_auto).placement == _nvml.Placement(0, 4)
+        assert s.gpu_instance_info(gi_auto).placement == nvml_values.Placement(0, 4)
 
     # Instances persist across sessions (the state file is the "hardware").
     show = node.show()["gpus"][0]
@@ -314,9 +317,9 @@ def test_mig_lifecycle(sim_node: t.Any, open_session: t.Any) -> None:
         dev = s.device_by_index(0)
         gi = s.gpu_instance_by_id(dev, info.id)
         # Wrong order: a GPU instance with a compute instance is in use.
-        with pytest.raises(_nvml.NvmlError) as caught:
+        with pytest.raises(nvml_constants.NvmlError) as caught:
             s.destroy_gpu_instance(gi)
-        assert caught.value.code == _nvml.NVML_ERROR_IN_USE
+        assert caught.value.code == nvml_constants.NVML_ERROR_IN_USE
         assert "stop its clients" in str(caught.value)
         (ci,) = s.compute_instances(gi, s.full_compute_instance_profile(gi))
         s.destroy_compute_instance(ci)
@@ -325,8 +328,8 @@ def test_mig_lifecycle(sim_node: t.Any, open_session: t.Any) -> None:
             s.destroy_gpu_instance(handle)
         assert s.gpu_instances(dev, three_g) == []
         assert s.mig_devices(dev) == []
-        assert s.set_mig_mode(dev, False) == _nvml.NVML_SUCCESS
-        assert s.device_mig_mode(dev) == _nvml.MigMode(current=False, pending=False)
+        assert s.set_mig_mode(dev, False) == nvml_constants.NVML_SUCCESS
+        assert s.device_mig_mode(dev) == nvml_values.MigMode(current=False, pending=False)
     assert node.show()["gpus"][0]["gis"] == []
 
 
@@ -335,15 +338,15 @@ def test_compute_instances_with_placement(sim_node: t.Any, open_session: t.Any) 
     with open_session(node) as s:
         dev = s.device_by_index(3)  # MIG on, no instances
         three_g = next(p for p in s.gpu_instance_profiles(dev) if p.slice_count == 3)
-        gi = s.create_gpu_instance(dev, three_g.id, _nvml.Placement(0, 4))
+        gi = s.create_gpu_instance(dev, three_g.id, nvml_values.Placement(0, 4))
         one_c = next(p for p in s.compute_instance_profiles(gi) if p.slice_count == 1)
         placements = s.compute_instance_possible_placements(gi, one_c.id)
-        assert placements == [_nvml.Placement(i, 1) for i in range(3)]
+        assert placements == [nvml_values.Placement(i, 1) for i in range(3)]
         created = [s.create_compute_instance(gi, one_c.id, p) for p in reversed(placements)]
         assert sorted(s.compute_instance_info(c).placement.start for c in created) == [0, 1, 2]
-        with pytest.raises(_nvml.NvmlError) as caught:
+        with pytest.raises(nvml_constants.NvmlError) as caught:
             s.create_compute_instance(gi, one_c.id, placements[0])
-        assert caught.value.code == _nvml.NVML_ERROR_INSUFFICIENT_RESOURCES
+        assert caught.value.code == nvml_constants.NVML_ERROR_INSUFFICIENT_RESOURCES
         assert len(s.mig_devices(dev)) == 3
         for ci in created:
             s.destroy_compute_instance(ci)
@@ -353,10 +356,10 @@ def test_compute_instances_with_placement(sim_node: t.Any, open_session: t.Any) 
 @pytest.mark.parametrize(
     ("gpu", "setup", "enable", "activation", "after"),
     [
-        (0, ("mig_toggle=reboot",), True, _nvml.NVML_ERROR_RESET_REQUIRED, _nvml.MigMode(False, True)),
-        (0, ("pending_process",), True, _nvml.NVML_ERROR_IN_USE, _nvml.MigMode(False, True)),
-        (0, (), True, _nvml.NVML_SUCCESS, _nvml.MigMode(True, True)),
-        (0, (), False, _nvml.NVML_SUCCESS, _nvml.MigMode(False, False)),
+        (0, ("mig_toggle=reboot",), True, nvml_constants.NVML_ERROR_RESET_REQUIRED, nvml_values.MigMode(False, True)),
+        (0, ("pending_process",), True, nvml_constants.NVML_ERROR_IN_USE, nvml_values.MigMode(False, True)),
+        (0, (), True, nvml_constants.NVML_SUCCESS, nvml_values.MigMode(True, True)),
+        (0, (), False, nvml_constants.NVML_SUCCESS, nvml_values.MigMode(False, False)),
     ],
     ids=["reset-required", "in-use", "immediate", "already-off"],
 )
@@ -367,7 +370,7 @@ def test_set_mig_mode_activation_status(
     setup: tuple[str, ...],
     enable: bool,
     activation: int,
-    after: _nvml.MigMode,
+    after: nvml_values.MigMode,
 ) -> None:
     node = sim_node("hgx-h100-8x80gb")
     if "pending_process" in setup:
@@ -382,18 +385,18 @@ def test_set_mig_mode_activation_status(
 
 def test_disabling_mig_with_instances_is_refused(sim_node: t.Any, open_session: t.Any) -> None:
     with open_session(sim_node("dgx-a100-mig-mixed")) as s:
-        with pytest.raises(_nvml.NvmlError) as caught:
+        with pytest.raises(nvml_constants.NvmlError) as caught:
             s.set_mig_mode(s.device_by_index(0), False)
-        assert caught.value.code == _nvml.NVML_ERROR_IN_USE
+        assert caught.value.code == nvml_constants.NVML_ERROR_IN_USE
 
 
 def test_unprivileged_mutation_is_refused(sim_node: t.Any, open_session: t.Any) -> None:
     with open_session(sim_node("dgx-a100-mig-mixed"), NVML_SIM_EUID="1000") as s:
         dev = s.device_by_index(3)
         profile = s.gpu_instance_profiles(dev)[0]
-        with pytest.raises(_nvml.NvmlError) as caught:
-            s.create_gpu_instance(dev, profile.id, _nvml.Placement(0, 1))
-        assert caught.value.code == _nvml.NVML_ERROR_NO_PERMISSION
+        with pytest.raises(nvml_constants.NvmlError) as caught:
+            s.create_gpu_instance(dev, profile.id, nvml_values.Placement(0, 1))
+        assert caught.value.code == nvml_constants.NVML_ERROR_NO_PERMISSION
         assert str(caught.value).endswith("run as root (become: true)")
 
 
@@ -420,22 +423,22 @@ def test_profile_info_falls_back_to_v1(sim_node: t.Any, open_session: t.Any, err
 def test_context_manager_shuts_down_on_error(sim_node: t.Any, open_session: t.Any) -> None:
     node = sim_node("t4-1x")
     session = open_session(node)
-    with pytest.raises(_nvml.NvmlError) as caught, session as s:
+    with pytest.raises(nvml_constants.NvmlError) as caught, session as s:
         s.device_by_index(5)
-    assert caught.value.code == _nvml.NVML_ERROR_INVALID_ARGUMENT
+    assert caught.value.code == nvml_constants.NVML_ERROR_INVALID_ARGUMENT
     assert not session.initialized
     # A later session re-reads the state file, so nothing leaked.
     node.set("driver_loaded=0")
-    with pytest.raises(_nvml.NvmlError) as caught:
+    with pytest.raises(nvml_constants.NvmlError) as caught:
         open_session(node).init()
-    assert caught.value.code == _nvml.NVML_ERROR_DRIVER_NOT_LOADED
+    assert caught.value.code == nvml_constants.NVML_ERROR_DRIVER_NOT_LOADED
 
 
 def test_shutdown_failure_is_raised_when_nothing_else_failed(sim_node: t.Any, open_session: t.Any) -> None:
     node = sim_node("t4-1x")
     node.fault("nvmlShutdown", "UNKNOWN", once=True)
     session = open_session(node)
-    with pytest.raises(_nvml.NvmlError) as caught, session as s:
+    with pytest.raises(nvml_constants.NvmlError) as caught, session as s:
         s.device_count()
     assert caught.value.function == "nvmlShutdown"
     # NVML kept its reference; release it so later tests re-read their state.

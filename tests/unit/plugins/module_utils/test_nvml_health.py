@@ -21,10 +21,12 @@ import typing as t
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _nvml
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _nvml_health as nh
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import constants as nvml_constants
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import health as nvml_health
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import session as nvml_session
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import structs as nvml_structs
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import values as nvml_values
 
-N = _nvml
 HANDLE = 0x5A5A0000
 
 
@@ -32,7 +34,7 @@ def _ok(*pairs: t.Any) -> int:
     """Write values through (pointer, value) pairs; NVML_SUCCESS."""
     for pointer, value in pairs:
         pointer[0] = value
-    return N.NVML_SUCCESS
+    return nvml_constants.NVML_SUCCESS
 
 
 class FakeNvml:
@@ -60,13 +62,13 @@ class FakeNvml:
                     return self.errors[name]
                 return impl(*args[1:])
 
-            self._keep[name] = ctypes.CFUNCTYPE(ctypes.c_int, *N.PROTOTYPES[name])(entry)
+            self._keep[name] = ctypes.CFUNCTYPE(ctypes.c_int, *nvml_structs.PROTOTYPES[name])(entry)
         return self._keep[name]
 
     # -- entry points (pointer arguments arrive as ctypes pointers) ------------
     def _answer(self, key: str) -> t.Any:
         value = self.gpu.get(key)
-        return N.NVML_ERROR_NOT_SUPPORTED if value is None else value
+        return nvml_constants.NVML_ERROR_NOT_SUPPORTED if value is None else value
 
     def _nvmlDeviceGetEccMode(self, current: t.Any, pending: t.Any) -> int:
         mode = self._answer("ecc_mode")
@@ -82,11 +84,11 @@ class FakeNvml:
             return pages
         assert not addresses, "only the count is asked for"
         count[0] = pages[cause]
-        return N.NVML_ERROR_INSUFFICIENT_SIZE if pages[cause] else N.NVML_SUCCESS
+        return nvml_constants.NVML_ERROR_INSUFFICIENT_SIZE if pages[cause] else nvml_constants.NVML_SUCCESS
 
     def _nvmlDeviceGetRetiredPagesPendingStatus(self, pending: t.Any) -> int:
         value = self.gpu.get("retired_pending")
-        return N.NVML_ERROR_NOT_SUPPORTED if value is None else _ok((pending, value))
+        return nvml_constants.NVML_ERROR_NOT_SUPPORTED if value is None else _ok((pending, value))
 
     def _nvmlDeviceGetRemappedRows(self, corr: t.Any, unc: t.Any, pending: t.Any, failure: t.Any) -> int:
         rows = self._answer("remap")
@@ -96,20 +98,22 @@ class FakeNvml:
         for i in range(count):
             answer = self.gpu.get("fields", {}).get(values[i].fieldId)
             if answer is None:
-                values[i].nvmlReturn = N.NVML_ERROR_NOT_SUPPORTED
+                values[i].nvmlReturn = nvml_constants.NVML_ERROR_NOT_SUPPORTED
                 continue
             value_type, value = answer
             values[i].valueType = value_type
-            values[i].nvmlReturn = N.NVML_SUCCESS
-            member = {N.NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal", N.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "ullVal", N.NVML_VALUE_TYPE_SIGNED_LONG_LONG: "sllVal"}[
-                value_type
-            ]
+            values[i].nvmlReturn = nvml_constants.NVML_SUCCESS
+            member = {
+                nvml_constants.NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal",
+                nvml_constants.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "ullVal",
+                nvml_constants.NVML_VALUE_TYPE_SIGNED_LONG_LONG: "sllVal",
+            }[value_type]
             setattr(values[i].value, member, value)
-        return N.NVML_SUCCESS
+        return nvml_constants.NVML_SUCCESS
 
     def _uint(self, key: str, out: t.Any) -> int:
         value = self.gpu.get(key)
-        return N.NVML_ERROR_NOT_SUPPORTED if value is None else _ok((out, value))
+        return nvml_constants.NVML_ERROR_NOT_SUPPORTED if value is None else _ok((out, value))
 
     def _nvmlDeviceGetCurrPcieLinkGeneration(self, out: t.Any) -> int:
         return self._uint("gen", out)
@@ -129,9 +133,9 @@ class FakeNvml:
     def _nvmlDeviceGetNvLinkState(self, link: int, active: t.Any) -> int:
         links = self.gpu.get("nvlinks")
         if links is None:
-            return N.NVML_ERROR_NOT_SUPPORTED
+            return nvml_constants.NVML_ERROR_NOT_SUPPORTED
         if link >= len(links):
-            return N.NVML_ERROR_INVALID_ARGUMENT
+            return nvml_constants.NVML_ERROR_INVALID_ARGUMENT
         return _ok((active, links[link]))
 
     def _fabric(self, info: t.Any) -> None:
@@ -141,29 +145,29 @@ class FakeNvml:
 
     def _nvmlDeviceGetGpuFabricInfoV(self, address: int) -> int:
         if self.gpu.get("fabric") is None:
-            return N.NVML_ERROR_NOT_SUPPORTED
+            return nvml_constants.NVML_ERROR_NOT_SUPPORTED
         version = ctypes.c_uint.from_address(address).value
-        known = {N.nvmlGpuFabricInfo_v3: N._GpuFabricInfo_v3, N.nvmlGpuFabricInfo_v2: N._GpuFabricInfo_v2}
+        known = {nvml_structs.nvmlGpuFabricInfo_v3: nvml_structs._GpuFabricInfo_v3, nvml_structs.nvmlGpuFabricInfo_v2: nvml_structs._GpuFabricInfo_v2}
         if version not in known or version not in self.gpu.get("fabric_versions", known):
-            return N.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+            return nvml_constants.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
         info = known[version].from_address(address)
         self._fabric(info)
         info.healthMask = 0
-        return N.NVML_SUCCESS
+        return nvml_constants.NVML_SUCCESS
 
     def _nvmlDeviceGetGpuFabricInfo(self, info: t.Any) -> int:
         if self.gpu.get("fabric") is None:
-            return N.NVML_ERROR_NOT_SUPPORTED
+            return nvml_constants.NVML_ERROR_NOT_SUPPORTED
         self._fabric(info[0])
-        return N.NVML_SUCCESS
+        return nvml_constants.NVML_SUCCESS
 
     def _nvmlDeviceGetTemperatureV(self, reading: t.Any) -> int:
-        assert reading[0].version == N.nvmlTemperature_v1 and reading[0].sensorType == N.NVML_TEMPERATURE_GPU
+        assert reading[0].version == nvml_structs.nvmlTemperature_v1 and reading[0].sensorType == nvml_constants.NVML_TEMPERATURE_GPU
         reading[0].temperature = self._answer("temp")
-        return N.NVML_SUCCESS
+        return nvml_constants.NVML_SUCCESS
 
     def _nvmlDeviceGetTemperature(self, sensor: int, out: t.Any) -> int:
-        assert sensor == N.NVML_TEMPERATURE_GPU
+        assert sensor == nvml_constants.NVML_TEMPERATURE_GPU
         return _ok((out, self._answer("temp")))
 
     def _nvmlDeviceGetTemperatureThreshold(self, threshold: int, out: t.Any) -> int:
@@ -190,16 +194,16 @@ HOPPER: dict[str, t.Any] = {
     "retired": None,
     "retired_pending": None,
     "remap": (4, 1, 1, 0),
-    "fields": {N.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: (N.NVML_VALUE_TYPE_UNSIGNED_INT, 1)},
+    "fields": {nvml_constants.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: (nvml_constants.NVML_VALUE_TYPE_UNSIGNED_INT, 1)},
     "gen": 5,
     "gen_max": 5,
     "width": 8,
     "width_max": 16,
     "replay": 12,
     "nvlinks": [0 if link in (3, 7) else 1 for link in range(18)],
-    "fabric": (N.NVML_GPU_FABRIC_STATE_COMPLETED, N.NVML_SUCCESS, 32766, CLUSTER),
+    "fabric": (nvml_constants.NVML_GPU_FABRIC_STATE_COMPLETED, nvml_constants.NVML_SUCCESS, 32766, CLUSTER),
     "temp": 41,
-    "thresholds": {N.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN: 92, N.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN: 87},
+    "thresholds": {nvml_constants.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN: 92, nvml_constants.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN: 87},
     "clocks": 0x1 | 0x4 | 0x40 | 0x1000,
     "power_mw": 71234,
     "power_limit_mw": 700000,
@@ -225,9 +229,9 @@ def read(monkeypatch: pytest.MonkeyPatch) -> t.Callable[..., t.Any]:
 
     def run(gpu: dict[str, t.Any], missing: t.Iterable[str] = (), errors: dict[str, int] | None = None) -> t.Any:
         fake = FakeNvml(gpu, missing, errors)
-        monkeypatch.setattr(N.ctypes, "CDLL", lambda path: fake)
-        session = N.NvmlSession("fake-libnvidia-ml.so.1")
-        return nh.read_health(session, N.Device(HANDLE)), fake
+        monkeypatch.setattr(ctypes, "CDLL", lambda path: fake)
+        session = nvml_session.NvmlSession("fake-libnvidia-ml.so.1")
+        return nvml_health.read_health(session, nvml_values.Device(HANDLE)), fake
 
     return run
 
@@ -237,7 +241,7 @@ def test_every_read_of_a_hopper_gpu(read: t.Any) -> None:
     assert health == HOPPER_HEALTH
     called = {call[0] for call in fake.calls}
     # Newest entry points only: no fallback was needed.
-    assert called == set(nh.HEALTH_CALLS) - {"nvmlDeviceGetGpuFabricInfo", "nvmlDeviceGetTemperature", "nvmlDeviceGetCurrentClocksThrottleReasons"}
+    assert called == set(nvml_health.HEALTH_CALLS) - {"nvmlDeviceGetGpuFabricInfo", "nvmlDeviceGetTemperature", "nvmlDeviceGetCurrentClocksThrottleReasons"}
     # Links past the GPU's 18 answer INVALID_ARGUMENT and are absent; all 36 are asked.
     assert [call[1] for call in fake.calls if call[0] == "nvmlDeviceGetNvLinkState"] == list(range(36))
 
@@ -246,7 +250,7 @@ def test_empty_health_has_the_same_shape() -> None:
     def shape(value: t.Any) -> t.Any:
         return {k: shape(v) for k, v in value.items()} if isinstance(value, dict) else None
 
-    empty = nh.empty_health()
+    empty = nvml_health.empty_health()
     assert shape({k: v for k, v in empty.items() if k not in ("nvlink", "fabric")}) == shape(
         {k: v for k, v in HOPPER_HEALTH.items() if k not in ("nvlink", "fabric")}
     )
@@ -274,7 +278,7 @@ def test_old_driver_falls_back_to_the_older_calls(read: t.Any) -> None:
 
 
 def test_fabric_v2_when_the_driver_does_not_know_v3(read: t.Any) -> None:
-    health, fake = read(dict(HOPPER, fabric_versions={N.nvmlGpuFabricInfo_v2}))
+    health, fake = read(dict(HOPPER, fabric_versions={nvml_structs.nvmlGpuFabricInfo_v2}))
     assert health["fabric"] == HOPPER_HEALTH["fabric"]
     assert [c[0] for c in fake.calls].count("nvmlDeviceGetGpuFabricInfoV") == 2
     assert "nvmlDeviceGetGpuFabricInfo" not in [c[0] for c in fake.calls]
@@ -283,19 +287,19 @@ def test_fabric_v2_when_the_driver_does_not_know_v3(read: t.Any) -> None:
 @pytest.mark.parametrize(
     "state,name",
     [
-        (N.NVML_GPU_FABRIC_STATE_NOT_STARTED, "not_started"),
-        (N.NVML_GPU_FABRIC_STATE_IN_PROGRESS, "in_progress"),
-        (N.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED, "not_supported"),
+        (nvml_constants.NVML_GPU_FABRIC_STATE_NOT_STARTED, "not_started"),
+        (nvml_constants.NVML_GPU_FABRIC_STATE_IN_PROGRESS, "in_progress"),
+        (nvml_constants.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED, "not_supported"),
     ],
 )
 def test_fabric_before_the_probe_completes(read: t.Any, state: int, name: str) -> None:
-    health, _fake = read(dict(HOPPER, fabric=(state, N.NVML_ERROR_UNKNOWN, 7, CLUSTER)))
+    health, _fake = read(dict(HOPPER, fabric=(state, nvml_constants.NVML_ERROR_UNKNOWN, 7, CLUSTER)))
     # The header: status, clique and cluster mean something only once completed.
     assert health["fabric"] == {"state": name, "status": None, "clique_id": None, "cluster_uuid": None}
 
 
 def test_fabric_probe_failure_is_reported_by_name(read: t.Any) -> None:
-    health, _fake = read(dict(HOPPER, fabric=(N.NVML_GPU_FABRIC_STATE_COMPLETED, N.NVML_ERROR_NOT_READY, 0, CLUSTER)))
+    health, _fake = read(dict(HOPPER, fabric=(nvml_constants.NVML_GPU_FABRIC_STATE_COMPLETED, nvml_constants.NVML_ERROR_NOT_READY, 0, CLUSTER)))
     assert health["fabric"]["status"] == "NVML_ERROR_NOT_READY"
 
 
@@ -307,7 +311,7 @@ def test_recovery_action_field_not_known_to_the_driver(read: t.Any) -> None:
 
 
 def test_recovery_action_of_another_value_type(read: t.Any) -> None:
-    fields = {N.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: (N.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, 4)}
+    fields = {nvml_constants.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: (nvml_constants.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, 4)}
     health, _fake = read(dict(HOPPER, fields=fields))
     assert health["recovery_action"] == 4
 
@@ -348,8 +352,8 @@ FALLS_BACK = {"nvmlDeviceGetGpuFabricInfoV", "nvmlDeviceGetTemperatureV", "nvmlD
 
 
 def test_every_health_call_is_in_the_matrix() -> None:
-    older = {N.FALLBACKS[name][0] for name in FALLS_BACK}
-    assert set(LEAVES) | set(PRE_AMPERE_LEAVES) | older == set(nh.HEALTH_CALLS)
+    older = {nvml_structs.FALLBACKS[name][0] for name in FALLS_BACK}
+    assert set(LEAVES) | set(PRE_AMPERE_LEAVES) | older == set(nvml_health.HEALTH_CALLS)
 
 
 def _set(tree: dict[str, t.Any], path: tuple[str, ...], value: t.Any) -> None:
@@ -371,7 +375,7 @@ def test_an_unavailable_call_nulls_only_its_own_leaves(read: t.Any, call: str, e
     if error == "FUNCTION_NOT_FOUND":
         health, fake = read(gpu, missing=[call])
     else:
-        health, fake = read(gpu, errors={call: getattr(N, "NVML_ERROR_" + error)})
+        health, fake = read(gpu, errors={call: getattr(nvml_constants, "NVML_ERROR_" + error)})
     expected = copy.deepcopy(clean)
     if not (error == "FUNCTION_NOT_FOUND" and call in FALLS_BACK):
         for path in dict(LEAVES, **PRE_AMPERE_LEAVES)[call]:
@@ -384,27 +388,27 @@ def test_an_unavailable_call_nulls_only_its_own_leaves(read: t.Any, call: str, e
 @pytest.mark.parametrize("error", ["GPU_IS_LOST", "UNKNOWN", "UNINITIALIZED", "ARGUMENT_VERSION_MISMATCH"])
 @pytest.mark.parametrize("call", sorted(set(LEAVES) - FALLS_BACK))
 def test_other_errors_propagate(read: t.Any, call: str, error: str) -> None:
-    code = getattr(N, "NVML_ERROR_" + error)
-    with pytest.raises(N.NvmlError) as caught:
+    code = getattr(nvml_constants, "NVML_ERROR_" + error)
+    with pytest.raises(nvml_constants.NvmlError) as caught:
         read(HOPPER, errors={call: code})
     assert (caught.value.code, caught.value.function) == (code, call)
 
 
 @pytest.mark.parametrize("call", sorted(FALLS_BACK))
 def test_lost_gpu_on_a_newer_call_is_not_papered_over_by_the_fallback(read: t.Any, call: str) -> None:
-    with pytest.raises(N.NvmlError) as caught:
-        read(HOPPER, errors={call: N.NVML_ERROR_GPU_IS_LOST})
-    assert (caught.value.code, caught.value.function) == (N.NVML_ERROR_GPU_IS_LOST, call)
+    with pytest.raises(nvml_constants.NvmlError) as caught:
+        read(HOPPER, errors={call: nvml_constants.NVML_ERROR_GPU_IS_LOST})
+    assert (caught.value.code, caught.value.function) == (nvml_constants.NVML_ERROR_GPU_IS_LOST, call)
 
 
 def test_struct_layouts_match_the_header() -> None:
     """sizeof as the C compiler lays nvml.h's structs out on LP64 (NVML_H): field by field,
     a 16-byte UUID, ints aligned to 4, long long to 8, trailing padding to the largest member."""
-    assert ctypes.sizeof(N._FieldValue) == 40 and N._FieldValue.value.offset == 32
-    assert N._FieldValue.nvmlReturn.offset == 28
-    assert ctypes.sizeof(N._GpuFabricInfo) == 28 and N._GpuFabricInfo.state.offset == 24
-    assert ctypes.sizeof(N._GpuFabricInfo_v2) == 36 and N._GpuFabricInfo_v2.healthMask.offset == 32
-    assert ctypes.sizeof(N._GpuFabricInfo_v3) == 40 and N._GpuFabricInfo_v3.healthSummary.offset == 36
-    assert ctypes.sizeof(N._Temperature_v1) == 12
+    assert ctypes.sizeof(nvml_structs._FieldValue) == 40 and nvml_structs._FieldValue.value.offset == 32
+    assert nvml_structs._FieldValue.nvmlReturn.offset == 28
+    assert ctypes.sizeof(nvml_structs._GpuFabricInfo) == 28 and nvml_structs._GpuFabricInfo.state.offset == 24
+    assert ctypes.sizeof(nvml_structs._GpuFabricInfo_v2) == 36 and nvml_structs._GpuFabricInfo_v2.healthMask.offset == 32
+    assert ctypes.sizeof(nvml_structs._GpuFabricInfo_v3) == 40 and nvml_structs._GpuFabricInfo_v3.healthSummary.offset == 36
+    assert ctypes.sizeof(nvml_structs._Temperature_v1) == 12
     # NVML_STRUCT_VERSION(data, ver) = sizeof | ver << 24
-    assert (N.nvmlGpuFabricInfo_v2, N.nvmlGpuFabricInfo_v3, N.nvmlTemperature_v1) == (0x02000024, 0x03000028, 0x0100000C)
+    assert (nvml_structs.nvmlGpuFabricInfo_v2, nvml_structs.nvmlGpuFabricInfo_v3, nvml_structs.nvmlTemperature_v1) == (0x02000024, 0x03000028, 0x0100000C)

@@ -22,7 +22,10 @@ from collections import Counter
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _mig, _mig_profiles, _nvml
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import config as mig_config
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import profiles as mig_profiles
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import reader as mig_reader
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import values as nvml_values
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins import mig_expected, nvml_sim
 
 NVIDIA_SMI = nvml_sim.SIM_DIR / "nvidia-smi"
@@ -366,7 +369,7 @@ def test_driver_not_loaded(sim_node: t.Any) -> None:
 
 
 def test_driver_reported_profile_names_and_mig_parted_names_both_match() -> None:
-    profile = _nvml.GpuInstanceProfile(
+    profile = nvml_values.GpuInstanceProfile(
         index=4,
         id=0,
         name="MIG 7g.79gb",
@@ -381,13 +384,13 @@ def test_driver_reported_profile_names_and_mig_parted_names_both_match() -> None
         memory_size_mb=80896,
         is_p2p_supported=False,
     )
-    read = _mig.NvmlReader._profile(profile, [_nvml.Placement(0, 8)], 81920 * 1024 * 1024)  # pylint: disable=W0212
+    read = mig_reader.NvmlReader._profile(profile, [nvml_values.Placement(0, 8)], 81920 * 1024 * 1024)  # pylint: disable=W0212
     assert (read.name, read.aliases) == ("7g.79gb", ("7g.80gb",))
     assert read.known_as("7g.80gb") and read.known_as("7g.79gb")
     # Old drivers: v1 profile info carries no name; it is derived, with the
     # attribute its profile index stands for (7 = 1_SLICE_REV1 = +me).
     unnamed = dataclasses.replace(profile, name=None, index=7)
-    read = _mig.NvmlReader._profile(unnamed, [_nvml.Placement(0, 8)], 81920 * 1024 * 1024)  # pylint: disable=W0212
+    read = mig_reader.NvmlReader._profile(unnamed, [nvml_values.Placement(0, 8)], 81920 * 1024 * 1024)  # pylint: disable=W0212
     assert (read.name, read.aliases) == ("7g.80gb+me", ())
 
 
@@ -415,7 +418,7 @@ def test_reset_true_counts_a_waiting_gpu_as_a_change_in_check_mode_and_apply_ali
 # --- a GPU the built-in table does not know --------------------------------------------------
 def test_a_gpu_missing_from_the_table_is_planned_from_nvml_with_mig_off(sim_node: t.Any) -> None:
     node = sim_node("hgx-h100-94gb-4x")
-    assert _mig_profiles.known_model(node.show()["gpus"][0]["pci_device_id"]) is None
+    assert mig_profiles.known_model(node.show()["gpus"][0]["pci_device_id"]) is None
     before = state_hash(node)
     balanced = layouts(node)["all-balanced"]
     config = mig_expected.config("ok", {"devices": "all", "mig-enabled": True, "mig-devices": balanced})
@@ -486,7 +489,7 @@ def export_reapplies_unchanged(node: nvml_sim.SimNode) -> None:
     exported = outcome["result"]
     assert exported["changed"] is False and exported["left_out"] == [] and state_hash(node) == before
     config = exported["exported"]
-    _mig.parse_config(config)  # valid as mig-parted reads it
+    mig_config.parse_config(config)  # valid as mig-parted reads it
     for check in (True, False):
         again = run(node, config, "exported", check=check)
         assert not again.get("failed") and again["changed"] is False, (check, again.get("msg"))

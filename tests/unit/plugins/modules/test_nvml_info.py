@@ -24,7 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _nvml, _nvml_health
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import constants as nvml_constants
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import health as nvml_health
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import structs as nvml_structs
 from ansible_collections.gpufleet.nvidia.plugins.modules import nvml_info
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins import nvml_sim
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.nvml_expected import (
@@ -48,8 +50,8 @@ MATRIX_ERRORS = (
     "ARGUMENT_VERSION_MISMATCH",
     "UNINITIALIZED",
 )
-ERROR_CODES = {name[len("NVML_ERROR_") :]: code for code, name in _nvml.ERROR_NAMES.items() if code}
-UNAVAILABLE = {_nvml.NVML_ERROR_NOT_SUPPORTED, _nvml.NVML_ERROR_FUNCTION_NOT_FOUND}
+ERROR_CODES = {name[len("NVML_ERROR_") :]: code for code, name in nvml_constants.ERROR_NAMES.items() if code}
+UNAVAILABLE = {nvml_constants.NVML_ERROR_NOT_SUPPORTED, nvml_constants.NVML_ERROR_FUNCTION_NOT_FOUND}
 
 
 def degradations(actual: t.Any, clean: t.Any, path: str = "nvml") -> list[str]:
@@ -249,7 +251,7 @@ def test_gpu_lost_mid_read_is_reported_and_the_other_gpus_read(sim_node: t.Any) 
     # What was read before the loss stays; everything after keeps its default.
     assert (nvml["gpus"][2]["uuid"], nvml["gpus"][2]["name"]) == (clean["gpus"][2]["uuid"], clean["gpus"][2]["name"])
     assert nvml["gpus"][2]["serial"] is None and nvml["gpus"][2]["pci"] is None
-    assert nvml["gpus"][2]["health"] == _nvml_health.empty_health()
+    assert nvml["gpus"][2]["health"] == nvml_health.empty_health()
     assert nvml["gpus"][:2] + nvml["gpus"][3:] == clean["gpus"][:2] + clean["gpus"][3:]
 
 
@@ -278,7 +280,7 @@ def test_gather_health_false_reads_no_health(sim_node: t.Any) -> None:
     outcome = node.run(gather_health=False)
     nvml = assert_exit(outcome)
     assert differences(nvml, expected_facts(node.show(), str(nvml_sim.build()), False, gather_health=False)) == []
-    assert not set(outcome["resolved"]) & set(_nvml_health.HEALTH_CALLS)
+    assert not set(outcome["resolved"]) & set(nvml_health.HEALTH_CALLS)
     assert all("health" not in gpu and gpu["lost"] is False for gpu in nvml["gpus"])
 
 
@@ -394,7 +396,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def test_matrix_covers_the_binding() -> None:
     calls = [target[0] for target in matrix_targets()]
-    assert set(calls) <= set(_nvml.PROTOTYPES)
+    assert set(calls) <= set(nvml_structs.PROTOTYPES)
     # The calls the module cannot do without are all really made.
     assert nvml_info.NvmlFactsCollector.REQUIRED_CALLS - {"nvmlInit", "nvmlInitWithFlags"} <= set(calls)
     assert len(calls) >= 25
@@ -405,18 +407,18 @@ def _device_scoped(call: str) -> bool:
 
 
 def _should_degrade(call: str, code: int) -> bool:
-    fallback = _nvml.FALLBACKS.get(call)
+    fallback = nvml_structs.FALLBACKS.get(call)
     if fallback and code in fallback[1]:
         return True  # the older entry point answers instead
-    if call in _nvml_health.HEALTH_CALLS and code in _nvml_health.UNAVAILABLE:
+    if call in nvml_health.HEALTH_CALLS and code in nvml_health.UNAVAILABLE:
         return True
     return code in UNAVAILABLE and call not in nvml_info.NvmlFactsCollector.REQUIRED_CALLS
 
 
 def _loses_the_gpu(call: str, code: int) -> bool:
     if call == "nvmlDeviceGetHandleByIndex_v2":
-        return code in (_nvml.NVML_ERROR_GPU_IS_LOST, _nvml.NVML_ERROR_UNKNOWN)
-    return code == _nvml.NVML_ERROR_GPU_IS_LOST and _device_scoped(call)
+        return code in (nvml_constants.NVML_ERROR_GPU_IS_LOST, nvml_constants.NVML_ERROR_UNKNOWN)
+    return code == nvml_constants.NVML_ERROR_GPU_IS_LOST and _device_scoped(call)
 
 
 def _without_lost(gpu: dict[str, t.Any]) -> dict[str, t.Any]:
@@ -457,7 +459,7 @@ def test_injected_error(sim_node: t.Any, nvml_call: str, fixture: str, error: st
     msg = result["msg"]
     assert msg.startswith(nvml_call + " failed"), msg
     assert "(NVML_ERROR_{0})".format(error) in msg
-    hint = _nvml.HINTS.get(code)
+    hint = nvml_constants.HINTS.get(code)
     if hint:
         assert msg.endswith("; " + hint)
     partial = result["nvml"]

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""What gpufleet.nvidia.version_matrix does with its options, shared by the
+"""The judge: what gpufleet.nvidia.version_matrix does with its options, shared by the
 module (plugins/modules/version_matrix.py, when it runs as a module) and the
 action plugin of the same name (plugins/action/version_matrix.py, the default
 path: on the controller, in the worker that runs the task, with no module
@@ -21,14 +21,9 @@ import datetime
 import json
 import typing as t
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import (
-    RULES,
-    SEVERITIES,
-    Matrix,
-    MatrixError,
-    fails,
-    worst,
-)
+from .evaluate import Matrix
+from .node import fails, worst
+from .tables import RULES, SEVERITIES, MatrixError
 
 DESIRED_OPTIONS: dict[str, dict[str, t.Any]] = dict(
     driver_state=dict(type="str", choices=["present", "absent"]),

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import typing as t
 
-from ._nvml import (
+from .constants import (
     ERROR_NAMES,
     NVML_AGGREGATE_ECC,
     NVML_CLOCKS_EVENT_REASON_APPLICATIONS_CLOCKS_SETTING,
@@ -50,10 +50,10 @@ from ._nvml import (
     NVML_TEMPERATURE_THRESHOLD_SHUTDOWN,
     NVML_TEMPERATURE_THRESHOLD_SLOWDOWN,
     NVML_VOLATILE_ECC,
-    Device,
     NvmlError,
-    NvmlSession,
 )
+from .session import NvmlSession
+from .values import Device
 
 T = t.TypeVar("T")
 

@@ -1,0 +1,178 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Versions as the matrix compares them: parsing and printing versions, driver
+branches, CUDA release labels, kernel-module flavours by architecture, and
+Driver (a declared or installed driver, pinned or by branch).
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime
+import re
+import typing as t
+
+from .tables import CUDA_BUILD_NUMBERED_FROM, KERNEL_MODULE_FLAVOURS, MatrixError
+
+_VERSION = re.compile(r"^v?(\d+(?:\.\d+)*)")
+_EPOCH = re.compile(r"^\d+:")
+
+
+class Version(tuple):
+    """A parsed version: compares as a tuple of ints, prints as it was written.
+
+    Driver releases are written zero-padded ("580.65.06"); a plain tuple would
+    print them back as "580.65.6".
+    """
+
+    text: str
+
+    def __new__(cls, parts: t.Iterable[int], text: str) -> "Version":
+        version = super().__new__(cls, parts)
+        version.text = text
+        return version
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_version(text: t.Any) -> Version:
+    """Leading dotted numbers of a version, package version or tag.
+
+    "550.54.14" -> (550, 54, 14); "v1.33.0" -> (1, 33, 0);
+    "1:1.17.8-1" (Debian epoch, revision) -> (1, 17, 8);
+    "1.7.24~ds1-6+deb13u1" -> (1, 7, 24); "5:28.3.0-1~debian.12" -> (28, 3, 0).
+    """
+    value = _EPOCH.sub("", str(text).strip())
+    match = _VERSION.match(value)
+    if not match:
+        raise MatrixError("'{0}' is not a version".format(text))
+    return Version((int(part) for part in match.group(1).split(".")), match.group(1))
+
+
+_OPERATORS: dict[str, t.Callable[[t.Any, t.Any], bool]] = {
+    ">=": lambda a, b: a >= b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    "<": lambda a, b: a < b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+}
+
+
+def version_text(version: t.Sequence[int]) -> str:
+    if isinstance(version, Version):
+        return version.text
+    return ".".join(str(part) for part in version)
+
+
+def driver_branch(version: t.Any) -> str:
+    """The branch of a driver version: "550.127.05" -> "550"."""
+    return str(parse_version(version)[0])
+
+
+def _words(value: t.Any) -> list[str]:
+    """A list option that may also be given as "a,b" text: ["a", "b"]."""
+    if value in (None, ""):
+        return []
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    return [str(item).strip() for item in items if str(item).strip()]
+
+
+def cuda_label(release: tuple[int, ...]) -> str:
+    """How NVIDIA names a CUDA release: (12, 4, 1) -> "Update 1"; (13, 4, 1) -> "GA".
+
+    Up to 13.3 the third number counts updates (x.y.0 is GA); from
+    CUDA_BUILD_NUMBERED_FROM on GA is x.y.1 and the third number is a build.
+    """
+    if tuple(release[:2]) >= CUDA_BUILD_NUMBERED_FROM:
+        return "GA" if release[2] <= 1 else "build {0}".format(release[2])
+    return "GA" if release[2] == 0 else "Update {0}".format(release[2])
+
+
+def flavours_for(architecture: str, grace: bool = False) -> tuple[str, ...]:
+    """The kernel-module flavours a GPU runs, preferred first; () for an unknown architecture.
+
+    A Grace row of KERNEL_MODULE_FLAVOURS wins over its architecture's plain
+    row for a GPU on a Grace superchip.
+    """
+    for row in KERNEL_MODULE_FLAVOURS:
+        if row["architecture"] == architecture and (grace or not row.get("grace")):
+            return tuple(row["flavours"])
+    return ()
+
+
+def gpu_kind(architecture: str, grace: bool, style: str = "key") -> str:
+    """ "grace_hopper" / "Grace Hopper" where a Grace rule applies, else the architecture."""
+    special = grace and any(row["architecture"] == architecture and row.get("grace") for row in KERNEL_MODULE_FLAVOURS)
+    if not special:
+        return architecture
+    return "grace_" + architecture if style == "key" else "Grace " + architecture.capitalize()
+
+
+def _month_end(year_month: str) -> datetime.date:
+    year, month = (int(part) for part in year_month.split("-"))
+    return datetime.date(year, month, calendar.monthrange(year, month)[1])
+
+
+def _month_name(year_month: str) -> str:
+    year, month = (int(part) for part in year_month.split("-"))
+    return "{0} {1}".format(calendar.month_name[month], year)
+
+
+# =============================================================================
+# The driver being judged
+# =============================================================================
+
+
+class Driver:
+    """A driver as declared (branch and/or exact version) or as loaded.
+
+    A branch alone does not pin a release: comparisons against a release in
+    the same branch return None ("cannot tell") instead of guessing.
+    """
+
+    def __init__(self, version: str | None = None, branch: str | None = None) -> None:
+        self.version = parse_version(version) if version else None
+        if branch:
+            self.branch = parse_version(branch)[0]
+        elif self.version:
+            self.branch = self.version[0]
+        else:
+            raise MatrixError("a driver needs a version or a branch")
+
+    def __str__(self) -> str:
+        return version_text(self.version) if self.version else "R{0}".format(self.branch)
+
+    @property
+    def pinned(self) -> bool:
+        return self.version is not None
+
+    def at_least(self, minimum: str) -> bool | None:
+        """driver >= minimum; None when a bare branch could go either way."""
+        wanted = parse_version(minimum)
+        if self.version is not None:
+            return self.version >= wanted
+        if self.branch != wanted[0]:
+            return self.branch > wanted[0]
+        # Every release of the branch satisfies a bare-branch minimum ("580").
+        return True if len(wanted) == 1 else None
+
+    def compare(self, operator: str, operand: str) -> bool | None:
+        """`driver <operator> operand` on the operand's precision ("550" = the branch).
+
+        None when a bare branch could go either way (R550 against 550.90.07).
+        """
+        right = parse_version(operand)
+        if self.version is not None:
+            return _OPERATORS[operator](self.version[: len(right)], right)
+        if len(right) == 1 or self.branch != right[0]:
+            return _OPERATORS[operator]((self.branch,), right[:1])
+        return None
+
+
+def driver_branch_int(driver: Driver) -> int:
+    return int(driver.branch)
