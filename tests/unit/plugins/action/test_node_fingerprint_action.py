@@ -60,43 +60,37 @@ def test_the_declaration_is_the_roles_options_and_the_collection_switches() -> N
 def test_a_fact_a_role_publishes_after_the_record_is_no_declaration_change(tmp_path: Path) -> None:
     """The record is made at the end of a run, where the roles' published facts exist; the next run compares before
     any role ran. A published fact under a role's prefix must not make the node look changed."""
-    record = tmp_path / "fingerprint.json"
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(
-        """
+    record, out = tmp_path / "fingerprint.json", tmp_path / "out.json"
+    head = """
 - hosts: localhost
   gather_facts: false
   vars:
     node_labels_enabled: true
-    args: &args
-      path: %(record)s
-      prefixes: [node_labels_]
   tasks:
+"""
+    (tmp_path / "converge.yml").write_text(
+        head
+        + """
     - ansible.builtin.set_fact:
         node_labels_summary: {product: NVIDIA-A100-SXM4-40GB, count: 8}
     - gpufleet.nvidia.node_fingerprint:
-        <<: *args
-        state: recorded
-        watch: {paths: [], nvml: false}
-- hosts: localhost
-  gather_facts: false
-  vars:
-    node_labels_enabled: true
-  tasks:
+        {path: %(record)s, prefixes: [node_labels_], state: recorded, watch: {paths: [], nvml: false}}
+"""
+        % {"record": record}
+    )
+    (tmp_path / "next.yml").write_text(
+        head
+        + """
     - gpufleet.nvidia.node_fingerprint: {path: %(record)s, prefixes: [node_labels_]}
       register: compared
-      # The next run has no such fact yet; in this one process it lives on, so it is emptied here.
-      vars:
-        node_labels_summary: null
-    - ansible.builtin.copy:
-        content: "{{ compared | to_json }}"
-        dest: %(out)s
+    - ansible.builtin.copy: {content: "{{ compared | to_json }}", dest: %(out)s}
 """
-        % {"record": record, "out": tmp_path / "out.json"}
+        % {"record": record, "out": out}
     )
-    local_play(playbook)
-    out = json.loads((tmp_path / "out.json").read_text())
-    assert out["matched"] and out["reasons"] == [], out
+    local_play(tmp_path / "converge.yml")
+    local_play(tmp_path / "next.yml")
+    compared = json.loads(out.read_text())
+    assert compared["matched"] and compared["reasons"] == [], compared
 
 
 def test_the_collection_digest_follows_content(tmp_path: Path) -> None:
