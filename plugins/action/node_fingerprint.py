@@ -58,11 +58,6 @@ def role_options(root: Path = COLLECTION_ROOT) -> tuple[frozenset[str], frozense
     return frozenset(names), frozenset(secrets)
 
 
-def no_log_variables(root: Path = COLLECTION_ROOT) -> frozenset[str]:
-    """The role variables that argument_specs mark no_log (secrets)."""
-    return role_options(root)[1]
-
-
 def declared(name: str, prefixes: t.Sequence[str], options: t.Collection[str]) -> bool:
     """Whether a host variable is part of the declaration: it has one of the prefixes and is a role's option, or a
     collection-wide switch (gpufleet_*). A fact a role publishes under its prefix (node_labels_summary,
