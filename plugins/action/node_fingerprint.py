@@ -45,16 +45,25 @@ def content_digest(root: Path = COLLECTION_ROOT) -> str:
     return digest.hexdigest()
 
 
-def no_log_variables(root: Path = COLLECTION_ROOT) -> frozenset[str]:
-    """The role variables that argument_specs mark no_log (secrets)."""
-    names = set()
+def role_options(root: Path = COLLECTION_ROOT) -> tuple[frozenset[str], frozenset[str]]:
+    """Every role's options as argument_specs name them, and those it marks no_log (secrets)."""
+    names, secrets = set(), set()
     for spec_file in sorted((root / "roles").glob("*/meta/argument_specs.yml")):
         specs = (yaml.safe_load(spec_file.read_text(encoding="utf-8")) or {}).get("argument_specs") or {}
         for entry in specs.values():
             for name, option in ((entry or {}).get("options") or {}).items():
+                names.add(name)
                 if (option or {}).get("no_log"):
-                    names.add(name)
-    return frozenset(names)
+                    secrets.add(name)
+    return frozenset(names), frozenset(secrets)
+
+
+def declared(name: str, prefixes: t.Sequence[str], options: t.Collection[str]) -> bool:
+    """Whether a host variable is part of the declaration: it has one of the prefixes and is a role's option, or a
+    collection-wide switch (gpufleet_*). A fact a role publishes under its prefix (node_labels_summary,
+    slurm_gres_node_gres) is an output of the run, not a declaration: the next run's comparison, made before any
+    role ran, would see it gone and never take the fast path."""
+    return name.startswith(tuple(prefixes)) and (name in options or name.startswith("gpufleet_"))
 
 
 def canonical(value: t.Any) -> str:
@@ -85,10 +94,10 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("prefixes must be a non-empty list of variable name prefixes, e.g. [driver_, cdi_]")
         if "content" not in _cache:
             _cache["content"] = content_digest()
-            _cache["secrets"] = no_log_variables()
+            _cache["options"], _cache["secrets"] = role_options()
         values = {}
         for name in sorted(task_vars):
-            if not name.startswith(tuple(prefixes)):
+            if not declared(name, prefixes, _cache["options"]):
                 continue
             try:
                 values[name] = self._templar.template(task_vars[name])

@@ -58,12 +58,12 @@ options:
         description: The mode of a file or directory, as an octal string.
         type: raw
       owner:
-        description: The owner of a file or directory. V(null) leaves it as it is (a new path belongs to the user the
+        description: The owner of a file or directory. V("") leaves it as it is (a new path belongs to the user the
           module runs as), for files written as an unprivileged user, such as reports on the controller.
         type: str
         default: root
       group:
-        description: The group of a file or directory. V(null) leaves it as it is, as for O(files[].owner).
+        description: The group of a file or directory. V("") leaves it as it is, as for O(files[].owner).
         type: str
         default: root
   diff_max_bytes:
@@ -224,7 +224,7 @@ class NodeFiles:
         self.fail("{0} is a {1}, declared a {2}; remove it by hand if it may go".format(path, kind, declared), changed_paths=self.changed_paths)
 
     def _attributes(self, entry: dict[str, t.Any], diff: dict[str, t.Any]) -> bool:
-        # null (which reaches suboptions as "") leaves the owner or group as it is.
+        # "" leaves the owner or group as it is.
         file_args = {
             "path": entry["path"],
             "mode": entry["mode"],

@@ -352,6 +352,56 @@ def _cuda_html(reports: list[dict[str, t.Any]]) -> list[str]:
     return out
 
 
+def scheduler_rows(reports: list[dict[str, t.Any]]) -> list[list[str]]:
+    """What Kubernetes and Slurm are told about each node, as verify recorded it: GPU Feature Discovery's key labels
+    (the node_labels role's summary) and the slurm.conf Gres= value (slurm_gres). Hosts with neither are left out."""
+    rows = []
+    for report in reports:
+        schedulers = report.get("schedulers") or {}
+        labels, gres = schedulers.get("labels") or {}, schedulers.get("slurm_gres")
+        if not labels and not gres:
+            continue
+        memory = labels.get("memory_mib")
+        rows.append(
+            [
+                str(report.get("host")),
+                str(labels.get("product") or "-"),
+                "{0} MiB".format(memory) if memory else "-",
+                str(labels["count"]) if labels.get("count") is not None else "-",
+                str(labels.get("mig_strategy") or "-"),
+                "Gres={0}".format(gres) if gres else "-",
+            ]
+        )
+    return rows
+
+
+SCHEDULER_HEADER = ("Host", "nvidia.com/gpu.product", "gpu.memory", "gpu.count", "mig.strategy", "Slurm")
+
+
+def _schedulers_html(reports: list[dict[str, t.Any]]) -> list[str]:
+    rows = scheduler_rows(reports)
+    if not rows:
+        return []
+    out = [
+        "<h2>What the schedulers see</h2><p>GPU Feature Discovery's labels in the node's NFD feature file and the "
+        "node's <code>Gres=</code> value for slurm.conf, as verify recorded them.</p><table><thead><tr>",
+    ]
+    out.extend("<th>{0}</th>".format(_e(label)) for label in SCHEDULER_HEADER)
+    out.append("</tr></thead><tbody>")
+    out.extend("<tr>" + "".join('<td class="models">{0}</td>'.format(_e(cell)) for cell in row) + "</tr>" for row in rows)
+    out.append("</tbody></table>")
+    return out
+
+
+def _schedulers_markdown(reports: list[dict[str, t.Any]]) -> list[str]:
+    rows = scheduler_rows(reports)
+    if not rows:
+        return []
+    lines = ["", "## What the schedulers see", "", "| " + " | ".join(SCHEDULER_HEADER) + " |", "|" + "---|" * len(SCHEDULER_HEADER)]
+    lines.extend("| " + " | ".join(_md(cell) for cell in row) + " |" for row in rows)
+    return lines
+
+
 def render_html(reports: list[dict[str, t.Any]], title: str = "gpufleet fleet report") -> str:
     reports = sorted(reports, key=lambda r: str(r.get("host")))
     totals = _totals(reports)
@@ -391,6 +441,7 @@ def render_html(reports: list[dict[str, t.Any]], title: str = "gpufleet fleet re
                 out.append('<td class="st {0}" title="{1}">{2}</td>'.format(_e(item["status"]), _e(item.get("summary")), _e(layer_cell(layer, item))))
         out.append("</tr>")
     out.append("</tbody></table>")
+    out.extend(_schedulers_html(reports))
     out.extend(_cuda_html(reports))
 
     out.append("<h2>Findings</h2>")
@@ -511,6 +562,7 @@ def render_markdown(reports: list[dict[str, t.Any]], title: str = "gpufleet flee
         cells.append(_md(gpu_models(report)))
         cells += [_md(layer_cell(layer, checks[layer])) if layer in checks else "-" for layer, _label in LAYER_COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += _schedulers_markdown(reports)
     lines += _cuda_markdown(reports)
     lines += ["", "## Findings", ""]
     any_findings = False

@@ -12,6 +12,7 @@ import os
 import subprocess
 import tempfile
 import tomllib
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -109,6 +110,16 @@ def _host_vars(name: str, host) -> dict:
 
 def toml_file(host, path: str) -> dict:
     return tomllib.loads(node(host).file(path).content_string)
+
+
+@contextmanager
+def set_aside(host, path: str, keep_copy: bool = True):
+    """A file on the node put back as it was after the block; keep_copy=False moves it away, so the block sees it gone."""
+    host.check_output("{0} {1} {1}.test-aside".format("cp -p" if keep_copy else "mv", path))
+    try:
+        yield
+    finally:
+        host.check_output("mv {0}.test-aside {0}".format(path))
 
 
 def sha256(host, path: str) -> str | None:

@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_shared"))
 
 # pylint: disable=wrong-import-position
-from stack import scenario_playbook
+from stack import scenario_playbook, set_aside
 
 ROOT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.getcwd()))
 EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
@@ -56,15 +56,6 @@ def checks(host, found: dict | None = None) -> dict:
     return {c["layer"]: c for c in (found or report(host))["checks"]}
 
 
-@contextmanager
-def saved(host, path: str):
-    host.check_output("cp -p {0} {0}.verify-test".format(path))
-    try:
-        yield
-    finally:
-        host.check_output("mv {0}.verify-test {0}".format(path))
-
-
 def test_converged_node_passes(host):
     node_report = report(host)
     found = checks(host, node_report)
@@ -76,7 +67,7 @@ def test_converged_node_passes(host):
 
 
 def test_removed_runtime_import_and_another_driver_are_found(host):
-    with saved(host, CONFIG), saved(host, STATE):
+    with set_aside(host, CONFIG), set_aside(host, STATE):
         host.check_output("printf 'version = 2\\n' > {0}".format(CONFIG))
         host.check_output("nvml-simctl set driver_version=550.127.05")
         run = site(host, "--tags", "verify")
@@ -92,7 +83,7 @@ def test_removed_runtime_import_and_another_driver_are_found(host):
 def test_a_swapped_gpu_leaves_the_cdi_spec_stale(host):
     """The spec generated before still names the GPU that was replaced."""
     old_uuid = json.loads(host.check_output("nvml-simctl show"))["gpus"][7]["uuid"]
-    with saved(host, STATE):
+    with set_aside(host, STATE):
         host.check_output("nvml-simctl set --gpu 7 uuid=GPU-00000000-0000-0000-0000-0000000000a7")
         run = site(host, "--tags", "verify")
         assert run.returncode != 0, run.stdout
@@ -108,15 +99,6 @@ def test_a_swapped_gpu_leaves_the_cdi_spec_stale(host):
 
 DROP_IN = "/etc/containerd/conf.d/99-nvidia.toml"
 IMEX_UNIT = "/usr/lib/systemd/system/nvidia-imex.service"
-
-
-@contextmanager
-def moved(host, path: str):
-    host.check_output("mv {0} {0}.verify-test".format(path))
-    try:
-        yield
-    finally:
-        host.check_output("mv {0}.verify-test {0}".format(path))
 
 
 @contextmanager
@@ -160,7 +142,7 @@ def test_the_prepared_node_is_ready_for_the_dra_driver(host):
 
 
 def test_dra_cdi_off_in_containerd_fails(host):
-    with saved(host, DROP_IN):
+    with set_aside(host, DROP_IN):
         host.check_output("sed -i 's/enable_cdi = true/enable_cdi = false/' " + DROP_IN)
         run, dra = dra_check(host, *FAST)
     assert run.returncode != 0, run.stdout
@@ -169,7 +151,7 @@ def test_dra_cdi_off_in_containerd_fails(host):
 
 
 def test_dra_spec_dirs_without_var_run_cdi_fail(host):
-    with saved(host, DROP_IN):
+    with set_aside(host, DROP_IN):
         host.check_output("sed -i 's|^\\( *cdi_spec_dirs *=\\).*|\\1 [\"/etc/cdi\"]|' " + DROP_IN)
         run, dra = dra_check(host, *FAST)
     assert run.returncode != 0, run.stdout
@@ -179,7 +161,7 @@ def test_dra_spec_dirs_without_var_run_cdi_fail(host):
 
 
 def test_dra_without_nvidia_cdi_hook_fails(host):
-    with moved(host, "/usr/bin/nvidia-cdi-hook"):
+    with set_aside(host, "/usr/bin/nvidia-cdi-hook", keep_copy=False):
         run, dra = dra_check(host, *FAST)
     assert run.returncode != 0, run.stdout
     assert [subject for subject, message in dra_errors(dra)] == ["nvidia-cdi-hook"], dra
@@ -187,7 +169,7 @@ def test_dra_without_nvidia_cdi_hook_fails(host):
 
 
 def test_dra_driver_root_without_nvidia_smi_fails(host):
-    with moved(host, "/usr/bin/nvidia-smi"):
+    with set_aside(host, "/usr/bin/nvidia-smi", keep_copy=False):
         run, dra = dra_check(host, *FAST)
     assert run.returncode != 0, run.stdout
     assert [subject for subject, message in dra_errors(dra)] == ["driver_root"], dra

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_shared"))
 
 # pylint: disable=wrong-import-position
-from stack import scenario_playbook
+from stack import scenario_playbook, set_aside
 
 ROOT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.getcwd()))
 EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
@@ -64,15 +63,6 @@ def leftovers(host) -> list[str]:
     pods = host.check_output("crictl pods --quiet --label %s", LABEL).split()
     containers = host.check_output("crictl ps --all --quiet --label %s", LABEL).split()
     return pods + containers
-
-
-@contextmanager
-def saved(host, path: str):
-    host.check_output("cp -p {0} {0}.workload-test".format(path))
-    try:
-        yield
-    finally:
-        host.check_output("mv {0}.workload-test {0}".format(path))
 
 
 def edit(host, path: str, code: str) -> None:
@@ -160,7 +150,7 @@ def only_on(host, *names: str) -> None:
 def test_a_cdi_spec_without_a_gpu_nvml_has(host):
     only_on(host, *FAULT_HOSTS)
     gpu = node_state(host)["gpus"][1]
-    with saved(host, SPEC):
+    with set_aside(host, SPEC):
         # As a spec generated before GPU 1 came back from a reset would be.
         edit(
             host,
@@ -181,7 +171,7 @@ def test_a_runtime_handler_containerd_does_not_load(host):
     only_on(host, "workload-containerd2")
     drop_in = "/etc/containerd/conf.d/99-nvidia.toml"
     try:
-        with saved(host, drop_in):
+        with set_aside(host, drop_in):
             # Another tool rewrote the drop-in: the handler is gone, containerd still starts.
             edit(host, drop_in, "text = text.replace('containerd.runtimes.nvidia', 'containerd.runtimes.other')")
             host.check_output("systemctl restart containerd")
@@ -195,7 +185,7 @@ def test_a_runtime_handler_containerd_does_not_load(host):
 def test_a_mig_device_the_spec_does_not_have(host):
     only_on(host, "workload-containerd17")
     gone = node_state(host)["gpus"][0]["gis"][0]["cis"][0]["uuid"]
-    with saved(host, SPEC):
+    with set_aside(host, SPEC):
         # As a spec generated before the MIG layout changed would be.
         edit(
             host,

@@ -10,7 +10,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ansible_collections.gpufleet.nvidia.plugins.action.node_fingerprint import ActionModule, content_digest, declaration, no_log_variables
+from ansible_collections.gpufleet.nvidia.plugins.action.node_fingerprint import (
+    ActionModule,
+    content_digest,
+    declaration,
+    declared,
+    role_options,
+)
 from ansible_collections.gpufleet.nvidia.plugins.modules.node_fingerprint import ARGUMENT_SPEC
 from ansible_collections.gpufleet.nvidia.tests.unit.playbook_run import local_play
 
@@ -36,8 +42,55 @@ def test_each_variable_has_its_own_digest_and_secrets_only_count_as_set() -> Non
 
 
 def test_no_log_variables_come_from_the_argument_specs() -> None:
-    assert "driver_secure_boot_enroll_password" in no_log_variables()
-    assert "driver_version" not in no_log_variables()
+    options, secrets = role_options()
+    assert "driver_secure_boot_enroll_password" in secrets and "driver_secure_boot_enroll_password" in options
+    assert "driver_version" not in secrets and "driver_version" in options
+
+
+def test_the_declaration_is_the_roles_options_and_the_collection_switches() -> None:
+    options, _secrets = role_options()
+    prefixes = ["gpufleet_", "driver_", "node_labels_", "slurm_gres_"]
+    assert declared("driver_version", prefixes, options) and declared("node_labels_enabled", prefixes, options)
+    assert declared("gpufleet_bake", prefixes, options)
+    # What roles publish under their prefix for reports is an output of the run, not a declaration.
+    assert not declared("node_labels_summary", prefixes, options) and not declared("slurm_gres_node_gres", prefixes, options)
+    assert not declared("cdi_spec_dir", prefixes, options)  # not one of the prefixes
+
+
+def test_a_fact_a_role_publishes_after_the_record_is_no_declaration_change(tmp_path: Path) -> None:
+    """The record is made at the end of a run, where the roles' published facts exist; the next run compares before
+    any role ran. A published fact under a role's prefix must not make the node look changed."""
+    record, out = tmp_path / "fingerprint.json", tmp_path / "out.json"
+    head = """
+- hosts: localhost
+  gather_facts: false
+  vars:
+    node_labels_enabled: true
+  tasks:
+"""
+    (tmp_path / "converge.yml").write_text(
+        head
+        + """
+    - ansible.builtin.set_fact:
+        node_labels_summary: {product: NVIDIA-A100-SXM4-40GB, count: 8}
+    - gpufleet.nvidia.node_fingerprint:
+        {path: %(record)s, prefixes: [node_labels_], state: recorded, watch: {paths: [], nvml: false}}
+"""
+        % {"record": record}
+    )
+    (tmp_path / "next.yml").write_text(
+        head
+        + """
+    - gpufleet.nvidia.node_fingerprint: {path: %(record)s, prefixes: [node_labels_]}
+      register: compared
+    - ansible.builtin.copy: {content: "{{ compared | to_json }}", dest: %(out)s}
+"""
+        % {"record": record, "out": out}
+    )
+    local_play(tmp_path / "converge.yml")
+    local_play(tmp_path / "next.yml")
+    compared = json.loads(out.read_text())
+    assert compared["matched"] and compared["reasons"] == [], compared
 
 
 def test_the_collection_digest_follows_content(tmp_path: Path) -> None:

@@ -250,3 +250,24 @@ def test_cuda_cells_take_the_workload_layers_run_outcome(cuda_reports: list[dict
     # Absent today: a report without cuda_images gets no row and no cell.
     assert _report.cuda_cell(cuda_reports[-1], CUDA_IMAGES[0]["name"], "12.4")[0] == "-"
     assert "CUDA images" not in fleet_report([cuda_reports[-1]])
+
+
+def test_html_and_markdown_show_what_the_schedulers_see(sim_node: t.Callable[..., t.Any]):
+    """The node_labels and slurm_gres roles' own plans over the simulator's facts, in a report as verify writes it."""
+    from ansible_collections.gpufleet.nvidia.plugins.filter.node_labels import node_labels_plan
+    from ansible_collections.gpufleet.nvidia.plugins.filter.slurm_gres import slurm_gres_plan
+
+    report = host_report(sim_node, "dgx-a100-02", "dgx-a100-8x40gb", "550.127.05")
+    nvml = sim_node("dgx-a100-8x40gb").run("nvml_info", gather_mig_profiles=True)["result"]["nvml"]
+    labels = node_labels_plan({"nvml": nvml, "settings": {}, "reads": {}, "expiry_time": "", "header": "test"})["summary"]
+    report["schedulers"] = {"labels": labels, "slurm_gres": slurm_gres_plan(nvml)["node_gres"]}
+    bare = host_report(sim_node, "hgx-h100-07", "hgx-h100-8x80gb", "580.95.05")
+    bare["schedulers"] = {"labels": None, "slurm_gres": None}
+    page, text = fleet_report([report, bare]), fleet_report([report, bare], "markdown")
+    assert "<h2>What the schedulers see</h2>" in page and "Gres=gpu:nvidia_a100-sxm4-40gb:8" in page
+    row = "| dgx-a100-02 | NVIDIA-A100-SXM4-40GB | 40960 MiB | 8 | none | Gres=gpu:nvidia_a100-sxm4-40gb:8 |"
+    assert row in text
+    # A host that declares neither layer has no row.
+    assert "| hgx-h100-07 | NVIDIA" not in text and text.count("| hgx-h100-07 |") == 1
+    # Reports without the key (written before these layers existed) render as before.
+    assert "What the schedulers see" not in fleet_report([bare | {"schedulers": {}}])

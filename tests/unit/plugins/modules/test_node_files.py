@@ -55,16 +55,16 @@ def test_first_run_creates_in_order_second_run_changes_nothing(tmp_path: Path) -
     assert not second["changed"] and second["changed_paths"] == []
 
 
-def test_null_owner_and_group_leave_them_as_they_are(tmp_path: Path) -> None:
+def test_an_empty_owner_and_group_leave_them_as_they_are(tmp_path: Path) -> None:
     """What the verify role's reports on the controller ask for: the user running the playbook keeps them."""
     report = tmp_path / "reports" / "host.json"
     report.parent.mkdir()
     report.write_text("{}\n")
     os.chown(report, 12345, 23456)
     entries = [
-        {"path": str(report.parent), "state": "directory", "owner": None, "group": None},
-        {"path": str(report), "content": "{}\n", "mode": "0644", "owner": None, "group": None},
-        {"path": str(tmp_path / "reports" / "new.json"), "content": "{}\n", "owner": None, "group": None},
+        {"path": str(report.parent), "state": "directory", "owner": "", "group": ""},
+        {"path": str(report), "content": "{}\n", "mode": "0644", "owner": "", "group": ""},
+        {"path": str(tmp_path / "reports" / "new.json"), "content": "{}\n", "owner": "", "group": ""},
     ]
     result = run(entries)
     assert not result["failed"], result["msg"]
