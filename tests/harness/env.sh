@@ -27,6 +27,26 @@ go_tool_versions() {
   if [ "${GPUFLEET_MIRROR_SET:-all}" = demo ]; then sort -V <<<"$versions" | tail -n1; else echo "$versions"; fi
 }
 
+# go_env CGO GOFLAGS: the Go builds' own GOPATH, module and build caches
+# (nothing outside the cache is touched), the local toolchain and the proxy.
+go_env() {
+  export GOPATH="$GPUFLEET_CACHE/go/path" GOMODCACHE="$GPUFLEET_CACHE/go/mod" \
+    GOCACHE="$GPUFLEET_CACHE/go/build-cache" GOTOOLCHAIN=local CGO_ENABLED="$1" \
+    GOFLAGS="$2" GOPROXY="${GPUFLEET_GOPROXY:-https://proxy.golang.org}"
+}
+
+# go_tool_built NAME VERSION OUT START: OUT is now the one build of this pin
+# in the cache (older builds, by another Go or an older script, are dead
+# weight); log it and record the build as a phase.
+go_tool_built() {
+  local name=$1 version=$2 out=$3 start=$4 old
+  for old in "$GPUFLEET_CACHE/go-tools/$name-$version-"*; do
+    [ "$old" = "$out" ] || rm -rf "$old"
+  done
+  log "built $name $version in $(($(date +%s) - start))s -> $out"
+  "$GPUFLEET_ROOT/tests/harness/phase.sh" record "Go tools: $name $version" "$start" "$(date +%s)" ok
+}
+
 log() { printf '\033[1m[harness]\033[0m %s\n' "$*" >&2; }
 die() { printf '\033[1;31m[harness] error:\033[0m %s\n' "$*" >&2; exit 1; }
 # timed NAME COMMAND...: run COMMAND (a shell function too) and record it as

@@ -17,7 +17,7 @@ line=$(awk -v n="$name" -v v="$version" '$1 == n && $3 == v' "$here/go-tools.txt
 read -r _ module _ cgo packages ldflags <<<"$line"
 
 go=$("$here/ensure-go.sh")
-key=$( (echo "$line"; "$go" env GOVERSION; cat "$0") | sha256sum | cut -c1-12)
+key=$( (echo "$line"; "$go" env GOVERSION; cat "$0"; declare -f go_env) | sha256sum | cut -c1-12)
 out="$GPUFLEET_CACHE/go-tools/$name-$version-$key"
 if [ -d "$out/bin" ]; then
   "$here/phase.sh" record "Go tools: $name $version (cached)" "$(date +%s)" "$(date +%s)" ok
@@ -25,10 +25,7 @@ if [ -d "$out/bin" ]; then
   exit 0
 fi
 
-# Private GOPATH, module and build caches: nothing outside the cache is touched.
-export GOPATH="$GPUFLEET_CACHE/go/path" GOMODCACHE="$GPUFLEET_CACHE/go/mod" \
-  GOCACHE="$GPUFLEET_CACHE/go/build-cache" GOTOOLCHAIN=local CGO_ENABLED="$cgo" \
-  GOFLAGS="-trimpath -modcacherw -mod=readonly" GOPROXY="${GPUFLEET_GOPROXY:-https://proxy.golang.org}"
+go_env "$cgo" "-trimpath -modcacherw -mod=readonly"
 # nvml.h marks calls deprecated that go-nvml still wraps: hundreds of warnings.
 [ "$cgo" = 0 ] || export CGO_CFLAGS="-O2 -Wno-deprecated-declarations"
 
@@ -51,10 +48,5 @@ echo "$src" >"$tmp/module-dir"
 mkdir -p "$(dirname "$out")"
 rm -rf "$out"
 mv "$tmp" "$out"
-# Older builds of the same pin (another Go, an older script) are dead weight.
-for old in "$GPUFLEET_CACHE/go-tools/$name-$version-"*; do
-  [ "$old" = "$out" ] || rm -rf "$old"
-done
-log "built $name $version in $(($(date +%s) - start))s -> $out/bin"
-"$here/phase.sh" record "Go tools: $name $version" "$start" "$(date +%s)" ok
+go_tool_built "$name" "$version" "$out" "$start"
 echo "$out/bin"

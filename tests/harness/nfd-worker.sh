@@ -21,16 +21,14 @@ version=v0.19.0
 ldflags="-s -w -X $module/pkg/version.version=$version -X $module/pkg/utils/hostpath.pathPrefix=/"
 
 go=$("$here/ensure-go.sh")
-key=$( (echo "$module $version $ldflags"; "$go" env GOVERSION; cat "$0") | sha256sum | cut -c1-12)
+key=$( (echo "$module $version $ldflags"; "$go" env GOVERSION; cat "$0"; declare -f go_env) | sha256sum | cut -c1-12)
 out="$GPUFLEET_CACHE/go-tools/nfd-worker-$version-$key"
 if [ -x "$out/bin/nfd-worker" ]; then
   echo "$out/bin/nfd-worker"
   exit 0
 fi
 
-export GOPATH="$GPUFLEET_CACHE/go/path" GOMODCACHE="$GPUFLEET_CACHE/go/mod" \
-  GOCACHE="$GPUFLEET_CACHE/go/build-cache" GOTOOLCHAIN=local CGO_ENABLED=0 \
-  GOFLAGS="-trimpath -modcacherw" GOPROXY="${GPUFLEET_GOPROXY:-https://proxy.golang.org}"
+go_env 0 "-trimpath -modcacherw"
 
 log "building nfd-worker $version with $("$go" env GOVERSION) (cached afterwards)"
 start=$(date +%s)
@@ -49,9 +47,5 @@ chmod -R u+w "$tmp/src"
 mkdir -p "$GPUFLEET_CACHE/go-tools" "$out"
 rm -rf "${out:?}/bin"
 mv "$tmp/bin" "$out/bin"
-for old in "$GPUFLEET_CACHE/go-tools/nfd-worker-$version-"*; do
-  [ "$old" = "$out" ] || rm -rf "$old"
-done
-log "built nfd-worker $version in $(($(date +%s) - start))s -> $out/bin/nfd-worker"
-"$here/phase.sh" record "Go tools: nfd-worker $version" "$start" "$(date +%s)" ok
+go_tool_built nfd-worker "$version" "$out" "$start"
 echo "$out/bin/nfd-worker"

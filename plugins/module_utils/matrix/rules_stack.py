@@ -332,61 +332,36 @@ class StackRules(MatrixData):
 
     @staticmethod
     def _dra_kubernetes(view: NodeView, row: dict[str, t.Any]) -> list[dict[str, str]]:
+        def kubernetes(level: str, message: str, fix: str) -> list[dict[str, str]]:
+            return [finding("dra", level, "kubernetes", message, fix, "crictl", row["source"])]
+
         minimum = parse_version(row["minimum"])
         release = view.kubernetes_release
         if release is None:
-            return [
-                finding(
-                    "dra",
-                    "warning",
-                    "kubernetes",
-                    "DRA needs Kubernetes {0} or later, and no Kubernetes version is declared to check".format(row["minimum"]),
-                    'declare the cluster\'s release in crictl_kubernetes_version (e.g. "1.34.2")',
-                    "crictl",
-                    row["source"],
-                )
-            ]
+            return kubernetes(
+                "warning",
+                "DRA needs Kubernetes {0} or later, and no Kubernetes version is declared to check".format(row["minimum"]),
+                'declare the cluster\'s release in crictl_kubernetes_version (e.g. "1.34.2")',
+            )
         shown = version_text(release)
         if release[: len(minimum)] >= minimum:
             return []
         gates = parse_version(row["gates"]) if row["gates"] else None
-        fix = "upgrade the cluster to Kubernetes {0} or later".format(row["minimum"])
+        upgrade = "upgrade the cluster to Kubernetes {0} or later".format(row["minimum"])
         if len(release) < len(minimum) and release == minimum[: len(release)]:
-            return [
-                finding(
-                    "dra",
-                    "warning",
-                    "kubernetes",
-                    "Kubernetes {0}: DRA needs {1} or later ({2}); the patch level is not declared".format(shown, row["minimum"], row["what"]),
-                    'declare the full release in crictl_kubernetes_version (e.g. "{0}") or {1}'.format(row["minimum"], fix),
-                    "crictl",
-                    row["source"],
-                )
-            ]
+            return kubernetes(
+                "warning",
+                "Kubernetes {0}: DRA needs {1} or later ({2}); the patch level is not declared".format(shown, row["minimum"], row["what"]),
+                'declare the full release in crictl_kubernetes_version (e.g. "{0}") or {1}'.format(row["minimum"], upgrade),
+            )
         # Gates rescue the release lines below the minimum's (1.32, 1.33), not 1.34.0/1.34.1.
         if gates is not None and gates <= release[:2] < minimum[:2]:
-            return [
-                finding(
-                    "dra",
-                    "warning",
-                    "kubernetes",
-                    "Kubernetes {0} is below {1}: DRA works only with feature gates set by hand ({2})".format(shown, row["minimum"], row["what"]),
-                    "{0}, or enable the DynamicResourceAllocation feature gate and the resource.k8s.io beta APIs on every component".format(fix),
-                    "crictl",
-                    row["source"],
-                )
-            ]
-        return [
-            finding(
-                "dra",
-                "error",
-                "kubernetes",
-                "Kubernetes {0} is below {1}, the minimum of {2}".format(shown, row["minimum"], row["what"]),
-                fix,
-                "crictl",
-                row["source"],
+            return kubernetes(
+                "warning",
+                "Kubernetes {0} is below {1}: DRA works only with feature gates set by hand ({2})".format(shown, row["minimum"], row["what"]),
+                "{0}, or enable the DynamicResourceAllocation feature gate and the resource.k8s.io beta APIs on every component".format(upgrade),
             )
-        ]
+        return kubernetes("error", "Kubernetes {0} is below {1}, the minimum of {2}".format(shown, row["minimum"], row["what"]), upgrade)
 
     @staticmethod
     def _dra_driver(driver: Driver, row: dict[str, t.Any]) -> list[dict[str, str]]:

@@ -78,6 +78,12 @@ class ViewBuilder(MatrixData):
         def bad(subject: str, message: str, fix: str, layer: str) -> None:
             found.append(finding("declaration", "error", subject, message, fix, layer))
 
+        def one_of(subject: str, value: t.Any, allowed: t.Sequence[str], fix: str, layer: str) -> bool:
+            if value in allowed:
+                return True
+            bad(subject, "{0} '{1}' is not one of {2}".format(subject, value, ", ".join(allowed)), fix, layer)
+            return False
+
         def version_of(subject: str, value: t.Any, fix: str, layer: str) -> tuple[int, ...] | None:
             if value in (None, ""):
                 return None
@@ -150,17 +156,9 @@ class ViewBuilder(MatrixData):
             )
 
         engine = desired.get("container_runtime_engine")
-        if engine:
-            if engine not in ENGINES:
-                bad(
-                    "container_runtime_engine",
-                    "container_runtime_engine '{0}' is not one of {1}".format(engine, ", ".join(ENGINES)),
-                    "use containerd, docker or crio",
-                    "container_runtime",
-                )
-            else:
-                view.engine = engine
-                view.engine_version = version_of(engine, versions.get(engine) or package_version(packages, PACKAGE_NAMES[engine]), "", "container_runtime")
+        if engine and one_of("container_runtime_engine", engine, ENGINES, "use containerd, docker or crio", "container_runtime"):
+            view.engine = engine
+            view.engine_version = version_of(engine, versions.get(engine) or package_version(packages, PACKAGE_NAMES[engine]), "", "container_runtime")
         view.cdi_wanted = bool(desired.get("container_runtime_cdi"))
         view.cdi_managed = bool(desired.get("cdi_spec_dir"))
         view.device_name_strategies = _words(desired.get("cdi_device_name_strategy"))
@@ -184,17 +182,15 @@ class ViewBuilder(MatrixData):
                     view.kubernetes_release = parts
 
         dra = desired.get("gpufleet_dra")
-        if dra not in (None, ""):
-            if dra not in DRA_WORKFLOWS:
-                bad(
-                    "gpufleet_dra",
-                    "gpufleet_dra '{0}' is not one of {1}".format(dra, ", ".join(DRA_WORKFLOWS)),
-                    'set gpufleet_dra to "driver" (NVIDIA\'s DRA driver chart), "operator" (the GPU Operator\'s GPUCluster) or "" (no DRA)',
-                    "driver",
-                )
-            else:
-                view.dra = str(dra)
-                view.dra_compute_domains = bool(desired.get("gpufleet_dra_compute_domains"))
+        if dra not in (None, "") and one_of(
+            "gpufleet_dra",
+            dra,
+            DRA_WORKFLOWS,
+            'set gpufleet_dra to "driver" (NVIDIA\'s DRA driver chart), "operator" (the GPU Operator\'s GPUCluster) or "" (no DRA)',
+            "driver",
+        ):
+            view.dra = str(dra)
+            view.dra_compute_domains = bool(desired.get("gpufleet_dra_compute_domains"))
 
         if desired.get("mig_label"):
             view.mig_label = str(desired["mig_label"])

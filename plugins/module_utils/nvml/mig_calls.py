@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import typing as t
+from operator import attrgetter
 
 from .constants import (
     _MAX_PROFILE_INDEX,
@@ -50,9 +51,106 @@ from .values import (
     _text,
 )
 
+# Each profile kind's own fields, read from either struct version (the fields
+# both kinds share are read in MigCalls._versioned_profile).
+_PROFILE_FIELDS: dict[t.Any, dict[str, t.Callable[[t.Any], t.Any]]] = {
+    GpuInstanceProfile: {
+        "copy_engine_count": attrgetter("copyEngineCount"),
+        "decoder_count": attrgetter("decoderCount"),
+        "encoder_count": attrgetter("encoderCount"),
+        "jpeg_count": attrgetter("jpegCount"),
+        "ofa_count": attrgetter("ofaCount"),
+        "memory_size_mb": attrgetter("memorySizeMB"),
+        "is_p2p_supported": lambda info: bool(info.isP2pSupported),
+    },
+    ComputeInstanceProfile: {
+        "shared_copy_engine_count": attrgetter("sharedCopyEngineCount"),
+        "shared_decoder_count": attrgetter("sharedDecoderCount"),
+        "shared_encoder_count": attrgetter("sharedEncoderCount"),
+        "shared_jpeg_count": attrgetter("sharedJpegCount"),
+        "shared_ofa_count": attrgetter("sharedOfaCount"),
+    },
+}
+
 
 class MigCalls(NvmlLibrary):
     """NVML's MIG entry points, one method per call."""
+
+    # -- the shapes the GI and CI calls share ------------------------------------------
+    def _versioned_profile(
+        self,
+        kind: t.Any,
+        name: str,
+        index: int,
+        args: tuple[t.Any, ...],
+        info_v2: t.Any,
+        info_v1: t.Any,
+    ) -> t.Any:
+        """A profile read through NVML's V call or its v1 fallback (only the V
+        struct has a name), as `kind`; None when the GPU or GPU instance lacks
+        the profile."""
+        try:
+            used = self._call_with_fallback(name, (*args, ctypes.byref(info_v2)), (*args, ctypes.byref(info_v1)))
+        except NvmlError as err:
+            if err.code == NVML_ERROR_NOT_SUPPORTED:
+                return None
+            raise
+        info = info_v2 if used == name else info_v1
+        return kind(
+            index=index,
+            id=info.id,
+            name=_text(info_v2.name) if info is info_v2 else None,
+            slice_count=info.sliceCount,
+            instance_count=info.instanceCount,
+            multiprocessor_count=info.multiprocessorCount,
+            **{field: read(info) for field, read in _PROFILE_FIELDS[kind].items()},
+        )
+
+    @staticmethod
+    def _profiles_by_index(read: t.Callable[[int], t.Any]) -> list[t.Any]:
+        """Every profile `read(index)` finds, in index order: NVML answers
+        INVALID_ARGUMENT past the end of its profile table."""
+        profiles = []
+        for index in range(_MAX_PROFILE_INDEX):
+            try:
+                profile = read(index)
+            except NvmlError as err:
+                if err.code == NVML_ERROR_INVALID_ARGUMENT:
+                    break
+                raise
+            if profile is not None:
+                profiles.append(profile)
+        return profiles
+
+    def _possible_placements(self, name: str, owner: t.Any, profile_id: int, struct: t.Any) -> list[Placement]:
+        """NVML's two-call pattern: ask the count, then fill a buffer of that size."""
+        count = ctypes.c_uint(0)
+        self._call(name, owner.value, profile_id, None, ctypes.byref(count))
+        if count.value == 0:
+            return []
+        placements = (struct * count.value)()
+        self._call(name, owner.value, profile_id, placements, ctypes.byref(count))
+        return [Placement(p.start, p.size) for p in placements[: count.value]]
+
+    def _instances(self, name: str, owner: t.Any, profile: t.Any, wrap: t.Callable[[t.Any], t.Any]) -> list[t.Any]:
+        """Existing instances of one profile (the buffer is sized by the profile)."""
+        size = max(profile.instance_count, 1)
+        handles = (ctypes.c_void_p * size)()
+        count = ctypes.c_uint(size)
+        self._call(name, owner.value, profile.id, handles, ctypes.byref(count))
+        return [wrap(handles[i]) for i in range(count.value)]
+
+    def _instance_info(self, kind: t.Any, name: str, instance: t.Any, info: t.Any) -> t.Any:
+        self._call(name, instance.value, ctypes.byref(info))
+        return kind(id=info.id, profile_id=info.profileId, placement=Placement(info.placement.start, info.placement.size))
+
+    def _create(self, name: str, owner: t.Any, profile_id: int, placement: Placement | None, struct: t.Any) -> t.Any:
+        """Create at a placement (no fragmentation surprises) through the
+        ...WithPlacement call, or without one wherever the driver chooses."""
+        if placement is None:
+            return self._handle(name, owner.value, profile_id)
+        where = struct(placement.start, placement.size)
+        return self._handle(name + "WithPlacement", owner.value, profile_id, ctypes.byref(where))
 
     # -- MIG mode ------------------------------------------------------------------
     def device_mig_mode(self, device: Device) -> MigMode:
@@ -79,92 +177,38 @@ class MigCalls(NvmlLibrary):
 
         Raises NvmlError(INVALID_ARGUMENT) past the end of the table.
         """
-        info_v2 = _GpuInstanceProfileInfo_v2(version=nvmlGpuInstanceProfileInfo_v2)
-        info_v1 = _GpuInstanceProfileInfo()
-        try:
-            used = self._call_with_fallback(
-                "nvmlDeviceGetGpuInstanceProfileInfoV",
-                (device.value, index, ctypes.byref(info_v2)),
-                (device.value, index, ctypes.byref(info_v1)),
-            )
-        except NvmlError as err:
-            if err.code == NVML_ERROR_NOT_SUPPORTED:
-                return None
-            raise
-        info: t.Any = info_v2 if used == "nvmlDeviceGetGpuInstanceProfileInfoV" else info_v1
-        return GpuInstanceProfile(
-            index=index,
-            id=info.id,
-            name=_text(info_v2.name) if info is info_v2 else None,
-            slice_count=info.sliceCount,
-            instance_count=info.instanceCount,
-            multiprocessor_count=info.multiprocessorCount,
-            copy_engine_count=info.copyEngineCount,
-            decoder_count=info.decoderCount,
-            encoder_count=info.encoderCount,
-            jpeg_count=info.jpegCount,
-            ofa_count=info.ofaCount,
-            memory_size_mb=info.memorySizeMB,
-            is_p2p_supported=bool(info.isP2pSupported),
+        return self._versioned_profile(
+            GpuInstanceProfile,
+            "nvmlDeviceGetGpuInstanceProfileInfoV",
+            index,
+            (device.value, index),
+            _GpuInstanceProfileInfo_v2(version=nvmlGpuInstanceProfileInfo_v2),
+            _GpuInstanceProfileInfo(),
         )
 
     def gpu_instance_profiles(self, device: Device) -> list[GpuInstanceProfile]:
         """All GPU-instance profiles the device offers, in index order."""
-        profiles = []
-        for index in range(_MAX_PROFILE_INDEX):
-            try:
-                profile = self.gpu_instance_profile(device, index)
-            except NvmlError as err:
-                if err.code == NVML_ERROR_INVALID_ARGUMENT:
-                    break
-                raise
-            if profile is not None:
-                profiles.append(profile)
-        return profiles
+        return self._profiles_by_index(lambda index: self.gpu_instance_profile(device, index))
 
     def gpu_instance_possible_placements(self, device: Device, profile_id: int) -> list[Placement]:
-        name = "nvmlDeviceGetGpuInstancePossiblePlacements_v2"
-        count = ctypes.c_uint(0)
-        self._call(name, device.value, profile_id, None, ctypes.byref(count))
-        if count.value == 0:
-            return []
-        placements = (_GpuInstancePlacement * count.value)()
-        self._call(name, device.value, profile_id, placements, ctypes.byref(count))
-        return [Placement(p.start, p.size) for p in placements[: count.value]]
+        return self._possible_placements("nvmlDeviceGetGpuInstancePossiblePlacements_v2", device, profile_id, _GpuInstancePlacement)
 
     def gpu_instance_remaining_capacity(self, device: Device, profile_id: int) -> int:
         return self._uint("nvmlDeviceGetGpuInstanceRemainingCapacity", device.value, profile_id)
 
     # -- GPU instances -----------------------------------------------------------------
     def gpu_instances(self, device: Device, profile: GpuInstanceProfile) -> list[GpuInstance]:
-        """Existing GPU instances of one profile (the buffer is sized by the profile)."""
-        size = max(profile.instance_count, 1)
-        handles = (ctypes.c_void_p * size)()
-        count = ctypes.c_uint(size)
-        self._call("nvmlDeviceGetGpuInstances", device.value, profile.id, handles, ctypes.byref(count))
-        return [GpuInstance(handles[i]) for i in range(count.value)]
+        return self._instances("nvmlDeviceGetGpuInstances", device, profile, GpuInstance)
 
     def gpu_instance_by_id(self, device: Device, gpu_instance_id: int) -> GpuInstance:
         return GpuInstance(self._handle("nvmlDeviceGetGpuInstanceById", device.value, gpu_instance_id))
 
     def gpu_instance_info(self, gpu_instance: GpuInstance) -> GpuInstanceInfo:
-        info = _GpuInstanceInfo()
-        self._call("nvmlGpuInstanceGetInfo", gpu_instance.value, ctypes.byref(info))
-        return GpuInstanceInfo(
-            id=info.id,
-            profile_id=info.profileId,
-            placement=Placement(info.placement.start, info.placement.size),
-        )
+        return self._instance_info(GpuInstanceInfo, "nvmlGpuInstanceGetInfo", gpu_instance, _GpuInstanceInfo())
 
     def create_gpu_instance(self, device: Device, profile_id: int, placement: Placement | None = None) -> GpuInstance:
-        """Create a GPU instance; with a placement (preferred: no fragmentation
-        surprises) or, without one, wherever the driver chooses."""
-        if placement is None:
-            return GpuInstance(self._handle("nvmlDeviceCreateGpuInstance", device.value, profile_id))
-        where = _GpuInstancePlacement(placement.start, placement.size)
-        return GpuInstance(
-            self._handle("nvmlDeviceCreateGpuInstanceWithPlacement", device.value, profile_id, ctypes.byref(where)),
-        )
+        """Create a GPU instance, at a placement when one is given."""
+        return GpuInstance(self._create("nvmlDeviceCreateGpuInstance", device, profile_id, placement, _GpuInstancePlacement))
 
     def destroy_gpu_instance(self, gpu_instance: GpuInstance) -> None:
         """Destroy a GPU instance; its compute instances must be destroyed first (else IN_USE)."""
@@ -178,45 +222,17 @@ class MigCalls(NvmlLibrary):
         engine_profile: int = NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
     ) -> ComputeInstanceProfile | None:
         """CI profile at NVML_COMPUTE_INSTANCE_PROFILE_* `index`; None when absent."""
-        info_v2 = _ComputeInstanceProfileInfo_v2(version=nvmlComputeInstanceProfileInfo_v2)
-        info_v1 = _ComputeInstanceProfileInfo()
-        try:
-            used = self._call_with_fallback(
-                "nvmlGpuInstanceGetComputeInstanceProfileInfoV",
-                (gpu_instance.value, index, engine_profile, ctypes.byref(info_v2)),
-                (gpu_instance.value, index, engine_profile, ctypes.byref(info_v1)),
-            )
-        except NvmlError as err:
-            if err.code == NVML_ERROR_NOT_SUPPORTED:
-                return None
-            raise
-        info: t.Any = info_v2 if used == "nvmlGpuInstanceGetComputeInstanceProfileInfoV" else info_v1
-        return ComputeInstanceProfile(
-            index=index,
-            id=info.id,
-            name=_text(info_v2.name) if info is info_v2 else None,
-            slice_count=info.sliceCount,
-            instance_count=info.instanceCount,
-            multiprocessor_count=info.multiprocessorCount,
-            shared_copy_engine_count=info.sharedCopyEngineCount,
-            shared_decoder_count=info.sharedDecoderCount,
-            shared_encoder_count=info.sharedEncoderCount,
-            shared_jpeg_count=info.sharedJpegCount,
-            shared_ofa_count=info.sharedOfaCount,
+        return self._versioned_profile(
+            ComputeInstanceProfile,
+            "nvmlGpuInstanceGetComputeInstanceProfileInfoV",
+            index,
+            (gpu_instance.value, index, engine_profile),
+            _ComputeInstanceProfileInfo_v2(version=nvmlComputeInstanceProfileInfo_v2),
+            _ComputeInstanceProfileInfo(),
         )
 
     def compute_instance_profiles(self, gpu_instance: GpuInstance) -> list[ComputeInstanceProfile]:
-        profiles = []
-        for index in range(_MAX_PROFILE_INDEX):
-            try:
-                profile = self.compute_instance_profile(gpu_instance, index)
-            except NvmlError as err:
-                if err.code == NVML_ERROR_INVALID_ARGUMENT:
-                    break
-                raise
-            if profile is not None:
-                profiles.append(profile)
-        return profiles
+        return self._profiles_by_index(lambda index: self.compute_instance_profile(gpu_instance, index))
 
     def full_compute_instance_profile(self, gpu_instance: GpuInstance) -> ComputeInstanceProfile:
         """The CI profile spanning the whole GI: what `nvidia-smi mig -cgi ... -C` creates."""
@@ -226,24 +242,13 @@ class MigCalls(NvmlLibrary):
         return max(profiles, key=lambda p: (p.slice_count, -p.index))
 
     def compute_instance_possible_placements(self, gpu_instance: GpuInstance, profile_id: int) -> list[Placement]:
-        name = "nvmlGpuInstanceGetComputeInstancePossiblePlacements"
-        count = ctypes.c_uint(0)
-        self._call(name, gpu_instance.value, profile_id, None, ctypes.byref(count))
-        if count.value == 0:
-            return []
-        placements = (_ComputeInstancePlacement * count.value)()
-        self._call(name, gpu_instance.value, profile_id, placements, ctypes.byref(count))
-        return [Placement(p.start, p.size) for p in placements[: count.value]]
+        return self._possible_placements("nvmlGpuInstanceGetComputeInstancePossiblePlacements", gpu_instance, profile_id, _ComputeInstancePlacement)
 
     def compute_instance_remaining_capacity(self, gpu_instance: GpuInstance, profile_id: int) -> int:
         return self._uint("nvmlGpuInstanceGetComputeInstanceRemainingCapacity", gpu_instance.value, profile_id)
 
     def compute_instances(self, gpu_instance: GpuInstance, profile: ComputeInstanceProfile) -> list[ComputeInstance]:
-        size = max(profile.instance_count, 1)
-        handles = (ctypes.c_void_p * size)()
-        count = ctypes.c_uint(size)
-        self._call("nvmlGpuInstanceGetComputeInstances", gpu_instance.value, profile.id, handles, ctypes.byref(count))
-        return [ComputeInstance(handles[i]) for i in range(count.value)]
+        return self._instances("nvmlGpuInstanceGetComputeInstances", gpu_instance, profile, ComputeInstance)
 
     def compute_instance_by_id(self, gpu_instance: GpuInstance, compute_instance_id: int) -> ComputeInstance:
         return ComputeInstance(
@@ -255,13 +260,7 @@ class MigCalls(NvmlLibrary):
         )
 
     def compute_instance_info(self, compute_instance: ComputeInstance) -> ComputeInstanceInfo:
-        info = _ComputeInstanceInfo()
-        self._call("nvmlComputeInstanceGetInfo_v2", compute_instance.value, ctypes.byref(info))
-        return ComputeInstanceInfo(
-            id=info.id,
-            profile_id=info.profileId,
-            placement=Placement(info.placement.start, info.placement.size),
-        )
+        return self._instance_info(ComputeInstanceInfo, "nvmlComputeInstanceGetInfo_v2", compute_instance, _ComputeInstanceInfo())
 
     def create_compute_instance(
         self,
@@ -272,17 +271,7 @@ class MigCalls(NvmlLibrary):
         """Create a compute instance; profile_id None = the full-size default CI."""
         if profile_id is None:
             profile_id = self.full_compute_instance_profile(gpu_instance).id
-        if placement is None:
-            return ComputeInstance(self._handle("nvmlGpuInstanceCreateComputeInstance", gpu_instance.value, profile_id))
-        where = _ComputeInstancePlacement(placement.start, placement.size)
-        return ComputeInstance(
-            self._handle(
-                "nvmlGpuInstanceCreateComputeInstanceWithPlacement",
-                gpu_instance.value,
-                profile_id,
-                ctypes.byref(where),
-            )
-        )
+        return ComputeInstance(self._create("nvmlGpuInstanceCreateComputeInstance", gpu_instance, profile_id, placement, _ComputeInstancePlacement))
 
     def destroy_compute_instance(self, compute_instance: ComputeInstance) -> None:
         self._call("nvmlComputeInstanceDestroy", compute_instance.value)

@@ -25,29 +25,32 @@ from .constants import (
 
 
 # --- structs (field order and types exactly as in nvml.h) -------------------
+# A versioned struct (_v2, _v3) is its older layout with `version` in front and
+# new fields at the end, so each layout is written once and the newer ones
+# are built from it, as nvml.h grows them.
+def _uints(*names: str) -> list[tuple[str, t.Any]]:
+    return [(name, ctypes.c_uint) for name in names]
+
+
+_VERSION = ("version", ctypes.c_uint)
+
+
 class _PciInfo(ctypes.Structure):
     _fields_ = [
         ("busIdLegacy", ctypes.c_char * NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE),
-        ("domain", ctypes.c_uint),
-        ("bus", ctypes.c_uint),
-        ("device", ctypes.c_uint),
-        ("pciDeviceId", ctypes.c_uint),
-        ("pciSubSystemId", ctypes.c_uint),
+        *_uints("domain", "bus", "device", "pciDeviceId", "pciSubSystemId"),
         ("busId", ctypes.c_char * NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE),
     ]
 
 
 class _Memory(ctypes.Structure):
-    _fields_ = [
-        ("total", ctypes.c_ulonglong),
-        ("free", ctypes.c_ulonglong),
-        ("used", ctypes.c_ulonglong),
-    ]
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
 
 
 class _Memory_v2(ctypes.Structure):
+    # Not grown from _Memory: v2 puts `reserved` between total and free.
     _fields_ = [
-        ("version", ctypes.c_uint),
+        _VERSION,
         ("total", ctypes.c_ulonglong),
         ("reserved", ctypes.c_ulonglong),
         ("free", ctypes.c_ulonglong),
@@ -58,115 +61,73 @@ class _Memory_v2(ctypes.Structure):
 class _ProcessInfo(ctypes.Structure):
     # nvmlProcessInfo_t as filled by nvmlDeviceGetComputeRunningProcesses_v3
     # (the nvmlProcessInfo_v2_t layout).
-    _fields_ = [
-        ("pid", ctypes.c_uint),
-        ("usedGpuMemory", ctypes.c_ulonglong),
-        ("gpuInstanceId", ctypes.c_uint),
-        ("computeInstanceId", ctypes.c_uint),
-    ]
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong), *_uints("gpuInstanceId", "computeInstanceId")]
 
 
 class _GpuInstancePlacement(ctypes.Structure):
-    _fields_ = [("start", ctypes.c_uint), ("size", ctypes.c_uint)]
+    _fields_ = _uints("start", "size")
+
+
+_GPU_INSTANCE_PROFILE = [
+    *_uints(
+        "id",
+        "isP2pSupported",
+        "sliceCount",
+        "instanceCount",
+        "multiprocessorCount",
+        "copyEngineCount",
+        "decoderCount",
+        "encoderCount",
+        "jpegCount",
+        "ofaCount",
+    ),
+    ("memorySizeMB", ctypes.c_ulonglong),
+]
 
 
 class _GpuInstanceProfileInfo(ctypes.Structure):
-    _fields_ = [
-        ("id", ctypes.c_uint),
-        ("isP2pSupported", ctypes.c_uint),
-        ("sliceCount", ctypes.c_uint),
-        ("instanceCount", ctypes.c_uint),
-        ("multiprocessorCount", ctypes.c_uint),
-        ("copyEngineCount", ctypes.c_uint),
-        ("decoderCount", ctypes.c_uint),
-        ("encoderCount", ctypes.c_uint),
-        ("jpegCount", ctypes.c_uint),
-        ("ofaCount", ctypes.c_uint),
-        ("memorySizeMB", ctypes.c_ulonglong),
-    ]
+    _fields_ = _GPU_INSTANCE_PROFILE
 
 
 class _GpuInstanceProfileInfo_v2(ctypes.Structure):
-    _fields_ = [
-        ("version", ctypes.c_uint),
-        ("id", ctypes.c_uint),
-        ("isP2pSupported", ctypes.c_uint),
-        ("sliceCount", ctypes.c_uint),
-        ("instanceCount", ctypes.c_uint),
-        ("multiprocessorCount", ctypes.c_uint),
-        ("copyEngineCount", ctypes.c_uint),
-        ("decoderCount", ctypes.c_uint),
-        ("encoderCount", ctypes.c_uint),
-        ("jpegCount", ctypes.c_uint),
-        ("ofaCount", ctypes.c_uint),
-        ("memorySizeMB", ctypes.c_ulonglong),
-        ("name", ctypes.c_char * NVML_DEVICE_NAME_V2_BUFFER_SIZE),
-    ]
+    _fields_ = [_VERSION, *_GPU_INSTANCE_PROFILE, ("name", ctypes.c_char * NVML_DEVICE_NAME_V2_BUFFER_SIZE)]
 
 
 class _GpuInstanceInfo(ctypes.Structure):
-    _fields_ = [
-        ("device", ctypes.c_void_p),
-        ("id", ctypes.c_uint),
-        ("profileId", ctypes.c_uint),
-        ("placement", _GpuInstancePlacement),
-    ]
+    _fields_ = [("device", ctypes.c_void_p), *_uints("id", "profileId"), ("placement", _GpuInstancePlacement)]
 
 
 class _ComputeInstancePlacement(ctypes.Structure):
-    _fields_ = [("start", ctypes.c_uint), ("size", ctypes.c_uint)]
+    _fields_ = _uints("start", "size")
+
+
+# The engines a MIG device shares, in the order both structs below list them.
+_SHARED_ENGINES = ("sharedCopyEngineCount", "sharedDecoderCount", "sharedEncoderCount", "sharedJpegCount", "sharedOfaCount")
 
 
 class _DeviceAttributes(ctypes.Structure):
     _fields_ = [
-        ("multiprocessorCount", ctypes.c_uint),
-        ("sharedCopyEngineCount", ctypes.c_uint),
-        ("sharedDecoderCount", ctypes.c_uint),
-        ("sharedEncoderCount", ctypes.c_uint),
-        ("sharedJpegCount", ctypes.c_uint),
-        ("sharedOfaCount", ctypes.c_uint),
-        ("gpuInstanceSliceCount", ctypes.c_uint),
-        ("computeInstanceSliceCount", ctypes.c_uint),
+        *_uints("multiprocessorCount", *_SHARED_ENGINES, "gpuInstanceSliceCount", "computeInstanceSliceCount"),
         ("memorySizeMB", ctypes.c_ulonglong),
     ]
 
 
+_COMPUTE_INSTANCE_PROFILE = _uints("id", "sliceCount", "instanceCount", "multiprocessorCount", *_SHARED_ENGINES)
+
+
 class _ComputeInstanceProfileInfo(ctypes.Structure):
-    _fields_ = [
-        ("id", ctypes.c_uint),
-        ("sliceCount", ctypes.c_uint),
-        ("instanceCount", ctypes.c_uint),
-        ("multiprocessorCount", ctypes.c_uint),
-        ("sharedCopyEngineCount", ctypes.c_uint),
-        ("sharedDecoderCount", ctypes.c_uint),
-        ("sharedEncoderCount", ctypes.c_uint),
-        ("sharedJpegCount", ctypes.c_uint),
-        ("sharedOfaCount", ctypes.c_uint),
-    ]
+    _fields_ = _COMPUTE_INSTANCE_PROFILE
 
 
 class _ComputeInstanceProfileInfo_v2(ctypes.Structure):
-    _fields_ = [
-        ("version", ctypes.c_uint),
-        ("id", ctypes.c_uint),
-        ("sliceCount", ctypes.c_uint),
-        ("instanceCount", ctypes.c_uint),
-        ("multiprocessorCount", ctypes.c_uint),
-        ("sharedCopyEngineCount", ctypes.c_uint),
-        ("sharedDecoderCount", ctypes.c_uint),
-        ("sharedEncoderCount", ctypes.c_uint),
-        ("sharedJpegCount", ctypes.c_uint),
-        ("sharedOfaCount", ctypes.c_uint),
-        ("name", ctypes.c_char * NVML_DEVICE_NAME_V2_BUFFER_SIZE),
-    ]
+    _fields_ = [_VERSION, *_COMPUTE_INSTANCE_PROFILE, ("name", ctypes.c_char * NVML_DEVICE_NAME_V2_BUFFER_SIZE)]
 
 
 class _ComputeInstanceInfo(ctypes.Structure):
     _fields_ = [
         ("device", ctypes.c_void_p),
         ("gpuInstance", ctypes.c_void_p),
-        ("id", ctypes.c_uint),
-        ("profileId", ctypes.c_uint),
+        *_uints("id", "profileId"),
         ("placement", _ComputeInstancePlacement),
     ]
 
@@ -187,8 +148,7 @@ class _Value(ctypes.Union):
 class _FieldValue(ctypes.Structure):
     # nvmlFieldValue_t; nvmlValueType_t and nvmlReturn_t are C enums (int).
     _fields_ = [
-        ("fieldId", ctypes.c_uint),
-        ("scopeId", ctypes.c_uint),
+        *_uints("fieldId", "scopeId"),
         ("timestamp", ctypes.c_longlong),
         ("latencyUsec", ctypes.c_longlong),
         ("valueType", ctypes.c_int),
@@ -197,38 +157,26 @@ class _FieldValue(ctypes.Structure):
     ]
 
 
+_GPU_FABRIC = [
+    ("clusterUuid", ctypes.c_ubyte * NVML_GPU_FABRIC_UUID_LEN),
+    ("status", ctypes.c_int),
+    ("cliqueId", ctypes.c_uint),
+    ("state", ctypes.c_ubyte),
+]
+
+
 class _GpuFabricInfo(ctypes.Structure):
     # nvmlGpuFabricInfo_t (the unversioned struct of nvmlDeviceGetGpuFabricInfo)
-    _fields_ = [
-        ("clusterUuid", ctypes.c_ubyte * NVML_GPU_FABRIC_UUID_LEN),
-        ("status", ctypes.c_int),
-        ("cliqueId", ctypes.c_uint),
-        ("state", ctypes.c_ubyte),
-    ]
+    _fields_ = _GPU_FABRIC
 
 
 class _GpuFabricInfo_v2(ctypes.Structure):
-    _fields_ = [
-        ("version", ctypes.c_uint),
-        ("clusterUuid", ctypes.c_ubyte * NVML_GPU_FABRIC_UUID_LEN),
-        ("status", ctypes.c_int),
-        ("cliqueId", ctypes.c_uint),
-        ("state", ctypes.c_ubyte),
-        ("healthMask", ctypes.c_uint),
-    ]
+    _fields_ = [_VERSION, *_GPU_FABRIC, ("healthMask", ctypes.c_uint)]
 
 
 class _GpuFabricInfo_v3(ctypes.Structure):
     # nvmlGpuFabricInfoV_t is this one in the header NVML_H names.
-    _fields_ = [
-        ("version", ctypes.c_uint),
-        ("clusterUuid", ctypes.c_ubyte * NVML_GPU_FABRIC_UUID_LEN),
-        ("status", ctypes.c_int),
-        ("cliqueId", ctypes.c_uint),
-        ("state", ctypes.c_ubyte),
-        ("healthMask", ctypes.c_uint),
-        ("healthSummary", ctypes.c_ubyte),
-    ]
+    _fields_ = [*_GpuFabricInfo_v2._fields_, ("healthSummary", ctypes.c_ubyte)]
 
 
 class _Temperature_v1(ctypes.Structure):

@@ -86,13 +86,19 @@ class ProcessInfo:
 
 
 @dataclass(frozen=True)
-class GpuInstanceProfile:
-    index: int  # NVML_GPU_INSTANCE_PROFILE_* value used to look it up
+class _InstanceProfile:
+    """What a GPU-instance and a compute-instance profile both report."""
+
+    index: int  # NVML_*_INSTANCE_PROFILE_* value used to look it up
     id: int  # unique profile id: what placements/create/list take
     name: str | None  # only the V (v2 struct) call reports it
     slice_count: int
     instance_count: int
     multiprocessor_count: int
+
+
+@dataclass(frozen=True)
+class GpuInstanceProfile(_InstanceProfile):
     copy_engine_count: int
     decoder_count: int
     encoder_count: int
@@ -103,25 +109,27 @@ class GpuInstanceProfile:
 
 
 @dataclass(frozen=True)
-class GpuInstanceInfo:
-    id: int
-    profile_id: int
-    placement: Placement
-
-
-@dataclass(frozen=True)
-class ComputeInstanceProfile:
-    index: int  # NVML_COMPUTE_INSTANCE_PROFILE_* value used to look it up
-    id: int
-    name: str | None
-    slice_count: int
-    instance_count: int
-    multiprocessor_count: int
+class ComputeInstanceProfile(_InstanceProfile):
     shared_copy_engine_count: int
     shared_decoder_count: int
     shared_encoder_count: int
     shared_jpeg_count: int
     shared_ofa_count: int
+
+
+@dataclass(frozen=True)
+class _InstanceInfo:
+    id: int
+    profile_id: int
+    placement: Placement
+
+
+class GpuInstanceInfo(_InstanceInfo):
+    """nvmlGpuInstanceInfo_t, less the handles."""
+
+
+class ComputeInstanceInfo(_InstanceInfo):
+    """nvmlComputeInstanceInfo_t, less the handles."""
 
 
 @dataclass(frozen=True)
@@ -137,13 +145,6 @@ class DeviceAttributes:
     gpu_instance_slice_count: int
     compute_instance_slice_count: int
     memory_size_mb: int
-
-
-@dataclass(frozen=True)
-class ComputeInstanceInfo:
-    id: int
-    profile_id: int
-    placement: Placement
 
 
 @dataclass(frozen=True)
