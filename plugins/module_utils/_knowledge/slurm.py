@@ -76,3 +76,63 @@ DEBIAN_NVML_PLUGIN = (
         "checked": "2026-11-26",
     },
 )
+
+# slurmd runs the Prolog as root before a job's first step on the node, with
+# no search path; a non-zero exit drains the node and requeues the job (held
+# unless SchedulerParameters=nohold_on_prolog_fail). Prolog= may be given on
+# several lines, or as a glob ("/etc/slurm/prolog.d/*", run z-a), so a
+# site's own Prolog stays beside ours. Its output is not kept.
+PROLOG = {
+    "value": {
+        "key": "Prolog",
+        "runs_as": "root",
+        "on_failure": ["node DRAIN", "job requeued (held)"],
+        "several": ["one Prolog= per line", "glob"],
+        "search_path": False,
+        "output_kept": False,
+    },
+    "source": "SchedMD/slurm@284c3b95:doc/man/man5/slurm.conf.5 (Prolog; PROLOG AND EPILOG SCRIPTS; FILE AND DIRECTORY PERMISSIONS); "
+    "https://slurm.schedmd.com/prolog_epilog.html (Failure Handling)",
+    "checked": "2026-11-26",
+}
+
+# What the Prolog is told: SLURM_JOB_GPUS holds the indexes of slurmd's GPU
+# device list (gres_device->index), not NVML indexes or /dev/nvidia minors.
+# slurmd numbers that list in the order of its merged GRES records: grouped by
+# slurm.conf's Gres= types, in gres.conf order within a type; with
+# AutoDetect, sorted by File then Links (PCI order). A record of one GRES
+# (a GPU, or a MIG device's MultipleFiles) is one index, a record of n GPUs
+# one per File. `slurmd -G` prints those records in that order (it sets
+# DebugFlags=Gres, so each line carries File=). SLURM_CONF and SLURMD_NODENAME
+# are in the Prolog's environment too.
+PROLOG_GPU_INDEX = {
+    "value": {
+        "variable": "SLURM_JOB_GPUS",
+        "is": "slurmd gres_device index",
+        "order_from": "slurmd -G",
+        "also_set": ["SLURM_CONF", "SLURMD_NODENAME", "SLURM_JOB_ID"],
+    },
+    "source": "SchedMD/slurm@284c3b95:src/plugins/gres/common/gres_common.c (gres_common_prep_set_env); "
+    "src/interfaces/gres.c (_merge_config, gres_node_config_load, _log_gres_slurmd_conf); "
+    "src/plugins/gres/gpu/gres_gpu.c (_merge_system_gres_conf); src/plugins/prep/script/prep_script_slurmd.c; "
+    "src/slurmd/slurmd/slurmd.c (_print_gres)",
+    "checked": "2026-11-26",
+}
+
+# slurmctld drains a node whose Prolog failed with the reason "Prolog error"
+# only if the node is not drained already: a Prolog that drains the node with
+# its own reason first (scontrol update State=DRAIN Reason=...) keeps it.
+PROLOG_DRAIN_REASON = {
+    "value": {"reason": "Prolog error", "kept_if_already_drained": True},
+    "source": "SchedMD/slurm@284c3b95:src/slurmctld/node_mgr.c (validate_node_specs: ESLURMD_PROLOG_FAILED)",
+    "checked": "2026-11-26",
+}
+
+# The driver's per-GPU file, /proc/driver/nvidia/gpus/<PCI bus id>/information,
+# gives each GPU's "Device Minor" (the N of /dev/nvidiaN) and "Bus Location":
+# how the guard goes from a GRES device file to the health report's bus id.
+DRIVER_GPU_INFORMATION = {
+    "value": {"glob": "/proc/driver/nvidia/gpus/*/information", "fields": ["Device Minor", "Bus Location", "GPU UUID"]},
+    "source": "NVIDIA/open-gpu-kernel-modules@1739a20e:kernel-open/nvidia/nv-procfs.c (nv_procfs_read_gpu_info)",
+    "checked": "2026-11-26",
+}

@@ -1,0 +1,110 @@
+"""The health guard under Debian's real slurmctld and slurmd: jobs (srun, sbatch) on GPUs the verify role's health
+layer passes run; a job given a GPU the layer marks critical is refused by the Prolog, Slurm drains the node with
+the guard's reason (naming the GPU and the finding) and requeues a batch job held. The critical fault is real to
+the layer: nvml-simctl writes the driver's Xid 79 line for GPU 2 into the kernel log verify reads, and the
+verify role runs again. GPU 2 carries only 1c.3g.20gb MIG devices, so a job of that type lands on it through
+slurmd's own device numbering, which the guard reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import pytest
+
+HERE = os.path.dirname(__file__)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "_shared"))
+
+# pylint: disable=wrong-import-position
+from stack import node, run_role
+
+GUARD = "/usr/local/sbin/gpufleet-slurm-health-guard"
+KMSG = "/run/nvml-sim/kmsg"
+REPORT = "/var/lib/gpufleet/verify.json"
+ON_GPU_2 = "gpu:nvidia_a100_1c.3g.20gb:1"  # only GPU 2 has this MIG type
+ON_GPU_0 = "gpu:nvidia_a100_3g.20gb:1"  # only GPU 0 has this one
+WHOLE = "gpu:nvidia_a100-sxm4-40gb:4"  # GPUs 4-7
+
+
+def node_state(host) -> tuple[str, str]:
+    out = node(host).check_output("sinfo -h -N -o '%T|%E'")
+    state, _sep, reason = out.partition("|")
+    return state.strip(), reason.strip()
+
+
+def wait_for(host, what, timeout: float = 30):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = what()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.5)
+
+
+def srun(host, gres: str):
+    return node(host).run("timeout 60 srun -t 1 --gres=%s true", gres)
+
+
+@pytest.fixture(scope="module")
+def cluster(host):
+    """slurmctld and slurmd on the node (munged runs from prepare), with the test slurm.conf (Prolog= from slurm_gres_prolog)."""
+    node(host).run_expect([0], "cp -p %s %s.before", REPORT, REPORT)
+    node(host).run_expect([0], "systemctl start slurmctld slurmd")
+    # slurmctld keeps a drain across restarts: a second verify run starts from an undrained node too.
+    wait_for(host, lambda: node(host).run("scontrol update NodeName=%s State=RESUME", host.backend.host).rc == 0 or node_state(host)[0] == "idle")
+    assert wait_for(host, lambda: node_state(host)[0] == "idle"), node_state(host)
+    yield
+    node(host).run("scancel --quiet --user=root; systemctl stop slurmd slurmctld")
+    for gpu in range(8):
+        node(host).run("nvml-simctl inject clear --gpu %s", str(gpu))
+    node(host).run(": > " + KMSG)
+    node(host).run("mv %s.before %s", REPORT, REPORT)
+
+
+def test_the_guard_is_root_owned_and_named_by_slurm_conf(host):
+    f = node(host).file(GUARD)
+    assert (f.user, f.group, f.mode) == ("root", "root", 0o755)
+    assert "Prolog=" + GUARD in node(host).file("/etc/slurm/slurm.conf").content_string.splitlines()
+    settings = json.loads(node(host).file("/etc/gpufleet/slurm-health-guard.json").content_string)
+    assert settings["reports"] == ["/var/lib/gpufleet/verify.json", "/var/lib/gpufleet/verify-boot.json"]
+
+
+def test_jobs_on_healthy_gpus_run(host, cluster):
+    for gres in (ON_GPU_2, ON_GPU_0, WHOLE):
+        run = srun(host, gres)
+        assert run.rc == 0, (gres, run.stderr)
+    assert node_state(host)[0] == "idle"
+
+
+def test_a_job_on_a_critical_gpu_is_refused_and_the_node_drained_naming_it(host, cluster):
+    gpu = json.loads(node(host).check_output("nvml-simctl show"))["gpus"][2]
+    node(host).run_expect([0], "nvml-simctl inject xid --gpu 2 --xid 79")
+    # Reports on the node only: the controller's fleet report stays the converge's.
+    run = run_role(host, "verify", {"verify_report_dir": ""})
+    assert not run.failed, run
+    report = json.loads(node(host).file(REPORT).content_string)
+    judged = next(c for c in report["checks"] if c["layer"] == "health")["observed"]["judged"]
+    assert {"check": "xid", "severity": "critical", "gpu": {"index": 2, "uuid": gpu["uuid"], "bus_id": gpu["bus_id"]}} in judged
+
+    # The other GPUs still take jobs: the guard judges each job's own GPUs.
+    for gres in (ON_GPU_0, WHOLE):
+        ok = srun(host, gres)
+        assert ok.rc == 0, (gres, ok.stderr)
+
+    refused = srun(host, ON_GPU_2)
+    assert refused.rc != 0
+    assert "Job prolog failed" in refused.stderr, refused.stderr
+    state, reason = node_state(host)
+    assert state == "drained", (state, reason)
+    bus = gpu["bus_id"].lower()[4:]
+    assert reason.startswith("gpufleet health: GPU /dev/nvidia2 (PCI {0}, Slurm index ".format(bus)), reason
+    assert "is critical: xid: Xid 79 (GPU has fallen off the bus)" in reason, reason
+
+    # A batch job: requeued and held (slurm.conf(5), Prolog), the node drained again.
+    node(host).run_expect([0], "scontrol update NodeName=%s State=RESUME", host.backend.host)
+    job = node(host).check_output("sbatch --parsable -o /dev/null -t 1 --gres=%s --wrap true", ON_GPU_2)
+    held = wait_for(host, lambda: "launch_failed_requeued_held" in node(host).check_output("scontrol show job %s", job))
+    assert held, node(host).check_output("scontrol show job %s", job)
+    assert node_state(host)[0] == "drained"
