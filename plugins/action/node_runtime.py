@@ -31,7 +31,8 @@ MODULE_UTILS = COLLECTION_ROOT / "plugins" / "module_utils"
 PACKAGE = "gpufleet_runtime"
 MANIFEST = "MANIFEST.json"
 # What the boot commands import (gpufleet-mig: mig/ and nvml/; gpufleet-verify-boot:
-# also nvml/health and _health), by path under module_utils; the runtime is these,
+# also nvml/health and _health; gpufleet-node-labels: nvml/facts and _gfd_labels,
+# the node_labels filter's own plan), by path under module_utils; the runtime is these,
 # what they import in turn, and the __init__ of each package on the way.
 ENTRY_MODULES = (
     "mig/apply",
@@ -42,13 +43,15 @@ ENTRY_MODULES = (
     "mig/run",
     "mig/state",
     "nvml/constants",
+    "nvml/facts",
     "nvml/health",
     "nvml/session",
+    "_gfd_labels",
     "_health",
 )
 # The commands that import a runtime; a version stays while one of them names it.
-# They are the collection's own (the mig and verify roles' boot commands).
-USERS = ("/usr/local/sbin/gpufleet-mig", "/usr/local/sbin/gpufleet-verify-boot")
+# They are the collection's own (the mig, verify and node_labels roles' boot commands).
+USERS = ("/usr/local/sbin/gpufleet-mig", "/usr/local/sbin/gpufleet-verify-boot", "/usr/local/sbin/gpufleet-node-labels")
 PACKAGE_INIT = (
     b"# gpufleet.nvidia's node runtime: the collection's module_utils that commands on the node import.\n"
     b"# Installed by gpufleet.nvidia.node_runtime, once per collection version; managed by Ansible.\n"

@@ -8,10 +8,12 @@ device plugin's declared sharing and MIG strategy, and the NFD local feature
 file that carries them.
 
 Pure functions, Python 3.8 standard library only: the node_labels filter runs
-them on the controller, and they are plain enough to run on the node (a boot
-refresh) unchanged. Each rule follows GFD's code; the rules and their sources
-are in _knowledge/gfd_labels.py. Problems raise ValueError naming the input
-and the fix.
+them on the controller (node_labels_plan), and the node's refresh command
+(gpufleet-node-labels, from the collection's node runtime) runs the same plan()
+on the node, so the two write the same file for the same node and settings.
+Each rule follows GFD's code; the rules and their sources are in
+_knowledge/gfd_labels.py. Problems raise ValueError naming the input and the
+fix.
 """
 
 from __future__ import annotations
@@ -21,15 +23,17 @@ import math
 import re
 import typing as t
 
-try:
-    from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import gfd_labels as _k
-except ImportError:  # run beside its knowledge file, outside a collection (the node's refresh)
-    import gfd_labels as _k  # type: ignore[no-redef]
+# Relative: the same import works in the collection and in the node runtime's gpufleet_runtime package.
+from ._knowledge import gfd_labels as _k
 
 GPU = "nvidia.com/gpu"
 MIG_STRATEGIES = ("none", "single", "mixed")
 _DROP = re.compile(_k.SANITISE_DROP["value"])
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
+# NFD's local source refuses larger files (MaxFeatureFileSize, source/local/local.go).
+MAX_FILE_BYTES = 65536
+# Where GFD reads the machine type (its --machine-type-file default) and each GPU's PCI class.
+MACHINE_FILE = "/sys/class/dmi/id/product_name"
 _MIB = 1024 * 1024
 _GIB = 1024 * _MIB
 _GI_PROFILES = {row["index"]: row for row in _k.MIG_GI_PROFILES}
@@ -381,3 +385,39 @@ def summary(node_labels: t.Mapping[str, str], mig_strategy: str) -> dict[str, t.
             key[len("nvidia.com/") : -len(".count")] for key in node_labels if key.startswith("nvidia.com/mig-") and key.endswith(".count")
         ),
     }
+
+
+def pci_class_path(bus_id: str) -> str:
+    """NVML's 00000000:07:00.0 is sysfs' 0000:07:00.0: go-nvlib keeps its last 12 characters, lower case."""
+    return "/sys/bus/pci/devices/{0}/class".format(bus_id[-12:].lower())
+
+
+def check_path(path: t.Any) -> str:
+    """The feature file's path: absolute, and a name NFD reads (it skips names that start with a dot)."""
+    directory, name = str(path).rsplit("/", 1) if "/" in str(path) else ("", str(path))
+    if not directory.startswith("/"):
+        raise ValueError("node_labels_dir must be an absolute path, got {0!r}".format(directory))
+    if not name or name.startswith(".") or name in ("..",):
+        raise ValueError(
+            "node_labels_file {0!r} would never be read: NFD skips names that start with a dot; use a plain name such as gpufleet-gpu".format(name)
+        )
+    return str(path)
+
+
+def plan(request: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
+    """The labels, the feature file's content and the fleet report's summary; ValueError names what is wrong.
+
+    `request`: nvml (nvml_info's facts), settings (mig_strategy, time_slicing, mps, rename_by_default), reads
+    (machine: the text of MACHINE_FILE or None, pci_classes: {bus_id: the text of pci_class_path(bus_id) or None}),
+    expiry_time ('' or RFC 3339), header (the file's comment) and optionally path (checked).
+    """
+    if request.get("path") is not None:
+        check_path(request["path"])
+    settings = request.get("settings") or {}
+    expiry = check_expiry(request.get("expiry_time"))
+    node_labels = labels(request.get("nvml") or {}, settings, request.get("reads") or {})
+    content = feature_file(node_labels, expiry, str(request.get("header") or ""))
+    size = len(content.encode("utf-8"))
+    if size > MAX_FILE_BYTES:
+        raise ValueError("the feature file would be {0} bytes; NFD reads at most {1}: shorten node_labels_header".format(size, MAX_FILE_BYTES))
+    return {"labels": node_labels, "content": content, "summary": summary(node_labels, settings.get("mig_strategy", "none"))}

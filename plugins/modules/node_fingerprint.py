@@ -203,7 +203,8 @@ def read_paths(roots: t.Iterable[str]) -> dict[str, str]:
 def parse_systemctl_show(text: str) -> dict[str, str]:
     """Unit -> "LoadState ActiveState UnitFileState" from `systemctl show` blocks.
 
-    A oneshot unit (the boot units: gpufleet-mig, gpufleet-verify-boot) is
+    A oneshot unit (the boot units: gpufleet-mig, gpufleet-verify-boot,
+    gpufleet-node-labels) is
     inactive after a converge that did its work directly and active after a
     boot that ran it: both are healthy, so either reads "ran-or-idle" and
     only "failed" tells. Otherwise every reboot would cost a full run.

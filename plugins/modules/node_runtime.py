@@ -12,10 +12,10 @@ short_description: Install the collection's node runtime once per collection ver
 version_added: 0.1.0
 description:
   - The node runtime is the collection's own node-side Python that commands installed on the node import - the
-    NVML binding, the MIG planner and applier, the health judgement (C(plugins/module_utils)) - in one versioned
-    directory, C(<root>/<version>-<hash>/), with a C(MANIFEST.json) of each file's sha256. The boot commands
-    C(gpufleet-mig) and C(gpufleet-verify-boot) have that directory written into them when their role installs
-    them, so they import the code of the collection version that installed them, and nothing is shipped twice.
+    NVML binding, the MIG planner and applier, the health judgement, the GFD label plan (C(plugins/module_utils)) -
+    in one versioned directory, C(<root>/<version>-<hash>/), with a C(MANIFEST.json) of each file's sha256. The boot
+    commands C(gpufleet-mig), C(gpufleet-verify-boot) and C(gpufleet-node-labels) have that directory written into
+    them when their role installs them, so they import the code of the collection version that installed them, and nothing is shipped twice.
   - The action plugin of the same name does the work on the controller. It computes the runtime (the files, their
     manifest and the hash) once per run, then asks the node with one small call whether that version is in place
     with the same sha256s. Only when it is missing or differs are the files sent (through M(gpufleet.nvidia.node_files)).

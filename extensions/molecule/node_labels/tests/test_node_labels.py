@@ -21,10 +21,11 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "unit", "plugins", "filter"))
 
 # pylint: disable=wrong-import-position
 import gfd_tables
-from stack import host_vars, node, sha256
+from stack import host_vars, node, run_role, set_aside, sha256
 
 DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 FILE = DIR + "/gpufleet-gpu"
+UNIT = "gpufleet-node-labels.service"
 NFD = "NODE_NAME=test nfd-worker -oneshot -no-publish -feature-sources=local -label-sources=local -kubeconfig /usr/local/etc/nfd-kubeconfig -v=1"
 
 
@@ -115,3 +116,102 @@ def test_nfd_worker_drops_labels_past_their_expiry(host):
         assert nfd_labels(host)["nvidia.com/gpu.count"] == "8"
     finally:
         n.run_expect([0], "rm -f " + stale)
+
+
+# --- the refresh unit: the labels follow the node between runs -----------------------------------------------------
+def refresh_through_systemd(host) -> str:
+    """Start the refresh unit as its triggers do (boot, a CDI refresh unit that wants it); its journal of this run."""
+    n = node(host)
+    n.run_expect([0], "systemctl start " + UNIT)
+    assert n.run("systemctl is-failed " + UNIT).stdout.strip() == "inactive"  # a oneshot that ran and succeeded
+    invocation = n.check_output("systemctl show -p InvocationID --value " + UNIT)
+    return n.check_output("journalctl -o cat _SYSTEMD_INVOCATION_ID=" + invocation)
+
+
+def test_the_unit_runs_at_boot_and_with_each_cdi_refresh_after_the_gpus_settle(host):
+    show = dict(
+        line.split("=", 1) for line in node(host).check_output("systemctl show {0} -p WantedBy -p After -p UnitFileState -p Type".format(UNIT)).splitlines()
+    )
+    assert (show["UnitFileState"], show["Type"]) == ("enabled", "oneshot")
+    assert "multi-user.target" in show["WantedBy"].split()
+    after = show["After"].split()
+    for unit in ("nvidia-persistenced.service", "gpufleet-mig.service", "nvidia-cdi-refresh.service", "gpufleet-cdi-refresh.service"):
+        assert unit in after, show["After"]
+    # The CDI refresh units pull it in whenever they start (their .wants links, as `systemctl enable` makes them).
+    for trigger in ("nvidia-cdi-refresh.service", "gpufleet-cdi-refresh.service"):
+        link = node(host).file("/etc/systemd/system/{0}.wants/{1}".format(trigger, UNIT))
+        assert link.is_symlink and link.linked_to == "/etc/systemd/system/" + UNIT
+
+
+def test_the_unit_writes_what_the_role_wrote(host):
+    """Same node, same settings: the unit finds the role's file up to date and leaves it alone."""
+    before = node(host).check_output("stat -c '%i %Y' " + FILE)
+    journal = refresh_through_systemd(host)
+    assert "{0} is up to date".format(FILE) in journal, journal
+    assert node(host).check_output("stat -c '%i %Y' " + FILE) == before
+
+
+# Another MIG owner's change, through NVML (the simulated library) as the DRA driver makes one: GPU 0's 3g.20gb
+# instance goes, GPU 3 (MIG on, empty) gets a 1g.5gb instance. Run with the node runtime's NVML binding.
+OTHER_OWNER = r"""
+import re, sys
+sys.path.insert(0, re.search(r'^RUNTIME = "(.*)"$', open("/usr/local/sbin/gpufleet-node-labels").read(), re.M).group(1))
+from gpufleet_runtime.nvml.session import NvmlSession
+with NvmlSession() as nvml:
+    gpu0, gpu3 = nvml.device_by_index(0), nvml.device_by_index(3)
+    three_slices = nvml.gpu_instance_profile(gpu0, 2)  # NVML_GPU_INSTANCE_PROFILE_3_SLICE
+    (gi,) = nvml.gpu_instances(gpu0, three_slices)
+    for ci in nvml.compute_instances(gi, nvml.full_compute_instance_profile(gi)):
+        nvml.destroy_compute_instance(ci)
+    nvml.destroy_gpu_instance(gi)
+    one_slice = nvml.gpu_instance_profile(gpu3, 0)  # NVML_GPU_INSTANCE_PROFILE_1_SLICE
+    nvml.create_compute_instance(nvml.create_gpu_instance(gpu3, one_slice.id))
+"""
+
+
+def test_with_the_dra_driver_owning_mig_the_labels_follow_its_changes(host):
+    if host_vars(host)["node_labels_test_table"] != "MIXED":
+        pytest.skip("run on the MIG node")
+    n = node(host)
+    with set_aside(host, "/var/lib/nvml-sim/state"):
+        before = json.loads(n.check_output("nvml-simctl show"))
+        # The mig role with a layout unlike the node's, under mig_owner: dra_driver: MIG stays as it is.
+        declared = {"version": "v1", "mig-configs": {"all-1g.5gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}]}}
+        run = run_role(host, "mig", {"mig_owner": "dra_driver", "mig_label": "all-1g.5gb", "mig_config": declared})
+        assert not run.failed, run
+        # Molecule's ANSIBLE_FORCE_COLOR wins over NOCOLOR: the recap's counts come wrapped in colour codes.
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", run.output)
+        recap = re.search(r"{0}\s+: ok=\d+\s+changed=(\d+)".format(re.escape(host.backend.host)), plain)
+        assert recap and recap.group(1) == "0", run.output
+        assert json.loads(n.check_output("nvml-simctl show")) == before
+        # The other owner changes the layout; the CDI refresh it triggers starts the unit.
+        n.run_expect([0], "python3 - <<'EOF'\n{0}EOF".format(OTHER_OWNER))
+        journal = refresh_through_systemd(host)
+        assert "rewrote " + FILE in journal, journal
+        # By hand from the fixture: GPU 0's 3g.20gb resource gone, one more 1g.5gb device (2 + 7 + 1).
+        table = {key: value for key, value in expected(host).items() if not key.startswith("nvidia.com/mig-3g.20gb.")}
+        table["nvidia.com/mig-1g.5gb.count"] = "10"
+        assert nfd_labels(host) == table
+        assert n.file(DIR).listdir() == ["gpufleet-gpu"]
+    # The fixture's layout back, and the labels with it.
+    assert "rewrote " + FILE in refresh_through_systemd(host)
+    assert nfd_labels(host) == expected(host)
+
+
+def test_switched_off_the_refresh_goes_and_the_file_stays(host):
+    if host_vars(host)["node_labels_test_table"] != "WHOLE_TIME_SLICED":
+        pytest.skip("run on the whole-GPU node")
+    n = node(host)
+    before = sha256(host, FILE)
+    paths = ["/etc/systemd/system/" + UNIT, "/usr/local/sbin/gpufleet-node-labels", "/etc/gpufleet/node-labels/config.json"]
+    paths += ["/etc/systemd/system/{0}.wants/{1}".format(t, UNIT) for t in ("multi-user.target", "nvidia-cdi-refresh.service", "gpufleet-cdi-refresh.service")]
+    try:
+        off = run_role(host, "node_labels", {"node_labels_refresh_unit": False})
+        assert not off.failed, off
+        assert [p for p in paths if n.file(p).exists or n.file(p).is_symlink] == []
+        assert n.check_output("systemctl show -p LoadState --value " + UNIT) == "not-found"  # systemd was told
+        assert sha256(host, FILE) == before
+    finally:
+        on = run_role(host, "node_labels")
+        assert not on.failed, on
+    assert n.check_output("systemctl is-enabled " + UNIT) == "enabled"

@@ -32,7 +32,11 @@ from ansible_collections.gpufleet.nvidia.plugins.modules.node_runtime import ARG
 from ansible_collections.gpufleet.nvidia.tests.unit.playbook_run import local_play
 
 ROOT = Path(__file__).resolve().parents[4]
-COMMANDS = (ROOT / "roles" / "mig" / "files" / "gpufleet-mig", ROOT / "roles" / "verify" / "files" / "gpufleet-verify-boot")
+COMMANDS = (
+    ROOT / "roles" / "mig" / "files" / "gpufleet-mig",
+    ROOT / "roles" / "verify" / "files" / "gpufleet-verify-boot",
+    ROOT / "roles" / "node_labels" / "files" / "gpufleet-node-labels",
+)
 
 
 def test_the_action_takes_every_module_option_but_those_it_computes() -> None:
