@@ -31,6 +31,7 @@ EXEMPT = {
     "/var/lib/prometheus/node-exporter": "verify's health metrics for node-exporter: an output, rewritten by each verify that finds the health changed",
     # Files that packages own: their versions are in the fingerprint.
     "/usr/bin": "package files the roles run or probe (nvidia-ctk, nvidia-container-runtime, the engines)",
+    "/usr/sbin/slurmd": "Slurm's own program, run (not written) by the Slurm health guard to learn slurmd's GPU order",
     "/usr/lib/systemd/system/nvidia-cdi-refresh.service": "package file; the roles' drop-in is under /etc/systemd/system",
     "/lib/systemd/system/nvidia-cdi-refresh.service": "the same package file, by its other path",
     "/lib/modules": "read, not written: the CDI refresh unit watches it for new kernel modules",
