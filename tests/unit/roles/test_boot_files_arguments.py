@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""The mig and verify roles' boot files carry no library source: the `files` argument each role's node_files task
+"""The mig, verify and node_labels roles' boot files carry no library source: the `files` argument each role's node_files task
 gets, rendered by ansible-playbook from the task's own expression, holds the command, unit and config only; the
 collection's code goes once per version through gpufleet.nvidia.node_runtime."""
 
@@ -19,7 +19,7 @@ from ansible_collections.gpufleet.nvidia.tests.unit.playbook_run import ansible_
 
 ROOT = Path(__file__).resolve().parents[3]
 # Each role's node_files task for its boot files, by (role, tasks file).
-BOOT_TASKS = {"mig": ("mig", "install.yml"), "verify": ("verify", "boot.yml")}
+BOOT_TASKS = {"mig": ("mig", "install.yml"), "verify": ("verify", "boot.yml"), "node_labels": ("node_labels", "write.yml")}
 # The most the arguments may weigh: the commands themselves (~9 and ~19 KB) and their configs; a single runtime
 # module (the nvml/ package alone is ~60 KB) would not fit.
 LIMIT = 32 * 1024
@@ -36,7 +36,7 @@ def test_the_boot_files_carry_the_command_unit_and_config_but_no_library(tmp_pat
     """Rendered in check mode on this machine as the node, with a MIG layout and the boot check on (a bake)."""
     expressions = {name: files_expression(*where) for name, where in BOOT_TASKS.items()}
     # Outside its role, a lookup finds files and templates beside the playbook: the roles' own, linked.
-    for role in ("mig", "verify"):
+    for role in BOOT_TASKS:
         for kind in ("files", "templates"):
             (tmp_path / kind).mkdir(exist_ok=True)
             for source in (ROOT / "roles" / role / kind).iterdir():
@@ -51,18 +51,29 @@ def test_the_boot_files_carry_the_command_unit_and_config_but_no_library(tmp_pat
     mig_label: all-balanced
     mig_config_src: %(root)s/extensions/molecule/mig/files/mig-parted-config.yaml
     driver_version: "550.163.01"
+    # The labels' own plan needs NVML; its output is all the write takes.
+    node_labels_dir: %(out_dir)s/features.d
+    __node_labels_plan: {content: "nvidia.com/gpu.count=8\\n"}
   tasks:
     - ansible.builtin.set_fact:
         __verify_layers: "{{ lookup('gpufleet.nvidia.declared_layers') }}"
     - {ansible.builtin.include_role: {name: gpufleet.nvidia.verify, tasks_from: boot.yml, public: true}}
     - {ansible.builtin.include_role: {name: gpufleet.nvidia.mig, tasks_from: preflight.yml, public: true}}
     - {ansible.builtin.include_role: {name: gpufleet.nvidia.mig, tasks_from: install.yml, public: true}}
+    - {ansible.builtin.include_role: {name: gpufleet.nvidia.node_labels, tasks_from: write.yml, public: true}}
     - ansible.builtin.copy:
-        content: "{{ {'mig': %(mig)s, 'verify': %(verify)s} | to_json }}"
+        content: "{{ {'mig': %(mig)s, 'verify': %(verify)s, 'node_labels': %(node_labels)s} | to_json }}"
         dest: %(out)s
       check_mode: false
 """
-        % {"root": ROOT, "out": tmp_path / "out.json", "mig": expressions["mig"].strip("{} "), "verify": expressions["verify"].strip("{} ")}
+        % {
+            "root": ROOT,
+            "out": tmp_path / "out.json",
+            "mig": expressions["mig"].strip("{} "),
+            "verify": expressions["verify"].strip("{} "),
+            "node_labels": expressions["node_labels"].strip("{} "),
+            "out_dir": tmp_path,
+        }
     )
     local_play(book, "--check", env=ansible_env(GPUFLEET_ROOT=str(ROOT)))
     rendered = json.loads((tmp_path / "out.json").read_text())
