@@ -71,6 +71,13 @@ options:
     type: list
     elements: str
     default: []
+  hold_version:
+    description:
+      - Also hold every package installed once the install is done whose version, after any epoch, starts with
+        this dotted number and goes on with no further digit or dot (V(550.163.01) takes C(550.163.01-1) and
+        C(550.163.01-1~deb13u1), not C(550.163.011-1)). The packages of one NVIDIA driver release share it,
+        including those apt pulls in besides O(name).
+    type: str
   lock_timeout:
     description: Seconds to wait for another package manager (unattended-upgrades, cloud-init) to release dpkg's lock.
     type: int
@@ -124,7 +131,9 @@ refreshed:
   returned: always
   sample: sources
 held_packages:
-  description: The packages of O(hold) whose selection was (or in check mode would be) set to V(hold), in the order given.
+  description:
+    - The packages of O(hold) whose selection was (or in check mode would be) set to V(hold), in the order given, then
+      those of O(hold_version) in name order.
   type: list
   elements: str
   returned: always
@@ -158,6 +167,11 @@ _NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]*(=[A-Za-z0-9.+:~-]+)?$")
 _INITRAMFS_GENERATED = re.compile(r"^update-initramfs: Generating /boot/initrd\.img-(\S+)\r?$", re.MULTILINE)
 # apt-get exits 0 after some fetch failures and says so with these; the lists are then not what the install needs.
 _FETCH_FAILED = ("E:", "W: Failed to fetch", "W: Some index files failed to download")
+# The driver release inside a package version, as the driver role reads it (plugin_utils/_driver_plan.py).
+_UPSTREAM = re.compile(r"^(?:\d+:)?(?P<upstream>[0-9][0-9.]*[0-9])")
+_DOTTED = re.compile(r"^[0-9][0-9.]*[0-9]$")
+# apt-get --simulate: "Inst name [old version] (new version release [arch])".
+_SIMULATED_INSTALL = re.compile(r"^Inst (\S+) (?:\[\S+\] )?\((\S+) ", re.MULTILINE)
 
 
 class AptInstall:
@@ -176,6 +190,8 @@ class AptInstall:
         for index, name in enumerate(self.hold):
             if not _NAME.match(name) or "=" in name:
                 module.fail_json(msg="hold[{0}]: '{1}' is not a package name".format(index, name))
+        if params["hold_version"] is not None and not _DOTTED.match(params["hold_version"]):
+            module.fail_json(msg="hold_version: '{0}' is not a dotted version such as 550.163.01".format(params["hold_version"]))
         if params["lists_valid_time"] is not None and params["lists_valid_time"] < 0:
             module.fail_json(
                 msg="lists_valid_time: {0} is negative; give seconds, or 0 to refresh every list before every install".format(params["lists_valid_time"])
@@ -306,6 +322,11 @@ class AptInstall:
                 held_packages=[],
             )
         holding = [name for name in self.hold if not after[name]["held"]]
+        release = self.module.params["hold_version"]
+        if release is not None:
+            holding += sorted(
+                name for name, package in after.items() if name not in holding and not package["held"] and _upstream(package["version"]) == release
+            )
         if holding and not self.module.check_mode:
             set_selections(self.module, holding, "hold", self._selections)
         for name in holding:
@@ -331,11 +352,13 @@ class AptInstall:
             output = self._apt_get_install(packages)
             if self.module.check_mode:
                 # "Inst name [old] (new ...)" and "Remv name [old]": what apt would change.
-                installing = {line.split()[1] for line in output.splitlines() if line.startswith("Inst ")}
+                installing = {match.group(1): match.group(2) for match in _SIMULATED_INSTALL.finditer(output)}
                 removing = {line.split()[1] for line in output.splitlines() if line.startswith(("Remv ", "Purg "))}
-                changed = sorted(installing | removing)
+                changed = sorted(set(installing) | removing)
                 # apt drops the hold of a package whose version it changes.
-                after = {name: dict(package, held=package["held"] and name not in installing) for name, package in before.items() if name not in removing}
+                after = {name: package for name, package in before.items() if name not in removing}
+                for name, version in installing.items():
+                    after[name] = {"name": name, "version": version, "held": False, "configured": True}
                 for spec in packages:
                     name, _sep, version = spec.partition("=")
                     after[name] = {"name": name, "version": version or "(any version)", "held": False, "configured": True}
@@ -353,7 +376,7 @@ class AptInstall:
         result["held_packages"] = self._set_holds(after, result["changed_packages"])
         result["changed"] = result["changed"] or bool(result["held_packages"])
         if result["changed"] and self.module._diff:
-            shown = sorted(set(result["changed_packages"]) | set(self.wanted) | set(self.hold))
+            shown = sorted(set(result["changed_packages"]) | set(self.wanted) | set(self.hold) | set(result["held_packages"]))
             result["diff"] = {
                 "before_header": "installed packages",
                 "after_header": "installed packages",
@@ -361,6 +384,11 @@ class AptInstall:
                 "after": "".join(_diff_line(after[name]) for name in shown if name in after),
             }
         return result
+
+
+def _upstream(version: str) -> str | None:
+    match = _UPSTREAM.match(version)
+    return match.group("upstream") if match else None
 
 
 def _diff_line(package: dict[str, t.Any]) -> str:
@@ -379,6 +407,7 @@ def main() -> None:
             "lists_stamp": {"type": "path", "default": "/var/lib/gpufleet/apt-lists.stamp"},
             "lock_timeout": {"type": "int", "default": 120},
             "hold": {"type": "list", "elements": "str", "default": []},
+            "hold_version": {"type": "str"},
         },
         supports_check_mode=True,
     )

@@ -247,3 +247,26 @@ def test_a_hold_of_a_package_neither_installed_nor_named_fails_before_apt(node: 
     assert failed["failed"] and failed["msg"].startswith("hold: gamma is neither installed nor in name"), failed["msg"]
     assert version(node, "alpha") is None and failed["held_packages"] == []
     assert run(node, name=["alpha"], hold=["beta=1.0-1"])["msg"].startswith("hold[0]:")
+
+
+def test_hold_version_holds_what_apt_pulled_in_at_that_release(node: dict[str, Path]) -> None:
+    """alpha pulls beta in at its own version; hold_version holds beta too, and not delta (another version)."""
+    run(node, name=["delta=1.0-1"], lists_valid_time=3600)
+    rehearsed = run(node, name=["alpha=2.0-1"], hold=["alpha"], hold_version="2.0", check=True, diff=True)
+    assert not rehearsed["failed"], rehearsed["msg"]
+    assert rehearsed["changed_packages"] == ["alpha", "beta"] and rehearsed["held_packages"] == ["alpha", "beta"]
+    assert rehearsed["diff"]["after"] == "alpha 2.0-1 hold\nbeta 2.0-1 hold\n" and version(node, "beta") is None
+    done = run(node, name=["alpha=2.0-1"], hold=["alpha"], hold_version="2.0", diff=True)
+    assert done["held_packages"] == ["alpha", "beta"] and done["diff"]["after"] == "alpha 2.0-1 hold\nbeta 2.0-1 hold\n"
+    assert [selection(node, name) for name in ("alpha", "beta", "delta")] == ["hold", "hold", "install"]
+    # A release no package is at holds nothing.
+    assert run(node, name=["alpha=2.0-1"], hold_version="2.0.1")["held_packages"] == []
+    assert run(node, name=["alpha"], hold_version="2.0-1")["msg"].startswith("hold_version:")
+
+
+def test_hold_version_reads_the_release_as_the_driver_role_does() -> None:
+    from ansible_collections.gpufleet.nvidia.plugins.modules.apt_install import _upstream
+    from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._driver_plan import upstream_version
+
+    for version in ("550.163.01-1", "1:550.163.01-1~deb13u1", "550.163.011-1", "535.261.03-1~bpo12+1", "2.0-1", "v1", "1:2"):
+        assert _upstream(version) == upstream_version(version), version
