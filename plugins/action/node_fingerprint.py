@@ -58,11 +58,18 @@ def role_options(root: Path = COLLECTION_ROOT) -> tuple[frozenset[str], frozense
     return frozenset(names), frozenset(secrets)
 
 
+# Facts the roles share within one run (gpufleet_run_nvml: the run's NVML read): outputs of the run, like the
+# facts below, though under the collection's own prefix.
+RUN_FACT_PREFIX = "gpufleet_run_"
+
+
 def declared(name: str, prefixes: t.Sequence[str], options: t.Collection[str]) -> bool:
     """Whether a host variable is part of the declaration: it has one of the prefixes and is a role's option, or a
-    collection-wide switch (gpufleet_*). A fact a role publishes under its prefix (node_labels_summary,
-    slurm_gres_node_gres) is an output of the run, not a declaration: the next run's comparison, made before any
-    role ran, would see it gone and never take the fast path."""
+    collection-wide switch (gpufleet_*, but not gpufleet_run_*). A fact a role publishes under its prefix
+    (node_labels_summary, slurm_gres_node_gres) or a run-scoped fact (gpufleet_run_nvml) is an output of the run, not a
+    declaration: the next run's comparison, made before any role ran, would see it gone and never take the fast path."""
+    if name.startswith(RUN_FACT_PREFIX):
+        return False
     return name.startswith(tuple(prefixes)) and (name in options or name.startswith("gpufleet_"))
 
 

@@ -17,6 +17,8 @@ description:
     written), and refreshes every list only when the last full refresh this module made is older than
     O(lists_valid_time). A full C(apt-get update) re-reads every source (for Debian, over 90 MB of lists) and makes
     the next apt call rebuild its cache; one repository's lists on a mirror take a fraction of a second.
+  - With O(hold) it holds the packages it installed in the same call (one C(dpkg --set-selections)), where a
+    separate task would cost another round trip to the node.
   - The roles use it in place of M(ansible.builtin.apt), whose python-apt cache costs about 1.5 seconds each
     time it is opened on a node with Debian's lists (several times per call), and whose O(ansible.builtin.apt#module:update_cache)
     refreshes every list on every call.
@@ -60,6 +62,22 @@ options:
     description: The file whose modification time records the last full refresh.
     type: path
     default: /var/lib/gpufleet/apt-lists.stamp
+  hold:
+    description:
+      - Packages to hold (dpkg's selection V(hold)) once the install is done, those not held yet. apt drops the hold
+        of a package whose version it changes, so what the install changed is held again.
+      - Each must be installed already or named in O(name); anything else fails the task before apt runs.
+      - Releasing holds is M(gpufleet.nvidia.package_selections)' work (or O(allow_change_held_packages)).
+    type: list
+    elements: str
+    default: []
+  hold_version:
+    description:
+      - Also hold every package installed once the install is done whose version, after any epoch, starts with
+        this dotted number and goes on with no further digit or dot (V(550.163.01) takes C(550.163.01-1) and
+        C(550.163.01-1~deb13u1), not C(550.163.011-1)). The packages of one NVIDIA driver release share it,
+        including those apt pulls in besides O(name).
+    type: str
   lock_timeout:
     description: Seconds to wait for another package manager (unattended-upgrades, cloud-init) to release dpkg's lock.
     type: int
@@ -70,12 +88,15 @@ attributes:
     details:
       - In check mode apt rehearses the install (C(apt-get install --simulate)) against the lists as they are;
         nothing is fetched or installed. A package apt cannot find there fails the task, as it would for real.
+      - O(hold) is reported (RV(held_packages), the diff) and not set.
   diff_mode:
     support: full
   idempotent:
     support: full
 notes:
   - Configuration files the packages ship are kept as the node has them (C(--force-confold)).
+  - The diff lists each package of O(name), O(hold) and what changed as C(name version), followed by C(hold) when
+    it is held.
   - A failed install fails the task with apt's own error lines in its message; the packages stay as apt left them.
 requirements:
   - Python 3.8 or later on the target; C(apt-get) and C(dpkg-query) (apt 1.9.11 or later for O(lock_timeout)).
@@ -89,6 +110,7 @@ EXAMPLES = r"""
     lists_valid_time: 3600
     allow_downgrade: true
     allow_change_held_packages: true
+    hold: [nvidia-driver, nvidia-kernel-dkms]
 
 - name: Install containerd at whatever version the lists offer
   gpufleet.nvidia.apt_install:
@@ -108,6 +130,14 @@ refreshed:
   type: str
   returned: always
   sample: sources
+held_packages:
+  description:
+    - The packages of O(hold) whose selection was (or in check mode would be) set to V(hold), in the order given, then
+      those of O(hold_version) in name order.
+  type: list
+  elements: str
+  returned: always
+  sample: [nvidia-driver, nvidia-kernel-dkms]
 initramfs_kernels:
   description:
     - The kernel releases whose initramfs C(update-initramfs) generated during the install (a package trigger of
@@ -126,6 +156,7 @@ import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._dpkg_selections import set_selections
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._driver_state import DPKG_QUERY_FORMAT, parse_dpkg_query
 
 _STAMP_TEXT = "The last full apt-get update by gpufleet.nvidia.apt_install; its modification time is what counts.\n"
@@ -136,6 +167,11 @@ _NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]*(=[A-Za-z0-9.+:~-]+)?$")
 _INITRAMFS_GENERATED = re.compile(r"^update-initramfs: Generating /boot/initrd\.img-(\S+)\r?$", re.MULTILINE)
 # apt-get exits 0 after some fetch failures and says so with these; the lists are then not what the install needs.
 _FETCH_FAILED = ("E:", "W: Failed to fetch", "W: Some index files failed to download")
+# The driver release inside a package version, as the driver role reads it (plugin_utils/_driver_plan.py).
+_UPSTREAM = re.compile(r"^(?:\d+:)?(?P<upstream>[0-9][0-9.]*[0-9])")
+_DOTTED = re.compile(r"^[0-9][0-9.]*[0-9]$")
+# apt-get --simulate: "Inst name [old version] (new version release [arch])".
+_SIMULATED_INSTALL = re.compile(r"^Inst (\S+) (?:\[\S+\] )?\((\S+) ", re.MULTILINE)
 
 
 class AptInstall:
@@ -150,6 +186,12 @@ class AptInstall:
                 module.fail_json(msg="name[{0}]: '{1}' is not a package or package=version".format(index, spec))
             package, _sep, version = spec.partition("=")
             self.wanted[package] = version or None
+        self.hold: list[str] = list(dict.fromkeys(params["hold"]))
+        for index, name in enumerate(self.hold):
+            if not _NAME.match(name) or "=" in name:
+                module.fail_json(msg="hold[{0}]: '{1}' is not a package name".format(index, name))
+        if params["hold_version"] is not None and not _DOTTED.match(params["hold_version"]):
+            module.fail_json(msg="hold_version: '{0}' is not a dotted version such as 550.163.01".format(params["hold_version"]))
         if params["lists_valid_time"] is not None and params["lists_valid_time"] < 0:
             module.fail_json(
                 msg="lists_valid_time: {0} is negative; give seconds, or 0 to refresh every list before every install".format(params["lists_valid_time"])
@@ -165,19 +207,23 @@ class AptInstall:
         return self.module.run_command(argv, environ_update={"LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive"}, **kwargs)
 
     # -- the packages ------------------------------------------------------------------------------
-    def installed(self) -> dict[str, str]:
-        """Version of each installed and configured package, read as driver_info reads them."""
+    def packages(self) -> dict[str, dict[str, t.Any]]:
+        """Each package whose files are on disk (version, held, configured), read as driver_info reads them."""
         query = self.module.get_bin_path("dpkg-query", required=True)
         rc, out, err = self._run([query, "-W", "-f", DPKG_QUERY_FORMAT])
         # Exit code 1 only says that nothing matched (an empty database).
         if rc not in (0, 1):
             self.module.fail_json(msg="dpkg-query failed: {0}".format(err.strip()), rc=rc, stderr=err)
-        versions: dict[str, str] = {}
+        found: dict[str, dict[str, t.Any]] = {}
         for package in parse_dpkg_query(out):
-            if package["configured"]:
-                # A multiarch package counts by the first architecture dpkg lists.
-                versions.setdefault(package["name"], package["version"])
-        return versions
+            # A multiarch package counts by the first architecture dpkg lists.
+            found.setdefault(package["name"], package)
+        return found
+
+    @staticmethod
+    def configured(packages: dict[str, dict[str, t.Any]]) -> dict[str, str]:
+        """Version of each installed and configured package."""
+        return {name: package["version"] for name, package in packages.items() if package["configured"]}
 
     def missing(self, installed: dict[str, str]) -> list[str]:
         return [
@@ -260,43 +306,93 @@ class AptInstall:
             )
         return out
 
+    # -- the holds ---------------------------------------------------------------------------------
+    def _selections(self) -> dict[str, str]:
+        return {name: "hold" if package["held"] else "install" for name, package in self.packages().items()}
+
+    def _set_holds(self, after: dict[str, dict[str, t.Any]], changed: list[str]) -> list[str]:
+        """Hold what O(hold) names and is not held once the install is done (in check mode: what would be)."""
+        removed = [name for name in self.hold if name not in after]
+        if removed:
+            self.module.fail_json(
+                msg="hold: apt {0} {1}; leave {2} out of hold".format(
+                    "would remove" if self.module.check_mode else "removed", ", ".join(removed), "it" if len(removed) == 1 else "them"
+                ),
+                changed_packages=changed,
+                held_packages=[],
+            )
+        holding = [name for name in self.hold if not after[name]["held"]]
+        release = self.module.params["hold_version"]
+        if release is not None:
+            holding += sorted(
+                name for name, package in after.items() if name not in holding and not package["held"] and _upstream(package["version"]) == release
+            )
+        if holding and not self.module.check_mode:
+            set_selections(self.module, holding, "hold", self._selections)
+        for name in holding:
+            after[name] = dict(after[name], held=True)
+        return holding
+
     def run(self) -> dict[str, t.Any]:
-        before = self.installed()
-        packages = self.missing(before)
-        if not packages:
-            return {"changed": False, "changed_packages": [], "refreshed": "none", "initramfs_kernels": []}
-        refreshed = self.refresh()
-        output = self._apt_get_install(packages)
-        if self.module.check_mode:
-            # "Inst name [old] (new ...)" and "Remv name [old]": what apt would change.
-            changed = sorted({line.split()[1] for line in output.splitlines() if line.startswith(("Inst ", "Remv ", "Purg "))})
-            after = dict(before)
-            for spec in packages:
-                name, _sep, version = spec.partition("=")
-                after[name] = version or "(any version)"
-        else:
-            after = self.installed()
-            still = self.missing(after)
-            if still:
-                self.module.fail_json(
-                    msg="apt-get finished, but {0} {1} not installed as asked".format(", ".join(still), "is" if len(still) == 1 else "are"), changed_packages=[]
-                )
-            changed = sorted(name for name in set(before) | set(after) if before.get(name) != after.get(name))
-        result: dict[str, t.Any] = {
-            "changed": True,
-            "changed_packages": changed,
-            "refreshed": refreshed,
-            "initramfs_kernels": [] if self.module.check_mode else _INITRAMFS_GENERATED.findall(output),
-        }
-        if self.module._diff:
-            shown = sorted(set(changed) | set(self.wanted))
+        before = self.packages()
+        unknown = [name for name in self.hold if name not in before and name not in self.wanted]
+        if unknown:
+            self.module.fail_json(
+                msg="hold: {0} {1} neither installed nor in name; add {2} to name or leave {2} out of hold".format(
+                    ", ".join(unknown), "is" if len(unknown) == 1 else "are", "it" if len(unknown) == 1 else "them"
+                ),
+                changed_packages=[],
+                held_packages=[],
+            )
+        packages = self.missing(self.configured(before))
+        result: dict[str, t.Any] = {"changed": False, "changed_packages": [], "refreshed": "none", "initramfs_kernels": []}
+        after = dict(before)
+        if packages:
+            result["refreshed"] = self.refresh()
+            output = self._apt_get_install(packages)
+            if self.module.check_mode:
+                # "Inst name [old] (new ...)" and "Remv name [old]": what apt would change.
+                installing = {match.group(1): match.group(2) for match in _SIMULATED_INSTALL.finditer(output)}
+                removing = {line.split()[1] for line in output.splitlines() if line.startswith(("Remv ", "Purg "))}
+                changed = sorted(set(installing) | removing)
+                # apt drops the hold of a package whose version it changes.
+                after = {name: package for name, package in before.items() if name not in removing}
+                for name, version in installing.items():
+                    after[name] = {"name": name, "version": version, "held": False, "configured": True}
+                for spec in packages:
+                    name, _sep, version = spec.partition("=")
+                    after[name] = {"name": name, "version": version or "(any version)", "held": False, "configured": True}
+            else:
+                after = self.packages()
+                still = self.missing(self.configured(after))
+                if still:
+                    self.module.fail_json(
+                        msg="apt-get finished, but {0} {1} not installed as asked".format(", ".join(still), "is" if len(still) == 1 else "are"),
+                        changed_packages=[],
+                        held_packages=[],
+                    )
+                changed = sorted(name for name in set(before) | set(after) if before.get(name, {}).get("version") != after.get(name, {}).get("version"))
+            result.update(changed=True, changed_packages=changed, initramfs_kernels=[] if self.module.check_mode else _INITRAMFS_GENERATED.findall(output))
+        result["held_packages"] = self._set_holds(after, result["changed_packages"])
+        result["changed"] = result["changed"] or bool(result["held_packages"])
+        if result["changed"] and self.module._diff:
+            shown = sorted(set(result["changed_packages"]) | set(self.wanted) | set(self.hold) | set(result["held_packages"]))
             result["diff"] = {
                 "before_header": "installed packages",
                 "after_header": "installed packages",
-                "before": "".join("{0} {1}\n".format(name, before[name]) for name in shown if name in before),
-                "after": "".join("{0} {1}\n".format(name, after[name]) for name in shown if name in after),
+                "before": "".join(_diff_line(before[name]) for name in shown if name in before),
+                "after": "".join(_diff_line(after[name]) for name in shown if name in after),
             }
         return result
+
+
+def _upstream(version: str) -> str | None:
+    match = _UPSTREAM.match(version)
+    return match.group("upstream") if match else None
+
+
+def _diff_line(package: dict[str, t.Any]) -> str:
+    return "{0} {1}{2}\n".format(package["name"], package["version"], " hold" if package["held"] else "")
 
 
 def main() -> None:
@@ -310,6 +406,8 @@ def main() -> None:
             "lists_valid_time": {"type": "int"},
             "lists_stamp": {"type": "path", "default": "/var/lib/gpufleet/apt-lists.stamp"},
             "lock_timeout": {"type": "int", "default": 120},
+            "hold": {"type": "list", "elements": "str", "default": []},
+            "hold_version": {"type": "str"},
         },
         supports_check_mode=True,
     )

@@ -63,6 +63,8 @@ import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._dpkg_selections import set_selections
+
 
 class PackageSelections:
     """dpkg's selections of the named packages, read in one query and set in one call."""
@@ -75,8 +77,8 @@ class PackageSelections:
             if not name or any(char.isspace() for char in name):
                 module.fail_json(msg="name[{0}]: '{1}' is not a package name".format(index, name))
 
-    def _run(self, argv: list[str], data: str | None = None) -> tuple[int, str, str]:
-        return self.module.run_command(argv, data=data, binary_data=True, environ_update={"LC_ALL": "C"})
+    def _run(self, argv: list[str]) -> tuple[int, str, str]:
+        return self.module.run_command(argv, environ_update={"LC_ALL": "C"})
 
     def current(self) -> dict[str, str]:
         """Each known package's selection (install, hold, deinstall, purge)."""
@@ -114,14 +116,7 @@ class PackageSelections:
                 "after": "".join("{0} {1}\n".format(name, self.selection) for name in changing),
             }
         if changing and not self.module.check_mode:
-            dpkg = self.module.get_bin_path("dpkg", required=True)
-            rc, out, err = self._run([dpkg, "--set-selections"], "".join("{0} {1}\n".format(name, self.selection) for name in changing))
-            if rc != 0 or err.strip():
-                self.module.fail_json(msg="dpkg --set-selections failed: {0}".format(err.strip() or out.strip()), rc=rc, stderr=err)
-            after = self.current()
-            unset = [name for name in changing if after.get(name) != self.selection]
-            if unset:
-                self.module.fail_json(msg="dpkg did not set {0} to {1}".format(", ".join(unset), self.selection))
+            set_selections(self.module, changing, self.selection, self.current)
         return result
 
 

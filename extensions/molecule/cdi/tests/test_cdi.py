@@ -24,7 +24,7 @@ ROOT = os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.path.join(HERE, "..", "..
 sys.path.insert(0, os.path.join(HERE, "..", "..", "_shared"))
 
 # pylint: disable=wrong-import-position
-from stack import host_vars, node, run_role, sha256
+from stack import host_vars, node, run_playbook, run_role, sha256
 
 SCHEMA_DIR = os.path.join(ROOT, "roles", "cdi", "files", "cdi-schema")
 ALL_SPECS = [d + "/nvidia." + f for d in ("/etc/cdi", "/var/run/cdi") for f in ("yaml", "json")]
@@ -219,6 +219,51 @@ def test_without_a_running_driver_generation_waits_for_boot(host):
         n.run_expect([0], "nvml-simctl set driver_loaded=1")
     assert not run.failed, run
     assert "deferred to" in run.output and "no NVIDIA driver is running" in run.output, run
+    assert sha256(host, path) == before
+
+
+def test_the_runs_nvml_read_is_used_and_a_dropped_one_read_again(host):
+    """The role plans from the run's NVML read (gpufleet_run_nvml) without reading again; once a change dropped it
+    (null), it reads NVML itself. The shared read here says no driver runs while the simulator has one running, so
+    only a role that used it defers generation."""
+    gpu_node(host)
+    path = settings(host)["path"]
+    before = sha256(host, path)
+    play = [
+        {
+            "name": "The run's NVML read, shared and dropped",
+            "hosts": host.backend.host,
+            "gather_facts": False,
+            "tasks": [
+                {"ansible.builtin.command": "nvml-simctl set driver_loaded=0", "changed_when": False},
+                {
+                    "block": [
+                        {"gpufleet.nvidia.nvml_info": None, "register": "test_read"},
+                        {"ansible.builtin.set_fact": {"gpufleet_run_nvml": "{{ test_read.nvml }}"}},
+                    ],
+                    "always": [{"ansible.builtin.command": "nvml-simctl set driver_loaded=1", "changed_when": False}],
+                },
+                {"ansible.builtin.import_role": {"name": "gpufleet.nvidia.cdi"}},
+                {
+                    "ansible.builtin.assert": {
+                        "that": ["__cdi_nvml_read is skipped", "not __cdi_generate_now", "gpufleet_run_nvml == test_read.nvml"],
+                        "fail_msg": "cdi read NVML again, or did not plan from the run's read",
+                    }
+                },
+                {"ansible.builtin.set_fact": {"gpufleet_run_nvml": None}},
+                {"ansible.builtin.import_role": {"name": "gpufleet.nvidia.cdi"}},
+                {
+                    "ansible.builtin.assert": {
+                        "that": ["__cdi_nvml_read is not skipped", "__cdi_generate_now", "gpufleet_run_nvml.driver_loaded"],
+                        "fail_msg": "cdi did not read NVML again once the run's read was dropped, or did not share it",
+                    }
+                },
+            ],
+        }
+    ]
+    run = run_playbook(play)
+    assert not run.failed, run
+    assert run.output.count("no NVIDIA driver is running") >= 1, run
     assert sha256(host, path) == before
 
 

@@ -55,6 +55,14 @@ def test_the_declaration_is_the_roles_options_and_the_collection_switches() -> N
     # What roles publish under their prefix for reports is an output of the run, not a declaration.
     assert not declared("node_labels_summary", prefixes, options) and not declared("slurm_gres_node_gres", prefixes, options)
     assert not declared("cdi_spec_dir", prefixes, options)  # not one of the prefixes
+    # A fact the roles share within the run (the NVML read) is an output too, though under the collection's prefix.
+    assert not declared("gpufleet_run_nvml", prefixes, options)
+
+
+def test_no_role_option_is_named_like_a_run_fact() -> None:
+    """gpufleet_run_* is left out of the declaration: an option named so would never count as declared."""
+    options, _secrets = role_options()
+    assert [name for name in options if name.startswith("gpufleet_run_")] == []
 
 
 def test_a_fact_a_role_publishes_after_the_record_is_no_declaration_change(tmp_path: Path) -> None:
@@ -73,15 +81,16 @@ def test_a_fact_a_role_publishes_after_the_record_is_no_declaration_change(tmp_p
         + """
     - ansible.builtin.set_fact:
         node_labels_summary: {product: NVIDIA-A100-SXM4-40GB, count: 8}
+        gpufleet_run_nvml: {status: ok, driver_version: "550.163.01", gpus: []}
     - gpufleet.nvidia.node_fingerprint:
-        {path: %(record)s, prefixes: [node_labels_], state: recorded, watch: {paths: [], nvml: false}}
+        {path: %(record)s, prefixes: [gpufleet_, node_labels_], state: recorded, watch: {paths: [], nvml: false}}
 """
         % {"record": record}
     )
     (tmp_path / "next.yml").write_text(
         head
         + """
-    - gpufleet.nvidia.node_fingerprint: {path: %(record)s, prefixes: [node_labels_]}
+    - gpufleet.nvidia.node_fingerprint: {path: %(record)s, prefixes: [gpufleet_, node_labels_]}
       register: compared
     - ansible.builtin.copy: {content: "{{ compared | to_json }}", dest: %(out)s}
 """

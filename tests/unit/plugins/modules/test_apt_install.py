@@ -114,7 +114,7 @@ def test_installs_exact_versions_once_then_nothing(node: dict[str, Path]) -> Non
     assert version(node, "alpha") == "1.0-1" and version(node, "beta") == "1.0-1"
     assert first["diff"]["before"] == "" and first["diff"]["after"] == "alpha 1.0-1\nbeta 1.0-1\n"
     again = run(node, name=["alpha=1.0-1", "beta=1.0-1"], lists_valid_time=3600)
-    assert again == {"failed": False, "changed": False, "changed_packages": [], "refreshed": "none", "initramfs_kernels": []}
+    assert again == {"failed": False, "changed": False, "changed_packages": [], "refreshed": "none", "initramfs_kernels": [], "held_packages": []}
     assert first["initramfs_kernels"] == []
     # Unversioned: any installed version will do.
     assert not run(node, name=["alpha"])["changed"]
@@ -201,3 +201,72 @@ def test_a_package_the_mirror_lost_fails_with_apt_error_and_changes_nothing(node
     assert failed["failed"] and "alpha" in failed["msg"] and "E: " in failed["msg"], failed["msg"]
     assert failed["changed_packages"] == []
     assert version(node, "alpha") is None and version(node, "beta") == "1.0-1"
+
+
+def selection(node: dict[str, Path], name: str) -> str:
+    return subprocess.run(
+        ["dpkg-query", "--admindir", str(node["admin"]), "-W", "-f", "${db:Status-Want}", name], check=True, capture_output=True, text=True
+    ).stdout
+
+
+def test_holds_what_it_installed_in_the_same_call_then_nothing(node: dict[str, Path]) -> None:
+    first = run(node, name=["alpha=1.0-1", "beta=1.0-1"], hold=["alpha", "beta"], lists_valid_time=3600, diff=True)
+    assert not first["failed"], first["msg"]
+    assert first["changed"] and first["held_packages"] == ["alpha", "beta"]
+    assert selection(node, "alpha") == "hold" and selection(node, "beta") == "hold"
+    assert first["diff"]["before"] == "" and first["diff"]["after"] == "alpha 1.0-1 hold\nbeta 1.0-1 hold\n"
+    again = run(node, name=["alpha=1.0-1", "beta=1.0-1"], hold=["alpha", "beta"])
+    assert not again["changed"] and again["held_packages"] == [] and again["changed_packages"] == []
+
+
+def test_holds_an_installed_package_without_installing(node: dict[str, Path]) -> None:
+    run(node, name=["alpha=1.0-1", "beta=1.0-1"], lists_valid_time=3600)
+    rehearsed = run(node, name=["alpha=1.0-1"], hold=["beta"], check=True, diff=True)
+    assert rehearsed["changed"] and rehearsed["held_packages"] == ["beta"] and rehearsed["changed_packages"] == []
+    assert rehearsed["diff"]["before"] == "alpha 1.0-1\nbeta 1.0-1\n" and rehearsed["diff"]["after"] == "alpha 1.0-1\nbeta 1.0-1 hold\n"
+    assert selection(node, "beta") == "install"
+    held = run(node, name=["alpha=1.0-1"], hold=["beta"])
+    assert held["changed"] and held["held_packages"] == ["beta"] and held["refreshed"] == "none" and selection(node, "beta") == "hold"
+
+
+def test_an_upgrade_of_held_packages_holds_them_again(node: dict[str, Path]) -> None:
+    """apt drops the hold of a package whose version it changes; check mode says it will hold them again."""
+    run(node, name=["alpha=1.0-1", "beta=1.0-1"], hold=["alpha", "beta"], lists_valid_time=3600)
+    wanted = {"name": ["alpha=2.0-1", "beta=2.0-1"], "hold": ["alpha", "beta"], "allow_change_held_packages": True}
+    rehearsed = run(node, check=True, **wanted)
+    assert rehearsed["changed_packages"] == ["alpha", "beta"] and rehearsed["held_packages"] == ["alpha", "beta"]
+    upgraded = run(node, diff=True, **wanted)
+    assert not upgraded["failed"], upgraded["msg"]
+    assert upgraded["held_packages"] == ["alpha", "beta"], "apt kept the holds: check mode's prediction is wrong"
+    assert version(node, "alpha") == "2.0-1" and selection(node, "alpha") == "hold" and selection(node, "beta") == "hold"
+    assert upgraded["diff"]["before"] == "alpha 1.0-1 hold\nbeta 1.0-1 hold\n" and upgraded["diff"]["after"] == "alpha 2.0-1 hold\nbeta 2.0-1 hold\n"
+
+
+def test_a_hold_of_a_package_neither_installed_nor_named_fails_before_apt(node: dict[str, Path]) -> None:
+    failed = run(node, name=["alpha=1.0-1", "beta=1.0-1"], hold=["alpha", "gamma"], lists_valid_time=3600)
+    assert failed["failed"] and failed["msg"].startswith("hold: gamma is neither installed nor in name"), failed["msg"]
+    assert version(node, "alpha") is None and failed["held_packages"] == []
+    assert run(node, name=["alpha"], hold=["beta=1.0-1"])["msg"].startswith("hold[0]:")
+
+
+def test_hold_version_holds_what_apt_pulled_in_at_that_release(node: dict[str, Path]) -> None:
+    """alpha pulls beta in at its own version; hold_version holds beta too, and not delta (another version)."""
+    run(node, name=["delta=1.0-1"], lists_valid_time=3600)
+    rehearsed = run(node, name=["alpha=2.0-1"], hold=["alpha"], hold_version="2.0", check=True, diff=True)
+    assert not rehearsed["failed"], rehearsed["msg"]
+    assert rehearsed["changed_packages"] == ["alpha", "beta"] and rehearsed["held_packages"] == ["alpha", "beta"]
+    assert rehearsed["diff"]["after"] == "alpha 2.0-1 hold\nbeta 2.0-1 hold\n" and version(node, "beta") is None
+    done = run(node, name=["alpha=2.0-1"], hold=["alpha"], hold_version="2.0", diff=True)
+    assert done["held_packages"] == ["alpha", "beta"] and done["diff"]["after"] == "alpha 2.0-1 hold\nbeta 2.0-1 hold\n"
+    assert [selection(node, name) for name in ("alpha", "beta", "delta")] == ["hold", "hold", "install"]
+    # A release no package is at holds nothing.
+    assert run(node, name=["alpha=2.0-1"], hold_version="2.0.1")["held_packages"] == []
+    assert run(node, name=["alpha"], hold_version="2.0-1")["msg"].startswith("hold_version:")
+
+
+def test_hold_version_reads_the_release_as_the_driver_role_does() -> None:
+    from ansible_collections.gpufleet.nvidia.plugins.modules.apt_install import _upstream
+    from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._driver_plan import upstream_version
+
+    for version in ("550.163.01-1", "1:550.163.01-1~deb13u1", "550.163.011-1", "535.261.03-1~bpo12+1", "2.0-1", "v1", "1:2"):
+        assert _upstream(version) == upstream_version(version), version
