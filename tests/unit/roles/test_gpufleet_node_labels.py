@@ -101,12 +101,18 @@ def _read(path: str) -> str | None:
         return None
 
 
-def test_an_unchanged_node_is_not_written_again(installed: Path, sim_node: t.Any, tmp_path: Path) -> None:
+@pytest.fixture
+def labelled(installed: Path, sim_node: t.Any, tmp_path: Path) -> tuple[t.Any, Path, Path, os.stat_result]:
+    """A whole-GPU node the command has labelled once: the node, its config, the file and the file's first stat."""
     node = sim_node("dgx-a100-8x40gb")
     conf = config(tmp_path, settings=dict(SETTINGS, mig_strategy="none"))
     assert run(installed, node, conf).returncode == 0
     written = tmp_path / "features.d" / "gpufleet-gpu"
-    before = written.stat()
+    return node, conf, written, written.stat()
+
+
+def test_an_unchanged_node_is_not_written_again(installed: Path, labelled: tuple[t.Any, Path, Path, os.stat_result]) -> None:
+    node, conf, written, before = labelled
     again = run(installed, node, conf)
     assert again.returncode == 0, again.stdout
     assert "is up to date (24 labels)" in again.stdout
@@ -114,12 +120,8 @@ def test_an_unchanged_node_is_not_written_again(installed: Path, sim_node: t.Any
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
 
 
-def test_a_changed_node_is_written_by_rename_and_check_writes_nothing(installed: Path, sim_node: t.Any, tmp_path: Path) -> None:
-    node = sim_node("dgx-a100-8x40gb")
-    conf = config(tmp_path, settings=dict(SETTINGS, mig_strategy="none"))
-    assert run(installed, node, conf).returncode == 0
-    written = tmp_path / "features.d" / "gpufleet-gpu"
-    before = written.stat()
+def test_a_changed_node_is_written_by_rename_and_check_writes_nothing(installed: Path, labelled: tuple[t.Any, Path, Path, os.stat_result]) -> None:
+    node, conf, written, before = labelled
     # A driver upgrade: the versions' labels change.
     node.set("driver_version=570.172.08", "cuda_driver_version=12080")
     check = run(installed, node, conf, "--check")
