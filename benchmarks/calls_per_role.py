@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Count the calls a playbook run made to its nodes, per role and per task.
 
 Reads the output of `ansible-playbook -vvv` over the SSH connection (as
