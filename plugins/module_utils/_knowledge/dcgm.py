@@ -147,3 +147,42 @@ DCGM_EXPORTER_DISTRIBUTION: dict[str, t.Any] = {
     "source": "https://github.com/NVIDIA/dcgm-exporter (README: 'Quickstart' runs the image; 'Building from Source')",
     "checked": "2026-11-26",
 }
+
+# What dcgm-exporter reads in --hpc-job-mapping-dir on every scrape: the
+# regular files whose names are a GPU id ("<gpu>"; from 4.5.3-4.8.2 also
+# "<gpu>.<GPU instance id>", the key a MIG device's metrics are looked up by,
+# while a whole GPU's metrics keep "<gpu>"), each line a job id that becomes
+# an hpc_job label on a copy of that GPU's metrics. Other names (dotfiles, a
+# lock file) and directories are skipped. Before 4.3.1-4.4.0 an empty file
+# dropped its GPU's metrics; since, it is ignored. A file removed between the
+# exporter's directory listing and its open fails that scrape's transform.
+DCGM_EXPORTER_HPC_JOB_MAPPING: dict[str, t.Any] = {
+    "value": {
+        "file_name": "<gpu id>",
+        "mig_file_name": "<gpu id>.<GPU instance id>",
+        "mig_file_name_since": "4.5.3-4.8.2",
+        "line": "one job id, becomes the hpc_job label",
+        "gpu_id_is": "the gpu= label: DCGM's GPU id",
+        "mig_gpu_instance_id_is": "NVML's GPU instance id (DCGM NvmlInstanceId)",
+        "empty_file_drops_metrics_before": "4.3.1-4.4.0",
+    },
+    "source": "NVIDIA/dcgm-exporter@d5e5f510:internal/pkg/transformation/hpc.go (Process, getGPUFiles, validGPUFile; "
+    "MIG key from 2623f7a, empty-file check from fe52755); internal/pkg/collector/gpu_collector.go (GPU, GPUInstanceID)",
+    "checked": "2026-11-26",
+}
+
+# DCGM's GPU id: nv-hostengine's first attach numbers the GPUs it gets from
+# NVML by NVML index (nvmlDeviceGetCount_v2, nvmlDeviceGetHandleByIndex_v2);
+# a re-attach matches them by UUID and keeps their ids, appending new GPUs.
+# NVML's index order is PCI bus id order (what nvidia-smi shows, and CUDA
+# with CUDA_DEVICE_ORDER=PCI_BUS_ID), not promised across reboots, so the
+# Slurm Prolog ranks the driver's /proc/driver/nvidia/gpus by bus id when the
+# job starts instead of keeping a number from a converge.
+DCGM_GPU_ID: dict[str, t.Any] = {
+    "value": {"is": "NVML index at nv-hostengine's first attach", "kept_by": "uuid", "node_side": "rank by PCI bus id"},
+    "source": "NVIDIA/DCGM@72fa3fea:dcgmlib/src/DcgmCacheManager.cpp (AttachGpus: detectedGpus[i].gpuId = i; "
+    "MergeNewlyDetectedGpuList); dcgmlib/src/NvmlTaskRunner.cpp (GetSafeNvmlHandlesImpl); "
+    "https://docs.nvidia.com/deploy/nvml-api/group__nvmlDeviceQueries.html (nvmlDeviceGetHandleByIndex_v2: order not "
+    "consistent between reboots); https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html (CUDA_DEVICE_ORDER)",
+    "checked": "2026-11-26",
+}

@@ -136,3 +136,25 @@ DRIVER_GPU_INFORMATION = {
     "source": "NVIDIA/open-gpu-kernel-modules@1739a20e:kernel-open/nvidia/nv-procfs.c (nv_procfs_read_gpu_info)",
     "checked": "2026-11-26",
 }
+
+# One script can be Prolog= and Epilog=: slurmd sets SLURM_SCRIPT_CONTEXT to
+# prolog_slurmd or epilog_slurmd (since 20.02; Debian 13 ships 24.11), and
+# passes the job's GRES environment (SLURM_JOB_GPUS) to both. A failing
+# Epilog drains the node too.
+PROLOG_EPILOG_CONTEXT = {
+    "value": {"variable": "SLURM_SCRIPT_CONTEXT", "prolog": "prolog_slurmd", "epilog": "epilog_slurmd", "since": "20.02"},
+    "source": "SchedMD/slurm@284c3b95:src/plugins/prep/script/prep_script_slurmd.c (_build_env); "
+    "src/slurmd/slurmd/req.c (_rpc_terminate_job: gres_g_prep_set_env); "
+    "https://slurm.schedmd.com/prolog_epilog.html (SLURM_SCRIPT_CONTEXT; Failure Handling)",
+    "checked": "2026-11-26",
+}
+
+# The ids of the GPU instances behind a MIG GRES's capability files: the
+# driver's mig-minors names each as gpu<minor>/gi<GPU instance id>/access
+# <cap minor>, the GPU instance id NVML reports.
+MIG_GPU_INSTANCE_MINORS = {
+    "value": {"line": "gpu<minor>/gi<gi>/access <cap minor>", "gi_is": "NVML GPU instance id"},
+    "source": "NVIDIA/nvidia-container-toolkit@d34b3046:internal/nvcaps/nvcaps.go (NewGPUInstanceCap); "
+    "internal/platform-support/dgpu/nvml.go (newNvmlMigDiscoverer)",
+    "checked": "2026-11-26",
+}

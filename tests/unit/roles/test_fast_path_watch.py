@@ -42,7 +42,7 @@ EXEMPT = {
     "/var/run/cri-dockerd.sock": "socket",
     "/var/lib/kubelet/pod-resources/kubelet.sock": "socket (the kubelet's, which dcgm-exporter reads)",
     # Data other tools fill at run time.
-    "/run/dcgm-job-map": "the scheduler's job mapping data, filled by its prolog",
+    "/run/dcgm-job-map": "per-job data: slurm_gres's Prolog/Epilog (slurm_gres_job_map_dir) rewrites it each job",
     # Secure Boot signing keys: made once, and the module they sign is in the fingerprint (loaded version).
     "/var/lib/dkms": "DKMS signing key, made once",
     "/var/lib/shim-signed/mok": "MOK signing key, made once",

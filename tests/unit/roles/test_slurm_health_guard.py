@@ -160,3 +160,145 @@ def test_no_report_allows_or_refuses_as_set(node, monkeypatch, capsys):
     assert guard.guard(node({"verify.json": None})) == guard.ALLOW
     assert "no health report to judge GPUs 1 by" in capsys.readouterr().err
     assert guard.guard(node({"verify.json": None}, missing="refuse")) == guard.BROKEN
+
+
+# The dcgm-exporter HPC job mapping: the same script as Prolog and Epilog (SLURM_SCRIPT_CONTEXT).
+# dgx-like node: minors 1, 2, 4 at buses 0f, 47, 87, and a GPU at bus 07 with minor 3: DCGM ids follow the bus order.
+MIG_MINORS = "config 1\nmonitor 2\ngpu1/gi7/access 120\ngpu1/gi7/ci0/access 121\ngpu1/gi8/access 129\n"
+
+
+@pytest.fixture
+def mapped(node, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The node above with a GPU at bus 07 (minor 3), the driver's mig-minors, and the mapping directory set."""
+    directory = tmp_path / "gpus" / "0000:07:00.0"
+    directory.mkdir(parents=True)
+    (directory / "information").write_text("GPU UUID: \t GPU-3\nBus Location: \t 0000:07:00.0\nDevice Minor: \t 3\n")
+    (tmp_path / "mig-minors").write_text(MIG_MINORS)
+    monkeypatch.setattr(guard, "MIG_MINORS", str(tmp_path / "mig-minors"))
+    (tmp_path / "slurmd").write_text(
+        "#!/bin/sh\ncat <<'EOF'\n"
+        "slurmd: Gres Name=gpu Type=a_1g Count=1 Index=1 ID=1 File=/dev/nvidia1,/dev/nvidia-caps/nvidia-cap120,"
+        "/dev/nvidia-caps/nvidia-cap121 Links=(null) Flags=HAS_MULT\n"
+        "slurmd: Gres Name=gpu Type=a Count=2 Index=2 ID=1 File=/dev/nvidia[2,4] Links=(null) Flags=HAS_FILE\n"
+        "EOF\n"
+    )
+    job_map = tmp_path / "job-map"
+
+    def settings(**overrides) -> dict:
+        config = dict(node({"verify.json": VERIFY_REPORT}), job_map_dir=str(job_map))
+        config.update(overrides)
+        monkeypatch.setenv("GPUFLEET_SLURM_HEALTH_GUARD_CONFIG", str(tmp_path / "guard.json"))
+        (tmp_path / "guard.json").write_text(json.dumps(config))
+        return config
+
+    return settings, job_map
+
+
+def run_as(monkeypatch: pytest.MonkeyPatch, context: str, job: str, gpus: str | None = None) -> int:
+    monkeypatch.setenv("SLURM_SCRIPT_CONTEXT", context)
+    monkeypatch.setenv("SLURM_JOB_ID", job)
+    if gpus is None:
+        monkeypatch.delenv("SLURM_JOB_GPUS", raising=False)
+    else:
+        monkeypatch.setenv("SLURM_JOB_GPUS", gpus)
+    return guard.main()
+
+
+def contents(job_map: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in sorted(job_map.iterdir())} if job_map.exists() else {}
+
+
+def test_dcgm_ids_are_the_pci_bus_order():
+    gpus = {4: {"bus": (0, 0x87, 0)}, 1: {"bus": (0, 0x0F, 0)}, 3: {"bus": (0, 0x07, 0)}, 2: {"bus": (0, 0x47, 0)}}
+    assert guard.dcgm_gpu_ids(gpus) == {3: 0, 1: 1, 2: 2, 4: 3}
+    assert guard.dcgm_gpu_ids({0: {"bus": (1, 0x01, 0)}, 1: {"bus": (0, 0xFF, 0)}}) == {1: 0, 0: 1}
+
+
+def test_gpu_instances_come_from_the_gi_access_lines():
+    assert guard.gpu_instances(MIG_MINORS) == {120: (1, 7), 129: (1, 8)}
+
+
+def test_a_prolog_maps_whole_gpus_and_a_mig_device_by_dcgm_id(mapped, monkeypatch):
+    settings, job_map = mapped
+    settings()
+    # slurmd index 0: the MIG device gi7 of minor 1 (bus 0f: DCGM id 1); 1: minor 2 (bus 47: id 2); 2: minor 4 (id 3).
+    assert run_as(monkeypatch, "prolog_slurmd", "42", "0,2") == guard.ALLOW
+    assert contents(job_map) == {".lock": "", "1": "42\n", "1.7": "42\n", "3": "42\n"}
+    assert (job_map / "3").stat().st_mode & 0o777 == 0o644
+    assert (job_map / ".lock").stat().st_mode & 0o777 == 0o600
+    # A second job on a GPU of the first: appended, once however often its Prolog runs.
+    assert run_as(monkeypatch, "prolog_slurmd", "43", "2") == guard.ALLOW
+    assert run_as(monkeypatch, "prolog_slurmd", "43", "2") == guard.ALLOW
+    assert contents(job_map)["3"] == "42\n43\n"
+
+
+def test_an_epilog_takes_the_job_out_everywhere_and_removes_emptied_files(mapped, monkeypatch):
+    settings, job_map = mapped
+    settings()
+    run_as(monkeypatch, "prolog_slurmd", "42", "0,2")
+    run_as(monkeypatch, "prolog_slurmd", "43", "2")
+    (job_map / "notes").write_text("42\n")  # not a mapping file name: left alone
+    # The Epilog needs no GPU list: the id is the job's on every GPU.
+    assert run_as(monkeypatch, "epilog_slurmd", "42") == guard.ALLOW
+    assert contents(job_map) == {".lock": "", "3": "43\n", "notes": "42\n"}
+    assert run_as(monkeypatch, "epilog_slurmd", "43", "2") == guard.ALLOW
+    assert contents(job_map) == {".lock": "", "notes": "42\n"}
+
+
+def test_a_refused_job_is_not_mapped(mapped, monkeypatch):
+    settings, job_map = mapped
+    settings()
+    assert run_as(monkeypatch, "prolog_slurmd", "44", "1") == guard.REFUSE  # minor 2: critical in VERIFY_REPORT
+    assert contents(job_map) == {}
+
+
+def test_without_the_guard_the_prolog_only_maps(mapped, monkeypatch):
+    settings, job_map = mapped
+    settings(guard=False)
+    assert run_as(monkeypatch, "prolog_slurmd", "44", "1") == guard.ALLOW
+    assert contents(job_map)["2"] == "44\n"
+
+
+def test_a_mapping_that_cannot_be_written_is_logged_and_the_job_runs(mapped, monkeypatch, tmp_path, capsys):
+    settings, job_map = mapped
+    job_map.write_text("a file where the directory should be")
+    settings()
+    assert run_as(monkeypatch, "prolog_slurmd", "45", "2") == guard.ALLOW
+    assert "job 45: cannot write the job mapping in {0}".format(job_map) in capsys.readouterr().err
+    # A bug or a broken slurmd -G is the same: logged, the job runs, the Epilog exits 0.
+    settings(slurmd=str(tmp_path / "no-such-slurmd"))
+    job_map.unlink()
+    assert run_as(monkeypatch, "prolog_slurmd", "46", "2") == guard.ALLOW
+    assert "job 46: cannot write the job mapping" in capsys.readouterr().err
+    assert run_as(monkeypatch, "epilog_slurmd", "46") == guard.ALLOW
+
+
+def test_gpus_the_node_cannot_place_are_logged_and_the_rest_mapped(mapped, monkeypatch, capsys):
+    settings, job_map = mapped
+    settings()
+    assert run_as(monkeypatch, "prolog_slurmd", "47", "2,9") == guard.ALLOW
+    assert "job 47: not in the job mapping: slurmd -G lists no GPU index 9 (3 listed)" in capsys.readouterr().err
+    assert contents(job_map)["3"] == "47\n"
+
+
+def test_concurrent_prologs_and_epilogs_lose_no_job(mapped, monkeypatch):
+    """Jobs sharing a GPU start and end at once, in separate processes (slurmd forks one per job): the flock
+    keeps each read-and-rewrite whole, so every id that went in and was not taken out is there."""
+    settings, job_map = mapped
+    settings(guard=False)
+    import multiprocessing  # pylint: disable=import-outside-toplevel
+
+    def one(job: int) -> None:
+        for context in ("prolog_slurmd",) if job % 3 else ("prolog_slurmd", "epilog_slurmd"):
+            run_as(monkeypatch, context, str(job), "2")
+
+    context = multiprocessing.get_context("fork")
+    workers = [context.Process(target=one, args=(job,)) for job in range(1, 41)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(30)
+        assert worker.exitcode == 0
+    kept = sorted(int(line) for line in (job_map / "3").read_text().split())
+    assert kept == [job for job in range(1, 41) if job % 3]
+    assert sorted(p.name for p in job_map.iterdir()) == [".lock", "3"]  # no temporary file left

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 
@@ -23,9 +24,11 @@ from stack import node, run_role
 GUARD = "/usr/local/sbin/gpufleet-slurm-health-guard"
 KMSG = "/run/nvml-sim/kmsg"
 REPORT = "/var/lib/gpufleet/verify.json"
+JOB_MAP = "/run/dcgm-job-map"
 ON_GPU_2 = "gpu:nvidia_a100_1c.3g.20gb:1"  # only GPU 2 has this MIG type
 ON_GPU_0 = "gpu:nvidia_a100_3g.20gb:1"  # only GPU 0 has this one
 WHOLE = "gpu:nvidia_a100-sxm4-40gb:4"  # GPUs 4-7
+ONE_WHOLE = "gpu:nvidia_a100-sxm4-40gb:1"
 
 
 def node_state(host) -> tuple[str, str]:
@@ -66,9 +69,11 @@ def cluster(host):
 def test_the_guard_is_root_owned_and_named_by_slurm_conf(host):
     f = node(host).file(GUARD)
     assert (f.user, f.group, f.mode) == ("root", "root", 0o755)
-    assert "Prolog=" + GUARD in node(host).file("/etc/slurm/slurm.conf").content_string.splitlines()
+    lines = node(host).file("/etc/slurm/slurm.conf").content_string.splitlines()
+    assert "Prolog=" + GUARD in lines and "Epilog=" + GUARD in lines
     settings = json.loads(node(host).file("/etc/gpufleet/slurm-health-guard.json").content_string)
     assert settings["reports"] == ["/var/lib/gpufleet/verify.json", "/var/lib/gpufleet/verify-boot.json"]
+    assert (settings["guard"], settings["job_map_dir"]) == (True, JOB_MAP)
 
 
 def test_jobs_on_healthy_gpus_run(host, cluster):
@@ -76,6 +81,29 @@ def test_jobs_on_healthy_gpus_run(host, cluster):
         run = srun(host, gres)
         assert run.rc == 0, (gres, run.stderr)
     assert node_state(host)[0] == "idle"
+
+
+def job_map_files(host, job: str) -> list[str]:
+    """The mapping files holding the job's id (dcgm-exporter's names only: <gpu id>[.<GPU instance id>])."""
+    out = node(host).run("grep -lx %s %s/* 2>/dev/null", job, JOB_MAP).stdout
+    return sorted(os.path.basename(path) for path in out.split() if re.match(r"^\d+(\.\d+)?$", os.path.basename(path)))
+
+
+def test_a_job_sees_its_id_in_the_dcgm_job_mapping_of_its_gpu_until_it_ends(host, cluster):
+    """From inside the job (srun, the Prolog has run): its id in the file of its GPU, named by DCGM's GPU id, which
+    is NVML's index (the simulator's), and for a MIG device also in <gpu id>.<GPU instance id>. After: gone."""
+    gpus = json.loads(node(host).check_output("nvml-simctl show"))["gpus"]
+    gi = next(g["id"] for g in gpus[0]["gis"] if "3g.20gb" in g["profile_name"])
+    inside = "echo $SLURM_JOB_ID; for f in %s/*; do grep -qx $SLURM_JOB_ID $f && echo ${f##*/}; done; true" % JOB_MAP
+    for gres, wanted in ((ON_GPU_0, [["0", "0.%d" % gi]]), (ONE_WHOLE, [[str(i)] for i in range(4, 8)])):
+        run = node(host).run("timeout 60 srun -t 1 --gres=%s sh -c %s", gres, inside)
+        assert run.rc == 0, (gres, run.stderr)
+        job, *seen = run.stdout.split()
+        assert sorted(seen) in wanted, (gres, seen)
+        # The Epilog runs once the job ends, after srun has returned.
+        assert wait_for(host, lambda: job_map_files(host, job) == [], timeout=15), job_map_files(host, job)
+    # Every job so far has ended: the files it emptied are gone.
+    assert wait_for(host, lambda: node(host).check_output("ls -A %s", JOB_MAP).split() == [".lock"]), node(host).check_output("ls -A %s", JOB_MAP)
 
 
 def test_a_job_on_a_critical_gpu_is_refused_and_the_node_drained_naming_it(host, cluster):
