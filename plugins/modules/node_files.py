@@ -77,6 +77,17 @@ options:
       - V(0) shows every changed file as sizes and sha256 only.
     type: int
     default: 104448
+  systemd_reload:
+    description:
+      - After every path is in place, run C(systemctl daemon-reload) in the same call when a path under a unit
+        directory of systemd's (C(/etc/systemd/system), C(/run/systemd/system), C(/usr/lib/systemd/system),
+        C(/lib/systemd/system)) changed, so that a role writing its unit and its links costs one call, not two.
+      - Only on a node booted with systemd (C(/run/systemd/system) exists, as sd_booted(3) tests); elsewhere, such
+        as an image built in a chroot, systemd reads the units when it starts. Never in check mode: RV(systemd_reloaded)
+        then says whether it would reload.
+      - A failing reload fails the task, with the paths already changed in RV(changed_paths).
+    type: bool
+    default: false
 notes:
   - A file's mode defaults to C(0644) and a directory's to C(0755) when they are created without O(files[].mode).
   - A path that exists as another kind (a directory where a file is declared, for example) is an error, not
@@ -126,6 +137,11 @@ changed_paths:
   elements: str
   returned: always
   sample: [/etc/systemd/system/example.service]
+systemd_reloaded:
+  description: Whether systemd was (in check mode would be) told to reload its units (see O(systemd_reload)).
+  type: bool
+  returned: always
+  sample: true
 """
 
 import hashlib
@@ -139,6 +155,10 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes
 
 _DEFAULT_MODES = {"file": "0644", "directory": "0755"}
+# Where systemd looks for unit files (systemd.unit(5)); a change there needs a daemon-reload.
+_UNIT_DIRECTORIES = ("/etc/systemd/system/", "/run/systemd/system/", "/usr/lib/systemd/system/", "/lib/systemd/system/")
+# sd_booted(3): systemd is the running init when this directory exists.
+_SYSTEMD_BOOTED = "/run/systemd/system"
 # What a no_log value is replaced by in a result, as ansible-core writes it.
 _HIDDEN = "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
 
@@ -315,6 +335,23 @@ class NodeFiles:
             self.changed_paths.append(path)
             self.diffs.append(diff)
 
+    def _systemd_reload(self) -> bool:
+        """daemon-reload once, after everything is in place, when a unit file or link changed (systemd_reload)."""
+        if not self.module.params["systemd_reload"] or not os.path.isdir(_SYSTEMD_BOOTED):
+            return False
+        if not any(path.startswith(_UNIT_DIRECTORIES) for path in self.changed_paths):
+            return False
+        if self.module.check_mode:
+            return True
+        rc, out, err = self.module.run_command([self.module.get_bin_path("systemctl", required=True), "daemon-reload"])
+        if rc != 0:
+            self.fail(
+                "systemctl daemon-reload failed after the files were written: {0}".format(err.strip() or out.strip() or "exit code {0}".format(rc)),
+                changed=True,
+                changed_paths=self.changed_paths,
+            )
+        return True
+
     # -- all paths -----------------------------------------------------------------------------
     def invocation(self) -> dict[str, t.Any]:
         """The arguments as a result may show them: every content hidden.
@@ -336,6 +373,7 @@ class NodeFiles:
                 entry["mode"] = _DEFAULT_MODES[entry["state"]]
             handlers[entry["state"]](entry)
         result: dict[str, t.Any] = {"changed": bool(self.changed_paths), "changed_paths": self.changed_paths}
+        result["systemd_reloaded"] = self._systemd_reload()
         if self.module._diff and self.diffs:
             result["diff"] = self.diffs
         result["invocation"] = self.invocation()
@@ -360,6 +398,7 @@ def main() -> None:
                 },
             },
             "diff_max_bytes": {"type": "int", "default": 104448},
+            "systemd_reload": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )

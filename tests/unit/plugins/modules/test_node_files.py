@@ -232,3 +232,62 @@ def test_content_is_hidden_where_the_arguments_are_refused(tmp_path: Path) -> No
     output = playbook(tmp_path, "refused-secret-5d2a", "", "-vvv", play_text=bad, rc=2)
     assert "diff_max_bytes" in output and "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER" in output, output
     assert "refused-secret" not in output, output
+
+
+@pytest.fixture
+def systemd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """A unit directory, a booted-with-systemd marker and a systemctl that logs its arguments, under tmp_path."""
+    from ansible_collections.gpufleet.nvidia.plugins.modules import node_files
+
+    units, booted, bin_dir = tmp_path / "units", tmp_path / "run-systemd-system", tmp_path / "bin"
+    for directory in (units, booted, bin_dir):
+        directory.mkdir()
+    calls = tmp_path / "systemctl.log"
+    systemctl = bin_dir / "systemctl"
+    systemctl.write_text('#!/bin/sh\necho "$@" >>{0}\nexit "${{SYSTEMCTL_RC:-0}}"\n'.format(calls))
+    systemctl.chmod(0o755)
+    monkeypatch.setattr(node_files, "_UNIT_DIRECTORIES", (str(units) + "/",))
+    monkeypatch.setattr(node_files, "_SYSTEMD_BOOTED", str(booted))
+    monkeypatch.setenv("PATH", "{0}:{1}".format(bin_dir, os.environ["PATH"]))
+    return {"units": units, "booted": booted, "calls": calls}
+
+
+def reload_run(files: list[dict[str, t.Any]], check: bool = False) -> dict[str, t.Any]:
+    return module_result("node_files", {"files": files, "systemd_reload": True}, check=check)
+
+
+def test_systemd_reload_follows_a_changed_unit_once_and_only_then(tmp_path: Path, systemd: dict[str, Path]) -> None:
+    """The mig and node_labels roles write their unit and its link and let systemd read them in the same call."""
+    unit = {"path": str(systemd["units"] / "example.service"), "content": "[Unit]\nDescription=x\n", **ME}
+    link = {"path": str(systemd["units"] / "multi-user.target.wants"), "state": "directory", **ME}
+    other = {"path": str(tmp_path / "config.json"), "content": "{}\n", **ME}
+
+    predicted = reload_run([unit, link, other], check=True)
+    assert predicted["systemd_reloaded"] and not systemd["calls"].exists()
+    first = reload_run([unit, link, other])
+    assert first["systemd_reloaded"] and systemd["calls"].read_text() == "daemon-reload\n"
+    again = reload_run([unit, link, other])
+    assert not again["changed"] and not again["systemd_reloaded"]
+    # A change outside the unit directories needs no reload.
+    changed_config = reload_run([unit, link, dict(other, content='{"a": 1}\n')])
+    assert changed_config["changed_paths"] == [other["path"]] and not changed_config["systemd_reloaded"]
+    # A removed unit is a change systemd must forget.
+    removed = reload_run([dict(unit, state="absent", content=None)])
+    assert removed["systemd_reloaded"] and systemd["calls"].read_text() == "daemon-reload\n" * 2
+    # Without the option, a changed unit is left to the caller.
+    assert not run([unit])["systemd_reloaded"] and systemd["calls"].read_text() == "daemon-reload\n" * 2
+
+
+def test_systemd_reload_is_skipped_where_systemd_is_not_running(tmp_path: Path, systemd: dict[str, Path]) -> None:
+    """An image built in a chroot: systemd reads the units when it starts."""
+    systemd["booted"].rmdir()
+    written = reload_run([{"path": str(systemd["units"] / "example.service"), "content": "[Unit]\n", **ME}])
+    assert written["changed"] and not written["systemd_reloaded"] and not systemd["calls"].exists()
+
+
+def test_a_failing_systemd_reload_fails_and_names_what_was_written(tmp_path: Path, systemd: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SYSTEMCTL_RC", "1")
+    unit = str(systemd["units"] / "example.service")
+    failed = reload_run([{"path": unit, "content": "[Unit]\n", **ME}])
+    assert failed["failed"] and failed["msg"].startswith("systemctl daemon-reload failed after the files were written")
+    assert failed["changed_paths"] == [unit] and Path(unit).read_text() == "[Unit]\n"
