@@ -24,8 +24,6 @@ description:
   - Downloads go through C(ansible.module_utils.urls), as M(ansible.builtin.get_url)'s do, with its options.
     HTTPS certificates are always verified, so there is no C(validate_certs); a mirror with a private CA is
     trusted with O(ca_path).
-author:
-  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.mutating
