@@ -7,11 +7,11 @@ from __future__ import annotations
 
 
 class ModuleDocFragment:
-    """Shared `attributes` for gpufleet.nvidia modules.
+    """What every gpufleet.nvidia module's documentation shares: its author and its `attributes`.
 
-    Every module extends the base fragment (the descriptions), then exactly one
-    of the support sections, so that the support levels are stated in one place
-    and cannot drift between modules of the same kind:
+    Every module extends the base fragment (the author and the attributes' descriptions), then
+    exactly one of the support sections, so that the author and the support levels are stated in
+    one place and cannot drift between modules of the same kind:
 
       extends_documentation_fragment:
         - gpufleet.nvidia.attributes
@@ -21,8 +21,11 @@ class ModuleDocFragment:
     `gpufleet.nvidia.attributes.action_group_nvml`.
     """
 
-    # Descriptions only; the support levels come from the sections below.
+    # The author, the same for every module, and the attributes' descriptions; the support levels come from the
+    # sections below.
     DOCUMENTATION = r"""
+author:
+  - gpufleet maintainers (@gpufleet)
 options: {}
 attributes:
   check_mode:

@@ -5,21 +5,14 @@
 from __future__ import annotations
 
 import typing as t
-from collections.abc import Mapping
-
-from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _dcgm
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import plan_of_mapping
 
 
 def dcgm_plan(settings: object) -> dict[str, t.Any]:
     """Packages, repository, exporter and dcgmi command lines for one host, or the first problem with its fix."""
-    if not isinstance(settings, Mapping):
-        raise AnsibleFilterError("dcgm_plan: give the role's settings as a mapping, not {0}".format(type(settings).__name__))
-    try:
-        return _dcgm.plan(settings)
-    except ValueError as exc:
-        raise AnsibleFilterError("dcgm_plan: {0}".format(exc)) from None
+    return plan_of_mapping("dcgm_plan", _dcgm.plan, settings, "give the role's settings as a mapping, not {0}")
 
 
 def dcgm_health_watches(text: object) -> list[str]:

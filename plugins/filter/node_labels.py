@@ -5,11 +5,9 @@
 from __future__ import annotations
 
 import typing as t
-from collections.abc import Mapping
-
-from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _gfd_labels
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import plan_of_mapping
 
 
 def node_labels_plan(request: object) -> dict[str, t.Any]:
@@ -21,12 +19,7 @@ def node_labels_plan(request: object) -> dict[str, t.Any]:
     path on the node, checked). The plan is module_utils/_gfd_labels.plan, which the node's refresh command
     (gpufleet-node-labels) runs too.
     """
-    if not isinstance(request, Mapping):
-        raise AnsibleFilterError("node_labels_plan: expects a mapping with nvml, settings and reads, got {0!r}".format(type(request).__name__))
-    try:
-        return _gfd_labels.plan(request)
-    except ValueError as err:
-        raise AnsibleFilterError("node_labels_plan: {0}".format(err)) from None
+    return plan_of_mapping("node_labels_plan", _gfd_labels.plan, request, "expects a mapping with nvml, settings and reads, got {0!r}")
 
 
 class FilterModule:

@@ -22,8 +22,6 @@ description:
   - The roles use it in place of M(ansible.builtin.apt), whose python-apt cache costs about 1.5 seconds each
     time it is opened on a node with Debian's lists (several times per call), and whose O(ansible.builtin.apt#module:update_cache)
     refreshes every list on every call.
-author:
-  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
 options:

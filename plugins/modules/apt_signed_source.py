@@ -24,8 +24,6 @@ description:
   - Downloads go through C(ansible.module_utils.urls), as M(ansible.builtin.get_url)'s do, with its options.
     HTTPS certificates are always verified, so there is no C(validate_certs); a mirror with a private CA is
     trusted with O(ca_path).
-author:
-  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.mutating
@@ -118,17 +116,18 @@ class SignedSource:
 
     def __init__(self, module: AnsibleModule) -> None:
         self.module = module
-        params = module.params
-        self.key_path: str = params["key_path"]
-        self.sources_path: str = params["sources_path"]
-        self.fingerprint: str = params["key_fingerprint"].replace(" ", "").upper()
+        # What fail() reports, so set before the first check can fail.
         self.changed_paths: list[str] = []
         self.diffs: list[dict[str, t.Any]] = []
+        params = module.params
+        self.fingerprint: str = params["key_fingerprint"].replace(" ", "").upper()
         if self.fingerprint and not _FINGERPRINT.match(self.fingerprint):
             self.fail("key_fingerprint: expected 40 hexadecimal digits, got '{0}'".format(params["key_fingerprint"]))
         for option in ("key_path", "sources_path"):
             if not os.path.isabs(params[option]):
                 self.fail("{0}: '{1}' is not absolute; give the full path".format(option, params[option]))
+        self.key_path: str = params["key_path"]
+        self.sources_path: str = params["sources_path"]
         if self.key_path not in params["sources_content"]:
             self.fail("sources_content: it does not name key_path {0} (Signed-By), so apt would not use the key".format(self.key_path))
 

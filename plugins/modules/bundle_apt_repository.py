@@ -22,8 +22,6 @@ description:
   - Dependencies the repository cannot satisfy (on Debian, packages from C(main)) are returned in RV(external);
     the nodes get them from their own distribution mirror.
   - Runs where the bundle is written (the controller); the nodes never run it.
-author:
-  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.mutating

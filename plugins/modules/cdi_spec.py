@@ -23,8 +23,6 @@ description:
   - The spec is generated in a private directory beside (not inside) the spec directory and renamed into place,
     so CDI consumers, which scan spec directories for C(*.yaml) and C(*.json), never see a half-written or second
     spec.
-author:
-  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.mutating

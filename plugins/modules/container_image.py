@@ -17,8 +17,6 @@ description:
     C(docker load); nothing is pulled then. A reference pinned by digest must match the archive's manifest digest,
     and containerd then also names the image by that reference, as a pull by digest would, so CRI resolves it.
   - Without an archive, pulls it through the engine (the site's registry) when O(pull=true).
-author:
-  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.mutating

@@ -25,8 +25,6 @@ description:
     the same cgroup driver.
   - After writing, C(containerd config dump) must accept the new files; if it does not, both files are put back as
     they were and the module fails with containerd's message. Restarting containerd is left to the caller.
-author:
-  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.mutating

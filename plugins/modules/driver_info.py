@@ -17,8 +17,6 @@ description:
     state, Secure Boot with the enrolled MOK certificates, whether the node is a container, NVSwitch
     bridges on the PCI bus, and whether nouveau is loaded.
   - It does not talk to the GPU; use M(gpufleet.nvidia.nvml_info) for the loaded driver and the GPUs.
-author:
-  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.info_module

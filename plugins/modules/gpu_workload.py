@@ -22,8 +22,6 @@ description:
     C(docker load)), or pullable when O(pull=true). It is never pulled when an archive is given.
   - Reports C(changed=true) only when it imported or pulled the image; the check itself changes nothing. In check
     mode it does not import or pull; with the image absent the runs are reported as skipped.
-author:
-  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.info_module

@@ -38,8 +38,6 @@ description:
   - When an NVML call fails part-way, the module fails with the failed step, what it had already done (RV(done))
     and what it had not (RV(not_done)). Nothing is rolled back except a MIG mode it had just switched on; a second run
     plans from what is on the GPUs and converges.
-author:
-  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.mutating

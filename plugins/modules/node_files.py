@@ -23,8 +23,6 @@ description:
   - A file's content is never logged or returned (it is C(no_log)); with C(--diff) a changed file shows as a
     diff of its text, unless it is larger than O(diff_max_bytes) or binary, when the diff names its sizes and
     sha256 before and after instead.
-author:
-  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.mutating

@@ -27,8 +27,6 @@ description:
     changed variable or an upgraded collection never matches an old record.
   - This is the fast path of a no-op run; it is conservative by design. Anything else that writes under a watched
     path (another tool, a package's maintainer script) only costs one full run.
-author:
-  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
 attributes:

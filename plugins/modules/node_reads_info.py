@@ -18,8 +18,6 @@ description:
     says so on its stderr, not an error. The caller judges what it read.
   - For reads only. Commands run without a shell, one after the other, each with a time limit; the module cannot
     tell a read from a change, so only give it commands that change nothing. It always reports C(changed=false).
-author:
-  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.info_module

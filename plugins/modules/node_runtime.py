@@ -66,8 +66,6 @@ requirements:
   - Python 3.8 or later on the target (standard library only).
 seealso:
   - module: gpufleet.nvidia.node_files
-author:
-  - gpufleet maintainers (@gpufleet)
 """
 
 EXAMPLES = r"""

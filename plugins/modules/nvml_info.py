@@ -29,8 +29,6 @@ description:
   - With O(gather_health=true) each GPU also reports its hardware health in RV(nvml.gpus[].health). A health read
     that the GPU or driver cannot answer, that needs more privileges (C(NVML_ERROR_NO_PERMISSION)) or that has no
     data yet (C(NVML_ERROR_NO_DATA)) is V(null).
-author:
-  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.info_module

@@ -14,8 +14,6 @@ description:
   - Sets dpkg's selection (V(hold) or V(install)) of every package in O(name) that does not have it yet, with one
     C(dpkg --set-selections), where M(ansible.builtin.dpkg_selections) takes one round trip to the node per
     package. A driver is a dozen packages or more, held and released together.
-author:
-  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.mutating

@@ -17,8 +17,6 @@ description:
     repository's key) before it changes anything.
   - The repository must be signed; its key is verified by the package manager (apt checks the
     C(InRelease) signature with the key as C(signed-by)), and optionally against expected fingerprints.
-author:
-  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.info_module

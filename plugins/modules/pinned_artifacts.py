@@ -35,8 +35,6 @@ description:
     answer is named by its variable and URL, a key URL that answers with something else than an OpenPGP key, and a
     suite the mirror does not have (HTTP 404), as such. Repositories and keys are read only as far as their first
     bytes; a distribution's C(Packages) index is never downloaded.
-author:
-  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.info_module

@@ -24,8 +24,6 @@ description:
     stop the host with the next task, for example M(ansible.builtin.assert) on RV(verdict.stop) with
     RV(verdict.message).
   - It fails for bad options and for bad O(tables) or O(custom_rules), naming the field.
-author:
-  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.version_matrix

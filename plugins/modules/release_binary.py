@@ -29,8 +29,6 @@ description:
     ciphers and a timeout. Both downloads (the tarball and its O(sha256_url)) use them.
   - HTTPS certificates are always verified, so there is no C(validate_certs); a mirror with a private CA is trusted
     with O(ca_path).
-author:
-  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.mutating

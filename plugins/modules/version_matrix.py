@@ -24,8 +24,6 @@ description:
   - Fails when a finding reaches O(fail_on); the message lists those findings and their fixes.
   - Add CUDA releases, driver branches and GPU models with O(tables), and your own rules with O(custom_rules),
     without changing the collection.
-author:
-  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.version_matrix

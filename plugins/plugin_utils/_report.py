@@ -378,8 +378,8 @@ def scheduler_rows(reports: list[dict[str, t.Any]]) -> list[list[str]]:
 SCHEDULER_HEADER = ("Host", "nvidia.com/gpu.product", "gpu.memory", "gpu.count", "mig.strategy", "Slurm")
 
 
-def _schedulers_html(reports: list[dict[str, t.Any]]) -> list[str]:
-    rows = scheduler_rows(reports)
+def _schedulers_html(rows: list[list[str]]) -> list[str]:
+    """The scheduler_rows as an HTML section; none when no host has labels or Gres."""
     if not rows:
         return []
     out = [
@@ -393,8 +393,8 @@ def _schedulers_html(reports: list[dict[str, t.Any]]) -> list[str]:
     return out
 
 
-def _schedulers_markdown(reports: list[dict[str, t.Any]]) -> list[str]:
-    rows = scheduler_rows(reports)
+def _schedulers_markdown(rows: list[list[str]]) -> list[str]:
+    """The scheduler_rows as a Markdown section; none when no host has labels or Gres."""
     if not rows:
         return []
     lines = ["", "## What the schedulers see", "", "| " + " | ".join(SCHEDULER_HEADER) + " |", "|" + "---|" * len(SCHEDULER_HEADER)]
@@ -441,7 +441,7 @@ def render_html(reports: list[dict[str, t.Any]], title: str = "gpufleet fleet re
                 out.append('<td class="st {0}" title="{1}">{2}</td>'.format(_e(item["status"]), _e(item.get("summary")), _e(layer_cell(layer, item))))
         out.append("</tr>")
     out.append("</tbody></table>")
-    out.extend(_schedulers_html(reports))
+    out.extend(_schedulers_html(scheduler_rows(reports)))
     out.extend(_cuda_html(reports))
 
     out.append("<h2>Findings</h2>")
@@ -562,7 +562,7 @@ def render_markdown(reports: list[dict[str, t.Any]], title: str = "gpufleet flee
         cells.append(_md(gpu_models(report)))
         cells += [_md(layer_cell(layer, checks[layer])) if layer in checks else "-" for layer, _label in LAYER_COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += _schedulers_markdown(reports)
+    lines += _schedulers_markdown(scheduler_rows(reports))
     lines += _cuda_markdown(reports)
     lines += ["", "## Findings", ""]
     any_findings = False

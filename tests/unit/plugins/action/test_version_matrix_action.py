@@ -64,14 +64,14 @@ CASES = {
         cuda_versions=["13.4"],
         tables={"cuda_drivers": [{"cuda": "13.4", "driver": "615.90.01"}], "branches": [{"branch": "615", "type": "PB", "eol": "2027-09"}]},
         custom_rules=[
-            {
-                "id": "blackwell-floor",
-                "severity": "error",
-                "message": "Blackwell runs R620",
-                "fix": "set driver_version",
-                "when": {"gpu_architecture": "blackwell"},
-                "require": {"driver_version": ">= 620.0"},
-            }
+            dict(
+                id="blackwell-floor",
+                severity="error",
+                message="Blackwell runs R620",
+                fix="set driver_version",
+                when={"gpu_architecture": "blackwell"},
+                require={"driver_version": ">= 620.0"},
+            )
         ],
         ignore_rules=["branch_lifecycle"],
     ),

@@ -16,6 +16,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.filter.slurm_gres import FilterModule, slurm_gres_cgroup_problem, slurm_gres_plan
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._slurm_gres import mig_type, parse_mig_minors
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins import mig_expected
 
 BEGIN, END = "# BEGIN gpufleet.nvidia slurm_gres", "# END gpufleet.nvidia slurm_gres"
 
@@ -80,18 +81,14 @@ def test_mixed_models_keep_their_own_types(sim_node):
 # GPU 2 one 3g.20gb cut into three 1c.3g.20gb, GPU 3 MIG on without devices (nothing),
 # GPU 4 MIG pending (whole, for now), GPUs 5-7 whole. A MIG type is the GPU's type cut
 # at the first "-" ("nvidia_a100") plus "_<profile>".
-MIG_MIXED_DECLARED = {
-    "version": "v1",
-    "mig-configs": {
-        "lab": [
-            {"devices": [0], "mig-enabled": True, "mig-devices": {"3g.20gb": 1, "2g.10gb": 1, "1g.5gb": 2}},
-            {"devices": [1], "mig-enabled": True, "mig-devices": {"1g.5gb": 7}},
-            {"devices": [2], "mig-enabled": True, "mig-devices": {"1c.3g.20gb": 3}},
-            {"devices": [3], "mig-enabled": True, "mig-devices": {}},
-            {"devices": [4, 5, 6, 7], "mig-enabled": False},
-        ]
-    },
-}
+MIG_MIXED_DECLARED = mig_expected.config(
+    "lab",
+    {"devices": [0], "mig-enabled": True, "mig-devices": {"3g.20gb": 1, "2g.10gb": 1, "1g.5gb": 2}},
+    {"devices": [1], "mig-enabled": True, "mig-devices": {"1g.5gb": 7}},
+    {"devices": [2], "mig-enabled": True, "mig-devices": {"1c.3g.20gb": 3}},
+    {"devices": [3], "mig-enabled": True, "mig-devices": {}},
+    {"devices": [4, 5, 6, 7], "mig-enabled": False},
+)
 
 
 def test_mixed_mig(sim_node):
@@ -142,7 +139,7 @@ def test_autodetect_refuses_a_gpu_with_mig_on_and_no_devices(sim_node):
 
 
 def test_a_layout_not_applied_yet_is_a_mismatch(sim_node):
-    config = {"version": "v1", "mig-configs": {"all-1g": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}]}}
+    config = mig_expected.config("all-1g", {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}})
     plan = slurm_gres_plan(facts(sim_node, "dgx-a100-8x40gb"), mig_label="all-1g", mig_config=config)
     assert len(plan["layout_mismatches"]) == 8
     assert "GPU 0 (NVIDIA A100-SXM4-40GB): mig_label 'all-1g' (mig-configs.all-1g[0]) declares MIG on, but NVML shows it off" in plan["layout_mismatches"][0]
@@ -150,7 +147,7 @@ def test_a_layout_not_applied_yet_is_a_mismatch(sim_node):
 
 
 def test_mig_devices_other_than_declared_are_a_mismatch(sim_node):
-    config = {"version": "v1", "mig-configs": {"lab": [{"devices": [1], "mig-enabled": True, "mig-devices": {"1g.5gb": 6}}]}}
+    config = mig_expected.config("lab", {"devices": [1], "mig-enabled": True, "mig-devices": {"1g.5gb": 6}})
     plan = slurm_gres_plan(facts(sim_node, "dgx-a100-mig-mixed"), mig_label="lab", mig_config=config, mig_minors=driver_mig_minors())
     assert plan["layout_mismatches"] == [
         "GPU 1 (NVIDIA A100-SXM4-40GB): mig_label 'lab' (mig-configs.lab[0]) declares MIG devices 1g.5gb x6, but NVML shows 1g.5gb x7; "
@@ -185,14 +182,18 @@ def test_a_lost_gpu_is_a_problem(sim_node):
     assert plan["problems"][0].startswith("GPU 3 (GPU-") and "drain the node" in plan["problems"][0]
 
 
+# NVML's product names; a MIG device's name is its GPU's followed by " MIG <profile>".
+A100, H100 = "NVIDIA A100-SXM4-40GB", "NVIDIA H100 80GB HBM3"
+
+
 @pytest.mark.parametrize(
     "gpu,mig,expected",
     [
-        ("NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB MIG 3g.20gb", "nvidia_a100_3g.20gb"),
-        ("NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB MIG 1c.3g.20gb", "nvidia_a100_1c.3g.20gb"),
-        ("NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3 MIG 1g.10gb", "nvidia_h100_80gb_hbm3_1g.10gb"),
-        ("NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3 MIG 1g.10gb+me", "nvidia_h100_80gb_hbm3_1g.10gb+me"),
-        ("NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB", None),
+        (A100, A100 + " MIG 3g.20gb", "nvidia_a100_3g.20gb"),
+        (A100, A100 + " MIG 1c.3g.20gb", "nvidia_a100_1c.3g.20gb"),
+        (H100, H100 + " MIG 1g.10gb", "nvidia_h100_80gb_hbm3_1g.10gb"),
+        (H100, H100 + " MIG 1g.10gb+me", "nvidia_h100_80gb_hbm3_1g.10gb+me"),
+        (A100, A100, None),
     ],
 )
 def test_mig_type_follows_slurm(gpu, mig, expected):

@@ -535,18 +535,14 @@ def test_export_reapplies_unchanged_on_every_fixture(fixture: str, sim_node: t.A
 def test_export_of_a_mixed_node(sim_node: t.Any) -> None:
     node = sim_node("dgx-a100-mig-mixed")
     config = node.run("mig_config", state="exported")["result"]["exported"]
-    assert config == {
-        "version": "v1",
-        "mig-configs": {
-            "current": [
-                {"devices": [0], "mig-enabled": True, "mig-devices": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}},
-                {"devices": [1], "mig-enabled": True, "mig-devices": {"1g.5gb": 7}},
-                {"devices": [2], "mig-enabled": True, "mig-devices": {"1c.3g.20gb": 3}},
-                {"devices": [3, 4], "mig-enabled": True, "mig-devices": {}},
-                {"devices": [5, 6, 7], "mig-enabled": False},
-            ]
-        },
-    }
+    assert config == mig_expected.config(
+        "current",
+        {"devices": [0], "mig-enabled": True, "mig-devices": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}},
+        {"devices": [1], "mig-enabled": True, "mig-devices": {"1g.5gb": 7}},
+        {"devices": [2], "mig-enabled": True, "mig-devices": {"1c.3g.20gb": 3}},
+        {"devices": [3, 4], "mig-enabled": True, "mig-devices": {}},
+        {"devices": [5, 6, 7], "mig-enabled": False},
+    )
 
 
 def test_mode_only_assert_checks_the_mode_and_not_the_instances(sim_node: t.Any) -> None:
