@@ -57,6 +57,13 @@ PACKAGE_INIT = (
     b"# Installed by gpufleet.nvidia.node_runtime, once per collection version; managed by Ansible.\n"
 )
 
+# Where the module looks by default (its option root).
+DEFAULT_ROOT = "/usr/local/lib/gpufleet"
+# The run's state of the node's runtime, which each role that installs a command publishes with set_fact after
+# writing it (a host variable, never a cached fact: it holds for this run only), so that the next role of the run
+# plans without asking the node again.
+RUN_STATE = "gpufleet_run_runtime"
+
 _cache: dict[Path, "Runtime"] = {}
 
 
@@ -159,6 +166,29 @@ def plan(found: dict[str, t.Any], user: str, state: str) -> dict[str, t.Any]:
     return {"install": install, "changed_files": found["differing"] if install else [], "remove": remove, "released": released}
 
 
+def known_state(run_state: t.Any, built: Runtime, root: str, user: str, state: str) -> dict[str, t.Any] | None:
+    """The node's answer as an earlier call of this run left it (see state_after), where it still holds: the same
+    runtime and root, a user the answer covered, and, to install nothing, the current version in place."""
+    if not isinstance(run_state, dict) or run_state.get("name") != built.name or run_state.get("root") != root or user not in USERS:
+        return None
+    current = posixpath.join(root, built.name)
+    versions = run_state.get("versions")
+    if not isinstance(versions, dict) or (state == "present" and current not in versions):
+        return None
+    return {"path": current, "differing": [], "manifest_before": built.manifest, "versions": versions}
+
+
+def state_after(found: dict[str, t.Any], decided: dict[str, t.Any], built: Runtime, root: str, user: str, state: str) -> dict[str, t.Any]:
+    """The node once the calling role has written (or removed) user as node_runtime tells it to: the versions left and
+    who imports each. The removed and released versions are gone, user imports the current version (state present)
+    or none (absent)."""
+    gone = set(decided["remove"]) | set(decided["released"])
+    versions = {path: sorted(set(users) - {user}) for path, users in found["versions"].items() if path not in gone}
+    if state == "present":
+        versions[found["path"]] = sorted(set(versions.get(found["path"], [])) | {user})
+    return {"name": built.name, "root": root, "versions": versions}
+
+
 def install_entries(built: Runtime, version_dir: str, changed: t.Collection[str], remove: t.Sequence[str]) -> list[dict[str, t.Any]]:
     """node_files entries: the directories (a parent before its children), the files that differ, the manifest
     last (a run cut short leaves it stale, and the next run finishes the job), then the old versions."""
@@ -200,10 +230,18 @@ class ActionModule(ActionBase):
         if not args.get("user"):
             raise AnsibleActionFail("node_runtime: user is required: the command on the node that imports the runtime")
         built = runtime()
-        args.update(name=built.name, manifest=built.manifest, users=sorted(set(USERS) | {args["user"]}))
-        found = self._execute_module(module_name="gpufleet.nvidia.node_runtime", module_args=args, task_vars=task_vars)
-        if found.get("failed"):
-            return found
+        root = args.get("root") or DEFAULT_ROOT
+        check_mode = self._play_context.check_mode
+        # Check mode asks the node every time: an earlier role's predicted install is not on the node.
+        found = None if check_mode else known_state((task_vars or {}).get(RUN_STATE), built, root, args["user"], state)
+        if found is None:
+            args.update(name=built.name, manifest=built.manifest, users=sorted(set(USERS) | {args["user"]}))
+            found = self._execute_module(module_name="gpufleet.nvidia.node_runtime", module_args=args, task_vars=task_vars)
+            if found.get("failed"):
+                return found
+            result["asked_node"] = True
+        else:
+            result["asked_node"] = False
         decided = plan(found, args["user"], state)
         result.update(
             changed=decided["install"] or bool(decided["remove"]),
@@ -217,9 +255,12 @@ class ActionModule(ActionBase):
         )
         if self._play_context.diff and result["changed"]:
             result["diff"] = diff_of(found, built, decided)
-        if result["changed"] and not self._play_context.check_mode:
+        if result["changed"] and not check_mode:
             entries = install_entries(built, found["path"], decided["changed_files"], decided["remove"])
             written = self._execute_module(module_name="gpufleet.nvidia.node_files", module_args={"files": entries}, task_vars=task_vars)
             if written.get("failed"):
                 result.update(failed=True, msg="node_runtime: installing {0} failed: {1}".format(found["path"], written.get("msg")))
+                return result
+        if not check_mode:
+            result["run_state"] = state_after(found, decided, built, root, args["user"], state)
         return result

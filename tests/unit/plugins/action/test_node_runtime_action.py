@@ -25,8 +25,10 @@ from ansible_collections.gpufleet.nvidia.plugins.action.node_runtime import (
     ActionModule,
     build_runtime,
     collection_version,
+    known_state,
     plan,
     runtime_sources,
+    state_after,
 )
 from ansible_collections.gpufleet.nvidia.plugins.modules.node_runtime import ARGUMENT_SPEC
 from ansible_collections.gpufleet.nvidia.tests.unit.playbook_run import local_play
@@ -224,3 +226,50 @@ def test_a_command_whose_runtime_is_gone_says_which_and_how_to_fix_it(command: P
     done = subprocess.run([sys.executable, str(installed), "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False, timeout=60)
     assert done.returncode == 1
     assert "node runtime {0} is missing; run the gpufleet.nvidia.{1} role again".format(gone, command.parent.parent.name) in done.stdout
+
+
+# -- the run's state: the node is asked once per run -----------------------------------------------------------
+
+
+def published(register: str) -> str:
+    return """
+    - ansible.builtin.set_fact:
+        gpufleet_run_runtime: "{{ %s.run_state }}"
+      when: %s.run_state is defined
+""" % (register, register)
+
+
+def test_a_later_role_of_the_run_plans_from_the_run_state_without_asking_the_node(tmp_path: Path) -> None:
+    """mig, node_labels and verify each install a command: the node is asked by the first only."""
+    root = tmp_path / "lib"
+    mig, labels = USERS[0], USERS[2]
+    built = build_runtime()
+    out = playbook(tmp_path, task(root, Path(mig), "first") + published("first") + task(root, Path(labels), "second"))
+    first, second = out["first"], out["second"]
+    assert first["asked_node"] and first["changed"] and not second["asked_node"] and not second["changed"]
+    assert second["path"] == first["path"] == str(root / built.name) and second["released"] == []
+    assert second["run_state"] == {"name": built.name, "root": str(root), "versions": {str(root / built.name): sorted([mig, labels])}}
+    # Check mode asks the node every time: an earlier role's predicted install is not there.
+    checked = playbook(tmp_path, task(root, Path(mig), "first") + published("first") + task(root, Path(labels), "second"), check=True)
+    assert checked["second"]["asked_node"] and "run_state" not in checked["second"]
+
+
+def test_the_run_state_releases_what_a_probe_would() -> None:
+    """An old version two commands imported: the first role's rewrite leaves it to the second, which releases it."""
+    built = build_runtime()
+    root, mig, verify = "/usr/local/lib/gpufleet", USERS[0], USERS[1]
+    old, current = root + "/0.0.1-111111111111", root + "/" + built.name
+    found = {"path": current, "differing": ["MANIFEST.json"], "manifest_before": "", "versions": {old: [mig, verify]}}
+    decided = plan(found, mig, "present")
+    assert decided["released"] == [] and decided["remove"] == []
+    after = state_after(found, decided, built, root, mig, "present")
+    assert after["versions"] == {old: [verify], current: [mig]}
+    known = known_state(after, built, root, verify, "present")
+    assert known is not None and plan(known, verify, "present")["released"] == [old]
+    # A node where the current version is not in place, another root or runtime, or a command not of the
+    # collection: the node is asked.
+    assert known_state(state_after(found, decided, built, root, mig, "absent"), built, root, verify, "present") is None
+    assert known_state(after, built, "/opt/gpufleet", verify, "present") is None
+    assert known_state(dict(after, name="0.0.0-000000000000"), built, root, verify, "present") is None
+    assert known_state(after, built, root, "/usr/local/sbin/someone-else", "present") is None
+    assert known_state(None, built, root, verify, "present") is None
