@@ -300,17 +300,8 @@ class MigCalls(NvmlLibrary):
     def device_attributes(self, device: Device) -> DeviceAttributes:
         attrs = _DeviceAttributes()
         self._call_with_fallback("nvmlDeviceGetAttributes_v2", (device.value, ctypes.byref(attrs)), (device.value, ctypes.byref(attrs)))
-        return DeviceAttributes(
-            multiprocessor_count=attrs.multiprocessorCount,
-            shared_copy_engine_count=attrs.sharedCopyEngineCount,
-            shared_decoder_count=attrs.sharedDecoderCount,
-            shared_encoder_count=attrs.sharedEncoderCount,
-            shared_jpeg_count=attrs.sharedJpegCount,
-            shared_ofa_count=attrs.sharedOfaCount,
-            gpu_instance_slice_count=attrs.gpuInstanceSliceCount,
-            compute_instance_slice_count=attrs.computeInstanceSliceCount,
-            memory_size_mb=attrs.memorySizeMB,
-        )
+        # DeviceAttributes has the struct's fields in the struct's order.
+        return DeviceAttributes(*(getattr(attrs, field) for field, _ctype in _DeviceAttributes._fields_))
 
     def mig_device_gpu_instance_id(self, mig_device: Device) -> int:
         return self._uint("nvmlDeviceGetGpuInstanceId", mig_device.value)
