@@ -20,9 +20,6 @@ _GETTING_STARTED = "https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/ge
 # repository (Amazon Linux 2023 release notes, 2026-03-02 AMI): one package
 # list naming every datacenter-gpu-manager-4-* flavour of one release.
 _AL2023_LIST = "secondary: amazonlinux/amazon-linux-2023 release notes, AMI 2023.10.20260302 (NVIDIA CUDA repository packages)"
-_CUDA_REPO_INDEX = "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/Packages"
-_EXPORTER_FLAGS = "NVIDIA/dcgm-exporter@main:pkg/cmd/app.go (NewApp: c.Flags)"
-_DCGMI_HEALTH = "NVIDIA/DCGM@master:dcgmi/main_dcgmi.cpp (health --set help text)"
 
 # The packages of a DCGM 4 install, in install order. `flavour`: "" for the
 # packages every install has, "cuda" for the ones named after the CUDA major
@@ -84,7 +81,7 @@ DCGM_CUDA_FLAVOURS: tuple[dict[str, t.Any], ...] = (
 # both package formats the packaging revision "-1" (4.5.2-1 in the rpm list).
 DCGM_PACKAGE_VERSION: dict[str, t.Any] = {
     "value": {"apt": "1:{version}-1", "dnf": "{version}-1"},
-    "source": _CUDA_REPO_INDEX + " (Version: 1:3.3.6); " + _AL2023_LIST + " (4.5.2-1)",
+    "source": "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/Packages (Version: 1:3.3.6); " + _AL2023_LIST + " (4.5.2-1)",
     "checked": "2026-11-26",
 }
 
@@ -116,7 +113,7 @@ DCGM_REPO_ARCHES: dict[str, t.Any] = {
 # `dcgmi health --set` letters. dcgmi's default is "pm"; "a" is every system.
 DCGM_HEALTH_SYSTEMS: dict[str, t.Any] = {
     "value": {"a": "all", "p": "PCIe", "m": "memory", "i": "infoROM", "t": "thermal and power", "n": "NVLink"},
-    "source": _DCGMI_HEALTH,
+    "source": "NVIDIA/DCGM@master:dcgmi/main_dcgmi.cpp (health --set help text)",
     "checked": "2026-11-26",
 }
 
@@ -134,7 +131,7 @@ DCGM_EXPORTER_FLAGS: dict[str, t.Any] = {
         "remote_hostengine": "--remote-hostengine-info",
         "remote_hostengine_default": "localhost:5555",
     },
-    "source": _EXPORTER_FLAGS,
+    "source": "NVIDIA/dcgm-exporter@main:pkg/cmd/app.go (NewApp: c.Flags)",
     "checked": "2026-11-26",
 }
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import typing as t
 
 _TOOLKIT_INSTALL_GUIDE = "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html"
+_DPKG_QUERY_MANUAL = "https://manpages.debian.org/bookworm/dpkg/dpkg-query.1.en.html"
 
 # The Container Toolkit's packages, in install order (a package after the
 # ones it depends on). "sets" are the values of container_toolkit_package_set
@@ -125,7 +126,7 @@ COMPONENT_PACKAGES: tuple[dict[str, t.Any], ...] = (
 # selection, state, error flag.
 DPKG_QUERY_FORMAT: dict[str, t.Any] = {
     "value": "${binary:Package}\t${Version}\t${db:Status-Abbrev}\n",
-    "source": "https://manpages.debian.org/bookworm/dpkg/dpkg-query.1.en.html",
+    "source": _DPKG_QUERY_MANUAL,
     "checked": "2026-11-25",
 }
 
@@ -146,7 +147,7 @@ DPKG_STATUS_ABBREV: dict[str, t.Any] = {
         },
         "error": {" ": None, "R": "reinst-required"},
     },
-    "source": "https://manpages.debian.org/bookworm/dpkg/dpkg-query.1.en.html",
+    "source": _DPKG_QUERY_MANUAL,
     "checked": "2026-11-25",
 }
 

@@ -81,25 +81,37 @@ CRICTL_GROUPS: tuple[tuple[tuple[int, ...], tuple[int, ...] | None], ...] = tupl
 SOURCES: dict[str, str] = {
     "cuda_driver": "_knowledge.cuda CUDA_DRIVERS, MVC_FLOORS: " + _cuda.CUDA_DRIVERS[-1]["source"] + " ; " + _cuda.MVC_FLOORS[0]["source"],
     "cuda_forward_compat": _cuda.FORWARD_COMPAT["source"],
-    "branch_lifecycle": "_knowledge.drivers DRIVER_BRANCHES: " + _drivers.BRANCH_TYPES[0]["source"],
+    "branch_lifecycle": "_knowledge.drivers DRIVER_BRANCHES",
     "driver_security": "_knowledge.drivers DRIVER_SECURITY_BULLETINS (each row: its bulletin)",
-    "architecture_branch": "_knowledge.gpus ARCHITECTURES, GPU_MODELS: " + _gpus.ARCHITECTURES[0]["source"],
-    "kernel_module": "_knowledge.drivers KERNEL_MODULE_FLAVOURS: " + _drivers.KERNEL_MODULE_FLAVOURS[0]["source"],
+    "architecture_branch": "_knowledge.gpus ARCHITECTURES, GPU_MODELS",
+    "kernel_module": "_knowledge.drivers KERNEL_MODULE_FLAVOURS",
     "mig_driver": "_knowledge.gpus GPU_MODELS (mig_min_driver)",
     "mig_supported": "_knowledge.gpus GPU_MODELS (mig)",
     "container_toolkit": "_knowledge.toolkit CTK_FEATURES (each row: the CHANGELOG.md of its tag)",
     "cdi_spec_version": "_knowledge.toolkit CTK_CDI_SPEC_VERSIONS, _knowledge.engines CDI_SPEC_MIN_ENGINE",
-    "engine_cdi": "_knowledge.engines ENGINE_CDI: " + _engines.ENGINE_CDI[0]["source"],
+    "engine_cdi": "_knowledge.engines ENGINE_CDI",
     "engine_lifecycle": "_knowledge.engines ENGINE_EOL",
     "device_plugin_runtime": "_knowledge.kubernetes DEVICE_PLUGIN_STRATEGIES",
-    "crictl_skew": "_knowledge.kubernetes CRICTL_GROUPS: " + _kubernetes.CRICTL_GROUPS[0]["source"],
-    "dra": "_knowledge.kubernetes DRA_MINIMUMS: " + _kubernetes.DRA_MINIMUMS[0]["source"],
+    "crictl_skew": "_knowledge.kubernetes CRICTL_GROUPS",
+    "dra": "_knowledge.kubernetes DRA_MINIMUMS",
     "fabricmanager": "secondary: NVIDIA/gpu-operator#544, #2781",
     "declaration": "gpufleet.nvidia team interfaces (role variables)",
     "gpu_model": "_knowledge.gpus GPU_MODELS",
-    "cuda_image": "_knowledge.cuda CUDA_DRIVERS, FORWARD_COMPAT ; _knowledge.gpus ARCHITECTURES (last_cuda), "
-    "GPU_MODELS (data_center): " + _gpus.ARCHITECTURES[0]["source"],
+    "cuda_image": "_knowledge.cuda CUDA_DRIVERS, FORWARD_COMPAT ; _knowledge.gpus ARCHITECTURES (last_cuda), GPU_MODELS (data_center)",
 }
+# These rules also quote, after their tables, the source that the first row
+# of the table given here names.
+_FIRST_ROW_SOURCE: dict[str, tuple[dict[str, t.Any], ...]] = {
+    "branch_lifecycle": _drivers.BRANCH_TYPES,
+    "architecture_branch": _gpus.ARCHITECTURES,
+    "kernel_module": _drivers.KERNEL_MODULE_FLAVOURS,
+    "engine_cdi": _engines.ENGINE_CDI,
+    "crictl_skew": _kubernetes.CRICTL_GROUPS,
+    "dra": _kubernetes.DRA_MINIMUMS,
+    "cuda_image": _gpus.ARCHITECTURES,
+}
+for _rule, _rows in _FIRST_ROW_SOURCE.items():
+    SOURCES[_rule] += ": " + _rows[0]["source"]
 
 # The verdicts of a CUDA image judged against a node (Matrix.judge_cuda_image).
 CUDA_IMAGE_VERDICTS = ("native", "compat", "unsupported", "unknown")

@@ -29,7 +29,7 @@ from .constants import (
     NvmlLibraryNotFoundError,
 )
 from .health import empty_health, read_health
-from .session import NvmlSession
+from .session import NvmlSession, answer_or_none
 from .values import Device, GpuInstance, GpuInstanceProfile, Placement, architecture_name, to_dict
 
 _MIB = 1024 * 1024
@@ -182,12 +182,7 @@ class NvmlFactsCollector:
 
     @staticmethod
     def _optional(query: t.Callable[..., T], *args: t.Any) -> T | None:
-        try:
-            return query(*args)
-        except NvmlError as err:
-            if err.code in _UNAVAILABLE:
-                return None
-            raise
+        return answer_or_none(_UNAVAILABLE, query, *args)
 
     # -- system -------------------------------------------------------------------
     def _system(self, s: NvmlSession) -> None:

@@ -52,8 +52,8 @@ from .constants import (
     NVML_VOLATILE_ECC,
     NvmlError,
 )
-from .session import NvmlSession
-from .values import Device
+from .session import NvmlSession, answer_or_none
+from .values import Device, to_dict
 
 T = t.TypeVar("T")
 
@@ -141,12 +141,7 @@ def empty_health() -> dict[str, t.Any]:
 
 
 def _optional(query: t.Callable[..., T], *args: t.Any) -> T | None:
-    try:
-        return query(*args)
-    except NvmlError as err:
-        if err.code in UNAVAILABLE:
-            return None
-        raise
+    return answer_or_none(UNAVAILABLE, query, *args)
 
 
 def read_health(session: NvmlSession, device: Device) -> dict[str, t.Any]:
@@ -176,12 +171,8 @@ def read_health(session: NvmlSession, device: Device) -> dict[str, t.Any]:
 
     rows = opt(s.device_remapped_rows, dev)
     if rows is not None:
-        health["remapped_rows"] = {
-            "correctable": rows.correctable,
-            "uncorrectable": rows.uncorrectable,
-            "pending": rows.pending,
-            "failure": rows.failure,
-        }
+        # RemappedRows' fields are the fact's keys, in the same order.
+        health["remapped_rows"] = to_dict(rows)
 
     # The call answers SUCCESS even when a field is unknown to the driver: the
     # field's own nvmlReturn says so, and its value is then undefined.

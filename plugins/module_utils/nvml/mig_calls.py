@@ -74,7 +74,11 @@ _PROFILE_FIELDS: dict[t.Any, dict[str, t.Callable[[t.Any], t.Any]]] = {
 
 
 class MigCalls(NvmlLibrary):
-    """NVML's MIG entry points, one method per call."""
+    """NVML's MIG entry points, one method per call.
+
+    Grouped by what they do, each GPU-instance call next to its
+    compute-instance twin: the two go through one of the helpers below.
+    """
 
     # -- the shapes the GI and CI calls share ------------------------------------------
     def _versioned_profile(
@@ -171,7 +175,7 @@ class MigCalls(NvmlLibrary):
         self._call("nvmlDeviceSetMigMode", device.value, mode, ctypes.byref(status))
         return status.value
 
-    # -- GPU-instance profiles -------------------------------------------------------
+    # -- profiles: a GPU's GPU-instance profiles, a GPU instance's compute-instance profiles ---
     def gpu_instance_profile(self, device: Device, index: int) -> GpuInstanceProfile | None:
         """Profile at NVML_GPU_INSTANCE_PROFILE_* `index`; None when the GPU lacks it.
 
@@ -190,31 +194,6 @@ class MigCalls(NvmlLibrary):
         """All GPU-instance profiles the device offers, in index order."""
         return self._profiles_by_index(lambda index: self.gpu_instance_profile(device, index))
 
-    def gpu_instance_possible_placements(self, device: Device, profile_id: int) -> list[Placement]:
-        return self._possible_placements("nvmlDeviceGetGpuInstancePossiblePlacements_v2", device, profile_id, _GpuInstancePlacement)
-
-    def gpu_instance_remaining_capacity(self, device: Device, profile_id: int) -> int:
-        return self._uint("nvmlDeviceGetGpuInstanceRemainingCapacity", device.value, profile_id)
-
-    # -- GPU instances -----------------------------------------------------------------
-    def gpu_instances(self, device: Device, profile: GpuInstanceProfile) -> list[GpuInstance]:
-        return self._instances("nvmlDeviceGetGpuInstances", device, profile, GpuInstance)
-
-    def gpu_instance_by_id(self, device: Device, gpu_instance_id: int) -> GpuInstance:
-        return GpuInstance(self._handle("nvmlDeviceGetGpuInstanceById", device.value, gpu_instance_id))
-
-    def gpu_instance_info(self, gpu_instance: GpuInstance) -> GpuInstanceInfo:
-        return self._instance_info(GpuInstanceInfo, "nvmlGpuInstanceGetInfo", gpu_instance, _GpuInstanceInfo())
-
-    def create_gpu_instance(self, device: Device, profile_id: int, placement: Placement | None = None) -> GpuInstance:
-        """Create a GPU instance, at a placement when one is given."""
-        return GpuInstance(self._create("nvmlDeviceCreateGpuInstance", device, profile_id, placement, _GpuInstancePlacement))
-
-    def destroy_gpu_instance(self, gpu_instance: GpuInstance) -> None:
-        """Destroy a GPU instance; its compute instances must be destroyed first (else IN_USE)."""
-        self._call("nvmlGpuInstanceDestroy", gpu_instance.value)
-
-    # -- compute-instance profiles and compute instances -----------------------------
     def compute_instance_profile(
         self,
         gpu_instance: GpuInstance,
@@ -241,14 +220,28 @@ class MigCalls(NvmlLibrary):
             raise NvmlError(NVML_ERROR_NOT_SUPPORTED, "nvmlGpuInstanceGetComputeInstanceProfileInfoV", "no compute-instance profile")
         return max(profiles, key=lambda p: (p.slice_count, -p.index))
 
+    # -- where a profile fits: its possible placements and remaining capacity --------
+    def gpu_instance_possible_placements(self, device: Device, profile_id: int) -> list[Placement]:
+        return self._possible_placements("nvmlDeviceGetGpuInstancePossiblePlacements_v2", device, profile_id, _GpuInstancePlacement)
+
     def compute_instance_possible_placements(self, gpu_instance: GpuInstance, profile_id: int) -> list[Placement]:
         return self._possible_placements("nvmlGpuInstanceGetComputeInstancePossiblePlacements", gpu_instance, profile_id, _ComputeInstancePlacement)
+
+    def gpu_instance_remaining_capacity(self, device: Device, profile_id: int) -> int:
+        return self._uint("nvmlDeviceGetGpuInstanceRemainingCapacity", device.value, profile_id)
 
     def compute_instance_remaining_capacity(self, gpu_instance: GpuInstance, profile_id: int) -> int:
         return self._uint("nvmlGpuInstanceGetComputeInstanceRemainingCapacity", gpu_instance.value, profile_id)
 
+    # -- instances: list, look up, read, create, destroy -----------------------------
+    def gpu_instances(self, device: Device, profile: GpuInstanceProfile) -> list[GpuInstance]:
+        return self._instances("nvmlDeviceGetGpuInstances", device, profile, GpuInstance)
+
     def compute_instances(self, gpu_instance: GpuInstance, profile: ComputeInstanceProfile) -> list[ComputeInstance]:
         return self._instances("nvmlGpuInstanceGetComputeInstances", gpu_instance, profile, ComputeInstance)
+
+    def gpu_instance_by_id(self, device: Device, gpu_instance_id: int) -> GpuInstance:
+        return GpuInstance(self._handle("nvmlDeviceGetGpuInstanceById", device.value, gpu_instance_id))
 
     def compute_instance_by_id(self, gpu_instance: GpuInstance, compute_instance_id: int) -> ComputeInstance:
         return ComputeInstance(
@@ -259,8 +252,15 @@ class MigCalls(NvmlLibrary):
             )
         )
 
+    def gpu_instance_info(self, gpu_instance: GpuInstance) -> GpuInstanceInfo:
+        return self._instance_info(GpuInstanceInfo, "nvmlGpuInstanceGetInfo", gpu_instance, _GpuInstanceInfo())
+
     def compute_instance_info(self, compute_instance: ComputeInstance) -> ComputeInstanceInfo:
         return self._instance_info(ComputeInstanceInfo, "nvmlComputeInstanceGetInfo_v2", compute_instance, _ComputeInstanceInfo())
+
+    def create_gpu_instance(self, device: Device, profile_id: int, placement: Placement | None = None) -> GpuInstance:
+        """Create a GPU instance, at a placement when one is given."""
+        return GpuInstance(self._create("nvmlDeviceCreateGpuInstance", device, profile_id, placement, _GpuInstancePlacement))
 
     def create_compute_instance(
         self,
@@ -272,6 +272,10 @@ class MigCalls(NvmlLibrary):
         if profile_id is None:
             profile_id = self.full_compute_instance_profile(gpu_instance).id
         return ComputeInstance(self._create("nvmlGpuInstanceCreateComputeInstance", gpu_instance, profile_id, placement, _ComputeInstancePlacement))
+
+    def destroy_gpu_instance(self, gpu_instance: GpuInstance) -> None:
+        """Destroy a GPU instance; its compute instances must be destroyed first (else IN_USE)."""
+        self._call("nvmlGpuInstanceDestroy", gpu_instance.value)
 
     def destroy_compute_instance(self, compute_instance: ComputeInstance) -> None:
         self._call("nvmlComputeInstanceDestroy", compute_instance.value)
@@ -300,17 +304,8 @@ class MigCalls(NvmlLibrary):
     def device_attributes(self, device: Device) -> DeviceAttributes:
         attrs = _DeviceAttributes()
         self._call_with_fallback("nvmlDeviceGetAttributes_v2", (device.value, ctypes.byref(attrs)), (device.value, ctypes.byref(attrs)))
-        return DeviceAttributes(
-            multiprocessor_count=attrs.multiprocessorCount,
-            shared_copy_engine_count=attrs.sharedCopyEngineCount,
-            shared_decoder_count=attrs.sharedDecoderCount,
-            shared_encoder_count=attrs.sharedEncoderCount,
-            shared_jpeg_count=attrs.sharedJpegCount,
-            shared_ofa_count=attrs.sharedOfaCount,
-            gpu_instance_slice_count=attrs.gpuInstanceSliceCount,
-            compute_instance_slice_count=attrs.computeInstanceSliceCount,
-            memory_size_mb=attrs.memorySizeMB,
-        )
+        # DeviceAttributes has the struct's fields in the struct's order.
+        return DeviceAttributes(*(getattr(attrs, field) for field, _ctype in _DeviceAttributes._fields_))
 
     def mig_device_gpu_instance_id(self, mig_device: Device) -> int:
         return self._uint("nvmlDeviceGetGpuInstanceId", mig_device.value)

@@ -25,11 +25,28 @@ from .constants import (
     NVML_SUCCESS,
     NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE,
     NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE,
+    NvmlError,
 )
 from .health_calls import HealthCalls
 from .mig_calls import MigCalls
 from .structs import _Memory, _Memory_v2, _PciInfo, _ProcessInfo, nvmlMemory_v2
 from .values import Device, MemoryInfo, PciInfo, ProcessInfo, _text, format_cuda_version
+
+T = t.TypeVar("T")
+
+
+def answer_or_none(unavailable: t.AbstractSet[int], query: t.Callable[..., T], *args: t.Any) -> T | None:
+    """query(*args), or None where NVML answers one of the `unavailable` codes.
+
+    The readers (facts.py, health.py) each say which answers mean "this GPU
+    or driver cannot tell"; every other NvmlError propagates.
+    """
+    try:
+        return query(*args)
+    except NvmlError as err:
+        if err.code in unavailable:
+            return None
+        raise
 
 
 class NvmlSession(MigCalls, HealthCalls):

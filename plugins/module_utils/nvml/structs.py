@@ -28,8 +28,12 @@ from .constants import (
 # A versioned struct (_v2, _v3) is its older layout with `version` in front and
 # new fields at the end, so each layout is written once and the newer ones
 # are built from it, as nvml.h grows them.
+def _typed(ctype: t.Any, *names: str) -> list[tuple[str, t.Any]]:
+    return [(name, ctype) for name in names]
+
+
 def _uints(*names: str) -> list[tuple[str, t.Any]]:
-    return [(name, ctypes.c_uint) for name in names]
+    return _typed(ctypes.c_uint, *names)
 
 
 _VERSION = ("version", ctypes.c_uint)
@@ -149,10 +153,8 @@ class _FieldValue(ctypes.Structure):
     # nvmlFieldValue_t; nvmlValueType_t and nvmlReturn_t are C enums (int).
     _fields_ = [
         *_uints("fieldId", "scopeId"),
-        ("timestamp", ctypes.c_longlong),
-        ("latencyUsec", ctypes.c_longlong),
-        ("valueType", ctypes.c_int),
-        ("nvmlReturn", ctypes.c_int),
+        *_typed(ctypes.c_longlong, "timestamp", "latencyUsec"),
+        *_typed(ctypes.c_int, "valueType", "nvmlReturn"),
         ("value", _Value),
     ]
 

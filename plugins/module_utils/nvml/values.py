@@ -72,9 +72,15 @@ class MemoryInfo:
 
 
 @dataclass(frozen=True)
-class MigMode:
+class _Mode:
+    """A mode NVML reports twice: as it is now and as it will be once it takes effect."""
+
     current: bool
     pending: bool
+
+
+class MigMode(_Mode):
+    """nvmlDeviceGetMigMode; pending is the mode after the next GPU reset or reboot."""
 
 
 @dataclass(frozen=True)
@@ -134,7 +140,11 @@ class ComputeInstanceInfo(_InstanceInfo):
 
 @dataclass(frozen=True)
 class DeviceAttributes:
-    """nvmlDeviceGetAttributes of a MIG device: what its compute instance gets of the GPU."""
+    """nvmlDeviceGetAttributes of a MIG device: what its compute instance gets of the GPU.
+
+    The fields are nvmlDeviceAttributes_t's (structs._DeviceAttributes), in
+    the struct's order: MigCalls.device_attributes fills them by position.
+    """
 
     multiprocessor_count: int
     shared_copy_engine_count: int
@@ -147,10 +157,8 @@ class DeviceAttributes:
     memory_size_mb: int
 
 
-@dataclass(frozen=True)
-class EccMode:
-    current: bool
-    pending: bool  # the mode after the next reboot
+class EccMode(_Mode):
+    """nvmlDeviceGetEccMode; pending is the mode after the next reboot."""
 
 
 @dataclass(frozen=True)
