@@ -21,8 +21,7 @@ cd "$(dirname "$0")/.."
 . tests/harness/env.sh
 # shellcheck source=benchmarks/_sim_stack.sh
 . benchmarks/_sim_stack.sh
-TASKS=${TASKS:-20}
-RUNS=${RUNS:-3}
+TASKS=${TASKS:-20} RUNS=${RUNS:-3}
 [[ "$TASKS" =~ ^[1-9][0-9]*$ ]] || die "TASKS='$TASKS': expected a whole number of tasks"
 [[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || die "RUNS='$RUNS': expected a whole number of runs"
 node=${BENCH_PREFIX}callcost

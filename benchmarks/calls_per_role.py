@@ -22,15 +22,14 @@ import collections
 import re
 import sys
 
-TASK = re.compile(r"^(?:TASK|RUNNING HANDLER) \[(?P<name>.*)\] \*+$")
-PLAY = re.compile(r"^PLAY \[(?P<name>.*)\] \*+$")
+# A banner: a play's, a task's or a handler's with its name, or a recap's (PLAY RECAP; TASKS RECAP from profile_tasks).
+BANNER = re.compile(r"^(?P<kind>PLAY|TASK|RUNNING HANDLER|PLAY RECAP|TASKS RECAP)(?: \[(?P<name>.*)\])? \*+$")
 EXEC = re.compile(r"^<[^>]+> SSH: EXEC ")
 # -vvv names the module file each call runs.
 MODULE = re.compile(r"^Using module file .*/(?P<module>[^/]+)\.py$")
 # The line profile_tasks prints under each banner: the previous task's time in
 # parentheses, then the run's time so far.
 ELAPSED = re.compile(r"\((?P<h>\d+):(?P<m>\d\d):(?P<s>\d\d(?:\.\d+)?)\)\s+\d+:\d\d:\d\d")
-RECAP = re.compile(r"^(?:PLAY|TASKS) RECAP \*+$")
 INSTALL_MODULE = "apt_install"
 
 
@@ -46,13 +45,11 @@ def count(lines):
     modules = collections.defaultdict(set)
     play = task = None
     for line in lines:
-        match = PLAY.match(line)
-        if match:
-            play, task = match["name"], None
-            continue
-        match = TASK.match(line)
-        if match:
-            task = _key(play, match["name"])
+        banner = BANNER.match(line)
+        if banner:
+            if banner["kind"] == "PLAY":
+                play = banner["name"]
+            task = _key(play, banner["name"]) if banner["kind"] in ("TASK", "RUNNING HANDLER") else None
             continue
         if task is None:
             continue
@@ -70,12 +67,11 @@ def timings(lines):
     seconds = collections.OrderedDict()
     play = current = finished = None
     for line in lines:
-        match = PLAY.match(line)
-        if match:
-            play = match["name"]
-        match = TASK.match(line)
-        if match or RECAP.match(line):
-            finished, current = current, (_key(play, match["name"]) if match else None)
+        banner = BANNER.match(line)
+        if banner and banner["kind"] == "PLAY":
+            play = banner["name"]
+        elif banner:
+            finished, current = current, (_key(play, banner["name"]) if banner["kind"] in ("TASK", "RUNNING HANDLER") else None)
             continue
         elapsed = ELAPSED.search(line)
         if elapsed and finished is not None:
