@@ -18,6 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=tests/harness/env.sh
 . tests/harness/env.sh
+# shellcheck disable=SC2034 # read by _sim_stack.sh
 BENCH_TRANSPORT=ssh
 # shellcheck source=benchmarks/_sim_stack.sh
 . benchmarks/_sim_stack.sh

@@ -81,8 +81,8 @@ options:
         directory of systemd's (C(/etc/systemd/system), C(/run/systemd/system), C(/usr/lib/systemd/system),
         C(/lib/systemd/system)) changed, so that a role writing its unit and its links costs one call, not two.
       - Only on a node booted with systemd (C(/run/systemd/system) exists, as sd_booted(3) tests); elsewhere, such
-        as an image built in a chroot, systemd reads the units when it starts. Never in check mode: RV(systemd_reloaded)
-        then says whether it would reload.
+        as an image built in a chroot, systemd reads the units when it starts. Never in check mode, where
+        RV(systemd_reloaded) says whether it would reload.
       - A failing reload fails the task, with the paths already changed in RV(changed_paths).
     type: bool
     default: false
