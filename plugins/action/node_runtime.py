@@ -25,6 +25,8 @@ import yaml
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.gpufleet.nvidia.plugins.modules.node_runtime import ARGUMENT_SPEC
+
 COLLECTION_ROOT = Path(__file__).resolve().parents[2]
 MODULE_UTILS = COLLECTION_ROOT / "plugins" / "module_utils"
 # The package the commands import, inside the versioned directory.
@@ -57,8 +59,8 @@ PACKAGE_INIT = (
     b"# Installed by gpufleet.nvidia.node_runtime, once per collection version; managed by Ansible.\n"
 )
 
-# Where the module looks by default (its option root).
-DEFAULT_ROOT = "/usr/local/lib/gpufleet"
+# Where the module looks by default (its option root), from the module's own argument spec.
+DEFAULT_ROOT = ARGUMENT_SPEC["root"]["default"]
 # The run's state of the node's runtime, which each role that installs a command publishes with set_fact after
 # writing it (a host variable, never a cached fact: it holds for this run only), so that the next role of the run
 # plans without asking the node again.
@@ -234,14 +236,12 @@ class ActionModule(ActionBase):
         check_mode = self._play_context.check_mode
         # Check mode asks the node every time: an earlier role's predicted install is not on the node.
         found = None if check_mode else known_state((task_vars or {}).get(RUN_STATE), built, root, args["user"], state)
+        result["asked_node"] = found is None
         if found is None:
             args.update(name=built.name, manifest=built.manifest, users=sorted(set(USERS) | {args["user"]}))
             found = self._execute_module(module_name="gpufleet.nvidia.node_runtime", module_args=args, task_vars=task_vars)
             if found.get("failed"):
                 return found
-            result["asked_node"] = True
-        else:
-            result["asked_node"] = False
         decided = plan(found, args["user"], state)
         result.update(
             changed=decided["install"] or bool(decided["remove"]),
