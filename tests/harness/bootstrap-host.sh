@@ -73,3 +73,6 @@ fi
 
 mkdir -p "$GPUFLEET_CACHE"
 chmod 0755 "$GPUFLEET_CACHE"
+
+# Kernel limits (inotify) the nodes need, or a clear stop now.
+"$(dirname "$0")/host-limits.sh"
