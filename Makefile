@@ -8,11 +8,16 @@ SHELL := /bin/bash
 
 HARNESS := tests/harness
 PHASE := $(HARNESS)/phase.sh
+# Two lanes of ansible-core: the tool venv on the newest (2.21,
+# tests/harness/requirements.in) and the oldest meta/runtime.yml claims
+# (2.19, requirements-oldest.in); sanity and the unit tests run on both.
 VENV := .venv
-# The oldest ansible-core meta/runtime.yml claims; sanity and the unit tests
-# run on it too (tests/harness/requirements-oldest.in).
 VENV_OLDEST := .venv-oldest
-PYTHON_FOR_VENV := $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)
+# ansible-core 2.20+ needs Python >= 3.12 on the controller: the newest one
+# here (find-python.sh: python3.1x on PATH, else pyenv's). Without one the
+# tool venv is ansible-core 2.19 on the system Python (venv.sh says so).
+PYTHON_SYSTEM := $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)
+PYTHON_NEWEST := $(shell $(HARNESS)/find-python.sh || true)
 COLLECTION_LINK := build/collections/ansible_collections/gpufleet/nvidia
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
@@ -23,8 +28,8 @@ export GPUFLEET_ROOT := $(CURDIR)
 
 help:
 	@echo "make demo   - simulated GPU node + playbooks/site.yml (see README.md)"
-	@echo "make test   - yamllint, ansible-lint, ruff, ansible-test sanity and unit tests (newest and oldest"
-	@echo "              ansible-core meta/runtime.yml claims), Molecule"
+	@echo "make test   - yamllint, ansible-lint, ruff, ansible-test sanity and unit tests (ansible-core 2.21"
+	@echo "              and 2.19, the newest and the oldest claimed), Molecule"
 	@echo "make check  - the inner loop: lint, sanity on changed files, unit tests, one scenario"
 
 # What the harness sets up: all (make test) or what the demo installs, no
@@ -44,9 +49,9 @@ demo: host venv collection
 # the network, so lint, sanity and the unit tests run beside them. One job
 # per goal: Molecule, the longest path, must not wait for a free job slot; it
 # starts as soon as its images and the mirror are ready. Sanity and the unit
-# tests run twice: on the newest ansible-core meta/runtime.yml claims (.venv)
-# and on the oldest (.venv-oldest). Each job's output is printed whole when
-# it ends.
+# tests run twice: on the newest ansible-core (.venv) and on the oldest
+# meta/runtime.yml claims (.venv-oldest); the two lanes share no cache
+# (sanity.sh, PYTEST_CACHE). Each job's output is printed whole when it ends.
 test:
 	@$(PHASE) start
 	@status=0; $(MAKE) --no-print-directory --jobs=6 --output-sync=target \
@@ -65,10 +70,10 @@ host:
 	@$(PHASE) run "host set-up" $(HARNESS)/bootstrap-host.sh $(SET)
 
 venv: host
-	@$(PHASE) run venv $(HARNESS)/venv.sh $(PYTHON_FOR_VENV)
+	@$(PHASE) run venv $(HARNESS)/venv.sh $(or $(PYTHON_NEWEST),$(PYTHON_SYSTEM))
 
 venv-oldest: host
-	@$(PHASE) run "venv (oldest ansible-core)" $(HARNESS)/venv.sh $(PYTHON_FOR_VENV) oldest
+	@$(PHASE) run "venv (oldest ansible-core)" $(HARNESS)/venv.sh $(PYTHON_SYSTEM) oldest
 
 sim: host
 	@$(PHASE) run "simulated NVML" $(HARNESS)/sim.sh
@@ -111,7 +116,8 @@ sanity: venv
 	@$(PHASE) run sanity $(HARNESS)/sanity.sh
 
 # The same under the oldest claimed ansible-core: its ansible-test, its
-# sanity tests (tests/sanity/ignore-<minor>.txt).
+# sanity tests (tests/sanity/ignore-<minor>.txt), its own ansible-test HOME
+# (sanity.sh), so the two can run side by side.
 sanity-oldest: venv-oldest
 	@PATH=$(CURDIR)/$(VENV_OLDEST)/bin:$$PATH $(PHASE) run "sanity (oldest ansible-core)" $(HARNESS)/sanity.sh
 
@@ -119,8 +125,12 @@ sanity-oldest: venv-oldest
 sanity-changed: venv
 	@$(PHASE) run "sanity (changed files)" $(HARNESS)/sanity.sh --changed-from "$${GPUFLEET_BASE:-main}"
 
+# Each lane its own pytest cache (tests/unit/.pytest_cache would be written
+# by both at once).
+PYTEST_CACHE := $(CURDIR)/build/pytest-cache
 units: venv sim real-nvml collection
-	@GPUFLEET_REAL_LIBNVML=$$($(HARNESS)/real-nvml.sh) $(PHASE) run units python -m pytest -q tests/unit
+	@GPUFLEET_REAL_LIBNVML=$$($(HARNESS)/real-nvml.sh) $(PHASE) run units python -m pytest -q tests/unit \
+	  -o cache_dir=$(PYTEST_CACHE)/units
 
 # The unit tests under the oldest claimed ansible-core, but for those of the
 # simulated NVML and of the harness: they test the test ground, which never
@@ -128,7 +138,7 @@ units: venv sim real-nvml collection
 units-oldest: venv-oldest sim real-nvml collection
 	@lib=$$($(HARNESS)/real-nvml.sh); PATH=$(CURDIR)/$(VENV_OLDEST)/bin:$$PATH GPUFLEET_REAL_LIBNVML=$$lib \
 	  $(PHASE) run "units (oldest ansible-core)" python -m pytest -q tests/unit \
-	  --ignore=tests/unit/nvml_sim --ignore=tests/unit/harness
+	  -o cache_dir=$(PYTEST_CACHE)/units-oldest --ignore=tests/unit/nvml_sim --ignore=tests/unit/harness
 
 molecule: venv collection images-all mirror
 	$(HARNESS)/molecule.sh

@@ -82,9 +82,10 @@ for name, runtime in sorted(containerd["runtimes"].items()):
 print("  CDI: " + ("on, specs in " + ", ".join(config.get("cdiSpecDirs") or []) if config.get("enableCDI")
                   else "off; devices come through the nvidia runtime"))' >&2
 log "fleet report: $GPUFLEET_ROOT/tests/output/demo-reports/fleet-report.html (and fleet-report.md, gpufleet-demo-node.json)"
-# [WARNING] and [DEPRECATION WARNING]; colour codes, if any, come after.
-if grep -q 'WARNING\]' "$log_file"; then
-  grep 'WARNING\]' "$log_file" >&2
+# Every [WARNING] fails, and a [DEPRECATION WARNING] from one of our files;
+# one a dependency's code raises (a collection of the `ansible` package) is
+# named and tolerated (warning-gate.py; docs/test-ground.md lists those seen).
+if ! python3 "$here/warning-gate.py" "$log_file" "$GPUFLEET_ROOT" >&2; then
   die "the demo converged, but Ansible printed the warnings above (whole output: $log_file); each is a bug to fix"
 fi
-log "no Ansible warnings (whole output: $log_file)"
+log "no Ansible warning of ours (whole output: $log_file)"

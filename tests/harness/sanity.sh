@@ -26,6 +26,20 @@ fi
 # minor, so that both can run side by side.
 core_minor=$(python -c 'import ansible.release as r; print(".".join(r.__version__.split(".")[:2]))')
 log "sanity: ansible-core $core_minor"
+# ansible-test keeps its venvs and caches under ~/.ansible/test and deletes
+# and remakes a venv it finds stale: two ansible-tests sharing that tree
+# (make test runs sanity and sanity-oldest side by side) break each other's
+# venvs half-made. So each ansible-core minor gets its own HOME, kept in the
+# cache so that its venvs outlive `make clean`, and one run at a time uses
+# it (two checkouts, or the fallback venv, whose minor is the oldest's).
+home=$GPUFLEET_CACHE/ansible-test/$core_minor
+mkdir -p "$home"
+exec 8>"$home.lock"
+if ! flock -n 8; then
+  log "sanity: waiting for the other ansible-test $core_minor run ($home.lock)"
+  flock 8
+fi
+export HOME=$home
 tree="$GPUFLEET_ROOT/build/sanity/$core_minor/ansible_collections/gpufleet/nvidia"
 mkdir -p "$tree"
 (cd "$GPUFLEET_ROOT" && git ls-files -co --exclude-standard -z) \

@@ -10,6 +10,11 @@ set -euo pipefail
 sim=$GPUFLEET_ROOT/tests/nvml-sim
 key=$(cd "$sim" && find Makefile src -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 cached=$GPUFLEET_CACHE/nvml-sim/$key
+# One build or copy at a time: two makes (make units and make units-oldest
+# started apart, or two checkouts) would build into the same directories.
+mkdir -p "$GPUFLEET_CACHE/nvml-sim"
+exec 9>"$GPUFLEET_CACHE/nvml-sim/.lock"
+flock 9
 if [ ! -f "$cached/libnvidia-ml.so.1" ]; then
   # A make of its own: under `make --jobs` (make demo, make test) the
   # inherited MAKEFLAGS name a jobserver this script was not handed, and make

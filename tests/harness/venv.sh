@@ -16,6 +16,13 @@ case "$flavour" in
   *) die "venv.sh: unknown venv '$flavour' (none, or oldest)" ;;
 esac
 requirements=$here/requirements${flavour:+-$flavour}.txt
+# ansible-core 2.20 and later need Python 3.12 on the controller. Where the
+# Makefile found none (tests/harness/find-python.sh), the main venv is the
+# same tools on the oldest claimed ansible-core (requirements-fallback.txt).
+if [ -z "$flavour" ] && ! "$python" -c 'import sys; sys.exit(sys.version_info[:2] < (3, 12))'; then
+  requirements=$here/requirements-fallback.txt
+  log "no Python >= 3.12 here: the tool venv is ansible-core $(sed -n 's/^ansible-core==//p' "$requirements") on $("$python" -c 'import sys; print("Python %d.%d" % sys.version_info[:2])') (requirements-fallback.txt); install python3.13 for ansible-core $(sed -n 's/^ansible-core==//p' "$here/requirements.txt")"
+fi
 key=$({ "$python" -c 'import sys; print(sys.version)'; cat "$requirements" "$0"; } | sha256sum | cut -c1-16)
 target=$GPUFLEET_CACHE/venv/$key
 

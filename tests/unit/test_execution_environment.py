@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -39,29 +40,61 @@ def version() -> str:
 
 
 @pytest.fixture(scope="module")
-def tarball() -> Path:
-    """The collection as `make build` builds it (the EE installs it from build/)."""
-    result = run(str(BIN / "ansible-galaxy"), "collection", "build", "--force", "--output-path", "build", ".")
+def tree(tmp_path_factory) -> Path:
+    """A private copy of the EE's side of the checkout: meta/ and build/.
+
+    Both unit-test lanes (make units units-oldest) run these tests at the
+    same time; one lane's `collection build --force` must not rewrite the
+    tarball the other's ansible-builder is reading, so neither uses the
+    checkout's build/. meta/'s files are copied, links followed.
+    """
+    path = tmp_path_factory.mktemp("ee-tree")
+    shutil.copytree(META, path / "meta")
+    return path
+
+
+@pytest.fixture(scope="module")
+def tarball(tree: Path) -> Path:
+    """The collection as `make build` builds it (the EE installs it from ../build/, seen from meta/)."""
+    result = run(str(BIN / "ansible-galaxy"), "collection", "build", "--force", "--output-path", str(tree / "build"), ".")
     assert result.returncode == 0, result.stdout
-    path = ROOT / "build" / "gpufleet-nvidia-{0}.tar.gz".format(version())
+    path = tree / "build" / "gpufleet-nvidia-{0}.tar.gz".format(version())
     assert path.is_file()
     return path
 
 
 @pytest.fixture(scope="module")
-def context(tarball: Path, tmp_path_factory) -> Path:
+def context(tree: Path, tarball: Path, tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("ee") / "context"
-    result = run(str(BIN / "ansible-builder"), "create", "-f", str(META / "execution-environment.yml"), "-c", str(path))
+    result = run(str(BIN / "ansible-builder"), "create", "-f", str(tree / "meta" / "execution-environment.yml"), "-c", str(path))
     assert result.returncode == 0, result.stdout
     assert "No matches" not in result.stdout, result.stdout
     return path
 
 
-def test_definition_is_schema_3_with_the_tested_ansible_core():
+def locked_ansible_core(lock: str) -> str:
+    return re.search(r"^ansible-core==(\S+)$", (ROOT / "tests" / "harness" / lock).read_text(), re.MULTILINE).group(1)
+
+
+def test_definition_is_schema_3_with_a_tested_ansible_core():
+    """The EE's ansible-core is one `make test` runs, and one its Python can run.
+
+    The main venv's (requirements.txt) needs Python >= 3.12 on the
+    controller; the oldest venv's (requirements-oldest.txt) runs on 3.11,
+    which EL 9 images ship as python3.11.
+    """
     definition = yaml.safe_load((META / "execution-environment.yml").read_text())
     assert definition["version"] == 3
-    locked = re.search(r"^ansible-core==(\S+)$", (ROOT / "tests" / "harness" / "requirements.txt").read_text(), re.MULTILINE)
-    assert definition["dependencies"]["ansible_core"]["package_pip"] == "ansible-core=={0}".format(locked.group(1))
+    pinned = definition["dependencies"]["ansible_core"]["package_pip"]
+    newest, oldest = locked_ansible_core("requirements.txt"), locked_ansible_core("requirements-oldest.txt")
+    assert pinned in ("ansible-core=={0}".format(newest), "ansible-core=={0}".format(oldest)), "the EE pins {0}; make test runs {1} and {2}".format(
+        pinned, newest, oldest
+    )
+    python = re.search(r"python(3\.\d+)$", definition["dependencies"]["python_interpreter"]["python_path"])
+    if python and tuple(int(n) for n in python.group(1).split(".")) < (3, 12):
+        assert pinned == "ansible-core=={0}".format(oldest), "the EE's {0} cannot run ansible-core {1} (Python >= 3.12): pin {2}".format(
+            python.group(0), newest, oldest
+        )
 
 
 def test_containerfile_installs_our_requirements_and_the_collection(context: Path):

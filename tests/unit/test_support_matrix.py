@@ -1,10 +1,14 @@
 """What the collection claims about itself is what `make test` tests.
 
-meta/runtime.yml's requires_ansible names the ansible-core minors the
-collection supports. `make test` runs sanity and the unit tests on two of
-them: the oldest (tests/harness/requirements-oldest.txt, .venv-oldest) and
-the newest (tests/harness/requirements.txt, .venv). The claim and the two
-locks must move together, or the claim says more than was tested.
+meta/runtime.yml's requires_ansible names the oldest ansible-core the
+collection supports, with no upper bound. `make test` runs sanity and the
+unit tests on two minors: the oldest claimed (tests/harness/requirements-oldest.txt,
+.venv-oldest, Python 3.11) and the newest released (tests/harness/requirements.txt,
+.venv, Python >= 3.12). Where no Python >= 3.12 is found, .venv is built
+from tests/harness/requirements-fallback.txt: the main tools on the oldest
+claimed ansible-core. The claim, the three locks, the sanity ignore files
+and the README's supported matrix must move together, or the claim says
+more than was tested.
 
 version_added of every module, plugin and option names a version of this
 collection that exists: a released one (changelogs/changelog.yaml) or the
@@ -22,65 +26,118 @@ from ansible.module_utils.compat.version import LooseVersion
 
 ROOT = Path(__file__).resolve().parents[2]
 HARNESS = ROOT / "tests" / "harness"
-LOCKS = {"oldest": HARNESS / "requirements-oldest.txt", "newest": HARNESS / "requirements.txt"}
+LOCKS = {
+    "oldest": HARNESS / "requirements-oldest.txt",
+    "newest": HARNESS / "requirements.txt",
+    "fallback": HARNESS / "requirements-fallback.txt",
+}
+# The Python each lock is made on and must install on (lock-requirements.sh
+# writes it into the lock's first line): ansible-core 2.20 and later need
+# Python 3.12 on the controller; the oldest and fallback venvs are what a
+# bare Debian 12 (Python 3.11) runs.
+LOCK_PYTHON = {"oldest": (3, 11), "fallback": (3, 11)}
+NEWEST_LOCK_PYTHON_AT_LEAST = (3, 12)
 PIN = re.compile(r"^ansible-core==(\d+)\.(\d+)\.(\d+)\s*$", re.MULTILINE)
-# One clause of a PEP 440 specifier set, as requires_ansible writes them.
-CLAUSE = re.compile(r"^\s*(>=|<)\s*(\d+)\.(\d+)\.(\d+)\s*$")
+LOCKED_ON = re.compile(r"^# Full lock of \S+ on Python (\d+)\.(\d+) ")
+# requires_ansible as the collection writes it: one lower bound, a minor's
+# first release, and no upper bound (a new ansible-core must not warn that
+# the collection does not support it).
+CLAIM = re.compile(r"^>=(\d+)\.(\d+)\.0$")
+IGNORE_FILE = re.compile(r"^ignore-(\d+)\.(\d+)\.txt$")
 VERSION_ADDED = re.compile(r"^\s*version_added:\s*['\"]?([^'\"\s#]+)", re.MULTILINE)
 
 
-def locked_minor(lock: Path) -> tuple[int, int]:
+def locked_version(lock: Path) -> tuple[int, int, int]:
     pins = PIN.findall(lock.read_text())
     assert len(pins) == 1, "{0}: expected one ansible-core==X.Y.Z pin, found {1}".format(lock, pins)
-    return int(pins[0][0]), int(pins[0][1])
+    return tuple(int(n) for n in pins[0])
 
 
-def claim() -> dict[str, tuple[int, int, int]]:
-    """requires_ansible as {operator: version}; only >= and < are used here."""
+def locked_minor(lock: Path) -> tuple[int, int]:
+    return locked_version(lock)[:2]
+
+
+def locked_on(lock: Path) -> tuple[int, int]:
+    match = LOCKED_ON.match(lock.read_text())
+    assert match, "{0}: the first line does not say which Python it was locked on: re-lock with tests/harness/lock-requirements.sh".format(lock)
+    return int(match.group(1)), int(match.group(2))
+
+
+def claimed_oldest() -> tuple[int, int]:
     text = yaml.safe_load((ROOT / "meta" / "runtime.yml").read_text())["requires_ansible"]
-    clauses = {}
-    for part in text.split(","):
-        match = CLAUSE.match(part)
-        assert match, "meta/runtime.yml requires_ansible: '{0}' is not '>=X.Y.Z' or '<X.Y.Z'".format(part)
-        clauses[match.group(1)] = tuple(int(n) for n in match.group(2, 3, 4))
-    assert ">=" in clauses, "meta/runtime.yml requires_ansible: no lower bound (>=X.Y.0)"
-    return clauses
+    match = CLAIM.match(text.strip())
+    assert match, "meta/runtime.yml requires_ansible is '{0}': write '>=X.Y.0', the oldest supported minor, with no upper bound".format(text)
+    return int(match.group(1)), int(match.group(2))
 
 
 def test_the_oldest_claimed_minor_is_the_oldest_venvs():
-    lower = claim()[">="]
-    assert lower[2] == 0, "requires_ansible: the lower bound is a minor's first release (>={0}.{1}.0)".format(*lower)
-    assert locked_minor(LOCKS["oldest"]) == lower[:2], (
+    lower = claimed_oldest()
+    assert locked_minor(LOCKS["oldest"]) == lower, (
         "meta/runtime.yml claims ansible-core >= {0}.{1}; tests/harness/requirements-oldest.in pins {2}.{3}: "
-        "change the pin and the claim together (tests/harness/lock-requirements.sh oldest)".format(*lower[:2], *locked_minor(LOCKS["oldest"]))
+        "change the pin and the claim together (tests/harness/lock-requirements.sh oldest)".format(*lower, *locked_minor(LOCKS["oldest"]))
     )
 
 
-def test_the_newest_claimed_minor_is_the_main_venvs():
-    clauses = claim()
-    newest = locked_minor(LOCKS["newest"])
-    assert newest >= clauses[">="][:2], "the main venv's ansible-core {0}.{1} is below requires_ansible".format(*newest)
-    assert "<" in clauses, "requires_ansible has no upper bound: it claims minors no venv tests"
-    upper = clauses["<"]
-    assert upper[2] == 0 and upper[:2] == (newest[0], newest[1] + 1), (
-        "requires_ansible's upper bound must be <{0}.{1}.0, the minor after the newest tested (tests/harness/requirements.txt pins {0}.{2})".format(
-            newest[0], newest[1] + 1, newest[1]
+def test_the_fallback_venv_runs_the_oldest_venvs_ansible_core():
+    """Without Python 3.12 the main venv is the oldest lane's ansible-core, to the patch release."""
+    assert locked_version(LOCKS["fallback"]) == locked_version(LOCKS["oldest"]), (
+        "tests/harness/requirements-fallback.in pins ansible-core {0}.{1}.{2}, requirements-oldest.in {3}.{4}.{5}: "
+        "pin the same one in both and re-lock both".format(*locked_version(LOCKS["fallback"]), *locked_version(LOCKS["oldest"]))
+    )
+
+
+def test_the_main_venv_is_newer_than_the_oldest():
+    newest, oldest = locked_minor(LOCKS["newest"]), locked_minor(LOCKS["oldest"])
+    assert newest > oldest, "the main venv's ansible-core {0}.{1} is not newer than the oldest venv's {2}.{3}: one lane would test twice".format(
+        *newest, *oldest
+    )
+
+
+@pytest.mark.parametrize("venv", sorted(LOCK_PYTHON))
+def test_the_python_3_11_locks_are_made_on_3_11(venv):
+    assert locked_on(LOCKS[venv]) == LOCK_PYTHON[venv], (
+        "{0} must be locked on Python {1}.{2}, the one it installs on: LOCK_PYTHON=... lock-requirements.sh {3}".format(
+            LOCKS[venv].name, *LOCK_PYTHON[venv], venv
         )
     )
 
 
-def test_every_tested_minor_between_oldest_and_newest():
-    oldest, newest = locked_minor(LOCKS["oldest"]), locked_minor(LOCKS["newest"])
-    assert oldest[0] == newest[0] and newest[1] - oldest[1] <= 1, (
-        "the claim spans {0}.{1} to {2}.{3}: a minor between them is not tested; add a venv for it or narrow requires_ansible".format(*oldest, *newest)
+def test_the_main_lock_is_made_on_python_3_12_or_later():
+    assert locked_on(LOCKS["newest"]) >= NEWEST_LOCK_PYTHON_AT_LEAST, (
+        "requirements.txt must be locked on Python >= 3.12 (ansible-core {0}.{1} needs it)".format(*locked_minor(LOCKS["newest"]))
     )
 
 
-@pytest.mark.parametrize("venv", sorted(LOCKS))
-def test_each_tested_minor_has_its_sanity_ignore_file(venv):
-    major, minor = locked_minor(LOCKS[venv])
-    ignore = ROOT / "tests" / "sanity" / "ignore-{0}.{1}.txt".format(major, minor)
-    assert ignore.is_file(), "ansible-test {0}.{1} reads {2}; it is missing".format(major, minor, ignore)
+def test_each_claimed_minor_up_to_the_newest_has_its_sanity_ignore_file():
+    """ansible-test <minor> reads tests/sanity/ignore-<minor>.txt; none is kept for a minor no longer claimed."""
+    oldest, newest = locked_minor(LOCKS["oldest"]), locked_minor(LOCKS["newest"])
+    assert oldest[0] == newest[0], "a new ansible-core major: list its minors here"
+    wanted = {(oldest[0], minor) for minor in range(oldest[1], newest[1] + 1)}
+    present = {tuple(int(n) for n in m.groups()) for m in (IGNORE_FILE.match(p.name) for p in (ROOT / "tests" / "sanity").iterdir()) if m}
+    assert present == wanted, "tests/sanity holds ignore files for {0}; the claimed minors up to the newest tested are {1}".format(
+        sorted("{0}.{1}".format(*v) for v in present), sorted("{0}.{1}".format(*v) for v in wanted)
+    )
+
+
+def test_the_running_ansible_core_is_a_locked_one():
+    """The venv running these tests was built from one of the locks (a stale venv tests another core)."""
+    from ansible.release import __version__
+
+    locked = {"{0}.{1}.{2}".format(*locked_version(lock)) for lock in LOCKS.values()}
+    assert __version__ in locked, "ansible-core {0} runs the tests; the locks pin {1}: rebuild the venvs (make venv venv-oldest)".format(
+        __version__, sorted(locked)
+    )
+
+
+def test_the_readme_states_the_claim_and_the_tested_versions():
+    """The README's supported matrix names the claim and the two tested ansible-core releases."""
+    readme = (ROOT / "README.md").read_text()
+    matrix = readme[readme.index("## Supported matrix") :]
+    matrix = matrix[: matrix.index("\n## ", 1)]
+    claim = yaml.safe_load((ROOT / "meta" / "runtime.yml").read_text())["requires_ansible"]
+    wanted = ['requires_ansible: "{0}"'.format(claim)] + ["{0}.{1}.{2}".format(*locked_version(LOCKS[venv])) for venv in ("oldest", "newest")]
+    missing = [text for text in wanted if text not in matrix]
+    assert not missing, "README.md's Supported matrix does not say {0}".format(missing)
 
 
 def collection_versions() -> tuple[str, set[str]]:

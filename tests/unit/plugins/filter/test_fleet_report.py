@@ -16,6 +16,7 @@ memory slices each occupies.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -128,16 +129,30 @@ def chromium() -> str:
     pytest.fail("Debian's chromium is not installed: run `make host` (tests/harness/bootstrap-host.sh installs it)")
 
 
-def test_report_renders_in_headless_chromium_and_shows_the_mig_picture(reports: list[dict[str, t.Any]], tmp_path: Path):
+def publish(work: Path) -> None:
+    """Copy the report's files to OUTPUT, each replaced whole.
+
+    Both unit-test lanes (make units units-oldest) render the report at the
+    same time: each renders into its own directory and only the finished
+    files meet here, so neither reads a screenshot the other is writing.
+    """
     OUTPUT.mkdir(parents=True, exist_ok=True)
+    for path in work.iterdir():
+        if path.is_file():
+            partial = OUTPUT / ".{0}.{1}".format(path.name, os.getpid())
+            shutil.copyfile(path, partial)
+            os.replace(partial, OUTPUT / path.name)
+
+
+def test_report_renders_in_headless_chromium_and_shows_the_mig_picture(reports: list[dict[str, t.Any]], tmp_path: Path):
+    work = tmp_path / "fleet-report"
+    work.mkdir()
     for report in reports:
-        (OUTPUT / "{0}.json".format(report["host"])).write_text(json.dumps(report, indent=2, sort_keys=True))
-    page = OUTPUT / "fleet-report.html"
+        (work / "{0}.json".format(report["host"])).write_text(json.dumps(report, indent=2, sort_keys=True))
+    page = work / "fleet-report.html"
     page.write_text(fleet_report(reports))
-    (OUTPUT / "fleet-report.md").write_text(fleet_report(reports, "markdown"))
-    shot = OUTPUT / "fleet-report.png"
-    if shot.exists():
-        shot.unlink()
+    (work / "fleet-report.md").write_text(fleet_report(reports, "markdown"))
+    shot = work / "fleet-report.png"
     proc = subprocess.run(
         [
             chromium(),
@@ -153,6 +168,7 @@ def test_report_renders_in_headless_chromium_and_shows_the_mig_picture(reports: 
         check=False,
     )
     assert proc.returncode == 0 and shot.is_file(), proc.stdout.decode(errors="replace")
+    publish(work)
 
     image = pngread.read(shot)
     # Memory slices per GPU-instance size on the A100 host: GPU 0 has 1g x2,
