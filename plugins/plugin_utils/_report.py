@@ -72,6 +72,8 @@ table { border-collapse: collapse; font-size: 13px; }
 th, td { border: 1px solid #d0d7de; padding: 3px 6px; text-align: left; white-space: nowrap; }
 td.models { white-space: normal; min-width: 150px; max-width: 200px; }
 td.st { white-space: normal; }
+td.nc { white-space: normal; min-width: 110px; max-width: 220px; color: #7d4e00; font-style: italic; }
+td.nc .why { display: block; font-size: 11px; font-style: normal; color: #57606a; overflow-wrap: anywhere; }
 th { background: #f6f8fa; }
 .st { font-weight: 600; text-align: center; }
 .pass { background: #dafbe1; color: #116329; } .warn { background: #fff8c5; color: #7d4e00; }
@@ -129,6 +131,32 @@ def version_cell(versions: dict[str, t.Any], key: str) -> str:
     return value
 
 
+# What a cell says for a value verify could not read (the report's
+# not_checked gives why): never a guess, never a blank that reads as "none".
+NOT_CHECKED = "not checked"
+
+
+def unread(report: dict[str, t.Any], key: str) -> str | None:
+    """Why the report's `key` (a version, or `gpus`) was not read; None when it was, or was not asked for."""
+    why = (report.get("not_checked") or {}).get(key)
+    return str(why) if why else None
+
+
+def _version_html(report: dict[str, t.Any], key: str) -> str:
+    value = version_cell(report.get("versions") or {}, key)
+    why = unread(report, key)
+    if why and not (report.get("versions") or {}).get(key):
+        return '<td class="nc">{0}<span class="why">{1}</span></td>'.format(NOT_CHECKED, _e(why))
+    return "<td>{0}</td>".format(_e(value)) if value else "<td>&ndash;</td>"
+
+
+def _version_text(report: dict[str, t.Any], key: str) -> str:
+    why = unread(report, key)
+    if why and not (report.get("versions") or {}).get(key):
+        return "{0} ({1})".format(NOT_CHECKED, why)
+    return version_cell(report.get("versions") or {}, key) or "-"
+
+
 def _checks(report: dict[str, t.Any]) -> dict[str, dict[str, t.Any]]:
     return {c["layer"]: c for c in report.get("checks") or []}
 
@@ -146,7 +174,9 @@ def layer_cell(layer: str, item: dict[str, t.Any]) -> str:
 
 
 def gpu_models(report: dict[str, t.Any]) -> str:
-    """'8 x NVIDIA A100-SXM4-40GB' (one entry per model, in index order)."""
+    """'8 x NVIDIA A100-SXM4-40GB' (one entry per model, in index order); "not checked" when NVML was not read."""
+    if not report.get("gpus") and unread(report, "gpus"):
+        return NOT_CHECKED
     counts: dict[str, int] = {}
     for gpu in report.get("gpus") or []:
         counts[str(gpu.get("name"))] = counts.get(str(gpu.get("name")), 0) + 1
@@ -428,11 +458,13 @@ def render_html(reports: list[dict[str, t.Any]], title: str = "gpufleet fleet re
     out.append("</tr></thead><tbody>")
     for report in reports:
         status = report.get("status", "missing")
-        versions = report.get("versions") or {}
         checks = _checks(report)
         out.append('<tr><td>{0}</td><td class="st {1}">{2}</td>'.format(_e(report.get("host")), _e(status), _e(STATUS_TEXT.get(status, status))))
-        out.extend("<td>{0}</td>".format(_e(version_cell(versions, key)) if version_cell(versions, key) else "&ndash;") for key, _label in VERSION_COLUMNS)
-        out.append('<td class="models">{0}</td>'.format(_e(gpu_models(report))))
+        out.extend(_version_html(report, key) for key, _label in VERSION_COLUMNS)
+        if unread(report, "gpus") and not report.get("gpus"):
+            out.append('<td class="nc">{0}<span class="why">{1}</span></td>'.format(NOT_CHECKED, _e(unread(report, "gpus"))))
+        else:
+            out.append('<td class="models">{0}</td>'.format(_e(gpu_models(report))))
         for layer, _label in LAYER_COLUMNS:
             item = checks.get(layer)
             if item is None:
@@ -555,11 +587,10 @@ def render_markdown(reports: list[dict[str, t.Any]], title: str = "gpufleet flee
     lines.append("|" + "---|" * len(header))
     for report in reports:
         status = report.get("status", "missing")
-        versions = report.get("versions") or {}
         checks = _checks(report)
         cells = [_md(report.get("host")), "**{0}**".format(STATUS_TEXT.get(status, status))]
-        cells += [_md(version_cell(versions, key) or "-") for key, _label in VERSION_COLUMNS]
-        cells.append(_md(gpu_models(report)))
+        cells += [_md(_version_text(report, key)) for key, _label in VERSION_COLUMNS]
+        cells.append(_md(_version_text(report, "gpus") if unread(report, "gpus") and not report.get("gpus") else gpu_models(report)))
         cells += [_md(layer_cell(layer, checks[layer])) if layer in checks else "-" for layer, _label in LAYER_COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
     lines += _schedulers_markdown(scheduler_rows(reports))
@@ -627,8 +658,8 @@ def render_text(reports: list[dict[str, t.Any]]) -> list[str]:
                 STATUS_TEXT.get(status, status),
                 counts.get("error", 0),
                 counts.get("warning", 0),
-                (report.get("versions") or {}).get("driver") or "-",
-                (report.get("versions") or {}).get("cuda") or "-",
+                _version_text(report, "driver"),
+                _version_text(report, "cuda"),
                 gpu_models(report),
             )
         )
