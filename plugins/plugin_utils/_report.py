@@ -64,15 +64,19 @@ BAR_HEIGHT = 40
 CI_HEIGHT = 8
 
 CSS = """
-body { font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px; color: #1f2328; }
+body { font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 20px; color: #1f2328; }
 h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 18px; margin: 28px 0 8px; border-bottom: 1px solid #d0d7de; }
 h3 { font-size: 15px; margin: 16px 0 6px; }
 .totals span { margin-right: 12px; }
-table { border-collapse: collapse; font-size: 13px; }
-th, td { border: 1px solid #d0d7de; padding: 3px 6px; text-align: left; white-space: nowrap; }
-td.models { white-space: normal; min-width: 150px; max-width: 200px; }
+table { border-collapse: collapse; font-size: 12px; }
+th, td { border: 1px solid #d0d7de; padding: 3px 4px; text-align: left; white-space: nowrap; }
+th { white-space: normal; vertical-align: bottom; }
+td.models { white-space: normal; min-width: 120px; max-width: 200px; }
+td.host { white-space: normal; min-width: 110px; max-width: 230px; }
+td.ver { white-space: normal; } td.ver span { white-space: nowrap; }
 td.st { white-space: normal; }
-td.nc { white-space: normal; min-width: 110px; max-width: 220px; color: #7d4e00; font-style: italic; }
+td.reason { min-width: 140px; overflow-wrap: anywhere; }
+td.nc { white-space: normal; min-width: 80px; max-width: 220px; color: #7d4e00; font-style: italic; }
 td.nc .why { display: block; font-size: 11px; font-style: normal; color: #57606a; overflow-wrap: anywhere; }
 th { background: #f6f8fa; }
 .st { font-weight: 600; text-align: center; }
@@ -143,11 +147,19 @@ def unread(report: dict[str, t.Any], key: str) -> str | None:
 
 
 def _version_html(report: dict[str, t.Any], key: str) -> str:
+    """A version cell that breaks only between words ("containerd" / "2.3.7"), never inside a version."""
     value = version_cell(report.get("versions") or {}, key)
     why = unread(report, key)
     if why and not (report.get("versions") or {}).get(key):
         return '<td class="nc">{0}<span class="why">{1}</span></td>'.format(NOT_CHECKED, _e(why))
-    return "<td>{0}</td>".format(_e(value)) if value else "<td>&ndash;</td>"
+    if not value:
+        return "<td>&ndash;</td>"
+    return '<td class="ver">{0}</td>'.format(" ".join("<span>{0}</span>".format(_e(word)) for word in value.split()))
+
+
+def _host_html(host: t.Any) -> str:
+    """A host name that may break after its dots (a long FQDN must not widen the table)."""
+    return _e(host).replace(".", ".<wbr>")
 
 
 def _version_text(report: dict[str, t.Any], key: str) -> str:
@@ -177,9 +189,13 @@ def gpu_models(report: dict[str, t.Any]) -> str:
     """'8 x NVIDIA A100-SXM4-40GB' (one entry per model, in index order); "not checked" when NVML was not read."""
     if not report.get("gpus") and unread(report, "gpus"):
         return NOT_CHECKED
+    if report.get("status") == "missing":
+        return "-"  # no report: nothing was read, not "no GPUs"
     counts: dict[str, int] = {}
     for gpu in report.get("gpus") or []:
-        counts[str(gpu.get("name"))] = counts.get(str(gpu.get("name")), 0) + 1
+        # A lost GPU has no name NVML could read: say so, not "None".
+        name = str(gpu.get("name") or "GPU (name not read)")
+        counts[name] = counts.get(name, 0) + 1
     return ", ".join("{0} x {1}".format(n, name) for name, n in counts.items()) or "none"
 
 
@@ -459,7 +475,9 @@ def render_html(reports: list[dict[str, t.Any]], title: str = "gpufleet fleet re
     for report in reports:
         status = report.get("status", "missing")
         checks = _checks(report)
-        out.append('<tr><td>{0}</td><td class="st {1}">{2}</td>'.format(_e(report.get("host")), _e(status), _e(STATUS_TEXT.get(status, status))))
+        out.append(
+            '<tr><td class="host">{0}</td><td class="st {1}">{2}</td>'.format(_host_html(report.get("host")), _e(status), _e(STATUS_TEXT.get(status, status)))
+        )
         out.extend(_version_html(report, key) for key, _label in VERSION_COLUMNS)
         if unread(report, "gpus") and not report.get("gpus"):
             out.append('<td class="nc">{0}<span class="why">{1}</span></td>'.format(NOT_CHECKED, _e(unread(report, "gpus"))))
@@ -470,7 +488,9 @@ def render_html(reports: list[dict[str, t.Any]], title: str = "gpufleet fleet re
             if item is None:
                 out.append("<td>&ndash;</td>")
             else:
-                out.append('<td class="st {0}" title="{1}">{2}</td>'.format(_e(item["status"]), _e(item.get("summary")), _e(layer_cell(layer, item))))
+                text = layer_cell(layer, item)
+                reason = " reason" if text != STATUS_TEXT.get(item["status"], item["status"]) else ""
+                out.append('<td class="st {0}{1}" title="{2}">{3}</td>'.format(_e(item["status"]), reason, _e(item.get("summary")), _e(text)))
         out.append("</tr>")
     out.append("</tbody></table>")
     out.extend(_schedulers_html(scheduler_rows(reports)))
