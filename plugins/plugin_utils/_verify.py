@@ -1284,14 +1284,17 @@ def gate(report: dict[str, t.Any], fail_on: str) -> list[dict[str, t.Any]]:
 
 def stats(report: dict[str, t.Any]) -> dict[str, t.Any]:
     """What set_stats returns to AWX for one host: status, counts, versions, each layer's status, the findings
-    that are not info."""
-    return {
+    that are not info; and what was not read (a null version is never "none installed")."""
+    out = {
         "status": report["status"],
         "summary": report["summary"],
         "versions": report["versions"],
         "checks": {item["layer"]: item["status"] for item in report["checks"]},
         "findings": [finding for item in report["checks"] for finding in item["findings"] if finding["severity"] != "info"],
     }
+    if report.get("not_checked"):
+        out["not_checked"] = report["not_checked"]
+    return out
 
 
 def summary_lines(report: dict[str, t.Any]) -> list[str]:

@@ -624,5 +624,6 @@ def test_the_report_says_not_checked_never_a_guess(mixed_nvml: dict[str, t.Any])
     assert row_b.count("not checked (NVML status driver_not_loaded)") == 3 and "| none |" not in row_b
     text = _report.render_text([report, down])
     assert any(line.startswith("node-b: ") and "driver not checked (NVML status driver_not_loaded)" in line for line in text), text
+    assert verify_stats(report)["not_checked"] == {"engine": why} and "not_checked" not in verify_stats(verify_report(checks, "node-c", mixed_nvml, {}))
     with pytest.raises(AnsibleFilterError, match="^verify_report: not_checked must map"):
         verify_report(checks, "node-a", mixed_nvml, {}, ["engine"])
