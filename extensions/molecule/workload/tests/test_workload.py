@@ -150,7 +150,8 @@ ENGINE_CELLS = {
 
 def engines_read(markdown: str) -> None:
     """The fleet report's Engine column holds the version each node's engine was read at."""
-    header, _rule, *rows = [line for line in markdown.split("\n## ", 1)[0].splitlines() if line.startswith("| ")]
+    # The hosts table: its header, then one row per host (the |---| rule does not start with "| ").
+    header, *rows = [line for line in markdown.split("\n## ", 1)[0].splitlines() if line.startswith("| ")]
     column = [cell.strip() for cell in header.strip("| ").split(" | ")].index("Engine")
     for node, pattern in ENGINE_CELLS.items():
         [row] = [line for line in rows if line.startswith("| {0} |".format(node))]
