@@ -96,11 +96,26 @@ def verify_dra_reads(settings: t.Any) -> dict[str, t.Any]:
     return {"files": files, "commands": {"dra_paths": _dra.paths_command(), "dra_imex": list(_dra.IMEX_COMMAND)}}
 
 
-def verify_report(checks: t.Any, host: str, nvml: t.Any = None, versions: t.Any = None) -> dict[str, t.Any]:
-    """One host's report from its checks, NVML facts and versions."""
+def verify_report(checks: t.Any, host: str, nvml: t.Any = None, versions: t.Any = None, not_checked: t.Any = None) -> dict[str, t.Any]:
+    """One host's report from its checks, NVML facts and versions; `not_checked` says why a version was not read."""
     if not isinstance(checks, list) or not all(isinstance(c, dict) and "layer" in c for c in checks):
         raise AnsibleFilterError("verify_report: expected a list of verify_check results")
-    return _verify.build_report(host, checks, nvml or {}, versions or {})
+    if not_checked is not None and not isinstance(not_checked, dict):
+        raise AnsibleFilterError("verify_report: not_checked must map a version's key to why it was not read, got {0}".format(type(not_checked).__name__))
+    return _verify.build_report(host, checks, nvml or {}, versions or {}, not_checked)
+
+
+def verify_engine_version(reads: t.Any, engine: str, packages: t.Any = None) -> dict[str, t.Any]:
+    """The container engine's version: from the package that owns it, else from the engine itself
+    (`docker info`, or `containerd --version` / `crio --version` for one installed from a release tarball);
+    with `not_checked` saying why when neither answered."""
+    if not isinstance(reads, dict):
+        raise AnsibleFilterError("verify_engine_version: expected the engine's reads as a mapping, got {0}".format(type(reads).__name__))
+    if not isinstance(engine, str) or not engine:
+        raise AnsibleFilterError("verify_engine_version: engine must name the container engine (containerd, docker or crio)")
+    if packages is not None and not isinstance(packages, dict):
+        raise AnsibleFilterError("verify_engine_version: packages must be the package_versions mapping, got {0}".format(type(packages).__name__))
+    return _verify.engine_version(engine, packages or {}, reads)
 
 
 def verify_summary(report: t.Any) -> list[str]:
@@ -120,4 +135,13 @@ def verify_stats(report: t.Any) -> dict[str, t.Any]:
 class FilterModule(FilterTable):
     """Verify filters."""
 
-    FILTERS = (verify_check, verify_dev_char_missing, verify_dra_reads, verify_report, verify_stats, verify_summary, workload_plan)
+    FILTERS = (
+        verify_check,
+        verify_dev_char_missing,
+        verify_dra_reads,
+        verify_engine_version,
+        verify_report,
+        verify_stats,
+        verify_summary,
+        workload_plan,
+    )

@@ -185,6 +185,24 @@ def parse_kernel_log(text: t.Any) -> list[dict[str, t.Any]]:
     return events
 
 
+def summary_text(gpus: t.Any, kernel_log_read: bool, events: t.Any, kernel_log: str) -> str:
+    """The health layer's one-line summary of a node with no finding, saying only what was read.
+
+    A GPU counts as healthy when NVML answered its health fields (or lost it,
+    which is a finding of its own); a kernel log that could not be read says
+    "Xid events not checked" and why, never a count of zero. The verify role
+    and the boot-time check share it.
+    """
+    gpus = [gpu for gpu in gpus or [] if isinstance(gpu, dict)]
+    read = sum(1 for gpu in gpus if isinstance(gpu.get("health"), dict) or gpu.get("lost"))
+    text = "{0} GPU(s) healthy".format(read)
+    if read < len(gpus):
+        text += ", {0} not checked (NVML gave no health fields)".format(len(gpus) - read)
+    if kernel_log_read:
+        return "{0}; {1} Xid event(s) since boot".format(text, len(events or []))
+    return "{0}; Xid events not checked (kernel log {1} not readable)".format(text, kernel_log)
+
+
 def _bus_id_of(match: t.Match[str]) -> str:
     return canonical_bus_id(
         int(match.group("domain"), 16), int(match.group("bus"), 16), int(match.group("device"), 16), int(match.group("function") or "0", 16)

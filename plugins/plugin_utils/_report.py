@@ -64,14 +64,20 @@ BAR_HEIGHT = 40
 CI_HEIGHT = 8
 
 CSS = """
-body { font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px; color: #1f2328; }
+body { font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 20px; color: #1f2328; }
 h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 18px; margin: 28px 0 8px; border-bottom: 1px solid #d0d7de; }
 h3 { font-size: 15px; margin: 16px 0 6px; }
 .totals span { margin-right: 12px; }
-table { border-collapse: collapse; font-size: 13px; }
-th, td { border: 1px solid #d0d7de; padding: 3px 6px; text-align: left; white-space: nowrap; }
-td.models { white-space: normal; min-width: 150px; max-width: 200px; }
+table { border-collapse: collapse; font-size: 12px; }
+th, td { border: 1px solid #d0d7de; padding: 3px 4px; text-align: left; white-space: nowrap; }
+th { white-space: normal; vertical-align: bottom; }
+td.models { white-space: normal; min-width: 120px; max-width: 200px; }
+td.host { white-space: normal; min-width: 110px; max-width: 230px; }
+td.ver { white-space: normal; } td.ver span { white-space: nowrap; }
 td.st { white-space: normal; }
+td.reason { min-width: 140px; overflow-wrap: anywhere; }
+td.nc { white-space: normal; min-width: 80px; max-width: 220px; color: #7d4e00; font-style: italic; }
+td.nc .why { display: block; font-size: 11px; font-style: normal; color: #57606a; overflow-wrap: anywhere; }
 th { background: #f6f8fa; }
 .st { font-weight: 600; text-align: center; }
 .pass { background: #dafbe1; color: #116329; } .warn { background: #fff8c5; color: #7d4e00; }
@@ -129,6 +135,40 @@ def version_cell(versions: dict[str, t.Any], key: str) -> str:
     return value
 
 
+# What a cell says for a value verify could not read (the report's
+# not_checked gives why): never a guess, never a blank that reads as "none".
+NOT_CHECKED = "not checked"
+
+
+def unread(report: dict[str, t.Any], key: str) -> str | None:
+    """Why the report's `key` (a version, or `gpus`) was not read; None when it was, or was not asked for."""
+    why = (report.get("not_checked") or {}).get(key)
+    return str(why) if why else None
+
+
+def _version_html(report: dict[str, t.Any], key: str) -> str:
+    """A version cell that breaks only between words ("containerd" / "2.3.7"), never inside a version."""
+    value = version_cell(report.get("versions") or {}, key)
+    why = unread(report, key)
+    if why and not (report.get("versions") or {}).get(key):
+        return '<td class="nc">{0}<span class="why">{1}</span></td>'.format(NOT_CHECKED, _e(why))
+    if not value:
+        return "<td>&ndash;</td>"
+    return '<td class="ver">{0}</td>'.format(" ".join("<span>{0}</span>".format(_e(word)) for word in value.split()))
+
+
+def _host_html(host: t.Any) -> str:
+    """A host name that may break after its dots (a long FQDN must not widen the table)."""
+    return _e(host).replace(".", ".<wbr>")
+
+
+def _version_text(report: dict[str, t.Any], key: str) -> str:
+    why = unread(report, key)
+    if why and not (report.get("versions") or {}).get(key):
+        return "{0} ({1})".format(NOT_CHECKED, why)
+    return version_cell(report.get("versions") or {}, key) or "-"
+
+
 def _checks(report: dict[str, t.Any]) -> dict[str, dict[str, t.Any]]:
     return {c["layer"]: c for c in report.get("checks") or []}
 
@@ -146,10 +186,16 @@ def layer_cell(layer: str, item: dict[str, t.Any]) -> str:
 
 
 def gpu_models(report: dict[str, t.Any]) -> str:
-    """'8 x NVIDIA A100-SXM4-40GB' (one entry per model, in index order)."""
+    """'8 x NVIDIA A100-SXM4-40GB' (one entry per model, in index order); "not checked" when NVML was not read."""
+    if not report.get("gpus") and unread(report, "gpus"):
+        return NOT_CHECKED
+    if report.get("status") == "missing":
+        return "-"  # no report: nothing was read, not "no GPUs"
     counts: dict[str, int] = {}
     for gpu in report.get("gpus") or []:
-        counts[str(gpu.get("name"))] = counts.get(str(gpu.get("name")), 0) + 1
+        # A lost GPU has no name NVML could read: say so, not "None".
+        name = str(gpu.get("name") or "GPU (name not read)")
+        counts[name] = counts.get(name, 0) + 1
     return ", ".join("{0} x {1}".format(n, name) for name, n in counts.items()) or "none"
 
 
@@ -428,17 +474,23 @@ def render_html(reports: list[dict[str, t.Any]], title: str = "gpufleet fleet re
     out.append("</tr></thead><tbody>")
     for report in reports:
         status = report.get("status", "missing")
-        versions = report.get("versions") or {}
         checks = _checks(report)
-        out.append('<tr><td>{0}</td><td class="st {1}">{2}</td>'.format(_e(report.get("host")), _e(status), _e(STATUS_TEXT.get(status, status))))
-        out.extend("<td>{0}</td>".format(_e(version_cell(versions, key)) if version_cell(versions, key) else "&ndash;") for key, _label in VERSION_COLUMNS)
-        out.append('<td class="models">{0}</td>'.format(_e(gpu_models(report))))
+        out.append(
+            '<tr><td class="host">{0}</td><td class="st {1}">{2}</td>'.format(_host_html(report.get("host")), _e(status), _e(STATUS_TEXT.get(status, status)))
+        )
+        out.extend(_version_html(report, key) for key, _label in VERSION_COLUMNS)
+        if unread(report, "gpus") and not report.get("gpus"):
+            out.append('<td class="nc">{0}<span class="why">{1}</span></td>'.format(NOT_CHECKED, _e(unread(report, "gpus"))))
+        else:
+            out.append('<td class="models">{0}</td>'.format(_e(gpu_models(report))))
         for layer, _label in LAYER_COLUMNS:
             item = checks.get(layer)
             if item is None:
                 out.append("<td>&ndash;</td>")
             else:
-                out.append('<td class="st {0}" title="{1}">{2}</td>'.format(_e(item["status"]), _e(item.get("summary")), _e(layer_cell(layer, item))))
+                text = layer_cell(layer, item)
+                reason = " reason" if text != STATUS_TEXT.get(item["status"], item["status"]) else ""
+                out.append('<td class="st {0}{1}" title="{2}">{3}</td>'.format(_e(item["status"]), reason, _e(item.get("summary")), _e(text)))
         out.append("</tr>")
     out.append("</tbody></table>")
     out.extend(_schedulers_html(scheduler_rows(reports)))
@@ -555,11 +607,10 @@ def render_markdown(reports: list[dict[str, t.Any]], title: str = "gpufleet flee
     lines.append("|" + "---|" * len(header))
     for report in reports:
         status = report.get("status", "missing")
-        versions = report.get("versions") or {}
         checks = _checks(report)
         cells = [_md(report.get("host")), "**{0}**".format(STATUS_TEXT.get(status, status))]
-        cells += [_md(version_cell(versions, key) or "-") for key, _label in VERSION_COLUMNS]
-        cells.append(_md(gpu_models(report)))
+        cells += [_md(_version_text(report, key)) for key, _label in VERSION_COLUMNS]
+        cells.append(_md(_version_text(report, "gpus") if unread(report, "gpus") and not report.get("gpus") else gpu_models(report)))
         cells += [_md(layer_cell(layer, checks[layer])) if layer in checks else "-" for layer, _label in LAYER_COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
     lines += _schedulers_markdown(scheduler_rows(reports))
@@ -627,8 +678,8 @@ def render_text(reports: list[dict[str, t.Any]]) -> list[str]:
                 STATUS_TEXT.get(status, status),
                 counts.get("error", 0),
                 counts.get("warning", 0),
-                (report.get("versions") or {}).get("driver") or "-",
-                (report.get("versions") or {}).get("cuda") or "-",
+                _version_text(report, "driver"),
+                _version_text(report, "cuda"),
                 gpu_models(report),
             )
         )

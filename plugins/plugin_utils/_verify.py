@@ -29,7 +29,7 @@ import yaml
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _health
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge.packages import toolkit_packages
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.evaluate import Matrix
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.node import finding, worst
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.node import PACKAGE_NAMES, finding, worst
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.tables import SEVERITIES, MatrixError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.versions import parse_version, version_text
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._layers import LAYERS
@@ -293,7 +293,8 @@ def check_container_toolkit(declaration: dict[str, t.Any], packages: dict[str, t
                 )
             )
     found.extend(_dev_char_findings(dev_char))
-    summary = "Container Toolkit {0} ({1} set)".format(observed.get("nvidia-container-toolkit-base") or "?", package_set)
+    # With the base package missing the summary is that finding's message.
+    summary = "Container Toolkit {0} ({1} set)".format(observed.get("nvidia-container-toolkit-base") or "not installed", package_set)
     return judged("container_toolkit", summary, {"version": version or None, "package_set": package_set}, observed, found)
 
 
@@ -494,6 +495,77 @@ def _crio_config(text: str, wanted: dict[str, t.Any], found: list[dict[str, str]
             )
         )
     return observed
+
+
+# An engine's version in its own words: `containerd --version` ("containerd
+# github.com/containerd/containerd/v2 v2.3.7 <revision>"), `crio --version`
+# ("crio version 1.30.0" or "Version:  1.30.0"). The first dotted x.y.z wins:
+# the module path's "/v2" has no dots.
+_ENGINE_VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+\.\d+(?:[-+~][\w.~+-]*)?)")
+
+
+def _command_text(argv: t.Any) -> str:
+    return " ".join(str(part) for part in argv) if isinstance(argv, (list, tuple)) else str(argv or "")
+
+
+def engine_version(engine: str, packages: dict[str, t.Any], reads: dict[str, t.Any]) -> dict[str, t.Any]:
+    """The running engine's version and where it was read, or why it was not.
+
+    The package that owns the engine first (its version is what the matrix
+    judges for packaged engines); else the engine itself: `docker info`'s
+    ServerVersion, or the version command node_reads_info ran in the same
+    call (reads: {command: argv, version: {rc, stdout, stderr}, info: {rc,
+    stdout}}), which is how an engine installed from a release tarball is
+    read. Returns {engine, version (x.y.z text or None), source, not_checked
+    (why, or None)}.
+    """
+    out: dict[str, t.Any] = {"engine": engine, "version": None, "source": None, "not_checked": None}
+    for name in PACKAGE_NAMES.get(engine, ()):
+        installed = _installed(packages, name)
+        if installed:
+            try:
+                out.update(version=version_text(parse_version(installed)), source="package {0} {1}".format(name, installed))
+                return out
+            except MatrixError:
+                out["not_checked"] = "package {0}'s version {1} is not a version number".format(name, installed)
+                return out
+    asked: list[str] = []
+    info = reads.get("info") if isinstance(reads.get("info"), dict) else {}
+    if engine == "docker":
+        asked.append("`docker info`")
+        if info.get("rc") == 0:
+            try:
+                server = json.loads(info.get("stdout") or "").get("ServerVersion")
+            except (ValueError, AttributeError):
+                server = None
+            if server:
+                match = _ENGINE_VERSION.search(str(server))
+                if match:
+                    out.update(version=version_text(parse_version(match.group(1))), source="`docker info` ServerVersion {0}".format(server))
+                    return out
+    answer = reads.get("version") if isinstance(reads.get("version"), dict) else None
+    command = _command_text(reads.get("command"))
+    if answer is not None:
+        text = "{0}".format(answer.get("stdout") or "").strip()
+        if answer.get("rc") == 0:
+            match = _ENGINE_VERSION.search(text)
+            if match:
+                try:
+                    out.update(version=version_text(parse_version(match.group(1))), source="`{0}`: {1}".format(command, text.splitlines()[0][:120]))
+                    return out
+                except MatrixError:
+                    pass
+            asked.append("`{0}` gave no version ({1})".format(command, text[:120] or "no output"))
+        elif answer.get("rc") == 127:
+            asked.append("`{0}`: {1} is not on PATH".format(command, command.split(" ", 1)[0]))
+        else:
+            error = "{0}".format(answer.get("stderr") or answer.get("stdout") or "").strip()
+            asked.append("`{0}` failed (rc {1}): {2}".format(command, answer.get("rc"), error[:200] or "no output"))
+    elif command:
+        asked.append("`{0}` was not run".format(command))
+    packages_text = " or ".join(PACKAGE_NAMES.get(engine, ())) or "none known"
+    out["not_checked"] = "no package owns {0} ({1}){2}".format(engine, packages_text, "; " + "; ".join(asked) if asked else "")
+    return out
 
 
 def check_container_runtime(declaration: dict[str, t.Any], observed: dict[str, t.Any]) -> dict[str, t.Any]:
@@ -959,13 +1031,14 @@ def check_health(settings: dict[str, t.Any], nvml: dict[str, t.Any], kernel_log:
         "gpus": len(gpus),
         "lost": [gpu.get("index") for gpu in gpus if gpu.get("lost")],
         "kernel_log": source if kernel_log is not None else None,
-        "xid_events": len(events),
+        # null, not 0, when the kernel log was not read: nothing was counted.
+        "xid_events": len(events) if kernel_log is not None else None,
         "services": services,
         # The judgement per check and GPU, for the node-exporter textfile.
         "judged": [{"check": item["check"], "severity": item["severity"], "gpu": item.get("gpu")} for item in judged_findings],
     }
     expected = {"gpu_count": settings.get("gpu_count"), "services": sorted(services or {})}
-    summary = "{0} GPU(s) healthy; {1} Xid event(s) since boot".format(len(gpus), len(events))
+    summary = _health.summary_text(gpus, kernel_log is not None, events, source)
     return judged("health", summary, expected, observed, found)
 
 
@@ -1161,15 +1234,32 @@ def report_gpus(nvml: dict[str, t.Any]) -> list[dict[str, t.Any]]:
     return gpus
 
 
-def build_report(host: str, checks: list[dict[str, t.Any]], nvml: dict[str, t.Any], versions: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
-    """One host's report: checks in site.yml order, versions, GPUs. Deterministic (no timestamps)."""
+def not_read(nvml: dict[str, t.Any], versions: dict[str, t.Any], not_checked: dict[str, t.Any] | None = None) -> dict[str, str]:
+    """What the report could not read, and why: `not_checked` as given (the engine's version, say), and the
+    driver, CUDA and GPU fields when NVML did not answer. Empty values are dropped."""
+    found = {str(key): str(why) for key, why in (not_checked or {}).items() if why}
+    status = nvml.get("status")
+    if status != "ok":
+        why = "NVML status {0}".format(status) if status else "NVML was not read"
+        for key in ("driver", "cuda"):
+            if not versions.get(key):
+                found.setdefault(key, why)
+        found.setdefault("gpus", why)
+    return dict(sorted(found.items()))
+
+
+def build_report(
+    host: str, checks: list[dict[str, t.Any]], nvml: dict[str, t.Any], versions: dict[str, t.Any] | None = None, not_checked: dict[str, t.Any] | None = None
+) -> dict[str, t.Any]:
+    """One host's report: checks in site.yml order, versions, GPUs, and `not_checked` (what could not be read,
+    and why) where anything was not. Deterministic (no timestamps)."""
     order = {layer: i for i, layer in enumerate(LAYERS + ("dra", "workload", "health", "matrix"))}
     checks = sorted(checks, key=lambda c: order.get(c["layer"], len(order)))
     findings = [f for c in checks for f in c["findings"]]
     counts = {level: sum(1 for f in findings if f["severity"] == level) for level in SEVERITIES}
     statuses = [c["status"] for c in checks]
     status = "fail" if "fail" in statuses else "warn" if ("warn" in statuses or "not_available" in statuses) else "pass"
-    return {
+    report = {
         "schema": REPORT_SCHEMA,
         "host": host,
         "status": status,
@@ -1178,6 +1268,10 @@ def build_report(host: str, checks: list[dict[str, t.Any]], nvml: dict[str, t.An
         "checks": checks,
         "gpus": report_gpus(nvml),
     }
+    unread = not_read(nvml, versions or {}, not_checked)
+    if unread:
+        report["not_checked"] = unread
+    return report
 
 
 def gate(report: dict[str, t.Any], fail_on: str) -> list[dict[str, t.Any]]:
@@ -1190,14 +1284,17 @@ def gate(report: dict[str, t.Any], fail_on: str) -> list[dict[str, t.Any]]:
 
 def stats(report: dict[str, t.Any]) -> dict[str, t.Any]:
     """What set_stats returns to AWX for one host: status, counts, versions, each layer's status, the findings
-    that are not info."""
-    return {
+    that are not info; and what was not read (a null version is never "none installed")."""
+    out = {
         "status": report["status"],
         "summary": report["summary"],
         "versions": report["versions"],
         "checks": {item["layer"]: item["status"] for item in report["checks"]},
         "findings": [finding for item in report["checks"] for finding in item["findings"] if finding["severity"] != "info"],
     }
+    if report.get("not_checked"):
+        out["not_checked"] = report["not_checked"]
+    return out
 
 
 def summary_lines(report: dict[str, t.Any]) -> list[str]:

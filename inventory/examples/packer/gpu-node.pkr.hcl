@@ -60,10 +60,11 @@ source "amazon-ebs" "gpu_node" {
   ssh_username  = "admin"
   ami_name      = "gpufleet-${var.tier}-${formatdate("YYYYMMDD-hhmm", timestamp())}"
 
-  # Debian 12 (bookworm), the official images.
+  # Debian 13 (trixie), the official images. Its containerd (1.7) reads CDI
+  # specs, which container_runtime_cdi turns on; Debian 12's (1.6) cannot.
   source_ami_filter {
     filters = {
-      name                = "debian-12-amd64-*"
+      name                = "debian-13-amd64-*"
       architecture        = "x86_64"
       virtualization-type = "hvm"
     }

@@ -58,10 +58,10 @@ def test_the_example_is_judged_and_planned_then_stops_at_the_first_upstream_fetc
     assert '"dest": "cuda/repos/debian12/x86_64"' in out
     assert '"source": "' + CLOSED + '/cuda/repos/debian12/x86_64"' in out
     for name in ("nvidia-driver-cuda", "nvidia-kernel-open-dkms"):
-        assert '{"name": "%s", "upstream_version": "580.95.05"}' % name in out, name
+        assert '{"name": "%s", "upstream_version": "580.178.04"}' % name in out, name
     # Fabric Manager (auto: carried when offered) and NVIDIA's pinning package.
     assert '"name": "nvidia-fabricmanager-580", "required": false' in out
-    assert '"name": "nvidia-driver-pinning-580.95.05", "required": false' in out
+    assert '"name": "nvidia-driver-pinning-580.178.04", "required": false' in out
     assert '"dest": "libnvidia-container/stable/deb/amd64"' in out
     assert '{"name": "nvidia-container-toolkit", "version": "1.20.1-1"}' in out
     assert not (tmp_path / "bundle").exists()

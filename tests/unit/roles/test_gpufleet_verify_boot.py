@@ -182,6 +182,20 @@ def test_a_healthy_node_passes_health_and_writes_the_textfile_once(installed: Pa
     done, report = run(installed, node, "--config", str(config))
     assert done.returncode == 0 and textfile.stat().st_mtime_ns == before  # unchanged health: not rewritten
     assert "health" not in report["gpus"][0]  # readings that move stay out of the report
+    health = {c["layer"]: c for c in report["checks"]}["health"]
+    assert health["summary"] == "8 GPU(s) healthy; 0 Xid event(s) since boot" and health["observed"]["xid_events"] == 0
+
+
+def test_an_unreadable_kernel_log_is_not_checked_at_boot(installed: Path, sim_node: t.Any, tmp_path: Path) -> None:
+    """No kernel log to read (as in an unprivileged container): "not checked", never zero Xid events."""
+    node = sim_node("dgx-a100-8x40gb")
+    done, report = run(installed, node, "--config", str(health_declaration(tmp_path, node)))
+    assert done.returncode == 0, done.stdout
+    health = {c["layer"]: c for c in report["checks"]}["health"]
+    kmsg = tmp_path / "kmsg"
+    assert health["summary"] == "8 GPU(s) healthy; Xid events not checked (kernel log {0} not readable)".format(kmsg), health
+    assert health["observed"]["xid_events"] is None
+    assert "kernel log {0} not readable: Xid events not checked".format(kmsg) in [f["message"] for f in health["findings"]]
 
 
 def test_sick_gpus_fail_health_at_boot_naming_gpu_and_action(installed: Path, sim_node: t.Any, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -126,6 +127,7 @@ def test_the_fleet_report_shows_the_cuda_image_matrix(host):
     # verify over every node (testinfra runs one host's tests, faults included, before the next host's).
     verify_only()
     report = (EPHEMERAL / "reports" / "fleet-report.md").read_text()
+    engines_read(report)
     table = report[report.index("## CUDA images") : report.index("\n## ", report.index("## CUDA images") + 1)]
     for node in ("workload-containerd17", "workload-containerd2", "workload-docker"):
         rows = [line for line in table.splitlines() if line.startswith("| ") and node in line]
@@ -135,6 +137,31 @@ def test_the_fleet_report_shows_the_cuda_image_matrix(host):
         # judged (compat on data-center GPUs, else a newer driver), never run.
         assert probe == "runs; ran: pass", rows[0]
         assert cuda13 in ("needs compat", "needs driver >= 580.65.06"), rows[0]
+
+
+# Each node's engine as the fleet report shows it: containerd 1.7 and Docker from Debian's packages,
+# containerd 2.2 from its release tarball (no package: `containerd --version` answers). Never "?".
+ENGINE_CELLS = {
+    "workload-containerd17": r"containerd 1\.7\.\d+",
+    "workload-containerd2": r"containerd 2\.2\.9",
+    "workload-docker": r"docker \d+\.\d+\.\d+",
+}
+
+
+def engines_read(markdown: str) -> None:
+    """The fleet report's Engine column holds the version each node's engine was read at."""
+    # The hosts table: its header, then one row per host (the |---| rule does not start with "| ").
+    header, *rows = [line for line in markdown.split("\n## ", 1)[0].splitlines() if line.startswith("| ")]
+    column = [cell.strip() for cell in header.strip("| ").split(" | ")].index("Engine")
+    for node, pattern in ENGINE_CELLS.items():
+        [row] = [line for line in rows if line.startswith("| {0} |".format(node))]
+        cell = [cell.strip() for cell in row.strip("| ").split(" | ")][column]
+        assert re.fullmatch(pattern, cell), (node, cell, row)
+    tarball = json.loads((EPHEMERAL / "reports" / "workload-containerd2.json").read_text())
+    assert tarball["versions"]["engine"] == "containerd 2.2.9" and "not_checked" not in tarball, tarball.get("not_checked")
+    # The version reached the matrix: containerd 2.2 is judged against its end of life (2026-11-06).
+    matrix = layer(tarball, "matrix")
+    assert any(f["rule"] == "engine_lifecycle" and f["subject"] == "containerd 2.2.9" for f in matrix["findings"]), matrix
 
 
 # -- the faults (containerd 2.2 and Docker) ------------------------------------------

@@ -15,6 +15,7 @@ memory slices each occupies.
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -27,7 +28,7 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.filter.fleet_report import fleet_report
 from ansible_collections.gpufleet.nvidia.plugins.filter.verify import verify_check, verify_report
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _report
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _report, _verify
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins import pngread
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import run_module
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.nvml_sim import ROOT
@@ -46,11 +47,13 @@ CHROMIUM_FLAGS = (
 )
 
 
-def host_report(sim_node: t.Callable[..., t.Any], host: str, fixture: str, driver_version: str, mig_label: str = "") -> dict[str, t.Any]:
-    node = sim_node(fixture)
-    facts = node.run("nvml_info", gather_mig_profiles=True)
-    assert facts["kind"] == "exit", facts
-    nvml = facts["result"]["nvml"]
+def host_report(
+    sim_node: t.Callable[..., t.Any], host: str, fixture: str, driver_version: str, mig_label: str = "", nvml: dict[str, t.Any] | None = None
+) -> dict[str, t.Any]:
+    if nvml is None:
+        facts = sim_node(fixture).run("nvml_info", gather_mig_profiles=True)
+        assert facts["kind"] == "exit", facts
+        nvml = facts["result"]["nvml"]
     driver = {"managed": True, "reason": "declared by host variables (driver_version)", "vars": {"driver_version": driver_version}}
     mig = {"managed": bool(mig_label), "reason": "mig_label is empty: MIG is not managed", "vars": {"mig_label": mig_label}}
     matrix = run_module(
@@ -287,3 +290,144 @@ def test_html_and_markdown_show_what_the_schedulers_see(sim_node: t.Callable[...
     assert "| hgx-h100-07 | NVIDIA" not in text and text.count("| hgx-h100-07 |") == 1
     # Reports without the key (written before these layers existed) render as before.
     assert "What the schedulers see" not in fleet_report([bare | {"schedulers": {}}])
+
+
+# -- the page's layout in a real browser ------------------------------------------------------
+
+# The window the version table must fit: a laptop screen or a half of a desktop one.
+WINDOW_WIDTH = 1400
+# Appended to a copy of the page (the report itself carries no script): after layout it writes what the
+# browser measured into the DOM, which --dump-dom prints.
+LAYOUT_PROBE = """<script>
+window.addEventListener("load", () => {
+  const root = document.documentElement;
+  const tables = [...document.querySelectorAll("table")].map((table) => ({
+    heading: table.previousElementSibling ? table.previousElementSibling.textContent.slice(0, 40) : "",
+    right: Math.ceil(table.getBoundingClientRect().right),
+  }));
+  document.body.setAttribute("data-layout", JSON.stringify({inner: window.innerWidth, scroll: root.scrollWidth, tables}));
+});
+</script>"""
+
+
+def realistic_fleet(sim_node: t.Callable[..., t.Any]) -> list[dict[str, t.Any]]:
+    """Eight hosts as a site.yml run leaves them: long FQDNs, every layer judged, sick GPUs, matrix findings,
+    an engine whose version was not read and a host whose NVML did not answer."""
+    from ansible_collections.gpufleet.nvidia.plugins.filter.verify import verify_engine_version
+
+    services = {"rc": 0, "stdout": "Id=nvidia-persistenced.service\nLoadState=loaded\nActiveState=active\nUnitFileState=enabled\n", "stderr": ""}
+    health_settings = {"enabled": True, "policy": {}, "gpu_count": None, "kernel_log": "/dev/kmsg", "persistenced": True, "fabricmanager": False}
+    unread_engine = verify_engine_version({"command": ["containerd", "--version"], "version": {"rc": 127, "stdout": "", "stderr": ""}}, "containerd", {})
+    fleet = []
+    hosts = (
+        ("gpu-trn-h100-r12-n07.dc-west.example.internal", "hgx-h100-8x80gb", "580.95.05", "", ("remap-failure", "--gpu", "1")),
+        ("gpu-trn-h200-r14-n01.dc-west.example.internal", "hgx-h200-8x141gb", "580.178.04", "", ("link-degrade", "--gpu", "2")),
+        ("gpu-inf-a100-r03-n11.dc-east.example.internal", "dgx-a100-mig-mixed", "550.127.05", "mixed", None),
+        ("gpu-inf-a100-r03-n12.dc-east.example.internal", "dgx-a100-8x40gb", "550.127.05", "", None),
+        ("gpu-dev-l40s-r01-n02.dc-east.example.internal", "l40s-4x", "570.133.20", "", None),
+        ("gpu-legacy-v100-r09-n04.dc-east.example.internal", "v100-8x", "535.230.02", "", ("gpu-lost", "--gpu", "4")),
+    )
+    for index, (host, fixture, pinned, mig_label, fault) in enumerate(hosts):
+        node = sim_node(fixture)
+        if fault:
+            node.simctl("inject", *fault)
+        facts = node.run("nvml_info", gather_mig_profiles=True, gather_health=True)
+        assert facts["kind"] == "exit", facts
+        nvml = facts["result"]["nvml"]
+        report = host_report(sim_node, host, fixture, pinned, mig_label=mig_label, nvml=nvml)
+        # Every other node's kernel log unreadable (an unprivileged container's /dev/kmsg).
+        report["checks"].append(verify_check({"nvml": nvml, "kernel_log": None if index % 2 else "", "services": services}, "health", health_settings))
+        # The other layers as a converged node has them (their own checks have tests of their own).
+        report["checks"] += [
+            _verify.check("container_toolkit", "pass", "Container Toolkit 1.20.1-1 (full set)"),
+            _verify.check("container_runtime", "pass", "containerd: `nvidia` runtime present, CDI on"),
+            verify_check({"version": "crictl version v1.33.0"}, "crictl", {"managed": True, "vars": {"crictl_version": "v1.33.0"}}),
+            _verify.not_managed("workload", {"reason": "verify_workload is false"}),
+        ]
+        versions = dict(
+            report["versions"],
+            container_toolkit="1.20.1-1" if index != 5 else "1.17.8-1",
+            engine=None if index == 4 else ("docker 28.3.0" if index == 3 else "containerd 2.3.7"),
+            crictl="v1.33.0",
+            kubernetes="1.33",
+        )
+        not_checked = {"engine": "containerd: " + unread_engine["not_checked"]} if index == 4 else None
+        fleet.append(json.loads(json.dumps(verify_report(report["checks"], host, nvml, versions, not_checked))))
+    host = "gpu-trn-h100-r12-n08.dc-west.example.internal"
+    driver = {"managed": True, "reason": "declared by host variables (driver_version)", "vars": {"driver_version": "580.178.04"}}
+    down = verify_report(
+        [verify_check({"nvml": {"status": "driver_not_loaded"}}, "driver", driver)], host, {"status": "driver_not_loaded"}, {"driver": None, "cuda": None}
+    )
+    fleet.append(json.loads(json.dumps(down)))
+    fleet.append({"host": "gpu-trn-h100-r12-n09.dc-west.example.internal", "status": "missing", "reason": "no verify report: the host was unreachable"})
+    return fleet
+
+
+def browser_layout(page: Path, tmp_path: Path) -> dict[str, t.Any]:
+    """How Debian's chromium lays the page out in a window WINDOW_WIDTH pixels wide."""
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.read_text().replace("</body>", LAYOUT_PROBE + "</body>"))
+    proc = subprocess.run(
+        [
+            chromium(),
+            *CHROMIUM_FLAGS,
+            "--user-data-dir={0}".format(tmp_path / "layout"),
+            "--window-size={0},900".format(WINDOW_WIDTH),
+            "--dump-dom",
+            probe.as_uri(),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        timeout=120,
+        check=False,
+    )
+    found = re.search(r'data-layout="([^"]*)"', proc.stdout.decode(errors="replace"))
+    assert proc.returncode == 0 and found, proc.stderr.decode(errors="replace")[-2000:]
+    return json.loads(html.unescape(found.group(1)))
+
+
+def test_the_version_table_of_a_realistic_fleet_fits_a_1400_pixel_window(sim_node: t.Callable[..., t.Any], tmp_path: Path):
+    fleet = realistic_fleet(sim_node)
+    page_text = fleet_report(fleet)
+    # What makes the table wide is really there: long host names, the health column's reasons, findings,
+    # a version not read and a host without NVML.
+    assert "gpu-legacy-v100-r09-n04.dc-east.example.internal" in page_text and "FAIL: gpu_lost" in page_text
+    assert page_text.count('<td class="nc">not checked') >= 4 and "Xid events not checked" in page_text
+    assert "<h2>Findings</h2>" in page_text and page_text.count('class="sev sev-error"') >= 3
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    page = OUTPUT / "fleet-report-realistic.html"
+    page.write_text(page_text)
+    layout = browser_layout(page, tmp_path)
+    assert layout["inner"] == WINDOW_WIDTH, layout
+    versions = layout["tables"][0]
+    assert versions["heading"] == "Hosts and versions", layout
+    assert versions["right"] <= WINDOW_WIDTH, layout
+    assert layout["scroll"] <= WINDOW_WIDTH, layout  # nothing on the page scrolls sideways
+    # For a person: the page as that window shows it.
+    shot = OUTPUT / "fleet-report-realistic.png"
+    subprocess.run(
+        [
+            chromium(),
+            *CHROMIUM_FLAGS,
+            "--user-data-dir={0}".format(tmp_path / "shot"),
+            "--window-size={0},1400".format(WINDOW_WIDTH),
+            "--screenshot={0}".format(shot),
+            page.as_uri(),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=120,
+        check=True,
+    )
+
+
+def test_the_layout_check_catches_a_table_that_overflows(sim_node: t.Callable[..., t.Any], tmp_path: Path):
+    """The check above can fail: the same fleet with every cell kept on one line overflows the window."""
+    page = tmp_path / "nowrap.html"
+    page.write_text(
+        fleet_report(realistic_fleet(sim_node)).replace(
+            "</style>", "td, th, td.st, td.nc, td.models { white-space: nowrap !important; max-width: none !important; }</style>"
+        )
+    )
+    layout = browser_layout(page, tmp_path)
+    assert layout["tables"][0]["right"] > WINDOW_WIDTH and layout["scroll"] > WINDOW_WIDTH, layout

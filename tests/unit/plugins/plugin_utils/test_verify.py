@@ -520,3 +520,110 @@ def test_mig_units_from_the_model_table_without_profiles(mixed_nvml: dict[str, t
 def test_mig_label_without_a_configuration():
     check = _verify.check_mig(declared(mig_label="all-1g.5gb"), True, configured=False)
     assert check["status"] == "fail" and "neither mig_config nor mig_config_src" in check["summary"]
+
+
+# -- the engine's version -------------------------------------------------------------------
+
+# What each engine answers (containerd's cmd/containerd: App.Name, version.Package, version.Version,
+# version.Revision; the test ground's tarball build sets no revision).
+CONTAINERD_TARBALL = "containerd github.com/containerd/containerd/v2 v2.3.7 \n"
+CONTAINERD_DEBIAN = "containerd github.com/containerd/containerd 1.7.24~ds1 1.7.24~ds1-6+b3\n"
+CRIO_VERSION = "crio version 1.33.4\n"
+
+
+def engine_reads(engine: str, rc: int = 0, stdout: str = "", stderr: str = "", info: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
+    command = {"containerd": ["containerd", "--version"], "crio": ["crio", "--version"]}.get(engine)
+    reads: dict[str, t.Any] = {"command": command, "version": {"rc": rc, "stdout": stdout, "stderr": stderr} if command else None}
+    if info is not None:
+        reads["info"] = {"rc": 0, "stdout": json.dumps(info), "stderr": ""}
+    return reads
+
+
+@pytest.mark.parametrize(
+    ("engine", "packages", "reads", "version", "source"),
+    [
+        # A tarball install: no package, the binary answers.
+        (
+            "containerd",
+            {},
+            engine_reads("containerd", stdout=CONTAINERD_TARBALL),
+            "2.3.7",
+            "`containerd --version`: containerd github.com/containerd/containerd/v2 v2.3.7",
+        ),
+        # The package wins where one owns the engine (what the matrix judged before).
+        (
+            "containerd",
+            {"containerd": [{"version": "1.7.24~ds1-6+b3"}]},
+            engine_reads("containerd", stdout=CONTAINERD_DEBIAN),
+            "1.7.24",
+            "package containerd 1.7.24~ds1-6+b3",
+        ),
+        ("containerd", {}, engine_reads("containerd", stdout=CONTAINERD_DEBIAN), "1.7.24", "`containerd --version`: " + CONTAINERD_DEBIAN.strip()),
+        ("crio", {}, engine_reads("crio", stdout=CRIO_VERSION), "1.33.4", "`crio --version`: crio version 1.33.4"),
+        ("crio", {}, engine_reads("crio", stdout="Version:        1.30.0\nGitCommit: abc\nGoVersion:      go1.22.5\n"), "1.30.0", None),
+        ("docker", {}, engine_reads("docker", info={"ServerVersion": "28.3.0"}), "28.3.0", "`docker info` ServerVersion 28.3.0"),
+    ],
+)
+def test_engine_version_is_read_from_the_package_or_the_engine(engine, packages, reads, version, source):
+    from ansible_collections.gpufleet.nvidia.plugins.filter.verify import verify_engine_version
+
+    found = verify_engine_version(reads, engine, packages)
+    assert (found["version"], found["not_checked"]) == (version, None), found
+    if source is not None:
+        assert found["source"] == source
+
+
+@pytest.mark.parametrize(
+    ("reads", "why"),
+    [
+        (engine_reads("containerd", rc=127), "`containerd --version`: containerd is not on PATH"),
+        (engine_reads("containerd", rc=1, stderr="permission denied"), "`containerd --version` failed (rc 1): permission denied"),
+        (engine_reads("containerd", stdout="containerd github.com/containerd/containerd/v2\n"), "`containerd --version` gave no version"),
+        ({"command": ["containerd", "--version"], "version": None}, "`containerd --version` was not run"),
+    ],
+)
+def test_an_engine_version_not_read_says_why(reads, why):
+    from ansible_collections.gpufleet.nvidia.plugins.filter.verify import verify_engine_version
+
+    found = verify_engine_version(reads, "containerd", {})
+    assert found["version"] is None
+    assert found["not_checked"].startswith("no package owns containerd (containerd or containerd.io); ") and why in found["not_checked"], found
+
+
+def test_engine_version_filter_names_bad_input():
+    from ansible_collections.gpufleet.nvidia.plugins.filter.verify import verify_engine_version
+
+    with pytest.raises(AnsibleFilterError, match="^verify_engine_version: expected the engine's reads as a mapping"):
+        verify_engine_version("containerd 2.3.7", "containerd")
+    with pytest.raises(AnsibleFilterError, match="^verify_engine_version: engine must name"):
+        verify_engine_version({}, "")
+
+
+def test_the_report_says_not_checked_never_a_guess(mixed_nvml: dict[str, t.Any]):
+    """A version that was not read is "not checked" with why, in the report, the HTML, the Markdown and the text;
+    with NVML down the driver, CUDA and GPU fields are not checked either (not "none")."""
+    from ansible_collections.gpufleet.nvidia.plugins.filter.verify import verify_report
+    from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _report
+
+    why = "containerd: no package owns containerd (containerd or containerd.io); `containerd --version`: containerd is not on PATH"
+    checks = [_verify.check_driver(declared(driver_version="550.127.05"), mixed_nvml)]
+    report = verify_report(checks, "node-a", mixed_nvml, {"driver": "550.127.05", "cuda": "12.4", "engine": None}, {"engine": why, "crictl": None})
+    assert report["not_checked"] == {"engine": why}
+    down = verify_report([], "node-b", {"status": "driver_not_loaded"}, {"driver": None, "cuda": None})
+    assert down["not_checked"] == {"cuda": "NVML status driver_not_loaded", "driver": "NVML status driver_not_loaded", "gpus": "NVML status driver_not_loaded"}
+    # Everything read: no key at all (an unchanged node's report stays as it was).
+    assert "not_checked" not in verify_report(checks, "node-c", mixed_nvml, {"driver": "550.127.05", "engine": "containerd 2.3.7"})
+
+    html = _report.render_html([report, down])
+    assert "?" not in html.split("<h2>Hosts and versions</h2>", 1)[1].split("</table>", 1)[0]
+    assert '<td class="nc">not checked<span class="why">{0}</span></td>'.format(_report._e(why)) in html
+    assert '<td class="nc">not checked<span class="why">NVML status driver_not_loaded</span></td>' in html
+    markdown = _report.render_markdown([report, down])
+    assert "| not checked ({0}) |".format(why.replace("|", "\\|")) in markdown
+    row_b = next(line for line in markdown.splitlines() if line.startswith("| node-b |"))
+    assert row_b.count("not checked (NVML status driver_not_loaded)") == 3 and "| none |" not in row_b
+    text = _report.render_text([report, down])
+    assert any(line.startswith("node-b: ") and "driver not checked (NVML status driver_not_loaded)" in line for line in text), text
+    assert verify_stats(report)["not_checked"] == {"engine": why} and "not_checked" not in verify_stats(verify_report(checks, "node-c", mixed_nvml, {}))
+    with pytest.raises(AnsibleFilterError, match="^verify_report: not_checked must map"):
+        verify_report(checks, "node-a", mixed_nvml, {}, ["engine"])

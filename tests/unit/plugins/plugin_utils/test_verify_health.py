@@ -134,3 +134,29 @@ def test_the_fleet_report_has_a_health_column_with_the_reason(sim_node: t.Any) -
     html = _report.render_html([report])
     assert 'class="st fail"' in html and "FAIL: remap_failure" in html
     assert any("health" in line and "FAIL" in line for line in _report.render_text([report]))
+
+
+def test_an_unread_kernel_log_is_never_zero_xid_events(sim_node: t.Any) -> None:
+    """The demo node (an unprivileged container) cannot read /dev/kmsg: the summary says Xid events were not
+    checked and why, the report holds no count, and the fleet report shows what the summary says."""
+    nvml = facts(sim_node)
+    check = verify_check({"nvml": nvml, "kernel_log": None, "services": services()}, "health", settings())
+    assert check["status"] == "pass", check
+    assert check["summary"] == "8 GPU(s) healthy; Xid events not checked (kernel log /dev/kmsg not readable)"
+    assert "0 Xid" not in json.dumps(check)
+    assert check["observed"]["xid_events"] is None and check["observed"]["kernel_log"] is None
+    # A readable log with nothing in it is a count that was read.
+    read = verify_check({"nvml": nvml, "kernel_log": "", "services": services()}, "health", settings())
+    assert read["summary"] == "8 GPU(s) healthy; 0 Xid event(s) since boot" and read["observed"]["xid_events"] == 0
+    report = json.loads(json.dumps(verify_report([check], "demo-node", nvml, {})))
+    text = "\n".join(_report.render_text([report]))
+    assert "Xid events not checked (kernel log /dev/kmsg not readable)" in text and "0 Xid" not in text
+
+
+def test_gpus_without_health_fields_are_not_counted_healthy(sim_node: t.Any) -> None:
+    """nvml_info without gather_health gives no health fields: those GPUs are not checked, not healthy."""
+    nvml = facts(sim_node)
+    for gpu in nvml["gpus"][5:]:
+        gpu.pop("health", None)
+    check = verify_check({"nvml": nvml, "kernel_log": "", "services": services()}, "health", settings())
+    assert check["summary"] == "5 GPU(s) healthy, 3 not checked (NVML gave no health fields); 0 Xid event(s) since boot"
