@@ -38,9 +38,11 @@ SET ?= all
 
 # The demo's node image and its mirror side by side: debootstrap waits on
 # the network and dpkg, the mirror's Go builds on the CPUs. `make demo test`
-# in one make would set up the demo's set only: run them one by one.
-demo: SET := demo
-demo: host venv collection
+# in one make would set up the demo's set only: run them one by one. Every
+# phase is timed: `tests/harness/phase.sh table` shows where the time went.
+demo:
+	@$(PHASE) start
+	@$(MAKE) --no-print-directory SET=demo host venv collection
 	@$(MAKE) --no-print-directory --jobs=2 SET=demo mirror demo-image
 	$(HARNESS)/demo.sh
 

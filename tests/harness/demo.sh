@@ -37,39 +37,31 @@ esac
 containerd=$(awk '$1 == "containerd" { version = $3 } END { print version }' "$here/go-tools.txt")
 
 image=$("$here/images.sh" gpusim debian13)
-"$here/node.sh" up gpufleet-demo-node "$image"
-# The node runs the pinned driver, as after the driver role's reboot into
-# it: a container cannot load a kernel module. nvidia-ctk finds the driver by
-# its versioned library names, as a driver install lays them out; the
-# simulated library stands in for them.
-podman exec -e driver="$driver" -e cuda="$cuda" gpufleet-demo-node sh -c '
-  set -e
-  nvml-simctl set driver_version="$driver" cuda_driver_version="$cuda"
-  # nvidia-persistenced needs device nodes the simulated GPUs lack: a stand-in.
-  mkdir -p /etc/systemd/system/nvidia-persistenced.service.d
-  printf "[Service]\nType=simple\nExecStart=\nExecStart=/bin/sleep infinity\nExecStopPost=\n" \
-    >/etc/systemd/system/nvidia-persistenced.service.d/gpufleet-sim.conf
-  cd /usr/local/lib/x86_64-linux-gnu
-  real=$(readlink -f libnvidia-ml.so.1)
-  if [ "$real" != "$PWD/libnvidia-ml.so.$driver" ]; then
-    mv "$real" "libnvidia-ml.so.$driver"; ln -sfn "libnvidia-ml.so.$driver" libnvidia-ml.so.1; ldconfig
-  fi'
+# Privileged, as the `workload` scenario's nodes: the driver facade makes
+# device nodes and mounts over /proc, and the workload check's containers run
+# under runc inside the node; runc reads the cgroup mounts against
+# /proc/self/cgroup (its own cgroup namespace), and overlayfs cannot stack on
+# the node's overlay root (containerd's storage on a tmpfs).
+timed "demo: node" "$here/node.sh" up gpufleet-demo-node "$image" \
+  --privileged --cgroupns=private --tmpfs=/var/lib/containerd:rw,exec,size=2g
 GPUFLEET_MIRROR_FINGERPRINT=$(python3 "$here/mirror.py" status | sed -n 's/^key=//p')
 export GPUFLEET_MIRROR_FINGERPRINT
 cd "$GPUFLEET_ROOT"
-log "the node's container engine: containerd $containerd from the mirror"
-playbook "$here/demo-containerd.yml" -i "$inventory" -e demo_containerd_version="$containerd"
-# The driver layer first: Debian's packages point libnvidia-ml.so.1 at the
-# real library through an alternative, which nvidia-ctk (the cdi layer) would
-# load and find no kernel module; the simulated library stands in for it, as
-# it stands in for the loaded driver.
-playbook playbooks/site.yml -i "$inventory" --tags preflight,facts,driver "$@"
-podman exec gpufleet-demo-node sh -c '
-  link=/etc/alternatives/nvidia--libnvidia-ml.so.1-x86_64-linux-gnu
-  if [ -L "$link" ]; then ln -sfn /usr/local/lib/x86_64-linux-gnu/libnvidia-ml.so.1 "$link"; ldconfig; fi'
+log "the node's simulated driver $driver, and its container engine: containerd $containerd from the mirror"
+timed "demo: node's driver and containerd" playbook "$here/demo-node.yml" -i "$inventory" \
+  -e gpufleet_test_root="$GPUFLEET_ROOT" -e demo_driver_version="$driver" -e demo_cuda_version="$cuda" -e demo_containerd_version="$containerd"
+# The driver layer first: Debian's libnvidia-ml1 brings the real library,
+# which nvidia-ctk (the cdi layer) would load and find no kernel module, and
+# which the CDI spec would give the workload check's container; the
+# simulated library stands in for it, as it stands in for the loaded driver.
+timed "demo: site.yml, driver layer" playbook playbooks/site.yml -i "$inventory" --tags preflight,facts,driver "$@"
+podman exec -e driver="$driver" gpufleet-demo-node sh -ec '
+  sim=/usr/local/lib/x86_64-linux-gnu/libnvidia-ml.so.$driver
+  real=/usr/lib/x86_64-linux-gnu/nvidia/current/libnvidia-ml.so.$driver
+  if ! cmp -s "$sim" "$real"; then cp "$sim" "$real"; ldconfig; fi'
 # Then the whole site.yml. Reports (per-host JSON, fleet-report.html/.md) land
 # in tests/output/demo-reports.
-playbook playbooks/site.yml -i "$inventory" \
+timed "demo: site.yml" playbook playbooks/site.yml -i "$inventory" \
   -e verify_report_dir="$GPUFLEET_ROOT/tests/output/demo-reports" "$@"
 log "the running containerd, as crictl info reports it:"
 podman exec gpufleet-demo-node crictl info | python3 -c '

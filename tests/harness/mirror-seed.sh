@@ -4,8 +4,9 @@
 # re-indexes.
 #
 #   mirror-seed.sh        everything the tests install (make mirror)
-#   mirror-seed.sh demo   only what make demo installs: Debian 13's packages
-#                         and the newest toolkit, cri-tools and containerd.
+#   mirror-seed.sh demo   only what make demo installs: Debian 13's packages,
+#                         the newest toolkit, cri-tools and containerd, and
+#                         the workload check's images.
 #                         A cold demo then stays within its ten minutes; the
 #                         mirror only grows, so a later full seed adds the rest.
 set -euo pipefail
@@ -16,10 +17,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 GPUFLEET_MIRROR_SET=${1:-all}
 case "$GPUFLEET_MIRROR_SET" in
   all) suites='*' seeds='*' ;;
-  # The demo node's suite (demo.sh: images.sh gpusim debian13) and the seeds
-  # of the layers it installs (the stand-in module and the workload images
-  # serve Molecule scenarios only).
-  demo) suites='trixie' seeds='@(10-nvidia-container-toolkit|20-cri-tools|30-containerd)' ;;
+  # The demo node's suite (demo.sh: images.sh gpusim debian13), the seeds of
+  # the layers it installs and the images its workload check runs (the
+  # stand-in module and DCGM serve Molecule scenarios only).
+  demo) suites='trixie' seeds='@(10-nvidia-container-toolkit|20-cri-tools|30-containerd|50-workload-images)' ;;
   *) die "usage: $0 [demo]" ;;
 esac
 export GPUFLEET_MIRROR_SET

@@ -2,19 +2,26 @@
 # Start (or reuse) a simulated GPU node: a systemd container on the host
 # network, so it reaches the local mirror on 127.0.0.1 like a real node
 # reaches its site mirror.
-#   node.sh up NAME IMAGE    -> container NAME running IMAGE, booted
+#   node.sh up NAME IMAGE [OPTION...]  -> container NAME running IMAGE, booted;
+#                                         OPTIONs go to `podman run` (e.g. --privileged)
 #   node.sh down NAME
+# A running node is reused only when it runs IMAGE with the same OPTIONs;
+# otherwise it is recreated.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=env.sh
 . "$(dirname "$0")/env.sh"
 
 up() {
-  local name=$1 image=$2 current
-  current=$(podman inspect --format '{{.ImageName}} {{.State.Running}}' "$name" 2>/dev/null || true)
-  if [ "$current" != "$image true" ]; then
+  local name=$1 image=$2 current wanted
+  shift 2
+  # The options travel in a label: podman inspect does not give them back as written.
+  wanted="$image true $*"
+  current=$(podman inspect --format '{{.ImageName}} {{.State.Running}} {{index .Config.Labels "gpufleet.node-options"}}' \
+    "$name" 2>/dev/null || true)
+  if [ "$current" != "$wanted" ]; then
     podman rm -f "$name" >/dev/null 2>&1 || true
     podman run -d --name "$name" --hostname "$name" --network host --systemd always \
-      "$image" /sbin/init >/dev/null
+      --label "gpufleet.node-options=$*" "$@" "$image" /sbin/init >/dev/null
   fi
   # `running` only: a unit that fails at boot is a broken test ground.
   # Right after `podman run` systemd may not answer yet (no bus: empty or
@@ -32,7 +39,7 @@ up() {
 }
 
 case "${1:-}" in
-  up) up "${2:?name}" "${3:?image}" ;;
+  up) [ $# -ge 3 ] || die "usage: $0 up NAME IMAGE [OPTION...]"; shift; up "$@" ;;
   down) podman rm -f "${2:?name}" >/dev/null ;;
-  *) die "usage: $0 up NAME IMAGE | down NAME" ;;
+  *) die "usage: $0 up NAME IMAGE [OPTION...] | down NAME" ;;
 esac
