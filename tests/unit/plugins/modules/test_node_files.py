@@ -205,7 +205,10 @@ def playbook(tmp_path: Path, small: str, big: str, *options: str, play_text: str
     """ansible-playbook's whole output for PLAY, run on this machine with `options`."""
     play = tmp_path / "play.yml"
     play.write_text(play_text.format(root=tmp_path, small=small, big=big, **ME))
-    return local_play(play, *options, rc=rc)
+    # ansible-core 2.21 leaves a result's `invocation` (the arguments as the
+    # module saw them) out unless asked: ask, so that the arguments are
+    # printed and their masking is tested on every core.
+    return local_play(play, *options, rc=rc, env={"ANSIBLE_INJECT_INVOCATION": "1"})
 
 
 def test_content_is_never_printed_and_a_diff_is_capped(tmp_path: Path) -> None:
