@@ -34,6 +34,8 @@
 #
 # GPUFLEET_CA_BUNDLE (default /etc/ssl/certs/ca-certificates.crt): the CAs
 # the EE build trusts for PyPI.
+# GPUFLEET_AWX_KEEP=1 keeps the node and the work directory (the jobs'
+# private data directory and artifacts) for a look after a failure.
 # GPUFLEET_AWX_SSH_PORT (default 2122): the loopback port of the node's sshd;
 # the node and the EE container share the host's network.
 set -euo pipefail
@@ -56,10 +58,12 @@ AWX_NODE=gpufleet-awx-node
 GPUFLEET_CA_BUNDLE=${GPUFLEET_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 AWX_SSH_PORT=${GPUFLEET_AWX_SSH_PORT:-2122}
 
-SCRATCH=()
-cleanup() { [ "${#SCRATCH[@]}" -eq 0 ] || rm -rf "${SCRATCH[@]}"; }
+# One scratch directory per run, made and removed by this shell: the build
+# functions run in command substitutions, whose own EXIT traps never fire.
+RUN_SCRATCH=$(mktemp -d "$GPUFLEET_CACHE/tmp.XXXXXX")
+cleanup() { rm -rf "$RUN_SCRATCH"; }
 trap cleanup EXIT
-scratch_dir() { local d; d=$(mktemp -d "$GPUFLEET_CACHE/tmp.XXXXXX"); SCRATCH+=("$d"); echo "$d"; }
+scratch_dir() { mktemp -d "$RUN_SCRATCH/XXXXXX"; }
 
 content_key() { sha256sum "$@" | cut -d' ' -f1 | sha256sum | cut -c1-12; }
 
@@ -157,7 +161,7 @@ build_node_image() {
 FROM $gpusim
 RUN export DEBIAN_FRONTEND=noninteractive && apt-get update -qq \\
  && apt-get install -y -qq --no-install-recommends openssh-server >/dev/null \\
- && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb
+ && rm -rf /var/cache/apt/archives/*.deb
 LABEL gpufleet.image=$name gpufleet.key=$key
 CONTAINERFILE
     podman build --quiet --network host -t "$ref" "$ctx" >/dev/null
@@ -166,24 +170,40 @@ CONTAINERFILE
   echo "$ref"
 }
 
-# run_job EE PDD IDENT [ANSIBLE-PLAYBOOK ARGS]: one job, streamed as AWX
-# streams it (through Receptor, here a pipe). The control side runs in the
-# EE too (the test ground has no AWX; ansible-runner is the same), as root
-# to read the private data directory; the worker runs as the EE's user.
+# run_job EE TEMPLATE IDENT [ANSIBLE-PLAYBOOK ARGS]: one job in a private
+# data directory of its own, TEMPLATE's copy (AWX makes a fresh one per job;
+# runner writes the job's settings into it, env/cmdline among them), streamed
+# as AWX streams it (through Receptor, here a pipe). The control side runs in
+# the EE too (the test ground has no AWX; ansible-runner is the same), as
+# root to read the private data directory; the worker runs as the EE's user.
+# Prints the job's private data directory.
 run_job() {
-  local ee=$1 pdd=$2 ident=$3 cmdline=${4:-}
+  local ee=$1 template=$2 ident=$3 cmdline=${4:-} pdd
   local transmit=(ansible-runner transmit /pdd -p playbooks/site.yml --ident "$ident")
   # One word: argparse would take a separate "--check ..." for an option.
   [ -z "$cmdline" ] || transmit+=("--cmdline=$cmdline")
+  pdd=$(dirname "$template")/$ident
+  cp -a "$template" "$pdd"
   podman run --rm --user 0 -v "$pdd:/pdd" "$ee" "${transmit[@]}" \
     | podman run --rm -i --network host "$ee" ansible-runner worker --private-data-dir=/runner \
     | podman run --rm -i --user 0 -v "$pdd:/pdd" "$ee" ansible-runner process /pdd --ident "$ident" \
       >"$pdd/$ident.stdout" 2>&1 \
     || true # the artifacts say how the job ended; awx_artifacts.py reads them
+  echo "$pdd"
+}
+
+# job EE TEMPLATE KIND NAME [ANSIBLE-PLAYBOOK ARGS]: run_job, then judge it.
+job() {
+  local ee=$1 template=$2 kind=$3 name=$4 cmdline=${5:-} start pdd
+  start=$(date +%s)
+  pdd=$(run_job "$ee" "$template" "$kind" "$cmdline")
+  "$GPUFLEET_VENV/bin/python" "$here/awx_artifacts.py" "$kind" "$pdd/artifacts/$kind" "$AWX_NODE" \
+    || { tail -40 "$pdd/$kind.stdout"; die "the $name job failed its checks (GPUFLEET_AWX_KEEP=1 keeps its private data directory)"; }
+  log "job $name: $(($(date +%s) - start))s"
 }
 
 run_test() {
-  local ee node_image work pdd start job_start
+  local ee node_image work pdd start
   start=$(date +%s)
   ee=$(build_ee)
   log "EE ready after $(($(date +%s) - start))s: $ee"
@@ -194,8 +214,15 @@ run_test() {
   BENCH_PREFIX=gpufleet-awx- BENCH_SSH_PORT_BASE=$AWX_SSH_PORT BENCH_TRANSPORT=ssh
   # shellcheck source=benchmarks/_sim_stack.sh
   . "$GPUFLEET_ROOT/benchmarks/_sim_stack.sh"
-  trap 'podman rm -f "$AWX_NODE" >/dev/null 2>&1 || true; cleanup' EXIT
+  if [ -z "${GPUFLEET_AWX_KEEP:-}" ]; then
+    trap 'podman rm -f "$AWX_NODE" >/dev/null 2>&1 || true; cleanup' EXIT
+  else
+    trap - EXIT
+    log "GPUFLEET_AWX_KEEP: the node $AWX_NODE and $work stay"
+  fi
   sim_stack_inventory "$work" "$AWX_NODE"
+  # A fresh node every run (node.sh would reuse one kept by GPUFLEET_AWX_KEEP).
+  podman rm -f "$AWX_NODE" >/dev/null 2>&1 || true
   "$here/node.sh" up "$AWX_NODE" "$node_image"
   sim_stack_access "$AWX_NODE" "$work"
   ansible-playbook -i "$work/hosts.yml" "$GPUFLEET_ROOT/extensions/molecule/_shared/sim-node.yml" \
@@ -205,7 +232,7 @@ run_test() {
   # checkout's tracked files, as an SCM project checks them out), the
   # inventory, the Machine credential's key (env/ssh_key: runner loads it
   # into an ssh-agent) and the job's environment.
-  pdd=$work/job
+  pdd=$work/template
   mkdir -p "$pdd/project" "$pdd/inventory" "$pdd/env"
   git -C "$GPUFLEET_ROOT" ls-files -z | tar -C "$GPUFLEET_ROOT" --null -T - -c | tar -C "$pdd/project" -x
   cp "$work/hosts.yml" "$pdd/inventory/hosts.yml"
@@ -217,22 +244,12 @@ run_test() {
     "$work/group_vars/gpu_nodes.yml" >"$pdd/inventory/group_vars/gpu_nodes.yml"
   echo "verify_report_dir: /tmp/gpufleet-verify" >>"$pdd/inventory/group_vars/gpu_nodes.yml"
   cp "$work/id_ed25519" "$pdd/env/ssh_key"
-  printf 'ANSIBLE_FORCE_COLOR: "false"\n' >"$pdd/env/envvars"
+  printf 'ANSIBLE_NOCOLOR: "1"\n' >"$pdd/env/envvars"
   chmod -R go+rX "$pdd"
 
-  local check="$GPUFLEET_VENV/bin/python $here/awx_artifacts.py"
-  job_start=$(date +%s)
-  run_job "$ee" "$pdd" check "--check --diff"
-  $check check "$pdd/artifacts/check" "$AWX_NODE" || { tail -40 "$pdd/check.stdout"; die "the check job failed its checks"; }
-  log "job 1 (site.yml --check --diff): $(($(date +%s) - job_start))s"
-  job_start=$(date +%s)
-  run_job "$ee" "$pdd" converge
-  $check converge "$pdd/artifacts/converge" "$AWX_NODE" || { tail -40 "$pdd/converge.stdout"; die "the converge job failed its checks"; }
-  log "job 2 (site.yml, converge): $(($(date +%s) - job_start))s"
-  job_start=$(date +%s)
-  run_job "$ee" "$pdd" rerun
-  $check rerun "$pdd/artifacts/rerun" "$AWX_NODE" || { tail -40 "$pdd/rerun.stdout"; die "the re-run job failed its checks"; }
-  log "job 3 (site.yml, re-run): $(($(date +%s) - job_start))s"
+  job "$ee" "$pdd" check "site.yml --check --diff" "--check --diff"
+  job "$ee" "$pdd" converge "site.yml (converge)"
+  job "$ee" "$pdd" rerun "site.yml (re-run)"
   log "AWX path passed in $(($(date +%s) - start))s"
 }
 

@@ -36,6 +36,27 @@ def read_job(artifact_dir: Path) -> dict:
     }
 
 
+# The layers the declaration of awx-ee.sh's node (benchmarks/_sim_stack.sh)
+# installs and verify checks; each must pass.
+LAYERS = ("driver", "container_toolkit", "container_runtime", "cdi", "crictl", "mig", "health")
+
+
+def verified(stat) -> list[tuple[str, object, object]]:
+    """The node verified: no error, every layer passed.
+
+    The report is `warn`, not `pass`, for warnings of the declaration itself
+    (no verify_workload_image, so the workload check does not run; driver
+    branch R550 and containerd 1.7 past their end of life, which grows with
+    the calendar), so warnings are not counted.
+    """
+    checks = stat("gpufleet_verify", "checks") or {}
+    return [
+        ("gpufleet_verify status", "warn", stat("gpufleet_verify", "status")),
+        ("gpufleet_verify errors", 0, stat("gpufleet_verify", "summary", "error")),
+        ("gpufleet_verify layers", dict.fromkeys(LAYERS, "pass"), {layer: checks.get(layer) for layer in LAYERS}),
+    ]
+
+
 def expectations(kind: str, job: dict, node: str) -> list[tuple[str, object, object]]:
     """(what, expected, found) for one kind of job."""
     stats = job["stats"] or {}
@@ -69,8 +90,7 @@ def expectations(kind: str, job: dict, node: str) -> list[tuple[str, object, obj
             ("changed tasks", True, count("changed") > 0),
             ("gpufleet_fast_path skipped", False, stat("gpufleet_fast_path", "skipped")),
             ("gpufleet_driver version", "550.163.01", stat("gpufleet_driver", "version")),
-            ("gpufleet_verify status", "pass", stat("gpufleet_verify", "status")),
-        ]
+        ] + verified(stat)
     elif kind == "rerun":
         # The fast path: the node matches its last verified converge, and its
         # gpufleet_verify entry is that converge's report.
@@ -78,9 +98,8 @@ def expectations(kind: str, job: dict, node: str) -> list[tuple[str, object, obj
         found += [
             ("changed tasks", 0, count("changed")),
             ("gpufleet_fast_path skipped", True, stat("gpufleet_fast_path", "skipped")),
-            ("gpufleet_verify status", "pass", stat("gpufleet_verify", "status")),
             ("gpufleet_verify unchanged_since set", True, bool(stat("gpufleet_verify", "unchanged_since"))),
-        ]
+        ] + verified(stat)
     else:
         raise SystemExit("unknown job kind {0!r}: expected check, converge or rerun".format(kind))
     return found
@@ -97,7 +116,11 @@ def main(argv: list[str]) -> int:
         failed += not ok
         print("{0} {1}: {2}{3}".format("ok  " if ok else "FAIL", what, json.dumps(found), "" if ok else " (expected {0})".format(json.dumps(expected))))
     if job["stats"] is not None:
-        print("set_stats keys: {0}".format(", ".join(sorted(job["stats"].get("artifact_data", {})))))
+        data = job["stats"].get("artifact_data", {})
+        print("set_stats keys: {0}".format(", ".join(sorted(data))))
+        if failed:
+            # What the job published about the node says why.
+            print(json.dumps({key: value.get(node) for key, value in data.items()}, indent=1, sort_keys=True)[:6000])
     return 1 if failed else 0
 
 

@@ -34,7 +34,14 @@ def converge_stats() -> dict:
             "gpufleet_preflight": {NODE: {"status": "pass"}},
             "gpufleet_fast_path": {NODE: {"skipped": False}},
             "gpufleet_driver": {NODE: {"version": "550.163.01"}},
-            "gpufleet_verify": {NODE: {"status": "pass"}},
+            "gpufleet_verify": {
+                NODE: {
+                    "status": "warn",
+                    "summary": {"error": 0, "warning": 3, "info": 2},
+                    "checks": {layer: "pass" for layer in ("driver", "container_toolkit", "container_runtime", "cdi", "crictl", "mig", "health")}
+                    | {"matrix": "warn", "workload": "warn"},
+                }
+            },
         },
     }
 
@@ -60,6 +67,7 @@ def test_a_converge_that_published_its_results_passes(judge, tmp_path, capsys):
         (lambda job: job.update(status="failed", rc=2), "FAIL runner status"),
         (lambda job: job["stats"]["failures"].update({NODE: 1}), "FAIL failures"),
         (lambda job: job["stats"]["artifact_data"]["gpufleet_verify"][NODE].update(status="fail"), "FAIL gpufleet_verify status"),
+        (lambda job: job["stats"]["artifact_data"]["gpufleet_verify"][NODE]["checks"].update(cdi="fail"), "FAIL gpufleet_verify layers"),
         (lambda job: job["stats"]["artifact_data"].pop("gpufleet_driver"), "FAIL gpufleet_driver version"),
         (lambda job: job.update(stats=None), "FAIL one playbook_on_stats event"),
     ],
