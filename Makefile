@@ -24,7 +24,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 export GPUFLEET_ROOT := $(CURDIR)
 
 .PHONY: help demo test check host venv venv-oldest sim collection images images-all demo-image mirror real-nvml \
-        lint sanity sanity-oldest sanity-changed units units-oldest molecule molecule-smoke build clean
+        lint sanity sanity-oldest sanity-changed units units-oldest molecule molecule-smoke awx build clean
 
 help:
 	@echo "make demo   - simulated GPU node + playbooks/site.yml (see README.md)"
@@ -57,7 +57,7 @@ demo:
 test:
 	@$(PHASE) start
 	@status=0; $(MAKE) --no-print-directory --jobs=6 --output-sync=target \
-	  lint sanity sanity-oldest units units-oldest molecule || status=$$?; \
+	  lint sanity sanity-oldest units units-oldest molecule awx || status=$$?; \
 	  $(PHASE) table; exit $$status
 
 # The inner loop (docs/contributing.md): lint, sanity on the files changed
@@ -147,6 +147,12 @@ molecule: venv collection images-all mirror
 
 molecule-smoke: venv collection images mirror
 	$(HARNESS)/molecule.sh $(CHECK_SCENARIO)
+
+# The AWX path (docs/awx.md): the execution environment built from
+# meta/execution-environment.yml, and site.yml jobs run in it through
+# ansible-runner against a simulated node over SSH.
+awx: venv images mirror
+	@$(PHASE) run "AWX: EE and jobs" $(HARNESS)/awx-ee.sh test
 
 build: venv
 	mkdir -p build
