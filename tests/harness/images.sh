@@ -33,7 +33,9 @@ content_key() { sha256sum "$@" | cut -d' ' -f1 | sha256sum | cut -c1-12; }
 SCRATCH=()
 cleanup() { [ "${#SCRATCH[@]}" -eq 0 ] || rm -rf "${SCRATCH[@]}"; }
 trap cleanup EXIT
-scratch_dir() { local d; d=$(mktemp -d "$GPUFLEET_CACHE/tmp.XXXXXX"); SCRATCH+=("$d"); echo "$d"; }
+# scratch_dir VAR: a new scratch directory in VAR, removed when the script
+# exits (not `VAR=$(scratch_dir)`: the list would grow in a subshell only).
+scratch_dir() { local d; d=$(mktemp -d "$GPUFLEET_CACHE/tmp.XXXXXX"); SCRATCH+=("$d"); printf -v "$1" '%s' "$d"; }
 
 image_exists() { podman image exists "$1"; }
 
@@ -57,7 +59,7 @@ build_base() {
     echo "$ref"; return
   fi
   log "building $ref with debootstrap ($suite); about a minute"
-  rootfs=$(scratch_dir)
+  scratch_dir rootfs
   debootstrap --variant=minbase --include="$BASE_PACKAGES" "$suite" "$rootfs" \
     "$GPUFLEET_DEBIAN_MIRROR" >"$GPUFLEET_CACHE/debootstrap-$platform.log" 2>&1 \
     || die "debootstrap failed, see $GPUFLEET_CACHE/debootstrap-$platform.log"
@@ -101,7 +103,7 @@ build_gpusim() {
   ref="$GPUFLEET_IMAGE_PREFIX/$name:$key"
   if ! image_exists "$ref"; then
     log "building $ref (simulated node: $node)"
-    ctx=$(scratch_dir)
+    scratch_dir ctx
     cp "$sim/build/libnvidia-ml.so.1" "$sim/simctl.py" "$ctx/"
     "$GPUFLEET_VENV/bin/python" "$sim/simctl.py" render "$sim/nodes/$node.yml" -o "$ctx/state"
     cat >"$ctx/Containerfile" <<CONTAINERFILE
@@ -155,7 +157,7 @@ build_kernel() {
   ref="$GPUFLEET_IMAGE_PREFIX/$name:$key"
   if ! image_exists "$ref"; then
     log "building $ref (linux-image-amd64 $kernel); a few minutes"
-    ctx=$(scratch_dir)
+    scratch_dir ctx
     cat >"$ctx/ccache.conf" <<'CCACHE'
 # gpufleet test ground: DKMS builds of the same driver source hit this cache.
 cache_dir = /var/cache/gpufleet-ccache
