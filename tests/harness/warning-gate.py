@@ -125,7 +125,7 @@ def judge(text: str, root: Path) -> tuple[list[str], list[str]]:
             continue
         ours, why = judge_deprecation(first, rest, root)
         (failures if ours else tolerated).append("[DEPRECATION WARNING]: {0} ({1})".format(first, why))
-    if switch_off_notes and not any(kind == "DEPRECATION WARNING" for kind, _, _ in found):
+    if switch_off_notes and not any(message[0] == "DEPRECATION WARNING" for message in found):
         failures.append("[WARNING]: {0} (with no deprecation warning)".format(SWITCH_OFF_NOTE))
     return failures, tolerated
 
