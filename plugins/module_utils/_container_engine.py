@@ -148,7 +148,7 @@ class Engine:
         if left <= 0:
             raise Timeout("{0}: the time limit of {1} s ran out".format(what, self.params["timeout"]))
         try:
-            done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=left, check=False)
+            done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=left, check=False)  # pylint: disable=ansible-bad-function
         except subprocess.TimeoutExpired:
             raise self.timed_out(what) from None
         out = done.stdout.decode("utf-8", "replace")
@@ -160,7 +160,7 @@ class Engine:
     def quiet(self, argv: list[str]) -> subprocess.CompletedProcess:
         """A cleanup command: never raises, bounded in time."""
         try:
-            return subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=QUIET_LIMIT, check=False)
+            return subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=QUIET_LIMIT, check=False)  # pylint: disable=ansible-bad-function
         except subprocess.TimeoutExpired:
             return subprocess.CompletedProcess(argv, 124, b"", b"timed out")
 

@@ -279,7 +279,7 @@ class AptBundle:
     def gpg_run(self, home: str, *args: str, data: bytes | None = None) -> subprocess.CompletedProcess:
         """gpg in a GnuPG home ("": GnuPG's default)."""
         argv = [self.gpg, "--batch", "--no-tty", *(["--homedir", home] if home else []), *args]
-        return subprocess.run(argv, input=data, capture_output=True, check=False)
+        return subprocess.run(argv, input=data, capture_output=True, check=False)  # pylint: disable=ansible-bad-function
 
     def upstream_keyring(self) -> tuple[str, str]:
         """A scratch GnuPG home with only the upstream key; refuses a key without an expected fingerprint."""

@@ -128,7 +128,7 @@ recorded_at:
   description: When the record was written (UTC, ISO 8601), or null without one.
   type: str
   returned: always
-items:
+item_count:
   description: How many items the node's fingerprint holds.
   type: int
   returned: always
@@ -365,7 +365,7 @@ class NodeFingerprint:
             return {
                 "matched": False,
                 "recorded_at": None,
-                "items": 0,
+                "item_count": 0,
                 "report": None,
                 "reasons": ["no fingerprint at {0}: no converge has passed verify here yet (or its record was unreadable)".format(self.params["path"])],
             }
@@ -384,7 +384,7 @@ class NodeFingerprint:
             "matched": not reasons,
             "reasons": reasons,
             "recorded_at": record.get("recorded_at"),
-            "items": len(state),
+            "item_count": len(state),
             "report": None if reasons else report,
         }
 
@@ -397,11 +397,11 @@ class NodeFingerprint:
         new = {"format": RECORD_FORMAT, "declaration": self.params["declaration"], "watch": watch, "state": state}
         same = old is not None and all(old.get(key) == value for key, value in new.items())
         if same:
-            return {"changed": False, "matched": True, "reasons": [], "recorded_at": old.get("recorded_at"), "items": len(state)}
+            return {"changed": False, "matched": True, "reasons": [], "recorded_at": old.get("recorded_at"), "item_count": len(state)}
         new["recorded_at"] = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
         if not self.module.check_mode:
             self.write(new)
-        return {"changed": True, "matched": True, "reasons": [], "recorded_at": new["recorded_at"], "items": len(state)}
+        return {"changed": True, "matched": True, "reasons": [], "recorded_at": new["recorded_at"], "item_count": len(state)}
 
     def write(self, record: dict[str, t.Any]) -> None:
         path = self.params["path"]

@@ -132,7 +132,7 @@ class NodeReads:
             return {"rc": _NOT_INSTALLED, "stdout": "", "stderr": "{0} is not installed".format(argv[0])}
         timeout = self.module.params["timeout"]
         try:
-            done = subprocess.run(
+            done = subprocess.run(  # pylint: disable=ansible-bad-function
                 [program] + [str(arg) for arg in argv[1:]],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,

@@ -94,7 +94,7 @@ class HookRunner:
             env.update(hook.envs)
             env.update(self.env)
             try:
-                done = subprocess.run(
+                done = subprocess.run(  # pylint: disable=ansible-bad-function
                     [hook.command] + list(hook.args), cwd=hook.workdir, env=env, check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
                 )
             except OSError as exc:
