@@ -148,7 +148,8 @@ class Engine:
         if left <= 0:
             raise Timeout("{0}: the time limit of {1} s ran out".format(what, self.params["timeout"]))
         try:
-            done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=left, check=False)  # pylint: disable=ansible-bad-function
+            # pylint: disable-next=ansible-bad-function
+            done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=left, check=False)
         except subprocess.TimeoutExpired:
             raise self.timed_out(what) from None
         out = done.stdout.decode("utf-8", "replace")
@@ -160,7 +161,8 @@ class Engine:
     def quiet(self, argv: list[str]) -> subprocess.CompletedProcess:
         """A cleanup command: never raises, bounded in time."""
         try:
-            return subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=QUIET_LIMIT, check=False)  # pylint: disable=ansible-bad-function
+            # pylint: disable-next=ansible-bad-function
+            return subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=QUIET_LIMIT, check=False)
         except subprocess.TimeoutExpired:
             return subprocess.CompletedProcess(argv, 124, b"", b"timed out")
 
