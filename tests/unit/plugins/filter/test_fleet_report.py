@@ -147,6 +147,17 @@ def publish(work: Path) -> None:
             os.replace(partial, OUTPUT / path.name)
 
 
+def screenshot(page: Path, shot: Path, profile: Path, window: str) -> subprocess.CompletedProcess:
+    """Headless Chromium's screenshot of `page` at `window` ("width,height") into `shot`; its output in stdout."""
+    return subprocess.run(
+        [chromium(), *CHROMIUM_FLAGS, "--user-data-dir={0}".format(profile), "--window-size=" + window, "--screenshot={0}".format(shot), page.as_uri()],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=120,
+        check=False,
+    )
+
+
 def test_report_renders_in_headless_chromium_and_shows_the_mig_picture(reports: list[dict[str, t.Any]], tmp_path: Path):
     work = tmp_path / "fleet-report"
     work.mkdir()
@@ -156,20 +167,7 @@ def test_report_renders_in_headless_chromium_and_shows_the_mig_picture(reports: 
     page.write_text(fleet_report(reports))
     (work / "fleet-report.md").write_text(fleet_report(reports, "markdown"))
     shot = work / "fleet-report.png"
-    proc = subprocess.run(
-        [
-            chromium(),
-            *CHROMIUM_FLAGS,
-            "--user-data-dir={0}".format(tmp_path / "profile"),
-            "--window-size=1280,1700",
-            "--screenshot={0}".format(shot),
-            page.as_uri(),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        timeout=120,
-        check=False,
-    )
+    proc = screenshot(page, shot, tmp_path / "profile", "1280,1700")
     assert proc.returncode == 0 and shot.is_file(), proc.stdout.decode(errors="replace")
     publish(work)
 
@@ -405,20 +403,8 @@ def test_the_version_table_of_a_realistic_fleet_fits_a_1400_pixel_window(sim_nod
     assert layout["scroll"] <= WINDOW_WIDTH, layout  # nothing on the page scrolls sideways
     # For a person: the page as that window shows it.
     shot = OUTPUT / "fleet-report-realistic.png"
-    subprocess.run(
-        [
-            chromium(),
-            *CHROMIUM_FLAGS,
-            "--user-data-dir={0}".format(tmp_path / "shot"),
-            "--window-size={0},1400".format(WINDOW_WIDTH),
-            "--screenshot={0}".format(shot),
-            page.as_uri(),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        timeout=120,
-        check=True,
-    )
+    proc = screenshot(page, shot, tmp_path / "shot", "{0},1400".format(WINDOW_WIDTH))
+    assert proc.returncode == 0 and shot.is_file(), proc.stdout.decode(errors="replace")
 
 
 def test_the_layout_check_catches_a_table_that_overflows(sim_node: t.Callable[..., t.Any], tmp_path: Path):
