@@ -23,7 +23,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 export GPUFLEET_ROOT := $(CURDIR)
 
-.PHONY: help demo test check host venv venv-oldest sim collection images images-all demo-image mirror real-nvml \
+.PHONY: help demo test check host venv venv-oldest sim collection images images-all demo-image mirror go-tools real-nvml \
         lint sanity sanity-oldest sanity-changed units units-oldest molecule molecule-smoke awx build clean
 
 help:
@@ -36,14 +36,14 @@ help:
 # more (bootstrap-host.sh and mirror-seed.sh take the set).
 SET ?= all
 
-# The demo's node image and its mirror side by side: debootstrap waits on
-# the network and dpkg, the mirror's Go builds on the CPUs. `make demo test`
-# in one make would set up the demo's set only: run them one by one. Every
-# phase is timed: `tests/harness/phase.sh table` shows where the time went.
+# The demo's node image and its mirror side by side, and the Go builds from
+# the start, beside the venv: debootstrap and pip wait on the network and
+# dpkg, the Go builds on the CPUs. `make demo test` in one make would set up
+# the demo's set only: run them one by one. Every phase is timed:
+# `tests/harness/phase.sh table` shows where the time went.
 demo:
 	@$(PHASE) start
-	@$(MAKE) --no-print-directory SET=demo host venv collection
-	@$(MAKE) --no-print-directory --jobs=2 SET=demo mirror demo-image
+	@$(MAKE) --no-print-directory --jobs=3 SET=demo collection mirror demo-image
 	$(HARNESS)/demo.sh
 
 # One make, every phase timed (tests/harness/phase.sh) and the table printed
@@ -99,9 +99,13 @@ images-all: images
 	@$(PHASE) run "images: debian13 kernel" $(HARNESS)/images.sh kernel debian13
 
 # The mirror's script runs under the venv's python (first in PATH): it must
-# wait for the venv, or it starts a half-made one.
-mirror: host venv
+# wait for the venv, or it starts a half-made one. The Go builds need no
+# venv: they start with the host set-up, on a PATH without it.
+mirror: host venv go-tools
 	@$(HARNESS)/mirror-seed.sh $(SET)
+
+go-tools: host
+	@PATH=$(subst $(CURDIR)/$(VENV)/bin:,,$(PATH)) $(PHASE) run "Go tools ($(SET))" $(HARNESS)/go-tools.sh $(SET)
 
 real-nvml: mirror
 	@$(HARNESS)/real-nvml.sh >/dev/null

@@ -35,16 +35,38 @@ go_env() {
     GOFLAGS="$2" GOPROXY="${GPUFLEET_GOPROXY:-https://proxy.golang.org}"
 }
 
-# go_tool_built NAME VERSION OUT START: OUT is now the one build of this pin
-# in the cache (older builds, by another Go or an older script, are dead
-# weight); log it and record the build as a phase.
+# go_tool_built NAME VERSION OUT START CPU0: OUT is now the one build of this
+# pin in the cache (older builds, by another Go or an older script, are dead
+# weight); log it and record the build as a phase (CPU0: child_cpu before it).
 go_tool_built() {
-  local name=$1 version=$2 out=$3 start=$4 old
+  local name=$1 version=$2 out=$3 start=$4 cpu0=$5 cpu old
   for old in "$GPUFLEET_CACHE/go-tools/$name-$version-"*; do
     [ "$old" = "$out" ] || rm -rf "$old"
   done
-  log "built $name $version in $(($(date +%s) - start))s -> $out"
-  "$GPUFLEET_ROOT/tests/harness/phase.sh" record "Go tools: $name $version" "$start" "$(date +%s)" ok
+  cpu_since cpu "$cpu0"
+  log "built $name $version in $(($(date +%s) - start))s (CPU ${cpu}s) -> $out"
+  "$GPUFLEET_ROOT/tests/harness/phase.sh" record "Go tools: $name $version" "$start" "$(date +%s)" ok "$cpu"
+}
+
+# child_cpu VAR: set VAR to the CPU time, in clock ticks, of every child
+# this shell has waited for (with their own waited-for children): fields
+# cutime and cstime of /proc/<this shell>/stat. A variable, not $(...): a
+# command substitution is another process, with children of its own.
+# cpu_since VAR TICKS: set VAR to the seconds of it since TICKS.
+# The phase table puts it beside the wall time: on two cores, a phase whose
+# CPU is near its wall time holds a core, and one far below it waits (the
+# network, dpkg's fsync, a lock). Containers Podman starts run under conmon,
+# not under us: a Molecule lane's figure is Ansible's side only.
+child_cpu() {
+  local stat fields
+  read -r stat <"/proc/$BASHPID/stat"
+  read -r -a fields <<<"${stat##*) }"
+  printf -v "$1" '%d' $((fields[13] + fields[14]))
+}
+cpu_since() {
+  local now
+  child_cpu now
+  printf -v "$1" '%d' $(((now - $2) / $(getconf CLK_TCK)))
 }
 
 log() { printf '\033[1m[harness]\033[0m %s\n' "$*" >&2; }
@@ -52,11 +74,13 @@ die() { printf '\033[1;31m[harness] error:\033[0m %s\n' "$*" >&2; exit 1; }
 # timed NAME COMMAND...: run COMMAND (a shell function too) and record it as
 # a phase of the run's timing table (phase.sh).
 timed() {
-  local name=$1 begin status=0
+  local name=$1 begin cpu0 cpu status=0
   shift
   begin=$(date +%s)
+  child_cpu cpu0
   "$@" || status=$?
+  cpu_since cpu "$cpu0"
   "$GPUFLEET_ROOT/tests/harness/phase.sh" record "$name" "$begin" "$(date +%s)" \
-    "$([ "$status" -eq 0 ] && echo ok || echo FAILED)"
+    "$([ "$status" -eq 0 ] && echo ok || echo FAILED)" "$cpu"
   return "$status"
 }

@@ -33,6 +33,7 @@ log "building $name $version with $("$go" env GOVERSION) (cached afterwards): $p
 tmp=$(mktemp -d "$GPUFLEET_CACHE/go-tools.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 start=$(date +%s)
+child_cpu cpu0
 # `go install module/pkg@version` would be one step, but it also asks the
 # proxy for the module's version list (deprecation notices), which the proxy
 # here refuses for some modules (cri-tools: 403). `go mod download` fetches
@@ -48,5 +49,5 @@ echo "$src" >"$tmp/module-dir"
 mkdir -p "$(dirname "$out")"
 rm -rf "$out"
 mv "$tmp" "$out"
-go_tool_built "$name" "$version" "$out" "$start"
+go_tool_built "$name" "$version" "$out" "$start" "$cpu0"
 echo "$out/bin"

@@ -51,7 +51,7 @@ mkdir -p "$logs"
 # Exit status 255 stops xargs from starting more scenarios.
 # shellcheck disable=SC2317 # called by xargs' shells
 run_scenario() {
-  local scenario=$1 start result extra=() platforms
+  local scenario=$1 start cpu0 cpu result extra=() platforms
   local output="$logs/$scenario.log" config=("${base_config[@]}")
   if [ -f "extensions/molecule/$scenario/REQUIRES_REGISTRY" ] && [ "${GPUFLEET_WITH_REGISTRY:-}" != 1 ]; then
     # Scenarios that pull images from a registry run only where one is at hand.
@@ -68,9 +68,11 @@ run_scenario() {
   fi
   log "molecule: $scenario started"
   start=$(date +%s)
+  child_cpu cpu0
   if molecule "${config[@]}" "${extra[@]}" test -s "$scenario" >"$output" 2>&1; then result=passed; else result=FAILED; fi
-  printf '%-22s %-7s %4ss\n' "$scenario" "$result" "$(($(date +%s) - start))" >"$logs/$scenario.result"
-  "$GPUFLEET_ROOT/tests/harness/phase.sh" record "molecule: $scenario" "$start" "$(date +%s)" "$result"
+  cpu_since cpu "$cpu0"
+  printf '%-22s %-7s %4ss  CPU %4ss\n' "$scenario" "$result" "$(($(date +%s) - start))" "$cpu" >"$logs/$scenario.result"
+  "$GPUFLEET_ROOT/tests/harness/phase.sh" record "molecule: $scenario" "$start" "$(date +%s)" "$result" "$cpu"
   {
     flock 9
     printf '\n===== molecule %s: %s =====\n' "$scenario" "$result"
@@ -80,7 +82,7 @@ run_scenario() {
 }
 # Arrays do not cross into xargs' shells: the base config goes as words.
 base_config_str="${base_config[*]}"
-export -f run_scenario log
+export -f run_scenario log child_cpu cpu_since
 export logs base_config_str
 
 status=0

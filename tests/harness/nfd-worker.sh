@@ -32,6 +32,7 @@ go_env 0 "-trimpath -modcacherw"
 
 log "building nfd-worker $version with $("$go" env GOVERSION) (cached afterwards)"
 start=$(date +%s)
+child_cpu cpu0
 tmp=$(mktemp -d "$GPUFLEET_CACHE/go-tools.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 src=$("$go" mod download -json "$module@$version" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
@@ -47,5 +48,5 @@ chmod -R u+w "$tmp/src"
 mkdir -p "$GPUFLEET_CACHE/go-tools" "$out"
 rm -rf "${out:?}/bin"
 mv "$tmp/bin" "$out/bin"
-go_tool_built nfd-worker "$version" "$out" "$start"
+go_tool_built nfd-worker "$version" "$out" "$start" "$cpu0"
 echo "$out/bin/nfd-worker"

@@ -3,7 +3,7 @@
 #
 #   phase.sh start                 begin a run: forget the last run's phases
 #   phase.sh run NAME CMD [ARG..]  run CMD, record NAME's start, end and result
-#   phase.sh record NAME START END RESULT
+#   phase.sh record NAME START END RESULT [CPU]
 #                                  record a phase timed elsewhere (Molecule lanes)
 #   phase.sh table                 print the table (also after a failure)
 #
@@ -11,6 +11,12 @@
 # (seconds after `start`) as well as how long it took, so the critical path
 # can be read off it. The record is tests/output/phases.tsv; lanes append
 # under a lock, so parallel make jobs and Molecule lanes can share it.
+#
+# Beside the wall time, each phase's CPU seconds (env.sh child_cpu: its own
+# process tree), and at the end the whole machine's: how many core-seconds
+# were busy out of those the cores had (/proc/stat at start and at table).
+# On a machine busy near 100%, only less work shortens the run; below that,
+# an earlier start of the longest path does.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=env.sh
 . "$(dirname "$0")/env.sh"
@@ -21,14 +27,24 @@ append() {
   mkdir -p "$(dirname "$record")"
   {
     flock 9
-    printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$record"
+    printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "${5:-}" >>"$record"
   } 9>"$record.lock"
+}
+
+# machine_cpu: "BUSY TOTAL CORES", the busy and total core-seconds since boot
+# (the cpu line of /proc/stat: idle and iowait count as not busy).
+machine_cpu() {
+  local hz
+  hz=$(getconf CLK_TCK)
+  awk -v hz="$hz" -v cores="$(nproc)" '$1 == "cpu" {
+      total = 0; for (i = 2; i <= NF; i++) total += $i
+      printf "%d %d %d", (total - $5 - $6) / hz, total / hz, cores; exit }' /proc/stat
 }
 
 case "${1:-}" in
   start)
     mkdir -p "$(dirname "$record")"
-    printf 'run\t%s\t\t\n' "$(date +%s)" >"$record"
+    printf 'run\t%s\t\t\t%s\n' "$(date +%s)" "$(machine_cpu)" >"$record"
     ;;
   run)
     [ $# -ge 3 ] || die "usage: phase.sh run NAME COMMAND [ARG...]"
@@ -36,21 +52,26 @@ case "${1:-}" in
     timed "$@"
     ;;
   record)
-    [ $# -eq 5 ] || die "usage: phase.sh record NAME START END RESULT"
-    append "$2" "$3" "$4" "$5"
+    [ $# -eq 5 ] || [ $# -eq 6 ] || die "usage: phase.sh record NAME START END RESULT [CPU]"
+    append "$2" "$3" "$4" "$5" "${6:-}"
     ;;
   table)
     [ -f "$record" ] || exit 0
-    awk -F '\t' '
-      $1 == "run" { origin = $2; next }
-      { n++; name[n] = $1; from[n] = $2; to[n] = $3; result[n] = $4
+    awk -F '\t' -v now="$(machine_cpu)" '
+      $1 == "run" { origin = $2; then = $5; next }
+      { n++; name[n] = $1; from[n] = $2; to[n] = $3; result[n] = $4; cpu[n] = ($5 == "" ? "-" : $5)
         if (origin == "") origin = $2
         if ($3 > last) last = $3 }
       END {
-        printf "\n%-44s %8s %8s %8s  %s\n", "phase", "start s", "wall s", "min", "result"
+        printf "\n%-44s %8s %8s %8s %8s  %s\n", "phase", "start s", "wall s", "min", "cpu s", "result"
         for (i = 1; i <= n; i++)
-          printf "%-44s %8d %8d %8.1f  %s\n", name[i], from[i] - origin, to[i] - from[i], (to[i] - from[i]) / 60, result[i]
+          printf "%-44s %8d %8d %8.1f %8s  %s\n", name[i], from[i] - origin, to[i] - from[i], (to[i] - from[i]) / 60, cpu[i], result[i]
         if (n) printf "%-44s %8s %8d %8.1f\n", "whole run (wall clock)", "", last - origin, (last - origin) / 60
+        # busy and total core-seconds: "busy total cores" at start and now.
+        split(then, a, " "); split(now, b, " ")
+        if (then != "" && b[2] > a[2])
+          printf "%-44s %8s %8d %8s %8d  %d%% of %d cores\n", "machine CPU (busy core-seconds)", "", \
+            (b[2] - a[2]) / b[3], "", b[1] - a[1], 100 * (b[1] - a[1]) / (b[2] - a[2]), b[3]
       }' "$record" >&2
     ;;
   *)

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Build every Go tool of a set from go-tools.txt into the cache, before the
+# mirror's seed scripts package them (they then find each build cached).
+#
+#   go-tools.sh [all|demo]    the set, as mirror-seed.sh takes it
+#
+# A step of its own so that make starts it at once, beside the venv and the
+# node images: it needs neither (the system's python3 parses `go mod
+# download`'s JSON), and on a cold machine it is the longest part of the
+# mirror. One tool at a time: each `go build` already uses every core.
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=env.sh
+. "$(dirname "$0")/env.sh"
+here=$(cd "$(dirname "$0")" && pwd)
+
+GPUFLEET_MIRROR_SET=${1:-all}
+case "$GPUFLEET_MIRROR_SET" in all | demo) ;; *) die "usage: $0 [all|demo]" ;; esac
+export GPUFLEET_MIRROR_SET
+
+# The mirror's seed order: the toolkit, cri-tools, containerd.
+for name in nvidia-container-toolkit cri-tools containerd; do
+  while read -r version; do
+    "$here/go-build.sh" "$name" "$version" >/dev/null
+  done < <(go_tool_versions "$name")
+done
