@@ -33,9 +33,14 @@ for candidate in "$cached" "$(command -v go || true)" /usr/local/go/bin/go /usr/
   if new_enough "$candidate"; then echo "$candidate"; exit 0; fi
 done
 
-log "no local Go >= ${want#go}; downloading $want from $proxy (about 70 MB, once)"
 dest="$GPUFLEET_CACHE/go/toolchain"
 mkdir -p "$dest"
+# make starts Go builds from two places (go-tools.sh and the mirror's
+# seeds): one downloads, the other waits and finds it cached.
+exec 8>"$dest/.download.lock"
+flock 8
+if new_enough "$cached"; then echo "$cached"; exit 0; fi
+log "no local Go >= ${want#go}; downloading $want from $proxy (about 70 MB, once)"
 zip=$(mktemp "$dest/.download.XXXXXX")
 trap 'rm -f "$zip"' EXIT
 curl -fsSL --retry 3 -o "$zip" "$proxy/golang.org/toolchain/@v/v0.0.1-$want.linux-amd64.zip" \

@@ -43,7 +43,8 @@ chmod -R u+w "$tmp/src"
   "$go" mod edit -replace="$module/api/nfd=$module/api/nfd@$version"
   # Adds only the api/nfd module's sums (checked against the checksum database).
   "$go" mod download "$module/api/nfd"
-  "$go" build -mod=mod -o "$tmp/bin/" -ldflags "$ldflags" ./cmd/nfd-worker
+  # Unoptimised, as go-build.sh builds (-N -l: a third less CPU cold).
+  "$go" build -mod=mod -o "$tmp/bin/" -gcflags="all=-N -l" -ldflags "$ldflags" ./cmd/nfd-worker
 ) >&2
 mkdir -p "$GPUFLEET_CACHE/go-tools" "$out"
 rm -rf "${out:?}/bin"
