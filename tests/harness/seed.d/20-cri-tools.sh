@@ -17,7 +17,7 @@ harness=$(cd "$(dirname "$0")/.." && pwd)
 # top, as in the upstream tarballs.
 reproducible_tar() {
   local dir=$1 out=$2
-  tar -C "$dir" --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - crictl | gzip -n -9 >"$out"
+  tar -C "$dir" --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - crictl | gzip -n -6 >"$out"
 }
 
 while read -r version; do

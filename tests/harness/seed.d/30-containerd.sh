@@ -21,7 +21,7 @@ while read -r version; do
     mkdir -p "$stage/tree/bin"
     install -m 0755 "$bin"/* "$stage/tree/bin/"
     tar -C "$stage/tree" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - bin \
-      | gzip -n -9 >"$stage/$name"
+      | gzip -n -6 >"$stage/$name"
     install -m 0644 "$src/containerd.service" "$stage/containerd.service"
     rm -rf "$stage/tree"
     mkdir -p "$(dirname "$out")"
