@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Build every Go tool of a set from go-tools.txt into the cache, before the
-# mirror's seed scripts package them (they then find each build cached).
+# Build every Go tool of a set into the cache (go-tools.txt's pins, and
+# nfd-worker for `all`), before the mirror's seed scripts and the scenarios
+# ask for them (they then find each build cached).
 #
 #   go-tools.sh [all|demo]    the set, as mirror-seed.sh takes it
 #
@@ -23,3 +24,8 @@ for name in nvidia-container-toolkit cri-tools containerd; do
     "$here/go-build.sh" "$name" "$version" >/dev/null
   done < <(go_tool_versions "$name")
 done
+# nfd-worker (the node_labels scenario's consumer; not a mirror seed): built
+# here rather than by the scenario, late in the run and once per node.
+if [ "$GPUFLEET_MIRROR_SET" = all ]; then
+  "$here/nfd-worker.sh" >/dev/null
+fi
