@@ -48,6 +48,16 @@ go_tool_built() {
   "$GPUFLEET_ROOT/tests/harness/phase.sh" record "Go tools: $name $version" "$start" "$(date +%s)" ok "$cpu"
 }
 
+# go_tool_lock NAME-VERSION: hold, on fd 9 until the script exits, the lock
+# of one Go build in the cache. go-tools.sh builds every pin from the start
+# of a run, while the mirror's seeds and the scenarios ask for them: a second
+# caller waits here and then finds the build cached.
+go_tool_lock() {
+  mkdir -p "$GPUFLEET_CACHE/go-tools"
+  exec 9>"$GPUFLEET_CACHE/go-tools/.$1.lock"
+  flock 9
+}
+
 # child_cpu VAR: set VAR to the CPU time, in clock ticks, of every child
 # this shell has waited for (with their own waited-for children): fields
 # cutime and cstime of /proc/<this shell>/stat. A variable, not $(...): a

@@ -16,13 +16,9 @@ line=$(awk -v n="$name" -v v="$version" '$1 == n && $3 == v' "$here/go-tools.txt
 [ -n "$line" ] || die "no '$name $version' line in go-tools.txt"
 read -r _ module _ cgo packages ldflags <<<"$line"
 
-# One build of a pin at a time: go-tools.sh builds every pin from the start
-# of a run, and a seed script that asks for a pin being built waits here and
-# then finds it cached (a pin already built is packaged while the next one
-# builds).
-mkdir -p "$GPUFLEET_CACHE/go-tools"
-exec 9>"$GPUFLEET_CACHE/go-tools/.$name-$version.lock"
-flock 9
+# One build of a pin at a time: a seed waits for the pin go-tools.sh is
+# building, while a pin already built is packaged as the next one builds.
+go_tool_lock "$name-$version"
 
 go=$("$here/ensure-go.sh")
 key=$( (echo "$line"; "$go" env GOVERSION; cat "$0"; declare -f go_env) | sha256sum | cut -c1-12)

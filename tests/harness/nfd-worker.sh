@@ -21,11 +21,8 @@ version=v0.19.0
 ldflags="-s -w -X $module/pkg/version.version=$version -X $module/pkg/utils/hostpath.pathPrefix=/"
 
 # One build at a time: go-tools.sh builds it at the start of `make test`,
-# and the node_labels scenario's prepare asks once per node; a second caller
-# waits here and then finds it cached.
-mkdir -p "$GPUFLEET_CACHE/go-tools"
-exec 9>"$GPUFLEET_CACHE/go-tools/.nfd-worker-$version.lock"
-flock 9
+# and the node_labels scenario's prepare asks once per node.
+go_tool_lock "nfd-worker-$version"
 
 go=$("$here/ensure-go.sh")
 key=$( (echo "$module $version $ldflags"; "$go" env GOVERSION; cat "$0"; declare -f go_env) | sha256sum | cut -c1-12)
