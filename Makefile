@@ -23,7 +23,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 export GPUFLEET_ROOT := $(CURDIR)
 
-.PHONY: help demo test check host venv venv-oldest sim collection images images-all demo-image mirror go-tools real-nvml \
+.PHONY: help demo test check host host-toolchain venv venv-oldest sim collection images images-all demo-image mirror go-tools real-nvml \
         lint sanity sanity-oldest sanity-changed units units-oldest molecule molecule-smoke awx build clean
 
 help:
@@ -70,16 +70,23 @@ check:
 	@status=0; $(MAKE) --no-print-directory --jobs=4 --output-sync=target lint sanity-changed units molecule-smoke || status=$$?; \
 	  $(PHASE) table; exit $$status
 
-host:
+# Two steps: the toolchain (compiler, Python venv; on most machines already
+# there) that the Go builds, the venvs and the simulated NVML need, then the
+# rest (Podman, debootstrap, the mirror's tools), which a fresh machine
+# downloads while those run.
+host-toolchain:
+	@$(PHASE) run "host set-up: toolchain" $(HARNESS)/bootstrap-host.sh toolchain
+
+host: host-toolchain
 	@$(PHASE) run "host set-up" $(HARNESS)/bootstrap-host.sh $(SET)
 
-venv: host
+venv: host-toolchain
 	@$(PHASE) run venv $(HARNESS)/venv.sh $(or $(PYTHON_NEWEST),$(PYTHON_SYSTEM))
 
-venv-oldest: host
+venv-oldest: host-toolchain
 	@$(PHASE) run "venv (oldest ansible-core)" $(HARNESS)/venv.sh $(PYTHON_SYSTEM) oldest
 
-sim: host
+sim: host-toolchain
 	@$(PHASE) run "simulated NVML" $(HARNESS)/sim.sh
 
 collection: $(COLLECTION_LINK)
@@ -102,13 +109,13 @@ images-all: images
 
 # The mirror's script runs under the venv's python (first in PATH): it must
 # wait for the venv, or it starts a half-made one. The Go builds need no
-# venv: go-tools starts them with the host set-up, on a PATH without it, and
+# venv: go-tools starts them after the toolchain step, on a PATH without it, and
 # a seed that needs a pin still being built waits for it (go-build.sh), so
 # each tool is packaged while the next one builds.
 mirror: host venv
 	@$(HARNESS)/mirror-seed.sh $(SET)
 
-go-tools: host
+go-tools: host-toolchain
 	@PATH=$(subst $(CURDIR)/$(VENV)/bin:,,$(PATH)) $(PHASE) run "Go tools ($(SET))" $(HARNESS)/go-tools.sh $(SET)
 
 real-nvml: mirror
@@ -116,23 +123,23 @@ real-nvml: mirror
 
 # ruff reads ruff.toml. `ruff format --check` fails on any file the
 # formatter would change: run `ruff format` before committing.
-lint: venv collection
+lint: host venv collection
 	@$(PHASE) run yamllint yamllint --strict .
 	@$(PHASE) run "ruff check" ruff check --no-cache .
 	@$(PHASE) run "ruff format" ruff format --no-cache --check .
 	@$(PHASE) run ansible-lint ansible-lint
 
-sanity: venv
+sanity: host venv
 	@$(PHASE) run sanity $(HARNESS)/sanity.sh
 
 # The same under the oldest claimed ansible-core: its ansible-test, its
 # sanity tests (tests/sanity/ignore-<minor>.txt), its own ansible-test HOME
 # (sanity.sh), so the two can run side by side.
-sanity-oldest: venv-oldest
+sanity-oldest: host venv-oldest
 	@PATH=$(CURDIR)/$(VENV_OLDEST)/bin:$$PATH $(PHASE) run "sanity (oldest ansible-core)" $(HARNESS)/sanity.sh
 
 # Sanity on what differs from main (committed, staged, unstaged, untracked).
-sanity-changed: venv
+sanity-changed: host venv
 	@$(PHASE) run "sanity (changed files)" $(HARNESS)/sanity.sh --changed-from "$${GPUFLEET_BASE:-main}"
 
 # Each lane its own pytest cache (tests/unit/.pytest_cache would be written

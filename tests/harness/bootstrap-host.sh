@@ -9,12 +9,19 @@ set -euo pipefail
 
 [ "$(id -u)" -eq 0 ] || die "run as root: the harness drives rootful Podman and apt-get"
 
+# What the first steps need: the Go builds (cgo), the simulated NVML library
+# and the venvs. `bootstrap-host.sh toolchain` installs only these (most
+# machines have them), so that those steps need not wait for the rest, which
+# a fresh machine downloads meanwhile.
+TOOLCHAIN_PACKAGES=(
+  gcc make libc6-dev                        # cgo and the simulated NVML library
+  python3 python3-venv                      # the tool venvs
+)
 PACKAGES=(
+  "${TOOLCHAIN_PACKAGES[@]}"
   podman runc containernetworking-plugins   # containers (crun fails on hybrid cgroups)
   debootstrap                               # base images
-  gcc make libc6-dev                        # the simulated NVML library
   gnupg apt-utils                           # the signed local apt mirror
-  python3 python3-venv                      # the tool venv
 )
 # What only the tests use; `bootstrap-host.sh demo` (make demo) leaves it out,
 # which keeps a fresh machine's demo within its ten minutes (chromium alone
@@ -27,7 +34,8 @@ TEST_PACKAGES=(
 case "${1:-all}" in
   all) PACKAGES+=("${TEST_PACKAGES[@]}") ;;
   demo) ;;
-  *) die "usage: $0 [demo]" ;;
+  toolchain) PACKAGES=("${TOOLCHAIN_PACKAGES[@]}") ;;
+  *) die "usage: $0 [all|demo|toolchain]" ;;
 esac
 
 missing=()
@@ -40,6 +48,10 @@ if [ "${#missing[@]}" -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+mkdir -p "$GPUFLEET_CACHE"
+chmod 0755 "$GPUFLEET_CACHE"
+[ "${1:-all}" = toolchain ] && exit 0
 
 # Podman: runc, cgroupfs (PID 1 may not be systemd), and default ulimits at or
 # below the host's hard limits, or every container start fails with EPERM.
@@ -70,9 +82,6 @@ if [ ! -f "$conf" ] || [ "$(cat "$conf")" != "$desired" ]; then
   printf '%s\n' "$desired" >"$conf"
   log "wrote $conf (runc, $cgroup_manager, nofile=$nofile nproc=$nproc)"
 fi
-
-mkdir -p "$GPUFLEET_CACHE"
-chmod 0755 "$GPUFLEET_CACHE"
 
 # Kernel limits (inotify) the nodes need, or a clear stop now.
 "$(dirname "$0")/host-limits.sh"

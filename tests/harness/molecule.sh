@@ -27,6 +27,8 @@ LONGEST_FIRST=(driver upgrade workload verify bake container_runtime cdi bundle 
 base_config=()
 if [ "${MOLECULE_DRIVER:-podman}" = docker ]; then
   base_config=(--base-config .config/molecule/config.yml --base-config "$here/molecule-docker.yml")
+  MOLECULE_DOCKER_PLAYBOOKS=$(python3 -c 'import os, molecule_plugins.docker as d; print(os.path.join(os.path.dirname(d.__file__), "playbooks"))')
+  export MOLECULE_DOCKER_PLAYBOOKS
   for platform in debian12 debian13; do
     podman save "$GPUFLEET_IMAGE_PREFIX/$platform-gpusim:latest" | docker load >/dev/null
   done
