@@ -143,10 +143,11 @@ sanity-changed: host venv
 	@$(PHASE) run "sanity (changed files)" $(HARNESS)/sanity.sh --changed-from "$${GPUFLEET_BASE:-main}"
 
 # Each lane its own pytest cache (tests/unit/.pytest_cache would be written
-# by both at once).
+# by both at once). --durations: every run's log names its slowest tests,
+# where a CI run that is too long is cut next.
 PYTEST_CACHE := $(CURDIR)/build/pytest-cache
 units: venv sim real-nvml collection
-	@GPUFLEET_REAL_LIBNVML=$$($(HARNESS)/real-nvml.sh) $(PHASE) run units python -m pytest -q tests/unit \
+	@GPUFLEET_REAL_LIBNVML=$$($(HARNESS)/real-nvml.sh) $(PHASE) run units python -m pytest -q --durations=25 tests/unit \
 	  -o cache_dir=$(PYTEST_CACHE)/units
 
 # The unit tests under the oldest claimed ansible-core, but for those of the
@@ -154,7 +155,7 @@ units: venv sim real-nvml collection
 # imports ansible-core.
 units-oldest: venv-oldest sim real-nvml collection
 	@lib=$$($(HARNESS)/real-nvml.sh); PATH=$(CURDIR)/$(VENV_OLDEST)/bin:$$PATH GPUFLEET_REAL_LIBNVML=$$lib \
-	  $(PHASE) run "units (oldest ansible-core)" python -m pytest -q tests/unit \
+	  $(PHASE) run "units (oldest ansible-core)" python -m pytest -q --durations=25 tests/unit \
 	  -o cache_dir=$(PYTEST_CACHE)/units-oldest --ignore=tests/unit/nvml_sim --ignore=tests/unit/harness
 
 molecule: venv collection images-all mirror

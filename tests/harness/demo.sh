@@ -33,8 +33,6 @@ case "$driver" in
   550.*) cuda=12040 ;;
   *) die "demo.sh knows no CUDA version for driver_version '$driver' (inventory/examples/simulated/group_vars/gpu_nodes.yml): add its branch here" ;;
 esac
-# The newest containerd line of go-tools.txt, which the mirror serves.
-containerd=$(awk '$1 == "containerd" { version = $3 } END { print version }' "$here/go-tools.txt")
 
 image=$("$here/images.sh" gpusim debian13)
 # Privileged, as the `workload` scenario's nodes: the driver facade makes
@@ -47,9 +45,9 @@ timed "demo: node" "$here/node.sh" up gpufleet-demo-node "$image" \
 GPUFLEET_MIRROR_FINGERPRINT=$(python3 "$here/mirror.py" status | sed -n 's/^key=//p')
 export GPUFLEET_MIRROR_FINGERPRINT
 cd "$GPUFLEET_ROOT"
-log "the node's simulated driver $driver, and its container engine: containerd $containerd from the mirror"
-timed "demo: node's driver and containerd" playbook "$here/demo-node.yml" -i "$inventory" \
-  -e gpufleet_test_root="$GPUFLEET_ROOT" -e demo_driver_version="$driver" -e demo_cuda_version="$cuda" -e demo_containerd_version="$containerd"
+log "the node's simulated driver $driver; its container engine comes with site.yml: Debian 13's containerd (container_runtime_install)"
+timed "demo: node's driver" playbook "$here/demo-node.yml" -i "$inventory" \
+  -e gpufleet_test_root="$GPUFLEET_ROOT" -e demo_driver_version="$driver" -e demo_cuda_version="$cuda"
 # The driver layer first: Debian's libnvidia-ml1 brings the real library,
 # which nvidia-ctk (the cdi layer) would load and find no kernel module, and
 # which the CDI spec would give the workload check's container; the

@@ -18,8 +18,12 @@ GPUFLEET_MIRROR_SET=${1:-all}
 case "$GPUFLEET_MIRROR_SET" in all | demo) ;; *) die "usage: $0 [all|demo]" ;; esac
 export GPUFLEET_MIRROR_SET
 
-# The mirror's seed order: the toolkit, cri-tools, containerd.
-for name in nvidia-container-toolkit cri-tools containerd; do
+# The mirror's seed order: the toolkit, cri-tools, containerd. The demo's
+# node runs Debian 13's own containerd, which site.yml installs
+# (container_runtime_install), so the demo builds no containerd.
+names=(nvidia-container-toolkit cri-tools)
+[ "$GPUFLEET_MIRROR_SET" = all ] && names+=(containerd)
+for name in "${names[@]}"; do
   while read -r version; do
     "$here/go-build.sh" "$name" "$version" >/dev/null
   done < <(go_tool_versions "$name")

@@ -5,9 +5,9 @@
 #
 #   mirror-seed.sh        everything the tests install (make mirror)
 #   mirror-seed.sh demo   only what make demo installs: Debian 13's packages,
-#                         the newest toolkit, cri-tools and containerd, and
-#                         the workload check's images.
-#                         A cold demo then stays within its ten minutes; the
+#                         the newest toolkit and cri-tools, and the workload
+#                         check's images (the node's containerd is Debian's).
+#                         A cold demo then stays within its six minutes; the
 #                         mirror only grows, so a later full seed adds the rest.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=env.sh
@@ -19,8 +19,9 @@ case "$GPUFLEET_MIRROR_SET" in
   all) suites='*' seeds='*' ;;
   # The demo node's suite (demo.sh: images.sh gpusim debian13), the seeds of
   # the layers it installs and the images its workload check runs (the
-  # stand-in module and DCGM serve Molecule scenarios only).
-  demo) suites='trixie' seeds='@(10-nvidia-container-toolkit|20-cri-tools|30-containerd|50-workload-images)' ;;
+  # stand-in module, DCGM and the built containerd serve Molecule scenarios
+  # only).
+  demo) suites='trixie' seeds='@(10-nvidia-container-toolkit|20-cri-tools|50-workload-images)' ;;
   *) die "usage: $0 [demo]" ;;
 esac
 export GPUFLEET_MIRROR_SET
