@@ -36,12 +36,14 @@ help:
 # more (bootstrap-host.sh and mirror-seed.sh take the set).
 SET ?= all
 
-# The demo's node image and its mirror side by side, and the Go builds from
-# the start, beside the venv: debootstrap and pip wait on the network and
-# dpkg, the Go builds on the CPUs. (Starting the node's debootstrap from
-# the start too was measured: it slowed the Go builds, the longest path, by
-# more than it gained; 383 s cold against 362.) `make demo test` in one make would set up
-# the demo's set only: run them one by one. Every phase is timed:
+# The demo's node image and its mirror side by side, and the Go builds (the
+# toolkit and cri-tools; the node runs Debian's containerd) from the start,
+# beside the venv and the host's Podman download: debootstrap, uv and apt
+# wait on the network, the Go builds on the CPUs. (Starting the node's
+# debootstrap from the start too was measured, when containerd was built as
+# well: it slowed the Go builds, the longest path, by more than it gained;
+# 383 s cold against 362.) `make demo test` in one make would set up the
+# demo's set only: run them one by one. Every phase is timed:
 # `tests/harness/phase.sh table` shows where the time went.
 demo:
 	@$(PHASE) start

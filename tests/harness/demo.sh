@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # make demo: the main job on the embedded default, on a current stack. A
-# simulated 8 x A100 node (Debian 13, systemd, simulated NVML) running the
-# newest containerd the test ground builds, then playbooks/site.yml against
-# it. The demo fails when Ansible printed a warning: a newcomer reads one as
+# simulated 8 x A100 node (Debian 13, systemd, simulated NVML), then
+# playbooks/site.yml against it, which also installs Debian 13's containerd
+# (container_runtime_install) and wires it. The demo fails when Ansible printed a warning: a newcomer reads one as
 # "this does not work yet", so each is a bug of ours to fix.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=env.sh
@@ -46,19 +46,11 @@ GPUFLEET_MIRROR_FINGERPRINT=$(python3 "$here/mirror.py" status | sed -n 's/^key=
 export GPUFLEET_MIRROR_FINGERPRINT
 cd "$GPUFLEET_ROOT"
 log "the node's simulated driver $driver; its container engine comes with site.yml: Debian 13's containerd (container_runtime_install)"
-timed "demo: node's driver" playbook "$here/demo-node.yml" -i "$inventory" \
+timed "demo: node's simulated driver" playbook "$here/demo-node.yml" -i "$inventory" \
   -e gpufleet_test_root="$GPUFLEET_ROOT" -e demo_driver_version="$driver" -e demo_cuda_version="$cuda"
-# The driver layer first: Debian's libnvidia-ml1 brings the real library,
-# which nvidia-ctk (the cdi layer) would load and find no kernel module, and
-# which the CDI spec would give the workload check's container; the
-# simulated library stands in for it, as it stands in for the loaded driver.
-timed "demo: site.yml, driver layer" playbook playbooks/site.yml -i "$inventory" --tags preflight,facts,driver "$@"
-podman exec -e driver="$driver" gpufleet-demo-node sh -ec '
-  sim=/usr/local/lib/x86_64-linux-gnu/libnvidia-ml.so.$driver
-  real=/usr/lib/x86_64-linux-gnu/nvidia/current/libnvidia-ml.so.$driver
-  if ! cmp -s "$sim" "$real"; then cp "$sim" "$real"; ldconfig; fi'
-# Then the whole site.yml. Reports (per-host JSON, fleet-report.html/.md) land
-# in tests/output/demo-reports.
+# The whole site.yml, once (demo-node.yml's apt hook keeps the simulated NVML
+# library in place of the driver package's). Reports (per-host JSON,
+# fleet-report.html/.md) land in tests/output/demo-reports.
 timed "demo: site.yml" playbook playbooks/site.yml -i "$inventory" \
   -e verify_report_dir="$GPUFLEET_ROOT/tests/output/demo-reports" "$@"
 log "the running containerd, as crictl info reports it:"
