@@ -67,6 +67,7 @@ def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
         lists / "partial",
         tmp_path / "cache" / "archives" / "partial",
         tmp_path / "state",
+        tmp_path / "log",
     ):
         directory.mkdir(parents=True)
     (admin / "status").write_text("")
@@ -78,8 +79,10 @@ def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     (tmp_path / "apt.conf").write_text(
         'Dir::Etc "{etc}";\nDir::State "{state}";\nDir::State::Lists "{lists}";\nDir::State::status "{admin}/status";\n'
         'Dir::Cache "{cache}";\n'
+        # apt's own history and terminal logs too, or every run writes into the host's /var/log/apt.
+        'Dir::Log "{log}";\n'
         'DPkg::Options {{ "--root={root}"; "--admindir={admin}"; "--force-script-chrootless"; "--force-not-root"; }};\n'.format(
-            etc=etc, state=tmp_path / "state", lists=lists, admin=admin, cache=tmp_path / "cache", root=root
+            etc=etc, state=tmp_path / "state", lists=lists, admin=admin, cache=tmp_path / "cache", root=root, log=tmp_path / "log"
         )
     )
     monkeypatch.setenv("APT_CONFIG", str(tmp_path / "apt.conf"))
