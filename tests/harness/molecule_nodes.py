@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Start and remove a Molecule scenario's nodes: one `podman run` per platform, all at once.
 
 Molecule's own create and destroy playbooks (molecule-plugins' podman driver) spent about 35 s and
