@@ -7,7 +7,7 @@
 #   mirror-seed.sh demo   only what make demo installs: Debian 13's packages,
 #                         the newest toolkit and cri-tools, and the workload
 #                         check's images (the node's containerd is Debian's).
-#                         A cold demo then stays within its six minutes; the
+#                         A cold demo then stays short (README.md); the
 #                         mirror only grows, so a later full seed adds the rest.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=env.sh
