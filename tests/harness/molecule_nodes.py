@@ -7,8 +7,9 @@ of which the test ground has (pre-built local images, the host network). The sha
 destroy.yml (extensions/molecule/_shared) call this instead, with `molecule_yml.platforms` as JSON on
 stdin:
 
-    molecule_nodes.py create   start every platform (podman run --detach), all at once
-    molecule_nodes.py destroy  remove every platform, running or not, at once
+    molecule_nodes.py create   start every platform (podman run --detach), all at once, after making the
+                               network a platform names when it is not one of Podman's own
+    molecule_nodes.py destroy  remove every platform, running or not, at once, and that network
 
 A platform key this script does not pass on is refused by name, so that a scenario never believes
 a node has an option it was started without. Booting is the shared prepare's business: it waits
@@ -65,6 +66,21 @@ def run_argv(podman: str, platform: dict) -> list[str]:
     return argv
 
 
+# Networks Podman has without creating them; any other name is the scenario's own bridge, made by create
+# and removed by destroy (as the podman driver did).
+BUILT_IN_NETWORKS = {"host", "none", "bridge", "private", "slirp4netns", "pasta", "podman"}
+
+
+def own_networks(platforms: list[dict]) -> list[str]:
+    """The networks the platforms name that the scenario must create, in order, once each."""
+    names = []
+    for platform in platforms:
+        network = str(platform.get("network") or "")
+        if network and network not in BUILT_IN_NETWORKS and ":" not in network and network not in names:
+            names.append(network)
+    return names
+
+
 def run(argv: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, check=False)
 
@@ -74,6 +90,10 @@ def create(podman: str, platforms: list[dict]) -> list[str]:
     argvs = [run_argv(podman, platform) for platform in platforms]
     # A node left over from a killed run would make `podman run` fail on its name.
     destroy(podman, platforms)
+    for network in own_networks(platforms):
+        made = run([podman, "network", "create", network])
+        if made.returncode != 0:
+            return [f"podman network create {network} failed ({made.returncode}): {made.stderr.strip()}"]
     with ThreadPoolExecutor(max_workers=max(1, len(argvs))) as pool:
         results = list(pool.map(run, argvs))
     return [
@@ -89,7 +109,13 @@ def destroy(podman: str, platforms: list[dict]) -> list[str]:
     if not names:
         return []
     result = run([podman, "rm", "--force", "--ignore", "--time=0", *names])
-    return [] if result.returncode == 0 else [f"podman rm {' '.join(names)} failed ({result.returncode}): {result.stderr.strip()}"]
+    errors = [] if result.returncode == 0 else [f"podman rm {' '.join(names)} failed ({result.returncode}): {result.stderr.strip()}"]
+    for network in own_networks(platforms):
+        if run([podman, "network", "exists", network]).returncode == 0:
+            removed = run([podman, "network", "rm", "--force", network])
+            if removed.returncode != 0:
+                errors.append(f"podman network rm {network} failed ({removed.returncode}): {removed.stderr.strip()}")
+    return errors
 
 
 def main(argv: list[str]) -> int:

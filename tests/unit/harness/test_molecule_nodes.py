@@ -98,3 +98,21 @@ def test_destroy_removes_all_in_one_call(tmp_path):
     result = call(tmp_path, "destroy", [{"name": "a", "image": "i"}, {"name": "b", "image": "i"}], fake_podman(tmp_path))
     assert result.returncode == 0
     assert (tmp_path / "calls").read_text().splitlines() == ["rm --force --ignore --time=0 a b"]
+
+
+def test_a_scenario_network_is_made_before_its_nodes_and_removed_after_them(tmp_path):
+    platforms = [{"name": "a", "image": "i", "network": "bnd-net"}, {"name": "b", "image": "i", "network": "host"}]
+    assert call(tmp_path, "create", platforms, fake_podman(tmp_path)).returncode == 0
+    created = (tmp_path / "calls").read_text().splitlines()
+    assert created[:4] == ["rm --force --ignore --time=0 a b", "network exists bnd-net", "network rm --force bnd-net", "network create bnd-net"]
+    assert sorted(created[4:]) == [
+        "run --detach --name=a --hostname=a --label=owner=molecule --network=bnd-net i",
+        "run --detach --name=b --hostname=b --label=owner=molecule --network=host i",
+    ]
+    (tmp_path / "calls").unlink()
+    assert call(tmp_path, "destroy", platforms, fake_podman(tmp_path)).returncode == 0
+    assert (tmp_path / "calls").read_text().splitlines() == [
+        "rm --force --ignore --time=0 a b",
+        "network exists bnd-net",
+        "network rm --force bnd-net",
+    ]
