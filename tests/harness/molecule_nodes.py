@@ -1,7 +1,7 @@
 """Start and remove a Molecule scenario's nodes: one `podman run` per platform, all at once.
 
-Molecule's own create and destroy playbooks (molecule-plugins' podman driver) spent about 35 s and
-20 s of every scenario, 18 scenarios, twice for destroy: a dozen tasks, one ansible worker and one
+Molecule's own create and destroy playbooks (molecule-plugins' podman driver) spent about 23 s and
+18 s of every scenario (measured under a test run's load), 17 scenarios, twice for destroy: a dozen tasks, one ansible worker and one
 podman process each, to look up images to build, registries to log into and networks to make, none
 of which the test ground has (pre-built local images, the host network). The shared create.yml and
 destroy.yml (extensions/molecule/_shared) call this instead, with `molecule_yml.platforms` as JSON on
