@@ -101,6 +101,7 @@ driver_version: "550.163.01"
 driver_kernel_module: proprietary
 driver_distribution_mirror_url: $GPUFLEET_MIRROR_URL/debian
 driver_distribution_key_url: $GPUFLEET_MIRROR_URL/keys/gpufleet-mirror.asc
+driver_distribution_key_fingerprint: $GPUFLEET_MIRROR_FINGERPRINT
 container_toolkit_apt_repo_url: $GPUFLEET_MIRROR_URL/libnvidia-container/stable/deb
 container_toolkit_gpg_key_url: $GPUFLEET_MIRROR_URL/keys/gpufleet-mirror.asc
 container_toolkit_gpg_key_fingerprint: $GPUFLEET_MIRROR_FINGERPRINT

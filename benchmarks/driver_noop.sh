@@ -21,6 +21,10 @@ work=$(mktemp -d)
 cleanup() { rm -rf "$work"; [ -n "${KEEP:-}" ] || podman rm -f "$node" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
+# The mirror's signing key, which the driver's key download is pinned to.
+GPUFLEET_MIRROR_FINGERPRINT=$(python3 tests/harness/mirror.py status | sed -n 's/^key=//p')
+[ -n "$GPUFLEET_MIRROR_FINGERPRINT" ] || die "the local mirror is not running: make mirror"
+
 image=$(tests/harness/images.sh gpusim debian12)
 tests/harness/node.sh up "$node" "$image"
 cat >"$work/inventory.yml" <<INVENTORY
@@ -42,6 +46,7 @@ cat >"$work/converge.yml" <<PLAYBOOK
         driver_kernel_module: proprietary
         driver_distribution_mirror_url: $GPUFLEET_MIRROR_URL/debian
         driver_distribution_key_url: $GPUFLEET_MIRROR_URL/keys/gpufleet-mirror.asc
+        driver_distribution_key_fingerprint: $GPUFLEET_MIRROR_FINGERPRINT
 PLAYBOOK
 export PATH="$GPUFLEET_VENV/bin:$PATH" ANSIBLE_COLLECTIONS_PATH="$GPUFLEET_ROOT/build/collections" ANSIBLE_NOCOLOR=1
 log "converging $node once"

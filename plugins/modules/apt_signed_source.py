@@ -14,10 +14,13 @@ description:
   - Downloads the repository's signing key on the node, checks its primary key's fingerprint, checks that the
     repository answers, and only then writes the key and the sources file that names it with C(Signed-By).
     Nothing on the node changes unless the key matched and the repository answered.
+  - The served file is read by C(gpg) in a scratch home and never written as served. Every primary key in it must
+    be the pinned one (apt would accept a signature from any key of a C(Signed-By) file), and what is written is
+    C(gpg)'s export of the pinned key alone.
   - One round trip to the node, where M(ansible.builtin.get_url), a C(gpg) command, M(ansible.builtin.uri) and
     M(ansible.builtin.template) take five or more.
-  - A key whose fingerprint is not O(key_fingerprint) is refused, and a key already at O(key_path) that does not
-    carry O(key_fingerprint) either is removed, so apt stops trusting what the declaration no longer trusts. The
+  - A key file that does not hold exactly the key O(key_fingerprint) is refused, and a key already at O(key_path)
+    that is not that key alone is removed, so apt stops trusting what the declaration no longer trusts. The
     sources file is left as it was.
   - Both files are replaced atomically, and only when their content or attributes differ. With C(--diff) the
     sources file shows as a diff of its text and the key as its fingerprint before and after.
@@ -35,12 +38,17 @@ options:
     required: true
   key_fingerprint:
     description:
-      - The fingerprint of the key's primary key (40 hexadecimal digits; spaces are ignored, case does not matter).
-        Needs C(gpg) on the node.
-      - V("") takes the key as served, unchecked, for a mirror re-signed with a site key that is verified another
-        way.
+      - The fingerprint of the key's primary key (40 hexadecimal digits, 64 for a v5 or v6 key; spaces are
+        ignored, case does not matter). Needs C(gpg) on the node.
+      - V("") is refused unless O(allow_unpinned_key) is set.
     type: str
     default: ""
+  allow_unpinned_key:
+    description:
+      - Trust every key the URL serves, unchecked, when O(key_fingerprint) is V(""). For a mirror re-signed with a
+        site key that is verified another way; the run warns each time, naming the keys it trusted.
+    type: bool
+    default: false
   key_path:
     description: Where the key goes, the path the sources file names in C(Signed-By). Its directory must exist.
     type: path
@@ -97,7 +105,6 @@ changed_paths:
 """
 
 import os
-import re
 import tempfile
 import typing as t
 
@@ -105,10 +112,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._fetch import FetchError, mask_url, open_url, url_options_spec
-
-_FINGERPRINT = re.compile(r"^[0-9A-F]{40}$")
-# Keys are a few kilobytes; a larger answer is not a key.
-_KEY_MAX_BYTES = 1 << 20
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._signing_key import KEY_MAX_BYTES, KeyPinError, PinnedKey, normalize_fingerprint
 
 
 class SignedSource:
@@ -120,9 +124,17 @@ class SignedSource:
         self.changed_paths: list[str] = []
         self.diffs: list[dict[str, t.Any]] = []
         params = module.params
-        self.fingerprint: str = params["key_fingerprint"].replace(" ", "").upper()
-        if self.fingerprint and not _FINGERPRINT.match(self.fingerprint):
-            self.fail("key_fingerprint: expected 40 hexadecimal digits, got '{0}'".format(params["key_fingerprint"]))
+        self.fingerprint = ""
+        if params["key_fingerprint"].strip():
+            try:
+                self.fingerprint = normalize_fingerprint(params["key_fingerprint"])
+            except ValueError as error:
+                self.fail("key_fingerprint: {0}".format(error))
+        elif not params["allow_unpinned_key"]:
+            self.fail(
+                "key_fingerprint: empty, so nothing would check the key {0} before apt trusts it. Set it to the "
+                "fingerprint of the repository's signing key (allow_unpinned_key: true trusts whatever is served)".format(mask_url(params["key_url"]))
+            )
         for option in ("key_path", "sources_path"):
             if not os.path.isabs(params[option]):
                 self.fail("{0}: '{1}' is not absolute; give the full path".format(option, params[option]))
@@ -130,6 +142,7 @@ class SignedSource:
         self.sources_path: str = params["sources_path"]
         if self.key_path not in params["sources_content"]:
             self.fail("sources_content: it does not name key_path {0} (Signed-By), so apt would not use the key".format(self.key_path))
+        self.keys = PinnedKey(module.run_command, module.get_bin_path("gpg", required=True))
 
     def fail(self, msg: str) -> t.NoReturn:
         self.module.fail_json(msg=msg, changed_paths=self.changed_paths)
@@ -142,26 +155,10 @@ class SignedSource:
         except FileNotFoundError:
             return None
 
-    def fingerprints(self, key: bytes) -> list[str]:
-        """The primary keys' fingerprints in a key file, as gpg reads it without importing it anywhere."""
-        gpg = self.module.get_bin_path("gpg", required=True)
-        with tempfile.TemporaryDirectory(prefix="gpufleet-gpg-") as home:
-            rc, out, _err = self.module.run_command([gpg, "--homedir", home, "--batch", "--show-keys", "--with-colons"], data=key, binary_data=True)
-        if rc != 0:
-            return []
-        # A pub record, then its fpr record (field 10); subkeys' fpr records follow sub records.
-        found, record = [], ""
-        for line in out.splitlines():
-            fields = line.split(":")
-            if fields[0] == "fpr" and record == "pub" and len(fields) > 9:
-                found.append(fields[9].upper())
-            record = fields[0] if fields[0] != "fpr" else record
-        return found
-
     def fetch_key(self) -> bytes:
         url = self.module.params["key_url"]
         try:
-            return open_url(self.module, url).read(_KEY_MAX_BYTES + 1)
+            return open_url(self.module, url).read(KEY_MAX_BYTES + 1)
         except FetchError as error:
             self.fail("{0}; the repository was not added".format(error))
 
@@ -172,18 +169,38 @@ class SignedSource:
         except FetchError as error:
             self.fail("the repository does not answer ({0}); nothing was changed".format(error))
 
-    def refuse(self, served: list[str]) -> t.NoReturn:
-        """The declared fingerprint is not the served key's: apt must not trust the key at key_path either."""
+    def trusted_key(self, served: bytes) -> bytes:
+        """What goes to key_path: gpg's export of the pinned key, or of every served key when unpinned is allowed."""
+        armor = not self.key_path.endswith(".gpg")
+        url = mask_url(self.module.params["key_url"])
+        if not self.fingerprint:
+            try:
+                key, found = self.keys.export_all(served, armor)
+            except KeyPinError as error:
+                self.fail("the key at {0} is refused: {1}. Nothing was written".format(url, error))
+            self.module.warn(
+                "apt_signed_source: {0} trusts the key(s) {1} from {2} unchecked (allow_unpinned_key); pin key_fingerprint".format(
+                    self.key_path, ", ".join(found), url
+                )
+            )
+            return key
+        try:
+            return self.keys.export(served, [self.fingerprint], armor)
+        except KeyPinError as error:
+            self.refuse(str(error))
+
+    def refuse(self, why: str) -> t.NoReturn:
+        """The served key is not the pinned key alone: apt must not trust the key at key_path either unless it is."""
         current = self._read(self.key_path)
-        removed = current is not None and self.fingerprint not in self.fingerprints(current)
+        removed = current is not None and self.keys.primary_fingerprints(current) != [self.fingerprint]
         if removed:
             self.changed_paths.append(self.key_path)
             if not self.module.check_mode:
                 os.unlink(self.key_path)
         self.fail(
-            "the key at {0} has fingerprint {1}, not the declared {2}. {3}; the sources file was left as it was".format(
+            "the key at {0} is refused: {1} (declared key_fingerprint {2}). {3}; the sources file was left as it was".format(
                 mask_url(self.module.params["key_url"]),
-                ", ".join(served) or "(none: not an OpenPGP key)",
+                why,
                 self.fingerprint,
                 "The key at {0} was removed".format(self.key_path) if removed else "Nothing was written",
             )
@@ -199,6 +216,8 @@ class SignedSource:
                 handle, temp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".gpufleet-")
                 with os.fdopen(handle, "wb") as out:
                     out.write(content)
+                    out.flush()
+                    os.fsync(out.fileno())
                 os.chmod(temp, 0o644)
                 self.module.atomic_move(temp, path, unsafe_writes=False)
         attributes = {"path": path, "mode": "0644", "owner": "root", "group": "root", "secontext": None, "attributes": None}
@@ -207,17 +226,13 @@ class SignedSource:
 
     def run(self) -> dict[str, t.Any]:
         params = self.module.params
-        key = self.fetch_key()
-        if len(key) > _KEY_MAX_BYTES:
-            self.fail("{0} is larger than {1} bytes; it is not a signing key".format(mask_url(params["key_url"]), _KEY_MAX_BYTES))
-        served = self.fingerprints(key) if self.fingerprint else []
-        if self.fingerprint and self.fingerprint not in served:
-            self.refuse(served)
+        served = self.fetch_key()
+        key = self.trusted_key(served)
         sources = to_bytes(params["sources_content"], errors="surrogate_or_strict")
         if params["release_url"]:
             self.check_release()
         current_key = self._read(self.key_path)
-        before_fpr = ", ".join(self.fingerprints(current_key)) if current_key is not None and current_key != key else ""
+        before_fpr = ", ".join(self.keys.primary_fingerprints(current_key)) if current_key is not None and current_key != key else ""
         for path in (self.key_path, self.sources_path):
             if not os.path.isdir(os.path.dirname(path)):
                 self.fail("{0}: its directory does not exist; create it first".format(path))
@@ -245,6 +260,7 @@ def argument_spec() -> dict[str, dict[str, t.Any]]:
             # A public key's address and fingerprint, no secrets.
             "key_url": {"type": "str", "required": True, "no_log": False},
             "key_fingerprint": {"type": "str", "default": "", "no_log": False},
+            "allow_unpinned_key": {"type": "bool", "default": False},
             "key_path": {"type": "path", "required": True},
             "sources_path": {"type": "path", "required": True},
             "sources_content": {"type": "str", "required": True},

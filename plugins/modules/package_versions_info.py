@@ -16,7 +16,10 @@ description:
     caches and keyrings are left untouched, so a playbook can validate a requested version (and the
     repository's key) before it changes anything.
   - The repository must be signed; its key is verified by the package manager (apt checks the
-    C(InRelease) signature with the key as C(signed-by)), and optionally against expected fingerprints.
+    C(InRelease) signature with the key as C(signed-by)).
+  - A downloaded key must be pinned (O(key_fingerprints)). The served file is read by C(gpg) in a scratch home, and
+    every primary key in it must be pinned, and the repository is read with C(gpg)'s export of the pinned keys,
+    never the served bytes, so a file that carries another key besides the pinned one is refused.
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.info_module
@@ -34,15 +37,23 @@ options:
   key:
     description:
       - The repository's signing key, as an C(http(s)://) or C(file://) URL or an absolute path on the node.
+      - A path on the node (the distribution's archive keyring) is a key the node already trusts, used as it is.
     type: str
     required: true
   key_fingerprints:
     description:
-      - Fingerprints the key must carry (any one of them); an empty list skips the check.
-      - Needs C(gpg) on the node.
+      - The primary-key fingerprints of the key file, all of them (a vendor's file during a key rotation holds two).
+        A primary key in the file that is not listed refuses the key.
+      - Required for a key given by URL, unless O(allow_unpinned_key) is set. Needs C(gpg) on the node.
     type: list
     elements: str
     default: []
+  allow_unpinned_key:
+    description:
+      - Read the repository with every key the URL serves, unchecked, when O(key_fingerprints) is empty. The run
+        warns, naming the keys.
+    type: bool
+    default: false
   packages:
     description: The package names to report.
     type: list
@@ -87,14 +98,20 @@ key:
   type: dict
   contains:
     sha256:
-      description: SHA-256 of the key file as downloaded; use it to pin a later download of the same key.
+      description: SHA-256 of the key file as downloaded.
       type: str
       returned: always
     fingerprints:
-      description: Fingerprints in the key (empty when C(gpg) is not installed).
+      description: The primary-key fingerprints of the key (empty when C(gpg) is not installed).
       type: list
       elements: str
       returned: always
+    export:
+      description:
+        - For a key given by URL, C(gpg)'s ASCII-armoured export of the key(s) the repository was read with. Write it
+          as the repository's C(Signed-By) keyring, so that apt trusts exactly what was checked here.
+      type: str
+      returned: when O(key) is a URL
 """
 
 import hashlib
@@ -106,6 +123,8 @@ import typing as t
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._fetch import mask_url
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._signing_key import KeyPinError, PinnedKey
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._version_order import dpkg_key, rpm_key
 
 
@@ -169,34 +188,51 @@ class RepositoryProbe:
                 self.module.fail_json(msg="cannot read the repository key {0}: {1}".format(source, err))
         response, info = fetch_url(self.module, source, method="GET")
         if response is None or info.get("status") not in (200, None):
-            self.module.fail_json(msg="cannot download the repository key {0}: {1}".format(source, info.get("msg")))
+            self.module.fail_json(msg="cannot download the repository key {0}: {1}".format(mask_url(source), info.get("msg")))
         return response.read()
 
-    def fingerprints(self, keyring: str) -> list[str]:
-        gpg = self.module.get_bin_path("gpg")
-        if not gpg:
-            return []
-        home = os.path.join(self.scratch, "gnupg")
-        os.makedirs(home, mode=0o700, exist_ok=True)
-        out = self.run([gpg, "--batch", "--homedir", home, "--with-colons", "--show-keys", keyring], "gpg --show-keys")
-        return [line.split(":")[9] for line in out.splitlines() if line.startswith("fpr:")]
+    def key(self, source: str, expected: list[str], allow_unpinned: bool) -> tuple[str, dict[str, t.Any]]:
+        """The keyring to read the repository with, and what the caller learns of the key.
 
-    def key(self, source: str, expected: list[str]) -> tuple[str, dict[str, t.Any]]:
+        A key on the node is the node's own trust, used as it is. A downloaded one is gpg's export of its pinned
+        primary keys (all of the file's, or it is refused), or of all of them where unpinned is allowed."""
         data = self.fetch_key(source)
-        armored = data.lstrip().startswith(b"-----BEGIN PGP")
-        keyring = os.path.join(self.scratch, "repository-key" + (".asc" if armored else ".gpg"))
-        with open(keyring, "wb") as handle:
-            handle.write(data)
-        found = self.fingerprints(keyring)
-        if expected:
-            if not self.module.get_bin_path("gpg"):
-                self.module.fail_json(msg="gpg is needed to check the repository key's fingerprint; install gnupg")
-            wanted = {f.replace(" ", "").upper() for f in expected}
-            if not wanted & {f.upper() for f in found}:
-                self.module.fail_json(
-                    msg="the repository key {0} has fingerprints {1}, none of the expected {2}".format(source, found or "(none)", sorted(wanted))
+        gpg = self.module.get_bin_path("gpg")
+        keys = PinnedKey(self.module.run_command, gpg) if gpg else None
+        shown = mask_url(source)
+        info: dict[str, t.Any] = {"sha256": hashlib.sha256(data).hexdigest(), "fingerprints": []}
+        if source.startswith("/") and not expected:
+            keyring = os.path.join(self.scratch, "repository-key" + (".asc" if data.lstrip().startswith(b"-----BEGIN PGP") else ".gpg"))
+            with open(keyring, "wb") as handle:
+                handle.write(data)
+            info["fingerprints"] = keys.primary_fingerprints(data) if keys else []
+            return keyring, info
+        if keys is None:
+            self.module.fail_json(msg="gpg is needed to check the repository key {0}; install gnupg".format(shown))
+        try:
+            if expected:
+                exported = keys.export(data, expected, armor=True)
+                info["fingerprints"] = sorted(f.replace(" ", "").upper() for f in expected)
+            elif allow_unpinned:
+                exported, info["fingerprints"] = keys.export_all(data, armor=True)
+                self.module.warn(
+                    "package_versions_info: the repository key {0} is trusted unchecked (allow_unpinned_key): {1}; pin key_fingerprints".format(
+                        shown, ", ".join(info["fingerprints"])
+                    )
                 )
-        return keyring, {"sha256": hashlib.sha256(data).hexdigest(), "fingerprints": found}
+            else:
+                self.module.fail_json(
+                    msg="key_fingerprints: empty, so nothing would check the repository key {0}. Give the fingerprint of the "
+                    "repository's signing key (allow_unpinned_key: true trusts whatever is served)".format(shown)
+                )
+        except (KeyPinError, ValueError) as err:
+            self.module.fail_json(msg="the repository key {0} is refused: {1}".format(shown, err))
+        keyring = os.path.join(self.scratch, "repository-key.asc")
+        with open(keyring, "wb") as handle:
+            handle.write(exported)
+        if not source.startswith("/"):
+            info["export"] = exported.decode("ascii")
+        return keyring, info
 
     # -- apt ------------------------------------------------------------------------
     def apt(self, sources: list[str], keyring: str, packages: list[str]) -> dict[str, list[str]]:
@@ -251,6 +287,7 @@ def main() -> None:
             dnf_baseurl=dict(type="str"),
             key=dict(type="str", required=True, no_log=False),
             key_fingerprints=dict(type="list", elements="str", default=[], no_log=False),
+            allow_unpinned_key=dict(type="bool", default=False),
             packages=dict(type="list", elements="str", required=True),
         ),
         mutually_exclusive=[("apt_sources", "dnf_baseurl")],
@@ -261,7 +298,7 @@ def main() -> None:
     scratch = tempfile.mkdtemp(prefix="gpufleet-probe-")
     try:
         probe = RepositoryProbe(module, scratch)
-        keyring, key = probe.key(params["key"], params["key_fingerprints"])
+        keyring, key = probe.key(params["key"], params["key_fingerprints"], params["allow_unpinned_key"])
         if params["apt_sources"]:
             try:
                 found = probe.apt(params["apt_sources"], keyring, params["packages"])

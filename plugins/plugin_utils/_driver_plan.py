@@ -199,7 +199,8 @@ def repository(declaration: dict, os_data: dict, facts: dict) -> dict[str, t.Any
         "base": url,
         "apt_lines": ["deb {0} {1} {2}".format(url, suite, " ".join(components)) for suite in repo["suites"]],
         "key": declaration["distribution_key_url"] or repo["keyring"],
-        "fingerprint": "",
+        # The archive keyring on the node is the node's own trust; a downloaded key is pinned like the CUDA one.
+        "fingerprint": declaration.get("distribution_key_fingerprint", "") if declaration["distribution_key_url"] else "",
         "keyring": (keyring_dir + "/gpufleet-nvidia-distribution.asc") if declaration["distribution_key_url"] else repo["keyring"],
     }
 
@@ -263,6 +264,15 @@ def plan(decision: dict, declaration: dict, os_data: dict, facts: dict, info: di
     repo = repository(declaration, os_data, facts)
 
     result: dict[str, t.Any] = {"error": None}
+    key_downloaded = bool(re.match(r"(https?|ftp|file)://", repo["key"]))
+    if key_downloaded and not repo["fingerprint"] and not truthy(declaration.get("allow_unpinned_key")) and present:
+        variable = "driver_cuda_repo_key_fingerprint" if source == "cuda" else "driver_distribution_key_fingerprint"
+        result["error"] = (
+            "{0}: empty, and the role knows no fingerprint for the key of {1} ({2}), so nothing would check it before "
+            "apt or dnf trusts it. Set {0} to the repository's signing key (or driver_allow_unpinned_key: true to trust "
+            "whatever is served).".format(variable, repo["name"], repo["key"])
+        )
+        return result
     fabricmanager_packages = list((os_data.get("fabricmanager_packages") or {}).get(source) or [])
     nvlsm_packages = list((os_data.get("nvlsm_packages") or {}).get(source) or [])
     if fabricmanager and not fabricmanager_packages:
@@ -360,6 +370,10 @@ def plan(decision: dict, declaration: dict, os_data: dict, facts: dict, info: di
             "installed_version": installed_version,
             "installed_any": installed_any,
             "satisfied": satisfied,
+            # The repository is asked when the node is not as declared, and when the key the role writes is
+            # missing: the probe checks the key, and its export is what is written, never a second download.
+            "probe": not satisfied or (key_downloaded and not ((info.get("files") or {}).get(repo["keyring"]) or {}).get("exists", False)),
+            "key_downloaded": key_downloaded,
             "driver_packages": driver_packages,
             "release_for_removal": [name for name in held if name in driver_packages],
             "owned_files": _owned_files(os_data),

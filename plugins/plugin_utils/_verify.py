@@ -32,6 +32,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.evaluate im
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.node import PACKAGE_NAMES, finding, worst
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.tables import SEVERITIES, MatrixError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.versions import parse_version, version_text
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._driver_plan import truthy
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._layers import LAYERS
 
 STATUSES = ("pass", "warn", "fail", "not_managed", "not_available", "deferred")
@@ -92,6 +93,24 @@ def _error(layer: str, subject: str, message: str, fix: str, severity: str = "er
 
 def _vars(declaration: dict[str, t.Any]) -> dict[str, t.Any]:
     return declaration.get("vars") or {}
+
+
+def unpinned_key(layer: str, wanted: dict[str, t.Any], allow: str, fingerprint: str | None) -> list[dict[str, str]]:
+    """A warning for a layer whose repository key is trusted without a fingerprint (`allow` set and, where the
+    layer has one, the `fingerprint` variable empty): every report says so until the key is pinned."""
+    if not truthy(wanted.get(allow)) or (fingerprint is not None and str(wanted.get(fingerprint) or "").strip()):
+        return []
+    return [
+        _error(
+            layer,
+            "repository key",
+            "{0} is set: a repository key without a fingerprint is trusted as it was served".format(allow),
+            "pin the key: set {0} to the repository's signing key and {1} back to false".format(
+                fingerprint or "the repository's key fingerprint variable", allow
+            ),
+            severity="warning",
+        )
+    ]
 
 
 # =============================================================================
@@ -182,6 +201,8 @@ def check_driver(declaration: dict[str, t.Any], nvml: dict[str, t.Any], proc_ver
                 "run the driver layer to switch flavours, then reboot",
             )
         )
+    # Which fingerprint the unpinned key lacked depends on the OS data: the setting itself is what is reported.
+    found.extend(unpinned_key("driver", wanted, "driver_allow_unpinned_key", None))
     summary = "driver {0} loaded{1}, {2} GPU(s)".format(loaded, " ({0} modules)".format(flavour) if flavour else "", nvml.get("gpu_count"))
     return judged("driver", summary, expected, observed, found)
 
@@ -293,6 +314,7 @@ def check_container_toolkit(declaration: dict[str, t.Any], packages: dict[str, t
                 )
             )
     found.extend(_dev_char_findings(dev_char))
+    found.extend(unpinned_key("container_toolkit", wanted, "container_toolkit_allow_unpinned_key", "container_toolkit_gpg_key_fingerprint"))
     # With the base package missing the summary is that finding's message.
     summary = "Container Toolkit {0} ({1} set)".format(observed.get("nvidia-container-toolkit-base") or "not installed", package_set)
     return judged("container_toolkit", summary, {"version": version or None, "package_set": package_set}, observed, found)

@@ -66,9 +66,15 @@ def run_module(name: str, args: dict[str, t.Any]) -> dict[str, t.Any]:
     """Outcome of plugins/modules/<name>.main() with `args`.
 
     kind: exit | fail | exception | returned (main() fell off its end);
-    result: what exit_json/fail_json got; traceback: for exceptions;
+    result: what exit_json/fail_json got, with `warnings`: what the module passed to warn() (exit_json, which
+    would add them, is replaced); traceback: for exceptions;
     resolved: every NVML symbol the binding resolved, in first-use order.
     """
+    warned: list[str] = []
+
+    def recording_warn(self: basic.AnsibleModule, warning: str, *a: t.Any, **kw: t.Any) -> None:
+        warned.append(str(warning))
+
     sessions: list[nvml_session.NvmlSession] = []
     original_init = nvml_session.NvmlSession.__init__
 
@@ -83,6 +89,7 @@ def run_module(name: str, args: dict[str, t.Any]) -> dict[str, t.Any]:
         mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json),
         mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json),
         mock.patch.object(nvml_session.NvmlSession, "__init__", recording_init),
+        mock.patch.object(basic.AnsibleModule, "warn", recording_warn),
     ):
         try:
             module.main()
@@ -90,6 +97,8 @@ def run_module(name: str, args: dict[str, t.Any]) -> dict[str, t.Any]:
             outcome.update(kind=done.kind, result=done.result)
         except BaseException:  # pylint: disable=broad-exception-caught
             outcome.update(kind="exception", traceback=traceback.format_exc())
+    if warned and isinstance(outcome["result"], dict):
+        outcome["result"].setdefault("warnings", []).extend(warned)
     outcome["resolved"] = [symbol for session in sessions for symbol in getattr(session, "resolved", [])]
     return outcome
 

@@ -3,14 +3,17 @@ test named; bad settings are refused before the node is touched. STAND-IN packag
 
 from __future__ import annotations
 
+import base64
 import os
+import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(__file__)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "_shared"))
 
 # pylint: disable=wrong-import-position
-from stack import node, run_playbook, run_role
+from stack import mirror_url, node, run_playbook, run_role, sha256
 
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
 testinfra_hosts = ["ansible://dcgm-debian13"]
@@ -55,3 +58,25 @@ def test_burn_in_runs_level_3_one_node_and_stops_at_the_failing_one(host):
     assert "dcgmi diag -r 3 passed on dcgm-debian12" in run.output, run
     assert not checked.failed, checked
     assert "would run dcgmi diag --run 3 --json on dcgm-debian12" in checked.output, checked
+
+
+def test_a_key_file_with_the_pinned_key_and_another_is_refused_and_nothing_written(host):
+    """A tampered key download: the mirror's key and another in one file. Before, the role compared the first key's
+    fingerprint only and wrote the whole file, so apt accepted the other key's signatures too."""
+    keyring = "/etc/apt/keyrings/nvidia-dcgm.asc"
+    before = sha256(host, keyring)
+    mirror_key = subprocess.run(["curl", "-fsS", mirror_url(host) + "/keys/gpufleet-mirror.asc"], capture_output=True, check=True).stdout
+    with tempfile.TemporaryDirectory() as home:
+        gpg = ["gpg", "--batch", "--quiet", "--homedir", home]
+        subprocess.run([*gpg, "--passphrase", "", "--quick-gen-key", "other <other@gpufleet.invalid>", "ed25519", "sign", "never"], check=True)
+        other = subprocess.run([*gpg, "--armor", "--export"], capture_output=True, check=True).stdout
+        subprocess.run(["gpgconf", "--homedir", home, "--kill", "all"], check=False)
+    served = "/tmp/gpufleet-two-keys.asc"
+    node(host).check_output("echo {0} | base64 -d > {1}".format(base64.b64encode(mirror_key + other).decode(), served))
+    try:
+        run = run_role(host, "dcgm", {"dcgm_gpg_key_url": "file://" + served})
+    finally:
+        node(host).run("rm -f " + served)
+    assert run.failed, run
+    assert "which is not pinned" in run.output and "Nothing was written" in run.output, run
+    assert sha256(host, keyring) == before

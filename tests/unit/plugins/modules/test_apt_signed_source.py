@@ -44,10 +44,16 @@ def fixture_site(tmp_path: Path) -> t.Iterator[dict[str, t.Any]]:
     fingerprints = {"trusted": make_key(trusted, "trusted <t@gpufleet.invalid>"), "other": make_key(other, "other <o@gpufleet.invalid>")}
     (served / "trusted.asc").write_text(gpg(trusted, "--armor", "--export"))
     (served / "other.asc").write_text(gpg(other, "--armor", "--export"))
+    # One file, the trusted key and another: what a tampered key download looks like.
+    (served / "both.asc").write_text(gpg(trusted, "--armor", "--export") + gpg(other, "--armor", "--export"))
+    # The trusted key in gpg's binary format: the module writes the armoured export, never these bytes.
+    subprocess.run(["gpg", "--batch", "--homedir", str(trusted), "--output", str(served / "trusted-binary.asc"), "--export"], check=True)
     (served / "repo" / "Packages").write_text("")
     release = served / "repo" / "Release"
     release.write_text(subprocess.run(["apt-ftparchive", "release", "."], cwd=served / "repo", capture_output=True, check=True, text=True).stdout)
     gpg(trusted, "--clearsign", "--output", str(served / "repo" / "InRelease"), str(release))
+    # The same Release signed by the other key: a repository the pinned key must not let through.
+    gpg(other, "--clearsign", "--output", str(tmp_path / "InRelease.other"), str(release))
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
     handler.log_message = lambda *args: None  # type: ignore[attr-defined]
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -128,7 +134,8 @@ def test_a_key_with_another_fingerprint_is_refused_and_the_untrusted_key_removed
     sources = Path(args(site)["sources_path"]).read_text()
     # The mirror now serves another key than the declaration trusts: nothing it serves is written.
     served_other = module_result("apt_signed_source", args(site, key="other"))
-    assert served_other["failed"] and "has fingerprint {0}, not the declared {1}".format(site["fpr"]["other"], site["fpr"]["trusted"]) in served_other["msg"]
+    refusal = "is refused: it holds the key(s) {0}, not the pinned {1}".format(site["fpr"]["other"], site["fpr"]["trusted"])
+    assert served_other["failed"] and refusal in served_other["msg"], served_other["msg"]
     assert "Nothing was written" in served_other["msg"] and Path(args(site)["key_path"]).exists()
     # The declaration withdraws its trust in the key on the node: that key goes, the sources file stays.
     withdrawn = module_result("apt_signed_source", args(site, fingerprint="0" * 40))
@@ -136,10 +143,53 @@ def test_a_key_with_another_fingerprint_is_refused_and_the_untrusted_key_removed
     assert not Path(args(site)["key_path"]).exists() and Path(args(site)["sources_path"]).read_text() == sources
 
 
-def test_an_empty_fingerprint_takes_the_key_as_served(site: dict[str, t.Any]) -> None:
+def gpgv(keyring: Path, signed: Path) -> subprocess.CompletedProcess[str]:
+    """gpgv, as apt runs it on an InRelease file, with `keyring` as the only trusted keys."""
+    dearmored = keyring.with_suffix(".gpg.test")
+    subprocess.run(["gpg", "--batch", "--yes", "--dearmor", "--output", str(dearmored), str(keyring)], check=True, capture_output=True)
+    return subprocess.run(["gpgv", "--keyring", str(dearmored), str(signed)], capture_output=True, text=True, check=False)
+
+
+def test_a_key_file_with_the_pinned_key_and_another_is_refused_and_nothing_written(site: dict[str, t.Any]) -> None:
+    result = module_result("apt_signed_source", args(site, key="both"))
+    assert result["failed"] and "also {0}, which is not pinned".format(site["fpr"]["other"]) in result["msg"], result["msg"]
+    assert "Nothing was written" in result["msg"] and result["changed_paths"] == []
+    assert not os.listdir(site["etc"] / "keyrings") and not os.listdir(site["etc"] / "sources.list.d")
+
+
+def test_a_two_key_file_already_on_the_node_is_removed_when_the_mirror_serves_it(site: dict[str, t.Any]) -> None:
+    """What an earlier version wrote from a tampered download: apt accepted the other key's signatures with it."""
+    key_path = Path(args(site)["key_path"])
+    shutil.copy(site["tmp"] / "served" / "both.asc", key_path)
+    assert gpgv(key_path, site["tmp"] / "InRelease.other").returncode == 0
+    result = module_result("apt_signed_source", args(site, key="both"))
+    assert result["failed"] and "was removed" in result["msg"] and not key_path.exists(), result["msg"]
+
+
+def test_only_the_pinned_key_is_written_and_apts_verifier_accepts_no_other_signer(site: dict[str, t.Any]) -> None:
+    result = module_result("apt_signed_source", args(site, key="trusted-binary"))
+    assert not result["failed"], result["msg"]
+    written = Path(args(site)["key_path"])
+    # gpg's export of the pinned key, not the served bytes.
+    assert written.read_bytes() != (site["tmp"] / "served" / "trusted-binary.asc").read_bytes()
+    assert written.read_text().startswith("-----BEGIN PGP PUBLIC KEY BLOCK-----")
+    assert gpgv(written, site["tmp"] / "served" / "repo" / "InRelease").returncode == 0
+    refused = gpgv(written, site["tmp"] / "InRelease.other")
+    assert refused.returncode != 0 and "No public key" in refused.stderr, refused.stderr
+
+
+def test_an_empty_fingerprint_is_refused_naming_the_field(site: dict[str, t.Any]) -> None:
     result = module_result("apt_signed_source", args(site, key="other", fingerprint=""))
-    assert not result["failed"] and result["changed"] and result["fingerprint"] == ""
-    assert Path(args(site)["key_path"]).read_text() == (site["tmp"] / "served" / "other.asc").read_text()
+    assert result["failed"] and result["msg"].startswith("key_fingerprint: empty") and "allow_unpinned_key" in result["msg"], result["msg"]
+    assert not os.listdir(site["etc"] / "keyrings")
+
+
+def test_an_unpinned_key_is_taken_only_when_allowed_and_the_run_says_so(site: dict[str, t.Any]) -> None:
+    result = module_result("apt_signed_source", args(site, key="both", fingerprint="", allow_unpinned_key=True))
+    assert not result["failed"] and result["changed"] and result["fingerprint"] == "", result["msg"]
+    warning = " ".join(result.get("warnings", []))
+    assert "unchecked (allow_unpinned_key)" in warning and site["fpr"]["trusted"] in warning and site["fpr"]["other"] in warning, warning
+    assert gpgv(Path(args(site)["key_path"]), site["tmp"] / "InRelease.other").returncode == 0
 
 
 def test_a_repository_that_does_not_answer_changes_nothing(site: dict[str, t.Any]) -> None:
@@ -157,6 +207,7 @@ def test_a_key_that_cannot_be_fetched_names_its_url(site: dict[str, t.Any]) -> N
     ("change", "message"),
     [
         ({"key_fingerprint": "ABCD"}, "key_fingerprint: expected 40 hexadecimal digits"),
+        ({"key_fingerprint": "A" * 40 + "\n"}, "key_fingerprint: expected 40 hexadecimal digits"),
         ({"key_path": "keyrings/repo.asc"}, "key_path: 'keyrings/repo.asc' is not absolute"),
         ({"sources_content": "deb http://example.invalid/ /\n"}, "sources_content: it does not name key_path"),
     ],

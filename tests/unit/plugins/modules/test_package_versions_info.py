@@ -79,9 +79,25 @@ def signed_repo(tmp_path_factory) -> dict:
     key, fpr = make_key(work / "gnupg", "repo")
     gpg(work / "gnupg", "--clearsign", "-o", str(repo / "InRelease"), str(repo / "Release"))
     (work / "repo.asc").write_bytes(key)
-    other = make_key(work / "gnupg-other", "other")[0]
+    other, other_fpr = make_key(work / "gnupg-other", "other")
     (work / "other.asc").write_bytes(other)
-    return {"line": "deb file:%s ./" % repo, "key": str(work / "repo.asc"), "fpr": fpr, "other": str(work / "other.asc")}
+    # The pinned key and another in one file, as a tampered key download serves them.
+    (work / "both.asc").write_bytes(key + other)
+    # The same packages, signed by the other key only.
+    forged = work / "forged"
+    shutil.copytree(repo, forged)
+    (forged / "InRelease").unlink()
+    gpg(work / "gnupg-other", "--clearsign", "-o", str(forged / "InRelease"), str(forged / "Release"))
+    return {
+        "line": "deb file:%s ./" % repo,
+        "forged_line": "deb file:%s ./" % forged,
+        "key": str(work / "repo.asc"),
+        "fpr": fpr,
+        "other": str(work / "other.asc"),
+        "other_fpr": other_fpr,
+        "both_url": "file://%s" % (work / "both.asc"),
+        "key_url": "file://%s" % (work / "repo.asc"),
+    }
 
 
 @needs_apt
@@ -122,4 +138,44 @@ def test_a_key_with_the_wrong_fingerprint_is_refused_before_apt_runs(signed_repo
         },
     )
     assert outcome["kind"] == "fail"
-    assert "none of the expected ['EB693B3035CD5710E231E123A4B469963BF863CC']" in outcome["result"]["msg"]
+    assert "is refused: it holds the key(s) {0}, not the pinned EB693B3035CD5710E231E123A4B469963BF863CC".format(signed_repo["fpr"]) in outcome["result"]["msg"]
+
+
+@needs_apt
+@pytest.mark.parametrize("line", ["line", "forged_line"])
+def test_a_key_file_with_the_pinned_key_and_another_is_refused_before_apt_runs(signed_repo, line):
+    """Before, apt read the repository with the whole served file, so the other key's signature was accepted."""
+    outcome = run_module(
+        "package_versions_info",
+        {"apt_sources": [signed_repo[line]], "key": signed_repo["both_url"], "key_fingerprints": [signed_repo["fpr"]], "packages": ["nvidia-test-dkms"]},
+    )
+    assert outcome["kind"] == "fail", outcome
+    assert "also {0}, which is not pinned".format(signed_repo["other_fpr"]) in outcome["result"]["msg"]
+
+
+@needs_apt
+def test_a_downloaded_key_is_read_as_gpgs_export_and_returned_for_the_keyring(signed_repo):
+    args = {
+        "apt_sources": [signed_repo["line"]],
+        "key": signed_repo["key_url"],
+        "key_fingerprints": [signed_repo["fpr"].lower()],
+        "packages": ["nvidia-test-dkms"],
+    }
+    outcome = run_module("package_versions_info", args)
+    assert outcome["kind"] == "exit", outcome
+    key = outcome["result"]["key"]
+    assert key["fingerprints"] == [signed_repo["fpr"]] and key["export"].startswith("-----BEGIN PGP PUBLIC KEY BLOCK-----")
+    # The export holds the pinned key alone: the repository signed by the other key does not verify with it.
+    forged = run_module("package_versions_info", {**args, "apt_sources": [signed_repo["forged_line"]]})
+    assert forged["kind"] == "fail" and "apt-get update of the repository failed" in forged["result"]["msg"]
+
+
+@needs_apt
+def test_a_downloaded_key_without_a_fingerprint_is_refused_unless_allowed(signed_repo):
+    args = {"apt_sources": [signed_repo["line"]], "key": signed_repo["both_url"], "packages": ["nvidia-test-dkms"]}
+    refused = run_module("package_versions_info", args)
+    assert refused["kind"] == "fail" and refused["result"]["msg"].startswith("key_fingerprints: empty"), refused
+    allowed = run_module("package_versions_info", {**args, "allow_unpinned_key": True})
+    assert allowed["kind"] == "exit", allowed
+    assert sorted(allowed["result"]["key"]["fingerprints"]) == sorted([signed_repo["fpr"], signed_repo["other_fpr"]])
+    assert any("trusted unchecked (allow_unpinned_key)" in w for w in allowed["result"].get("warnings", [])), allowed["result"]

@@ -149,7 +149,7 @@ def debian_os() -> dict:
     )
 
 
-def rocky_os(streams: bool = True) -> dict:
+def rocky_os(streams: bool = True, keyring_dir: bool = False) -> dict:
     return dict(
         COMMON,
         backend="dnf",
@@ -157,7 +157,7 @@ def rocky_os(streams: bool = True) -> dict:
         module_streams=streams,
         **cuda_repo("rhel9", "D42D0685.pub", ""),
         precompiled_module_package="",
-        keyring_dir="",
+        keyring_dir="/etc/pki/rpm-gpg" if keyring_dir else "",
         sources_file="",
         pin_file="",
         unattended_upgrades_file="",
@@ -352,6 +352,7 @@ def test_debian_distribution_with_its_own_key_and_an_independent_persistence_dae
             "kernel_module": "proprietary",
             "distribution_mirror_url": "http://mirror.example/debian",
             "distribution_key_url": "http://mirror.example/key.asc",
+            "distribution_key_fingerprint": "0123456789ABCDEF0123456789ABCDEF01234567",
         },
         checks=DEBIAN_CHECKS,
         os_data=debian_os(),
@@ -378,12 +379,39 @@ def test_nvswitches_bring_fabric_manager_and_blackwell_nvlsm():
 # ---------------------------------------------------------------------------- dnf
 
 
+# A site's own pin of the EL CUDA repositories' key: the role knows none.
+EL_PIN = {"cuda_repo_key_fingerprint": "0123456789ABCDEF0123456789ABCDEF01234567"}
+
+
+def test_a_downloaded_key_without_a_fingerprint_is_refused_naming_the_variable_unless_allowed():
+    el = plan_for({"gpu_models": ["B200"]}, checks=ROCKY_CHECKS, os_data=rocky_os(streams=False), facts=ROCKY_FACTS)
+    assert el["error"].startswith("driver_cuda_repo_key_fingerprint: empty, and the role knows no fingerprint"), el
+    assert "driver_allow_unpinned_key" in el["error"]
+    allowed = plan_for({"gpu_models": ["B200"], "allow_unpinned_key": True}, checks=ROCKY_CHECKS, os_data=rocky_os(streams=False), facts=ROCKY_FACTS)
+    assert allowed["error"] is None and allowed["repo"]["fingerprint"] == ""
+    mirror = {"source": "distribution", "branch": "535", "kernel_module": "proprietary", "distribution_key_url": "http://mirror.example/key.asc"}
+    distribution = plan_for(mirror, checks=DEBIAN_CHECKS, os_data=debian_os(), facts=DEBIAN_FACTS)
+    assert distribution["error"].startswith("driver_distribution_key_fingerprint: empty"), distribution
+    # The distribution's archive keyring on the node needs no pin: the node trusts it already.
+    assert plan_for({**mirror, "distribution_key_url": ""}, checks=DEBIAN_CHECKS, os_data=debian_os(), facts=DEBIAN_FACTS)["error"] is None
+
+
+def test_a_node_as_declared_is_probed_again_when_the_key_the_role_writes_is_missing():
+    installed = [package("nvidia-driver-cuda", "3:580.82.07-1.el9"), package("kmod-nvidia-latest-dkms", "3:580.82.07-1.el9")]
+    keyring = "/etc/pki/rpm-gpg/gpufleet-nvidia-cuda.asc"
+    without_key = plan_for({"gpu_models": ["V100"], **EL_PIN}, checks=ROCKY_CHECKS, os_data=rocky_os(keyring_dir=True), facts=ROCKY_FACTS, node=info(installed))
+    assert without_key["satisfied"] is True and without_key["probe"] is True and without_key["repo"]["keyring"] == keyring
+    node = info(installed, files={keyring: {"exists": True, "mode": "0644", "content": "key"}})
+    with_key = plan_for({"gpu_models": ["V100"], **EL_PIN}, checks=ROCKY_CHECKS, os_data=rocky_os(keyring_dir=True), facts=ROCKY_FACTS, node=node)
+    assert with_key["satisfied"] is True and with_key["probe"] is False
+
+
 def test_dnf_proprietary_module_stream_and_versionlock_rollback_set():
     installed = [package("nvidia-driver-cuda", "3:580.82.07-1.el9"), package("kmod-nvidia-latest-dkms", "3:580.82.07-1.el9")]
     # Installed 580.82.07 satisfies branch 580; the pinned version is an upgrade.
-    assert plan_for({"gpu_models": ["V100"]}, checks=ROCKY_CHECKS, os_data=rocky_os(), facts=ROCKY_FACTS, node=info(installed))["satisfied"] is True
+    assert plan_for({"gpu_models": ["V100"], **EL_PIN}, checks=ROCKY_CHECKS, os_data=rocky_os(), facts=ROCKY_FACTS, node=info(installed))["satisfied"] is True
     plan = plan_for(
-        {"gpu_models": ["V100"], "version": "580.95.05"},
+        {"gpu_models": ["V100"], "version": "580.95.05", **EL_PIN},
         checks=ROCKY_CHECKS,
         os_data=rocky_os(),
         facts=ROCKY_FACTS,
@@ -405,7 +433,7 @@ def test_dnf_proprietary_module_stream_and_versionlock_rollback_set():
 
 
 def test_dnf_open_without_module_streams_writes_only_the_nouveau_blacklist():
-    plan = plan_for({"gpu_models": ["B200"]}, checks=ROCKY_CHECKS, os_data=rocky_os(streams=False), facts=ROCKY_FACTS)
+    plan = plan_for({"gpu_models": ["B200"], **EL_PIN}, checks=ROCKY_CHECKS, os_data=rocky_os(streams=False), facts=ROCKY_FACTS)
     assert plan["flavour"] == "open" and plan["top_packages"] == ["nvidia-driver-cuda", "kmod-nvidia-open-dkms"]
     assert [f["template"] for f in plan["files"]] == ["blacklist-nouveau.conf.j2"]
 

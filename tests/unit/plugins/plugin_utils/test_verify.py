@@ -124,6 +124,20 @@ def test_container_toolkit_packages():
     assert rules(check) == ["libnvidia-container1", "libnvidia-container-tools", "nvidia-container-toolkit"]
 
 
+def test_a_repository_key_trusted_unpinned_is_a_warning_until_it_is_pinned(mixed_nvml: dict[str, t.Any]):
+    base = {"nvidia-container-toolkit-base": [{"version": "1.20.1-1"}]}
+    unpinned = declared(container_toolkit_package_set="base", container_toolkit_gpg_key_fingerprint="", container_toolkit_allow_unpinned_key=True)
+    check = _verify.check_container_toolkit(unpinned, base)
+    assert check["status"] == "warn" and rules(check, "warning") == ["repository key"]
+    assert "container_toolkit_allow_unpinned_key is set" in check["findings"][0]["message"]
+    # Allowed, but pinned after all: nothing to say.
+    pinned = declared(container_toolkit_package_set="base", container_toolkit_gpg_key_fingerprint="C95B 321B", container_toolkit_allow_unpinned_key=True)
+    assert _verify.check_container_toolkit(pinned, base)["status"] == "pass"
+    driver = _verify.check_driver(declared(driver_allow_unpinned_key="yes"), mixed_nvml)
+    assert rules(driver, "warning") == ["repository key"] and "driver_allow_unpinned_key is set" in driver["findings"][-1]["message"]
+    assert rules(_verify.check_driver(declared(driver_allow_unpinned_key=False), mixed_nvml), "warning") == []
+
+
 def toolkit_pass() -> tuple[dict[str, t.Any], dict[str, t.Any]]:
     return declared(container_toolkit_package_set="base"), {"nvidia-container-toolkit-base": [{"version": "1.20.1-1"}]}
 

@@ -101,6 +101,9 @@ DEBIAN_CUDA_580 = {
     "nvidia-driver-pinning-580": ["580-1"],
 }
 
+# A site's own pin of the EL CUDA repositories' key (the role knows none).
+EL_KEY = "0123456789ABCDEF0123456789ABCDEF01234567"
+
 # name: (OS facts, role variables, driver_info, nvml_info, what the repository offers)
 CASES = {
     "ubuntu2204_cuda": (UBUNTU_2204, {"driver_gpu_models": ["H100"]}, info(("5.15.0-130-generic",)), NOT_LOADED, UBUNTU_580),
@@ -112,8 +115,21 @@ CASES = {
         NOT_LOADED,
         UBUNTU_SERVER_580,
     ),
-    "rocky9_cuda": (ROCKY_9, {"driver_gpu_models": ["Tesla V100-SXM2-32GB"]}, info(("5.14.0-427.13.1.el9_4.x86_64",)), NOT_LOADED, EL9_580),
-    "rocky10_cuda": (ROCKY_10, {"driver_gpu_models": ["B200"]}, info(("6.12.0-55.9.1.el10_0.x86_64",), headers=True), NOT_LOADED, EL10_580),
+    # The role knows no fingerprint for the EL CUDA repositories' key: a site pins its own, or allows an unpinned one.
+    "rocky9_cuda": (
+        ROCKY_9,
+        {"driver_gpu_models": ["Tesla V100-SXM2-32GB"], "driver_allow_unpinned_key": True},
+        info(("5.14.0-427.13.1.el9_4.x86_64",)),
+        NOT_LOADED,
+        EL9_580,
+    ),
+    "rocky10_cuda": (
+        ROCKY_10,
+        {"driver_gpu_models": ["B200"], "driver_cuda_repo_key_fingerprint": EL_KEY},
+        info(("6.12.0-55.9.1.el10_0.x86_64",), headers=True),
+        NOT_LOADED,
+        EL10_580,
+    ),
     "debian12_arm_fabricmanager": (
         DEBIAN_12_ARM,
         {"driver_gpu_models": ["GH200"]},
@@ -123,7 +139,14 @@ CASES = {
     ),
     # Bad declarations: each must fail in the decision files, naming the variable.
     "error_branch_format": (UBUNTU_2204, {"driver_branch": "58O"}, info(), NOT_LOADED, UBUNTU_580),
-    "error_version_not_offered": (ROCKY_9, {"driver_version": "580.999.99", "driver_gpu_models": ["A100"]}, info(), NOT_LOADED, EL9_580),
+    "error_version_not_offered": (
+        ROCKY_9,
+        {"driver_version": "580.999.99", "driver_gpu_models": ["A100"], "driver_cuda_repo_key_fingerprint": EL_KEY},
+        info(),
+        NOT_LOADED,
+        EL9_580,
+    ),
+    "error_el_key_unpinned": (ROCKY_9, {"driver_gpu_models": ["A100"]}, info(), NOT_LOADED, EL9_580),
     "error_proprietary_on_blackwell": (UBUNTU_2404, {"driver_kernel_module": "proprietary", "driver_gpu_models": ["B200"]}, info(), NOT_LOADED, UBUNTU_580),
     "error_open_on_volta": (ROCKY_9, {"driver_kernel_module": "open", "driver_gpu_models": ["V100", "V100"]}, info(), NOT_LOADED, EL9_580),
     "error_mixed_generations": (UBUNTU_2204, {"driver_gpu_models": ["V100", "B200"]}, info(), NOT_LOADED, UBUNTU_580),
@@ -247,6 +270,7 @@ def test_debian_12_arm_with_nvswitches_gets_fabric_manager_at_the_driver_version
     [
         ("error_branch_format", 'driver_branch "58O" is not a driver branch'),
         ("error_version_not_offered", "driver_version 580.999.99 is not offered by NVIDIA CUDA repository rhel9/x86_64"),
+        ("error_el_key_unpinned", "driver_cuda_repo_key_fingerprint: empty, and the role knows no fingerprint for the key of NVIDIA CUDA repository rhel9"),
         ("error_proprietary_on_blackwell", "driver_kernel_module: proprietary cannot drive B200 (blackwell)"),
         ("error_open_on_volta", "driver_kernel_module: open cannot drive 2 x V100 (volta)"),
         ("error_mixed_generations", "need different kernel modules"),
