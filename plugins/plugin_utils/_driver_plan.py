@@ -87,10 +87,11 @@ def decide(declaration: dict, os_data: dict, info: dict, nvml: dict, kernel_modu
 
     branch_given = str(declaration["branch"])
     version = str(declaration["version"])
-    if not re.match(os_data["branch_pattern"], branch_given):
+    # fullmatch: `$` alone lets a trailing newline through, and the version reaches commands and file names.
+    if not re.fullmatch(os_data["branch_pattern"], branch_given):
         result["error"] = 'driver_branch {0} is not a driver branch: give its three digits as a string, for example "580"'.format(json.dumps(branch_given))
         return result
-    if version and not re.match(os_data["version_pattern"], version):
+    if version and not re.fullmatch(os_data["version_pattern"], version):
         result["error"] = (
             "driver_version {0} is not an NVIDIA driver version: give it as nvidia-smi prints it, "
             'for example "580.95.05", or "" for the newest of driver_branch'.format(json.dumps(version))

@@ -546,6 +546,9 @@ def test_kernels_missing_from_apt_cache_policy():
         ({"branch": "58O"}, None, None, 'driver_branch "58O" is not a driver branch: give its three digits as a string, for example "580"'),
         ({"version": "580.95"}, None, None, None),
         ({"version": "v580"}, None, None, 'driver_version "v580" is not an NVIDIA driver version'),
+        # A trailing newline passed re.match's `$`, and the version reached a shell command.
+        ({"version": "580.95.05\n"}, None, None, 'driver_version "580.95.05\\n" is not an NVIDIA driver version'),
+        ({"branch": "580\n"}, None, None, 'driver_branch "580\\n" is not a driver branch'),
         ({"source": "distribution"}, ROCKY_CHECKS, None, "driver_source: distribution has no NVIDIA driver for Rocky 9.4; use driver_source: cuda"),
         ({"module_build": "precompiled"}, DEBIAN_CHECKS, None, "driver_module_build: precompiled modules are Canonical's signed linux-modules-nvidia packages"),
         ({"secure_boot_enroll": True}, None, None, "set driver_secure_boot_enroll_password (from a vault)"),
