@@ -95,6 +95,10 @@ def bad_fleet(tmp_path_factory) -> Path:
     (host_vars / "gpu-trn-02.yml").write_text('---\ndriver_branch: "550"\ndriver_version: "550.127.05"\n')
     # A typo in one inference node's MIG label.
     (host_vars / "gpu-inf-03.yml").write_text("---\nmig_label: inferense\n")
+    # A label with a newline, present in its config: it would add a line to the boot unit's environment file.
+    injected = "inference\nExecStartPre=/bin/sh -c id"
+    config = {"version": "v1", "mig-configs": {injected: [{"devices": "all", "mig-enabled": False}]}}
+    (host_vars / "gpu-inf-02.yml").write_text(yaml.safe_dump({"mig_label": injected, "mig_config_src": "", "mig_config": config}))
     # A node held back on a toolkit with a container escape (CVE-2024-0132, fixed in 1.16.2).
     (host_vars / "gpu-trn-03.yml").write_text('---\ncontainer_toolkit_version: "1.16.1"\n')
     return root
@@ -145,7 +149,7 @@ def test_bad_declarations_fail_their_hosts_naming_host_variables_and_fix(runs):
     assert run.returncode == 2, run.stdout
     result = recap(run.stdout)
     failed = sorted(host for host, counts in result.items() if counts["failed"])
-    assert failed == ["gpu-dev-01", "gpu-dev-02", "gpu-inf-03", "gpu-trn-02", "gpu-trn-03"], run.stdout
+    assert failed == ["gpu-dev-01", "gpu-dev-02", "gpu-inf-02", "gpu-inf-03", "gpu-trn-02", "gpu-trn-03"], run.stdout
     assert all(counts["unreachable"] == 0 for counts in result.values())
 
     volta = fatal(run.stdout, "gpu-dev-01")
@@ -176,6 +180,8 @@ def test_bad_declarations_fail_their_hosts_naming_host_variables_and_fix(runs):
 
     mig = fatal(run.stdout, "gpu-inf-03")
     assert "mig_label 'inferense' is not in the config; its labels are all-1g.10gb, all-disabled, inference" in mig
+    injected = fatal(run.stdout, "gpu-inf-02")
+    assert "may hold only letters, digits" in injected and "it is written into the boot unit" in injected, injected
 
 
 def test_every_matrix_rule_names_the_variables_behind_it():
