@@ -87,14 +87,10 @@ class PinnedKey:
 
         KeyPinError when the file carries no OpenPGP key, a pinned key is missing from it, or it carries a primary
         key that is not pinned (the two-key file that would widen apt's trust)."""
-        if len(data) > KEY_MAX_BYTES:
-            raise KeyPinError("it is larger than {0} bytes; it is not a signing key".format(KEY_MAX_BYTES))
         wanted = sorted({normalize_fingerprint(f) for f in pinned})
         if not wanted:
             raise KeyPinError("no fingerprint is pinned")
-        served = self.primary_fingerprints(data)
-        if not served:
-            raise KeyPinError("it holds no OpenPGP key")
+        served = self._served_keys(data)
         missing = [f for f in wanted if f not in served]
         extra = [f for f in served if f not in wanted]
         if missing:
@@ -105,12 +101,17 @@ class PinnedKey:
 
     def export_all(self, data: bytes, armor: bool) -> tuple[bytes, list[str]]:
         """Every primary key of `data`, exported by gpg, and their fingerprints: for a key deliberately left unpinned."""
+        served = self._served_keys(data)
+        return self._round_trip(data, served, armor), served
+
+    def _served_keys(self, data: bytes) -> list[str]:
+        """The primary keys of a served file; KeyPinError when it is too large for a key or holds none."""
         if len(data) > KEY_MAX_BYTES:
             raise KeyPinError("it is larger than {0} bytes; it is not a signing key".format(KEY_MAX_BYTES))
         served = self.primary_fingerprints(data)
         if not served:
             raise KeyPinError("it holds no OpenPGP key")
-        return self._round_trip(data, served, armor), served
+        return served
 
     def _round_trip(self, data: bytes, fingerprints: list[str], armor: bool) -> bytes:
         with _scratch_home(self.run_command) as home:

@@ -124,7 +124,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._fetch import mask_url
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._signing_key import KeyPinError, PinnedKey
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._signing_key import KeyPinError, PinnedKey, normalize_fingerprint
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._version_order import dpkg_key, rpm_key
 
 
@@ -212,7 +212,7 @@ class RepositoryProbe:
         try:
             if expected:
                 exported = keys.export(data, expected, armor=True)
-                info["fingerprints"] = sorted(f.replace(" ", "").upper() for f in expected)
+                info["fingerprints"] = sorted(normalize_fingerprint(f) for f in expected)
             elif allow_unpinned:
                 exported, info["fingerprints"] = keys.export_all(data, armor=True)
                 self.module.warn(

@@ -25,6 +25,7 @@ import tomllib
 import typing as t
 
 import yaml
+from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _health
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge.packages import toolkit_packages
@@ -32,7 +33,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.evaluate im
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.node import PACKAGE_NAMES, finding, worst
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.tables import SEVERITIES, MatrixError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.versions import parse_version, version_text
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._driver_plan import truthy
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._layers import LAYERS
 
 STATUSES = ("pass", "warn", "fail", "not_managed", "not_available", "deferred")
@@ -98,7 +98,7 @@ def _vars(declaration: dict[str, t.Any]) -> dict[str, t.Any]:
 def unpinned_key(layer: str, wanted: dict[str, t.Any], allow: str, fingerprint: str | None) -> list[dict[str, str]]:
     """A warning for a layer whose repository key is trusted without a fingerprint (`allow` set and, where the
     layer has one, the `fingerprint` variable empty): every report says so until the key is pinned."""
-    if not truthy(wanted.get(allow)) or (fingerprint is not None and str(wanted.get(fingerprint) or "").strip()):
+    if not boolean(wanted.get(allow), strict=False) or (fingerprint is not None and str(wanted.get(fingerprint) or "").strip()):
         return []
     return [
         _error(
