@@ -77,7 +77,11 @@ options:
         including those apt pulls in besides O(name).
     type: str
   lock_timeout:
-    description: Seconds to wait for another package manager (unattended-upgrades, cloud-init) to release dpkg's lock.
+    description:
+      - Seconds to wait for another package manager (apt-daily, unattended-upgrades, cloud-init on a new node) to
+        release apt's locks - the lists', the archives' and dpkg's. apt-get waits for dpkg's lock only and fails at once
+        on the others, so the module runs it again until they are free or this time is up; the message then names
+        the lock and the process that holds it.
     type: int
     default: 120
 attributes:
@@ -170,6 +174,11 @@ _UPSTREAM = re.compile(r"^(?:\d+:)?(?P<upstream>[0-9][0-9.]*[0-9])")
 _DOTTED = re.compile(r"^[0-9][0-9.]*[0-9]$")
 # apt-get --simulate: "Inst name [old version] (new version release [arch])".
 _SIMULATED_INSTALL = re.compile(r"^Inst (\S+) (?:\[\S+\] )?\((\S+) ", re.MULTILINE)
+# "E: Could not get lock /var/lib/apt/lists/lock. It is held by process 812 (apt-get)": another package manager
+# has the lists, the archives or dpkg's database; apt-get stopped before changing anything, so it can run again.
+_LOCK_BUSY = re.compile(r"^E: Could not get lock (?P<path>\S+?)\.?(?: It is held by process (?P<pid>\d+)(?: \((?P<name>[^)]*)\))?)?$", re.MULTILINE)
+# How long to wait between two tries while a lock is held.
+_LOCK_POLL = 1.0
 
 
 class AptInstall:
@@ -180,15 +189,15 @@ class AptInstall:
         params = module.params
         self.wanted: dict[str, str | None] = {}
         for index, spec in enumerate(params["name"]):
-            if not _NAME.match(spec):
+            if not _NAME.fullmatch(spec):
                 module.fail_json(msg="name[{0}]: '{1}' is not a package or package=version".format(index, spec))
             package, _sep, version = spec.partition("=")
             self.wanted[package] = version or None
         self.hold: list[str] = list(dict.fromkeys(params["hold"]))
         for index, name in enumerate(self.hold):
-            if not _NAME.match(name) or "=" in name:
+            if not _NAME.fullmatch(name) or "=" in name:
                 module.fail_json(msg="hold[{0}]: '{1}' is not a package name".format(index, name))
-        if params["hold_version"] is not None and not _DOTTED.match(params["hold_version"]):
+        if params["hold_version"] is not None and not _DOTTED.fullmatch(params["hold_version"]):
             module.fail_json(msg="hold_version: '{0}' is not a dotted version such as 550.163.01".format(params["hold_version"]))
         if params["lists_valid_time"] is not None and params["lists_valid_time"] < 0:
             module.fail_json(
@@ -203,6 +212,29 @@ class AptInstall:
 
     def _run(self, argv: list[str], **kwargs: t.Any) -> tuple[int, str, str]:
         return self.module.run_command(argv, environ_update={"LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive"}, **kwargs)
+
+    def _apt_get(self, argv: list[str]) -> tuple[int, str, str]:
+        """apt-get, run again while another package manager holds one of apt's locks, up to lock_timeout."""
+        timeout = self.module.params["lock_timeout"]
+        deadline = time.monotonic() + timeout
+        while True:
+            rc, out, err = self._run(argv)
+            busy = _LOCK_BUSY.search(err) if rc != 0 else None
+            if busy is None:
+                return rc, out, err
+            left = deadline - time.monotonic()
+            if left <= 0:
+                holder = "process {0} ({1})".format(busy.group("pid"), busy.group("name") or "?") if busy.group("pid") else "another process"
+                self.module.fail_json(
+                    msg="apt is busy: {0} is held by {1} and was not released within lock_timeout={2} s. Another "
+                    "package manager (apt-daily, unattended-upgrades, cloud-init) is running: let it finish, or raise "
+                    "lock_timeout".format(busy.group("path"), holder, timeout),
+                    rc=rc,
+                    stdout=out,
+                    stderr=err,
+                    changed_packages=[],
+                )
+            time.sleep(min(_LOCK_POLL, left))
 
     # -- the packages ------------------------------------------------------------------------------
     def packages(self) -> dict[str, dict[str, t.Any]]:
@@ -239,7 +271,7 @@ class AptInstall:
 
     def _update(self, options: list[str], what: str) -> None:
         apt_get = self.module.get_bin_path("apt-get", required=True)
-        rc, out, err = self._run([apt_get, "update", "-q"] + options)
+        rc, out, err = self._apt_get([apt_get, "update", "-q"] + options)
         failed = [line for line in err.splitlines() if line.startswith(_FETCH_FAILED)]
         if rc != 0 or failed:
             self.module.fail_json(
@@ -292,7 +324,7 @@ class AptInstall:
             argv.append("--allow-change-held-packages")
         if self.module.check_mode:
             argv.append("--simulate")
-        rc, out, err = self._run(argv + ["--"] + packages)
+        rc, out, err = self._apt_get(argv + ["--"] + packages)
         if rc != 0:
             errors = [line for line in err.splitlines() if line.startswith("E:")]
             self.module.fail_json(

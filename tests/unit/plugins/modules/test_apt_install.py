@@ -190,6 +190,9 @@ def test_bad_arguments_name_the_field(node: dict[str, Path]) -> None:
     assert run(node, name=["alpha 1.0"])["msg"].startswith("name[0]:")
     assert run(node, name=["-o=Foo"])["msg"].startswith("name[0]:")
     assert run(node, name=["alpha:amd64=1.0-1"])["msg"].startswith("name[0]:")
+    # A trailing newline would pass an anchored re.match ("$" matches before it).
+    assert run(node, name=["alpha=1.0-1\n"])["msg"].startswith("name[0]:")
+    assert run(node, name=["alpha"], hold=["alpha\n"])["msg"].startswith("hold[0]:")
     assert "update_sources[0]" in run(node, name=["alpha"], update_sources=["ours.list"])["msg"]
     missing = run(node, name=["alpha"], update_sources=[str(node["tmp"] / "missing.list")])
     assert missing["failed"] and "does not exist" in missing["msg"]
@@ -273,3 +276,47 @@ def test_hold_version_reads_the_release_as_the_driver_role_does() -> None:
 
     for version in ("550.163.01-1", "1:550.163.01-1~deb13u1", "550.163.011-1", "535.261.03-1~bpo12+1", "2.0-1", "v1", "1:2"):
         assert _upstream(version) == upstream_version(version), version
+
+
+# apt locks its lists, its archives and dpkg's database with fcntl write locks; this holds one as apt-daily or
+# cloud-init does on a new node, from another process, for `seconds`.
+_HOLD = """
+import fcntl, os, sys, time
+handle = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o640)
+fcntl.lockf(handle, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def hold_lock(path: Path, seconds: float) -> subprocess.Popen:
+    holder = subprocess.Popen(["python3", "-c", _HOLD, str(path), str(seconds)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    return holder
+
+
+@pytest.mark.parametrize("lock", ["lists/lock", "cache/archives/lock", "admin/lock-frontend"])
+def test_waits_while_another_apt_holds_a_lock_then_installs(node: dict[str, Path], lock: str) -> None:
+    where, name = lock.split("/", 1)
+    path = (node["tmp"] / where if where != "admin" else node["admin"]) / name
+    holder = hold_lock(path, 3)
+    started = time.monotonic()
+    try:
+        result = run(node, name=["beta=1.0-1"], lists_valid_time=0, lock_timeout=60)
+    finally:
+        holder.wait()
+    assert not result.get("failed"), result.get("msg")
+    assert version(node, "beta") == "1.0-1" and time.monotonic() - started >= 2.5
+
+
+def test_gives_up_after_lock_timeout_naming_the_holder(node: dict[str, Path]) -> None:
+    holder = hold_lock(node["lists"] / "lock", 30)
+    started = time.monotonic()
+    try:
+        result = run(node, name=["beta=1.0-1"], lists_valid_time=0, lock_timeout=3)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert result["failed"] and time.monotonic() - started < 20
+    assert str(node["lists"] / "lock") in result["msg"] and "process {0}".format(holder.pid) in result["msg"], result["msg"]
+    assert "lock_timeout" in result["msg"] and version(node, "beta") is None
