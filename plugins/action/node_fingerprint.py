@@ -12,8 +12,11 @@ name the variable that changed."""
 
 from __future__ import annotations
 
+import getpass
 import hashlib
 import json
+import os
+import socket
 import typing as t
 from pathlib import Path
 
@@ -88,9 +91,59 @@ def declaration(values: dict[str, t.Any], groups: t.Sequence[str], secrets: t.Co
     return declared
 
 
+def _process_started(pid: int) -> str:
+    """When a process started (clock ticks after boot, /proc/<pid>/stat field 22), so that a reused pid is not taken
+    for the process that had it; "" where /proc is not there to ask."""
+    try:
+        with open("/proc/{0}/stat".format(pid), encoding="ascii") as handle:
+            # The command name (field 2) may hold spaces: count from the closing parenthesis.
+            return handle.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def this_run() -> dict[str, t.Any]:
+    """The running ansible-playbook, as the lease names it: every worker of one run forks from it (its parent)."""
+    pid = os.getppid()
+    started = _process_started(pid)
+    controller = socket.gethostname()
+    return {
+        "run_id": "{0}:{1}:{2}".format(controller, pid, started or "?"),
+        "controller": controller,
+        "user": getpass.getuser(),
+        "pid": pid,
+        "pid_started": started,
+        # AWX and AAP name the job in the environment of the run.
+        "awx_job": os.environ.get("JOB_ID", ""),
+    }
+
+
+def dead_here(holder: dict[str, t.Any], controller: str) -> bool:
+    """Whether the run holding a lease is known to be gone: it ran on this controller, and its process has ended (or
+    the pid now belongs to a process that started later). A run elsewhere cannot be seen from here."""
+    if holder.get("controller") != controller or not holder.get("pid_started") or not isinstance(holder.get("pid"), int):
+        return False
+    return _process_started(holder["pid"]) != holder["pid_started"]
+
+
+def busy_message(holder: dict[str, t.Any], wait: int) -> str:
+    who = "run {0} by {1} on {2}{3}, since {4}".format(
+        holder.get("run_id"),
+        holder.get("user") or "?",
+        holder.get("controller") or "?",
+        " (AWX job {0})".format(holder["awx_job"]) if holder.get("awx_job") else "",
+        holder.get("acquired") or "?",
+    )
+    return (
+        "another run holds this node: {0}. It did not give it back within gpufleet_lock_timeout={1} s. Wait for it to "
+        "finish; if it is gone (a cancelled job, a lost controller), take the node over with "
+        "-e gpufleet_lock_take_over={2}".format(who, wait, holder.get("run_id"))
+    )
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("state", "path", "prefixes", "report", "watch"))
+    _VALID_ARGS = frozenset(("state", "path", "prefixes", "report", "watch", "lease", "lease_wait", "lease_take_over"))
 
     def run(self, tmp: t.Any = None, task_vars: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
         result = super().run(tmp, task_vars)
@@ -112,5 +165,28 @@ class ActionModule(ActionBase):
                 # The roles would fail on it too; the marker keeps the run a full one until it is fixed.
                 values[name] = "unresolved ({0}): {1!r}".format(type(error).__name__, task_vars[name])
         args["declaration"] = declaration(values, task_vars.get("group_names") or [], _cache["secrets"], _cache["content"])
-        result.update(self._execute_module(module_name="gpufleet.nvidia.node_fingerprint", module_args=args, task_vars=task_vars))
+        if not args.get("lease"):
+            args.pop("lease", None)
+            result.update(self._execute_module(module_name="gpufleet.nvidia.node_fingerprint", module_args=args, task_vars=task_vars))
+            return result
+        # The lease: `lease: true` in the task, the run's identity from here.
+        run = this_run()
+        args["lease"] = run
+        wait = int(args.pop("lease_wait", 0) or 0)
+        # First without waiting: a holder that is known to be dead is taken over at once, not waited for.
+        answer = self._execute_module(module_name="gpufleet.nvidia.node_fingerprint", module_args=dict(args, lease_wait=0), task_vars=task_vars)
+        holder = answer.get("lease_holder")
+        if answer.get("failed") and holder:
+            if dead_here(holder, run["controller"]):
+                self._display.warning(
+                    "{0}: run {1} died (its ansible-playbook, pid {2}, is gone) holding this node; taking it over".format(
+                        task_vars.get("inventory_hostname"), holder.get("run_id"), holder.get("pid")
+                    )
+                )
+                args["lease_take_over"] = holder.get("run_id")
+            answer = self._execute_module(module_name="gpufleet.nvidia.node_fingerprint", module_args=dict(args, lease_wait=wait), task_vars=task_vars)
+            if answer.get("failed") and answer.get("lease_holder"):
+                answer["msg"] = busy_message(answer["lease_holder"], wait)
+        answer["run_id"] = run["run_id"]
+        result.update(answer)
         return result

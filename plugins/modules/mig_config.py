@@ -96,6 +96,41 @@ options:
   hooks_file:
     description: Like O(hooks), from a file on the managed node (JSON, or YAML with PyYAML).
     type: path
+  stop_services:
+    description:
+      - GPU client services (kubelet, nvidia-dcgm, ...) to stop around a change, in this order, and start again in the
+        reverse order when it is over, failed or not. Only those that run are stopped, and only when the layout
+        changes.
+      - Before stopping anything the module writes them to O(stopped_path) (fsync'd), and removes that once they run
+        again. A run killed in between (a cancelled job, a dropped connection) leaves the file, and the next run's
+        first node call (M(gpufleet.nvidia.node_fingerprint)) starts them.
+    type: list
+    elements: str
+    default: []
+  stop_containers:
+    description: CRI container ids to stop after O(stop_services) (with O(crictl)); their pods' kubelet starts them
+      again.
+    type: list
+    elements: str
+    default: []
+  crictl:
+    description: The crictl that stops O(stop_containers).
+    type: str
+    default: crictl
+  stopped_path:
+    description: The journal of stopped services.
+    type: path
+    default: /var/lib/gpufleet/stopped-services.json
+  lock_path:
+    description:
+      - The node lock, held for the whole change. The boot unit C(gpufleet-mig) holds it while it applies the
+        layout after a reboot, so a run waits for it rather than partitioning the GPUs at the same time.
+    type: path
+    default: /run/lock/gpufleet.lock
+  lock_timeout:
+    description: Seconds to wait for the node lock before failing.
+    type: int
+    default: 600
   nvidia_smi:
     description: The nvidia-smi that O(reset=true) runs.
     type: str
@@ -357,10 +392,12 @@ differences:
   sample: ["GPU 3: expected MIG enabled: 7 x 1g.5gb, found MIG disabled"]
 """
 
+import time
 import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._run_lease import LeaseBusy, NodeLock, StoppedServices
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig.apply import MigApplyError, NodePlan
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig.config import MigConfigError, load_config_file, parse_config, select_label
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig.describe import describe_gpu, gpu_layout, layout_lines
@@ -385,10 +422,38 @@ class MigConfigManager:
             "reboot_required": False,
             "reset_gpus": [],
         }
+        # The journal of the clients this call stopped, until they run again.
+        self.clients: StoppedServices | None = None
 
     def fail(self, msg: str, **extra: t.Any) -> t.NoReturn:
         self.result.update(extra)
+        self._start_clients()
         self.module.fail_json(msg=msg, **self.result)
+
+    # -- the GPU's clients, stopped and started in the same call as the change --------------------------
+    def _stop_clients(self) -> None:
+        """Journal, then stop, the client services that run; then the client containers."""
+        systemctl = self.module.get_bin_path("systemctl") or "systemctl"
+        self.clients = StoppedServices(self.module.run_command, systemctl, self.params["stopped_path"])
+        try:
+            self.result["stopped_services"] = self.clients.stop(self.params["stop_services"], "MIG layout {0}".format(self.params["label"]))
+        except (OSError, RuntimeError) as exc:
+            self.fail("stopping the GPU clients failed, so nothing was changed: {0}".format(exc))
+        if self.params["stop_containers"]:
+            rc, _out, err = self.module.run_command([self.params["crictl"], "stop"] + list(self.params["stop_containers"]))
+            if rc != 0:
+                self.fail("crictl stop of the GPU client containers failed, so nothing was changed: {0}".format(err.strip()))
+            self.result["stopped_containers"] = list(self.params["stop_containers"])
+
+    def _start_clients(self) -> None:
+        clients, self.clients = self.clients, None
+        if clients is None:
+            return
+        started, failed = clients.start_all()
+        self.result["started_services"] = started
+        if failed:
+            # The journal stays: the next run's first node call tries again.
+            self.module.warn("GPU client services did not start again: " + "; ".join(failed))
 
     def entries(self) -> t.Any:
         data = self.params["config"]
@@ -525,8 +590,28 @@ class MigConfigManager:
             self.result["done"] = []
             self.result["summary"] = self._summary(node.plans)
             return
+        lock = NodeLock(self.params["lock_path"])
         try:
-            result = run.apply(self._gpu_reset if self.params["reset"] else None, hooks)
+            lock.acquire(time.monotonic() + self.params["lock_timeout"])
+        except LeaseBusy:
+            self.fail(
+                "the node lock {0} stayed taken for {1} s: the boot unit gpufleet-mig (or another node step) is still "
+                "partitioning the GPUs; nothing was changed".format(self.params["lock_path"], self.params["lock_timeout"])
+            )
+        try:
+            self._stop_clients()
+            result = self._apply_locked(run, node, hooks)
+            self._start_clients()
+        finally:
+            lock.release()
+        if hooks is not None:
+            self.result["hooks_ran"] = hooks.ran
+        self._report(node, result)
+
+    def _apply_locked(self, run: MigRun, node: NodePlan, hooks: HookRunner | None) -> RunResult:
+        """The change itself; each failure fails the task (self.fail starts the clients again first)."""
+        try:
+            return run.apply(self._gpu_reset if self.params["reset"] else None, hooks)
         except MigClientsError as exc:
             if exc.before_reset:
                 self.fail("{0}. Stop it and run again (the pending mode needs only the reset)".format(exc))
@@ -557,9 +642,6 @@ class MigConfigManager:
             self.fail("a user hook failed: {0}".format(exc), hooks_ran=hooks.ran if hooks else [])
         except NvmlError as exc:
             self.fail("NVML failed: {0}".format(exc))
-        if hooks is not None:
-            self.result["hooks_ran"] = hooks.ran
-        self._report(node, result)
 
     def _report(self, node: NodePlan, result: RunResult) -> None:
         self._reset(result.waiting)
@@ -595,6 +677,12 @@ def main() -> None:
             hooks_file=dict(type="path"),
             nvidia_smi=dict(type="str", default="nvidia-smi"),
             library=dict(type="path"),
+            stop_services=dict(type="list", elements="str", default=[]),
+            stop_containers=dict(type="list", elements="str", default=[]),
+            crictl=dict(type="str", default="crictl"),
+            stopped_path=dict(type="path", default="/var/lib/gpufleet/stopped-services.json"),
+            lock_path=dict(type="path", default="/run/lock/gpufleet.lock"),
+            lock_timeout=dict(type="int", default=600),
         ),
         mutually_exclusive=[("config", "config_file"), ("hooks", "hooks_file")],
         required_if=[("state", "applied", ("label",)), ("state", "asserted", ("label",))],

@@ -41,11 +41,47 @@ attributes:
 options:
   state:
     description:
-      - V(compared) compares the node and the declaration with the record and changes nothing.
-      - V(recorded) writes the record (mode 0600) from the node as it is now and the declaration given.
+      - V(compared) compares the node and the declaration with the record. A node that does not match is about to be
+        converged, so the run takes the node's lease in the same call (with O(lease)).
+      - V(recorded) writes the record (mode 0600) from the node as it is now and the declaration given, and gives
+        the lease back (with O(lease)).
+      - V(leased) only takes the lease: the first node call of a run that compares nothing (a tagged run, the fast
+        path off).
+      - V(released) only gives the lease back: the last node call of a run that records nothing.
     type: str
-    choices: [compared, recorded]
+    choices: [compared, recorded, leased, released]
     default: compared
+  lease:
+    description:
+      - Who runs: C(run_id) and what names it to a person (C(controller), C(user), C(pid), C(pid_started),
+        C(awx_job)). The action plugin fills it in; a task never sets it.
+      - The lease (O(lease_path)) says which run owns the node. Taking it waits for the node lock (O(lock_path)),
+        which the boot units hold while they work, then for another run to give the lease back, up to
+        O(lease_wait) seconds; then the task fails naming that run.
+      - Taking it over from a run that died starts the services that run had stopped and not started again
+        (O(stopped_path)), and says so in RV(restored).
+      - Not taken in check mode, and not by a comparison that matched (the run then changes nothing on the node).
+    type: dict
+  lease_wait:
+    description: Seconds to wait for the node lock and for another run's lease.
+    type: int
+    default: 0
+  lease_take_over:
+    description: The run id of a run known to be dead, whose lease is taken at once.
+    type: str
+    default: ""
+  lease_path:
+    description: The lease file.
+    type: path
+    default: /var/lib/gpufleet/run-lease.json
+  lock_path:
+    description: The node lock, shared with the boot units.
+    type: path
+    default: /run/lock/gpufleet.lock
+  stopped_path:
+    description: The journal of services a step stopped and has not started again.
+    type: path
+    default: /var/lib/gpufleet/stopped-services.json
   path:
     description: The record on the node.
     type: path
@@ -114,6 +150,25 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+lease:
+  description:
+    - The lease this call took. C(taken_over) names the run it was taken from (a dead one), or is null;
+      C(waited_for) the run it waited for, or null; C(waited) the seconds it waited.
+  type: dict
+  returned: when the call took the lease
+restored:
+  description: Services a run that died had stopped, started again when the lease was taken.
+  type: list
+  elements: str
+  returned: when a dead run had left services stopped
+lease_released:
+  description: Whether this call gave the run's lease back.
+  type: bool
+  returned: with O(state=recorded) or O(state=released) and O(lease)
+lease_holder:
+  description: The run that holds the node, when the lease could not be taken.
+  type: dict
+  returned: failure
 matched:
   description: Whether the node and the declaration match the record (always false when no record exists).
   type: bool
@@ -149,6 +204,7 @@ import typing as t
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._driver_state import DriverStateReader
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._run_lease import LeaseBusy, RunLease, StoppedServices, write_json
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import constants as nvml_constants
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import session as nvml_session
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import values as nvml_values
@@ -404,31 +460,65 @@ class NodeFingerprint:
         return {"changed": True, "matched": True, "reasons": [], "recorded_at": new["recorded_at"], "item_count": len(state)}
 
     def write(self, record: dict[str, t.Any]) -> None:
-        path = self.params["path"]
-        directory = os.path.dirname(path)
-        os.makedirs(directory, mode=0o755, exist_ok=True)
-        temporary = "{0}.{1}.tmp".format(path, os.getpid())
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-                json.dump(record, handle, sort_keys=True, indent=1)
-                handle.write("\n")
-            os.chmod(temporary, 0o600)
-            os.replace(temporary, path)
+            write_json(self.params["path"], record)
         except OSError as error:
-            if os.path.exists(temporary):
-                os.unlink(temporary)
-            self.module.fail_json(msg="cannot write the fingerprint {0}: {1}".format(path, error))
+            self.module.fail_json(msg="cannot write the fingerprint {0}: {1}".format(self.params["path"], error))
+
+    # --- the lease ------------------------------------------------------------
+    def take_lease(self, result: dict[str, t.Any]) -> None:
+        """Take the node for this run; start what a dead run left stopped. Fails naming the run that holds it."""
+        lease = RunLease(self.params["lease_path"], self.params["lock_path"])
+        try:
+            taken = lease.acquire(self.params["lease"], self.params["lease_wait"], self.params["lease_take_over"])
+        except LeaseBusy as busy:
+            if busy.holder is None:
+                self.module.fail_json(
+                    msg="the node lock {0} stayed taken for {1} s: a boot unit (gpufleet-mig, the CDI refresh, "
+                    "gpufleet-verify-boot) is still at work; run again once it has finished (systemctl list-jobs)".format(
+                        self.params["lock_path"], self.params["lease_wait"]
+                    ),
+                    lease_holder=None,
+                )
+            self.module.fail_json(msg="another run holds this node", lease_holder=busy.holder)
+        result["lease"] = {"taken_over": taken["previous"], "waited_for": taken["waited_for"], "waited": taken["waited"]}
+        journal = StoppedServices(self.module.run_command, self.module.get_bin_path("systemctl") or "systemctl", self.params["stopped_path"])
+        if journal.journalled():
+            started, failed = journal.start_all()
+            result["restored"] = started
+            result["changed"] = bool(started)
+            if failed:
+                self.module.warn("a run that died had stopped services that do not start again: " + "; ".join(failed))
+
+    def give_lease_back(self, result: dict[str, t.Any]) -> None:
+        # A short wait: a boot unit holds the node lock only while it works.
+        result["lease_released"] = RunLease(self.params["lease_path"], self.params["lock_path"]).release(self.params["lease"]["run_id"], 60)
 
     def run(self) -> dict[str, t.Any]:
         if self.params["declaration"] is None:
             self.module.fail_json(
                 msg="declaration is missing: call gpufleet.nvidia.node_fingerprint by its full name so that its action plugin computes it on the controller"
             )
-        if self.params["state"] == "recorded":
-            return self.record()
-        result = self.compare()
-        result["changed"] = False
+        state = self.params["state"]
+        leasing = self.params["lease"] is not None and not self.module.check_mode
+        if state in ("leased", "released"):
+            result: dict[str, t.Any] = {"changed": False}
+        elif state == "recorded":
+            result = self.record()
+        else:
+            result = self.compare()
+            result["changed"] = False
+            # A dead run left services stopped: the node is not as recorded, whatever its files say.
+            left = StoppedServices(self.module.run_command, "systemctl", self.params["stopped_path"]).journalled()
+            if left:
+                result.update(matched=False, report=None)
+                result["reasons"].append("a run that died left {0} stopped".format(", ".join(left)))
+        # A comparison that matched changes nothing on the node, so it needs no lease.
+        takes = state == "leased" or (state == "compared" and not result["matched"])
+        if leasing and takes:
+            self.take_lease(result)
+        elif leasing and state in ("recorded", "released"):
+            self.give_lease_back(result)
         return result
 
 
@@ -439,8 +529,23 @@ WATCH_SPEC = {
     "nvml": {"type": "bool", "default": True},
 }
 
+LEASE_SPEC = {
+    "run_id": {"type": "str", "required": True},
+    "controller": {"type": "str", "default": ""},
+    "user": {"type": "str", "default": ""},
+    "pid": {"type": "int"},
+    "pid_started": {"type": "str", "default": ""},
+    "awx_job": {"type": "str", "default": ""},
+}
+
 ARGUMENT_SPEC = {
-    "state": {"type": "str", "choices": ["compared", "recorded"], "default": "compared"},
+    "state": {"type": "str", "choices": ["compared", "recorded", "leased", "released"], "default": "compared"},
+    "lease": {"type": "dict", "options": LEASE_SPEC},
+    "lease_wait": {"type": "int", "default": 0},
+    "lease_take_over": {"type": "str", "default": ""},
+    "lease_path": {"type": "path", "default": "/var/lib/gpufleet/run-lease.json"},
+    "lock_path": {"type": "path", "default": "/run/lock/gpufleet.lock"},
+    "stopped_path": {"type": "path", "default": "/var/lib/gpufleet/stopped-services.json"},
     "path": {"type": "path", "default": "/var/lib/gpufleet/fingerprint.json"},
     "prefixes": {"type": "list", "elements": "str", "required": True},
     "report": {"type": "path"},

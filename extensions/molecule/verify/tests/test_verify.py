@@ -24,6 +24,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -364,3 +365,70 @@ def test_the_full_no_op_run_changes_nothing(host):
     assert run.returncode == 0, run.stdout
     assert "TASK [gpufleet.nvidia.driver" in run.stdout
     assert recap(run, host)["changed"] == 0, run.stdout
+
+
+# -- one run at a time --------------------------------------------------------------------------------------------
+
+LEASE = "/var/lib/gpufleet/run-lease.json"
+
+
+def start_site(host, *args: str, **env_extra: str) -> subprocess.Popen:
+    """site.yml in the background, as scenario_playbook runs it (its inventory, ansible.cfg and collection)."""
+    ephemeral = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", **env_extra)
+    env.setdefault("ANSIBLE_CONFIG", str(ephemeral / "ansible.cfg"))
+    env["ANSIBLE_COLLECTIONS_PATH"] = str(ROOT / "build" / "collections")
+    inventory = os.environ.get("MOLECULE_INVENTORY_FILE", str(ephemeral / "inventory" / "ansible_inventory.yml"))
+    return subprocess.Popen(
+        ["ansible-playbook", str(ROOT / "playbooks" / "site.yml"), "-i", inventory, "--limit", host_name(host), *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def wait_for_lease(host, run: subprocess.Popen) -> dict:
+    """The lease the background run took (its ansible-playbook's pid is in it)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        held = host.run("cat " + LEASE)
+        if held.rc == 0 and json.loads(held.stdout).get("pid") == run.pid:
+            return json.loads(held.stdout)
+        assert run.poll() is None, run.communicate()[0]
+        time.sleep(0.5)
+    raise AssertionError("the run took no lease")
+
+
+def test_two_runs_at_once_the_second_waits_or_fails_naming_the_first(host):
+    """Two runs against one node: the one that does not wait fails naming the other, the one that waits runs after
+    it; nothing is interleaved (the waiting run's layers start after the first gave the node back)."""
+    host.run("rm -f " + LEASE)
+    first = start_site(host, "--tags", "verify")
+    held = wait_for_lease(host, first)
+    impatient = site(host, "--tags", "verify", "-e", "gpufleet_lock_timeout=0")
+    assert impatient.returncode != 0, impatient.stdout
+    assert "another run holds this node: run {0} by {1} on {2}".format(held["run_id"], held["user"], held["controller"]) in impatient.stdout
+    assert "-e gpufleet_lock_take_over={0}".format(held["run_id"]) in impatient.stdout
+    patient = start_site(host, "--tags", "verify")
+    first_output = first.communicate(timeout=600)[0]
+    assert first.returncode == 0, first_output
+    patient_output = patient.communicate(timeout=600)[0]
+    assert patient.returncode == 0, patient_output
+    # It waited for the first, then ran its layers.
+    assert "s for run {0} ({1} on {2}) to give the node back".format(held["run_id"], held["user"], held["controller"]) in patient_output, patient_output
+    assert "TASK [gpufleet.nvidia.verify" in patient_output and not host.file(LEASE).exists
+
+
+def test_a_run_killed_holding_the_node_is_taken_over_by_the_next(host):
+    """A cancelled run (the controller killed): the next run on the same controller sees its process gone, takes
+    the node over with a warning, and converges."""
+    killed = start_site(host, "--tags", "verify")
+    held = wait_for_lease(host, killed)
+    killed.kill()
+    killed.communicate()
+    assert host.file(LEASE).exists
+    run = site(host, "--tags", "verify")
+    assert run.returncode == 0, run.stdout
+    assert "run {0} died (its ansible-playbook, pid {1}, is gone) holding this node; taking it over".format(held["run_id"], held["pid"]) in run.stdout
+    assert not host.file(LEASE).exists

@@ -579,3 +579,101 @@ def test_hooks_run_around_the_change_and_not_in_check_mode(sim_node: t.Any, tmp_
     assert log.read_text().split() == ["apply-start", "pre-apply-mode", "pre-apply-config", "apply-exit"]
     bad = run(node, config, "x", hooks={"version": "v1", "hooks": {"post-apply": []}})
     assert bad["failed"] and "invalid hooks (hooks): hooks.hooks: unknown hook 'post-apply'" in bad["msg"]
+
+
+# --- the GPU's clients: stopped, the change, started, in one call ---------------------------------------------------
+FAKE_SYSTEMCTL = """#!/bin/sh
+# systemctl as the module uses it: is-active answers from $FAKE_ACTIVE; every call is logged.
+echo "$*" >> "$FAKE_SYSTEMCTL_LOG"
+if [ "$1" = is-active ]; then
+  for name in $FAKE_ACTIVE; do [ "$name" = "$4" ] && exit 0; done
+  exit 3
+fi
+exit 0
+"""
+
+
+@pytest.fixture
+def clients(tmp_path: t.Any) -> dict[str, t.Any]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text(FAKE_SYSTEMCTL)
+    (bin_dir / "systemctl").chmod(0o755)
+    log = tmp_path / "systemctl.log"
+    return {
+        "env": {"PATH": "{0}:{1}".format(bin_dir, os.environ["PATH"]), "FAKE_SYSTEMCTL_LOG": str(log), "FAKE_ACTIVE": "kubelet nvidia-dcgm"},
+        "log": log,
+        "args": {
+            "stop_services": ["kubelet", "nvidia-dcgm", "dcgm-exporter"],
+            "stopped_path": str(tmp_path / "stopped-services.json"),
+            "lock_path": str(tmp_path / "gpufleet.lock"),
+        },
+        "journal": tmp_path / "stopped-services.json",
+    }
+
+
+def systemctl_calls(clients: dict[str, t.Any]) -> list[str]:
+    return clients["log"].read_text().splitlines() if clients["log"].exists() else []
+
+
+def test_the_clients_that_run_are_stopped_around_the_change_and_started_again(sim_node: t.Any, clients: dict[str, t.Any]) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    config = mig_expected.config("x", {"devices": [0], "mig-enabled": True, "mig-devices": layouts(node)["all-7g"]})
+    assert run_with(node, clients, config, check=True)["changed"] and systemctl_calls(clients) == []
+    done = run_with(node, clients, config)
+    assert done["changed"] and done["stopped_services"] == ["kubelet", "nvidia-dcgm"] and done["started_services"] == ["nvidia-dcgm", "kubelet"]
+    assert [c for c in systemctl_calls(clients) if not c.startswith("is-active")] == [
+        "stop -- kubelet",
+        "stop -- nvidia-dcgm",
+        "start -- nvidia-dcgm",
+        "start -- kubelet",
+    ]
+    assert not clients["journal"].exists()
+    # Nothing to change: nothing stopped.
+    clients["log"].unlink()
+    again = run_with(node, clients, config)
+    assert not again["changed"] and systemctl_calls(clients) == [] and "stopped_services" not in again
+
+
+def test_a_failed_change_still_starts_the_clients_again(sim_node: t.Any, clients: dict[str, t.Any]) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    config = mig_expected.config("x", {"devices": [0], "mig-enabled": True, "mig-devices": layouts(node)["all-7g"]})
+    node.fault("nvmlDeviceCreateGpuInstanceWithPlacement", "UNKNOWN", once=True)  # NVML fails mid-change
+    failed = run_with(node, clients, config)
+    assert failed["failed"] and "NVML" in failed["msg"], failed["msg"]
+    assert failed["started_services"] == ["nvidia-dcgm", "kubelet"] and not clients["journal"].exists()
+
+
+def test_a_killed_change_leaves_the_journal_and_the_next_run_starts_the_clients(sim_node: t.Any, clients: dict[str, t.Any]) -> None:
+    node = sim_node("dgx-a100-8x40gb")
+    config = mig_expected.config("x", {"devices": [0], "mig-enabled": True, "mig-devices": layouts(node)["all-7g"]})
+    # A cancelled job: the module's process is killed once the clients are stopped (its first hook kills it).
+    killer = {"version": "v1", "hooks": {"apply-start": [{"command": "/bin/sh", "args": ["-c", "kill -9 $PPID"]}]}}
+    outcome = node.run("mig_config", extra_env=clients["env"], config=config, label="x", hooks=killer, **clients["args"])
+    assert outcome["kind"] not in ("exit", "fail"), outcome
+    assert json.loads(clients["journal"].read_text())["services"] == ["kubelet", "nvidia-dcgm"]
+    assert [c for c in systemctl_calls(clients) if not c.startswith("is-active")] == ["stop -- kubelet", "stop -- nvidia-dcgm"]
+    # The next run's first node call takes the lease and starts them.
+    lease = {"run_id": "ctl:2:1", "controller": "ctl", "user": "ops", "pid": 2, "pid_started": "1", "awx_job": ""}
+    taken = nvml_sim.run_module_subprocess(
+        "node_fingerprint",
+        dict(
+            state="leased",
+            prefixes=["mig_"],
+            declaration={},
+            lease=lease,
+            lease_path=str(clients["journal"].parent / "run-lease.json"),
+            lock_path=clients["args"]["lock_path"],
+            stopped_path=clients["args"]["stopped_path"],
+        ),
+        clients["journal"].parent / "fingerprint",
+        clients["env"],
+    )["result"]
+    assert taken["changed"] and taken["restored"] == ["nvidia-dcgm", "kubelet"] and not clients["journal"].exists()
+    assert systemctl_calls(clients)[-2:] == ["start -- nvidia-dcgm", "start -- kubelet"]
+
+
+def run_with(node: nvml_sim.SimNode, clients: dict[str, t.Any], config: dict[str, t.Any], check: bool = False) -> dict[str, t.Any]:
+    outcome = node.run("mig_config", extra_env=clients["env"], config=config, label="x", _ansible_check_mode=check, **clients["args"])
+    assert outcome["kind"] in ("exit", "fail"), outcome.get("traceback")
+    return outcome["result"]

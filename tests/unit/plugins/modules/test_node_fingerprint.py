@@ -39,15 +39,23 @@ class FakeModule:
         self.params = params
         self.check_mode = check_mode
         self.root = root
+        self.systemctl: list[list[str]] = []
+        self.warnings: list[str] = []
 
-    def fail_json(self, msg: str, **_: t.Any) -> None:
-        raise Failed(msg)
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+    def fail_json(self, msg: str, **extra: t.Any) -> None:
+        raise Failed(msg, extra)
 
     @staticmethod
     def get_bin_path(name: str) -> str | None:
         return None
 
     def run_command(self, args: list[str], environ_update: dict[str, str] | None = None) -> tuple[int, str, str]:
+        if args[0] == "systemctl":
+            self.systemctl.append(args)
+            return 0, "", ""
         assert self.root is not None and args[0] == "dpkg-query", args
         return 0, (self.root / "dpkg-query.out").read_text(), ""
 
@@ -76,10 +84,23 @@ def watch(root: Path) -> dict[str, t.Any]:
 
 
 def manager(
-    root: Path, state: str = "compared", declaration: dict[str, str] | None = None, check_mode: bool = False, report: str | None = None
+    root: Path,
+    state: str = "compared",
+    declaration: dict[str, str] | None = None,
+    check_mode: bool = False,
+    report: str | None = None,
+    lease: dict[str, t.Any] | None = None,
+    wait: int = 0,
+    take_over: str = "",
 ) -> fp.NodeFingerprint:
     params = {
         "state": state,
+        "lease": lease,
+        "lease_wait": wait,
+        "lease_take_over": take_over,
+        "lease_path": str(root / "lib" / "run-lease.json"),
+        "lock_path": str(root / "run" / "gpufleet.lock"),
+        "stopped_path": str(root / "lib" / "stopped-services.json"),
         "path": str(root / "lib" / "fingerprint.json"),
         "prefixes": ["driver_"],
         "report": report,
@@ -228,3 +249,109 @@ def test_main_needs_the_action_plugin() -> None:
     outcome = run_module("node_fingerprint", {"prefixes": ["driver_"], "_ansible_check_mode": True})
     assert outcome["kind"] == "fail"
     assert "call gpufleet.nvidia.node_fingerprint by its full name" in outcome["result"]["msg"]
+
+
+# --- one run at a time ---------------------------------------------------------------------------------------------
+RUN_A = {"run_id": "ctl-a:101:5000", "controller": "ctl-a", "user": "ops", "pid": 101, "pid_started": "5000", "awx_job": ""}
+RUN_B = {"run_id": "awx-7:7:900", "controller": "awx-7", "user": "awx", "pid": 7, "pid_started": "900", "awx_job": "4711"}
+
+
+def lease_file(root: Path) -> dict[str, t.Any] | None:
+    path = root / "lib" / "run-lease.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def test_a_node_that_differs_is_taken_for_the_run_and_given_back_by_the_record(node: Path) -> None:
+    first = manager(node, lease=RUN_A).run()
+    assert not first["matched"] and first["lease"] == {"taken_over": None, "waited_for": None, "waited": 0}
+    held = lease_file(node)
+    assert held is not None and held["run_id"] == RUN_A["run_id"] and held["controller"] == "ctl-a" and held["acquired"]
+    assert stat.S_IMODE(os.stat(node / "lib" / "run-lease.json").st_mode) == 0o600
+    # The same run's later calls find the lease theirs.
+    assert manager(node, "leased", lease=RUN_A).run()["lease"] == {"taken_over": None, "waited_for": None, "waited": 0}
+    recorded = manager(node, "recorded", lease=RUN_A).run()
+    assert recorded["lease_released"] and lease_file(node) is None
+
+
+def test_a_second_run_fails_naming_the_first(node: Path) -> None:
+    manager(node, lease=RUN_A).run()
+    with pytest.raises(Failed) as failed:
+        manager(node, lease=RUN_B, wait=1).run()
+    message, extra = failed.value.args
+    assert message == "another run holds this node" and extra["lease_holder"]["run_id"] == RUN_A["run_id"]
+    assert extra["lease_holder"]["user"] == "ops" and lease_file(node)["run_id"] == RUN_A["run_id"]
+    # Another run's release leaves the lease alone.
+    assert not manager(node, "released", lease=RUN_B).run()["lease_released"] and lease_file(node) is not None
+
+
+def test_a_dead_run_is_taken_over_by_name(node: Path) -> None:
+    manager(node, lease=RUN_A).run()
+    taken = manager(node, "leased", lease=RUN_B, take_over=RUN_A["run_id"]).run()
+    assert taken["lease"]["taken_over"]["run_id"] == RUN_A["run_id"] and lease_file(node)["run_id"] == RUN_B["run_id"]
+
+
+def test_a_matching_node_and_a_check_run_take_no_lease(node: Path) -> None:
+    manager(node, "recorded").run()
+    matched = manager(node, lease=RUN_A).run()
+    assert matched["matched"] and "lease" not in matched and lease_file(node) is None
+    (node / "etc" / "crictl.yaml").write_text("changed\n")
+    checked = manager(node, lease=RUN_A, check_mode=True).run()
+    assert not checked["matched"] and "lease" not in checked and lease_file(node) is None
+
+
+def test_services_a_dead_run_left_stopped_are_started_by_the_next(node: Path) -> None:
+    manager(node, "recorded").run()
+    (node / "lib" / "stopped-services.json").write_text(json.dumps({"services": ["kubelet", "nvidia-dcgm"], "why": "MIG apply"}))
+    module = FakeModule({}, root=node)
+    found = fp.NodeFingerprint(module, root=str(node), unit_dirs=())
+    found.params = manager(node, lease=RUN_A).params
+    result = found.run()
+    assert not result["matched"] and "a run that died left kubelet, nvidia-dcgm stopped" in result["reasons"]
+    # Started in the reverse order of their stop; the journal is gone once they run.
+    assert module.systemctl == [["systemctl", "start", "--", "nvidia-dcgm"], ["systemctl", "start", "--", "kubelet"]]
+    assert result["restored"] == ["nvidia-dcgm", "kubelet"] and result["changed"]
+    assert not (node / "lib" / "stopped-services.json").exists()
+
+
+def test_a_busy_node_lock_is_waited_for_then_named(node: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import fcntl
+
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils import _run_lease
+
+    monkeypatch.setattr(_run_lease, "_LOCK_GRACE", 0.5)
+
+    (node / "run").mkdir()
+    with open(node / "run" / "gpufleet.lock", "w") as boot_unit:
+        fcntl.flock(boot_unit, fcntl.LOCK_EX)
+        with pytest.raises(Failed) as failed:
+            manager(node, lease=RUN_A, wait=1).run()
+    assert "boot unit" in failed.value.args[0] and lease_file(node) is None
+    assert manager(node, lease=RUN_A).run()["lease"] == {"taken_over": None, "waited_for": None, "waited": 0}
+
+
+_RACE = """
+import json, sys
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._run_lease import LeaseBusy, RunLease
+lease = RunLease(sys.argv[1], sys.argv[2])
+try:
+    lease.acquire({"run_id": sys.argv[3]}, 0)
+    print("taken")
+except LeaseBusy as busy:
+    print("busy", busy.holder and busy.holder["run_id"])
+"""
+
+
+def test_two_runs_at_once_one_takes_the_node(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-c", _RACE, str(tmp_path / "lease.json"), str(tmp_path / "lock")]
+    # The directory that holds ansible_collections/, as this test imports the collection.
+    env = dict(os.environ, PYTHONPATH=str(Path(fp.__file__).parents[5]))
+    for _ in range(5):
+        (tmp_path / "lease.json").unlink(missing_ok=True)
+        runs = [subprocess.Popen(argv + ["run-{0}".format(n)], stdout=subprocess.PIPE, text=True, env=env) for n in range(4)]
+        answers = [run.communicate()[0].strip() for run in runs]
+        assert answers.count("taken") == 1, answers
+        winner = json.loads((tmp_path / "lease.json").read_text())["run_id"]
+        assert all(answer == "busy " + winner for answer in answers if answer != "taken"), answers
