@@ -40,6 +40,7 @@ EXEMPT = {
     "/run/containerd/containerd.sock": "socket",
     "/var/run/crio/crio.sock": "socket",
     "/var/run/cri-dockerd.sock": "socket",
+    "/run/lock/gpufleet.lock": "the node lock the boot units hold while they work (flock): no content, never configuration",
     "/var/lib/kubelet/pod-resources/kubelet.sock": "socket (the kubelet's, which dcgm-exporter reads)",
     # Data other tools fill at run time.
     "/run/dcgm-job-map": "per-job data: slurm_gres's Prolog/Epilog (slurm_gres_job_map_dir) rewrites it each job",
