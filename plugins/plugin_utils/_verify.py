@@ -1271,10 +1271,23 @@ def not_read(nvml: dict[str, t.Any], versions: dict[str, t.Any], not_checked: di
 
 
 def build_report(
-    host: str, checks: list[dict[str, t.Any]], nvml: dict[str, t.Any], versions: dict[str, t.Any] | None = None, not_checked: dict[str, t.Any] | None = None
+    host: str,
+    checks: list[dict[str, t.Any]],
+    nvml: dict[str, t.Any],
+    versions: dict[str, t.Any] | None = None,
+    not_checked: dict[str, t.Any] | None = None,
+    boot_id: str | None = None,
+    time: str | None = None,
+    previous: t.Any = None,
 ) -> dict[str, t.Any]:
     """One host's report: checks in site.yml order, versions, GPUs, and `not_checked` (what could not be read,
-    and why) where anything was not. Deterministic (no timestamps)."""
+    and why) where anything was not.
+
+    `boot_id` (the node's /proc/sys/kernel/random/boot_id) says which boot the readings belong to: a reader
+    (the Slurm guard) ignores a report of an earlier boot, whose findings a reboot may have cleared. `time` is
+    when the readings were taken; where `previous` (the report the node holds) reads the same but for its time,
+    its time is kept, so a run that finds the node unchanged rewrites nothing (idempotence) and `time` says
+    since when, in this boot, the node has read so."""
     order = {layer: i for i, layer in enumerate(LAYERS + ("dra", "workload", "health", "matrix"))}
     checks = sorted(checks, key=lambda c: order.get(c["layer"], len(order)))
     findings = [f for c in checks for f in c["findings"]]
@@ -1293,7 +1306,29 @@ def build_report(
     unread = not_read(nvml, versions or {}, not_checked)
     if unread:
         report["not_checked"] = unread
+    if boot_id:
+        report["boot_id"] = boot_id.strip()
+    if time:
+        report["time"] = time
+        # Compared as written (JSON): the report built here may hold tuples where the file holds lists.
+        if isinstance(previous, dict) and previous.get("time") and _as_written(dict(previous, time=time)) == _as_written(report):
+            report["time"] = previous["time"]
     return report
+
+
+def _as_written(report: dict[str, t.Any]) -> str:
+    return json.dumps(report, sort_keys=True, default=str)
+
+
+def previous_report(text: t.Any) -> dict[str, t.Any] | None:
+    """The report the node holds (verify_report_path), or None where it is missing or not a report."""
+    if not isinstance(text, str) or not text.strip():
+        return None
+    try:
+        report = json.loads(text)
+    except ValueError:
+        return None
+    return report if isinstance(report, dict) else None
 
 
 def gate(report: dict[str, t.Any], fail_on: str) -> list[dict[str, t.Any]]:

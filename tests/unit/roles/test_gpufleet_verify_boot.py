@@ -87,6 +87,10 @@ def test_a_node_as_declared_passes(installed: Path, sim_node: t.Any, tmp_path: P
     assert report["status"] == "pass"
     assert statuses(report) == {"driver": "pass", "persistence": "pass", "cdi": "pass", "mig": "pass"}
     assert report["driver_version"] == DRIVER and len(report["gpus"]) == 8
+    # The boot and the time it was read in, as the verify role's report has them (the Slurm guard ignores an
+    # earlier boot's report).
+    assert report["boot_id"] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", report["time"]), report["time"]
     assert "gpufleet-verify-boot: PASS: " in done.stdout
     assert oct((tmp_path / "report.json").stat().st_mode & 0o777) == "0o644"
 

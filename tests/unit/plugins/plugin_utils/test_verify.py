@@ -25,7 +25,7 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.nvidia.plugins.filter.verify import verify_check, verify_dev_char_missing, verify_stats
+from ansible_collections.gpufleet.nvidia.plugins.filter.verify import verify_check, verify_dev_char_missing, verify_report, verify_stats
 from ansible_collections.gpufleet.nvidia.plugins.lookup.knowledge import table as knowledge
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge.packages import toolkit_packages
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _verify
@@ -510,6 +510,27 @@ def test_report_status_and_order(mixed_nvml: dict[str, t.Any]):
     # Deterministic: the same inputs give the same report, byte for byte.
     again = _verify.build_report("node", list(reversed(checks)), mixed_nvml, {"driver": "550.127.05"})
     assert json.dumps(report, sort_keys=True) == json.dumps(again, sort_keys=True)
+
+
+def test_the_report_carries_its_boot_and_time_and_keeps_the_time_of_an_unchanged_node(mixed_nvml: dict[str, t.Any]):
+    """Issue 37 (fresh state): a reader (the Slurm guard) must tell a report of an earlier boot from this boot's.
+    The time is kept where the node reads the same, so a second run writes the same bytes (0 changed)."""
+    checks = [_verify.check_driver(declared(driver_version="550.127.05"), mixed_nvml)]
+    first = verify_report(checks, "node", mixed_nvml, {"driver": "550.127.05"}, boot_id="boot-1\n", time="2026-01-02T03:04:05Z")
+    assert (first["boot_id"], first["time"]) == ("boot-1", "2026-01-02T03:04:05Z")
+    written = json.dumps(first, sort_keys=True)
+    again = verify_report(checks, "node", mixed_nvml, {"driver": "550.127.05"}, boot_id="boot-1", time="2026-01-02T09:00:00Z", previous=written)
+    assert json.dumps(again, sort_keys=True) == written
+    # Another boot, or other readings: the new time.
+    rebooted = verify_report(checks, "node", mixed_nvml, {"driver": "550.127.05"}, boot_id="boot-2", time="2026-01-02T09:00:00Z", previous=written)
+    assert (rebooted["boot_id"], rebooted["time"]) == ("boot-2", "2026-01-02T09:00:00Z")
+    changed = verify_report(checks, "node", mixed_nvml, {"driver": "550.144.03"}, boot_id="boot-1", time="2026-01-02T09:00:00Z", previous=written)
+    assert changed["time"] == "2026-01-02T09:00:00Z"
+    # A previous report that is missing or not JSON is none.
+    for text in (None, "", "{not json", "[]"):
+        assert verify_report(checks, "node", mixed_nvml, {}, boot_id="b", time="T", previous=text)["time"] == "T"
+    with pytest.raises(AnsibleFilterError, match="^verify_report: boot_id must be a string"):
+        verify_report(checks, "node", mixed_nvml, {}, boot_id=7)
 
 
 def test_stats_for_awx_keep_every_layer_and_drop_info_findings(mixed_nvml: dict[str, t.Any]):
