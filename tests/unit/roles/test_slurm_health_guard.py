@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.gpufleet.nvidia.plugins.filter.verify import verify_report
+
 ROOT = Path(__file__).resolve().parents[3]
 COMMAND = ROOT / "roles" / "slurm_gres" / "files" / "gpufleet-slurm-health-guard"
 
@@ -127,6 +129,21 @@ def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     return settings
 
 
+@pytest.fixture
+def scontrol(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A stand-in scontrol that records its arguments, one call a line; the node's name for the drain."""
+    calls = tmp_path / "scontrol.calls"
+    command = tmp_path / "scontrol"
+    command.write_text("#!/bin/sh\nprintf '%s|' \"$@\" >> {0}\necho >> {0}\n".format(calls))
+    command.chmod(0o755)
+    monkeypatch.setenv("SLURMD_NODENAME", "gpu-01")
+
+    def drains() -> list[str]:
+        return [line.rstrip("|") for line in calls.read_text().splitlines()] if calls.exists() else []
+
+    return str(command), drains
+
+
 def test_a_job_on_the_critical_gpu_is_refused_naming_it(node, monkeypatch, capsys):
     monkeypatch.setenv("SLURM_JOB_GPUS", "2,1")
     assert guard.guard(node({"verify.json": VERIFY_REPORT})) == guard.REFUSE
@@ -151,8 +168,84 @@ def test_a_boot_report_of_an_earlier_boot_is_no_judgement(node, monkeypatch, cap
     monkeypatch.setenv("SLURM_JOB_GPUS", "0")
     stale = dict(BOOT_REPORT, boot_id="an-earlier-boot")
     assert guard.guard(node({"boot.json": stale})) == guard.ALLOW
-    assert "boot.json: stale (written in an earlier boot)" in capsys.readouterr().err
+    assert "boot.json: stale (read in an earlier boot, an-earlier-boot, at an unknown time; this boot is this-boot)" in capsys.readouterr().err
     assert guard.guard(node({"boot.json": stale}, missing="refuse")) == guard.BROKEN
+
+
+def test_a_verify_report_from_before_a_reboot_does_not_refuse_the_job_or_drain_the_node(node, scontrol, monkeypatch, capsys):
+    """Issue 37 (fresh state): verify marked GPU 2 critical (Xid 79), then the node rebooted, which cleared it. The
+    report as the verify role writes it (verify_report) carries the boot it was read in; in the next boot the
+    guard ignores its findings, says why, and the job on GPU 2 runs. In the boot it was read in, it refuses."""
+    command, drains = scontrol
+    check = dict(VERIFY_REPORT["checks"][0], status="fail", summary="1 critical")
+    report = json.loads(json.dumps(verify_report([check], "gpu-01", {}, {}, boot_id="a-boot-before-the-reboot", time="2026-01-02T03:04:05Z")))
+    report["gpus"] = VERIFY_REPORT["gpus"]
+    monkeypatch.setenv("SLURM_JOB_GPUS", "1")  # slurmd's index 1: GPU 2, the one the report marks critical
+    assert guard.guard(dict(node({"verify.json": report}), scontrol=command)) == guard.ALLOW
+    said = capsys.readouterr().err
+    assert "verify.json: stale (read in an earlier boot, a-boot-before-the-reboot, at 2026-01-02T03:04:05Z; this boot is this-boot)" in said
+    assert "its findings are ignored" in said
+    assert drains() == []
+    # The same report in the boot it was read in: the GPU is refused and the node drained naming it.
+    report["boot_id"] = "this-boot"
+    assert guard.guard(dict(node({"verify.json": report}), scontrol=command)) == guard.REFUSE
+    reason = "gpufleet health: GPU /dev/nvidia2 (PCI 0000:47:00.0, Slurm index 1) is critical: xid: Xid 79 on GPU 2 (verify.json)"
+    assert drains() == ["update|NodeName=gpu-01|State=DRAIN|Reason=" + reason]
+
+
+def test_a_report_without_a_boot_id_is_judged_as_this_boots(node, monkeypatch):
+    """Written before reports carried one: it cannot be told stale, so its findings count (the safe side)."""
+    monkeypatch.setenv("SLURM_JOB_GPUS", "1")
+    assert guard.guard(node({"verify.json": VERIFY_REPORT})) == guard.REFUSE
+
+
+@pytest.mark.parametrize(
+    "slurmd, why",
+    [
+        ("/nonexistent/sbin/slurmd", "cannot run /nonexistent/sbin/slurmd -G ([Errno 2] No such file or directory"),
+        ("", "no slurmd in /etc/gpufleet/slurm-health-guard.json"),
+        ("/bin/false", "/bin/false -G exited 1: no output"),
+        ("/bin/true", "/bin/true -G lists no GPU index 1 (0 listed)"),
+    ],
+)
+def test_the_guard_fails_closed_when_it_cannot_tell_the_jobs_gpus(node, scontrol, monkeypatch, capsys, slurmd, why):
+    """Issue 37 (fresh state): a GPU is critical and slurmd -G does not answer where the settings say (Slurm lives
+    elsewhere), fails, or lists too few GPUs. The guard cannot tell whether the job has the critical GPU: it refuses
+    the job, even with missing: allow, and drains the node with a reason that says why (sinfo -R shows it)."""
+    command, drains = scontrol
+    monkeypatch.setenv("SLURM_JOB_GPUS", "1")
+    assert guard.guard(dict(node({"verify.json": VERIFY_REPORT}, missing="allow"), slurmd=slurmd, scontrol=command)) == guard.BROKEN
+    assert "job 42 refused: the guard cannot tell whether GPUs 1 are the critical ones: " + why in capsys.readouterr().err
+    (drain,) = drains()
+    assert drain.startswith("update|NodeName=gpu-01|State=DRAIN|Reason=gpufleet health guard cannot judge the GPUs: " + why), drain
+    assert len(drain.split("Reason=", 1)[1]) <= 250
+    if slurmd.startswith("/nonexistent"):
+        assert "set slurm_gres_slurmd_path to this node's slurmd" in drain
+
+
+def test_the_guard_fails_closed_when_the_driver_does_not_show_the_jobs_gpu(node, monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("SLURM_JOB_GPUS", "1")
+    monkeypatch.setattr(guard, "DRIVER_GPUS", str(tmp_path / "nowhere" / "*" / "information"))
+    assert guard.guard(node({"verify.json": VERIFY_REPORT})) == guard.BROKEN
+    assert "GPU index 1 (/dev/nvidia2) has no GPU in " in capsys.readouterr().err
+
+
+def test_no_critical_gpu_needs_no_slurmd(node, monkeypatch):
+    """Nothing to refuse: the job runs without asking slurmd (a healthy node does not depend on the path)."""
+    monkeypatch.setenv("SLURM_JOB_GPUS", "1")
+    healthy = dict(VERIFY_REPORT, checks=[dict(VERIFY_REPORT["checks"][0], findings=[])])
+    assert guard.guard(dict(node({"verify.json": healthy}), slurmd="/nonexistent/sbin/slurmd")) == guard.ALLOW
+
+
+def test_unreadable_settings_refuse_the_job_but_never_fail_the_epilog(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(guard, "syslog", None)
+    monkeypatch.setenv("GPUFLEET_SLURM_HEALTH_GUARD_CONFIG", str(tmp_path / "missing.json"))
+    monkeypatch.setenv("SLURM_JOB_GPUS", "0")
+    monkeypatch.setenv("SLURM_SCRIPT_CONTEXT", "prolog_slurmd")
+    assert guard.main() == guard.BROKEN
+    assert "refusing the job: run the slurm_gres role again" in capsys.readouterr().err
+    monkeypatch.setenv("SLURM_SCRIPT_CONTEXT", "epilog_slurmd")
+    assert guard.main() == guard.ALLOW
 
 
 def test_no_report_allows_or_refuses_as_set(node, monkeypatch, capsys):
@@ -265,8 +358,9 @@ def test_a_mapping_that_cannot_be_written_is_logged_and_the_job_runs(mapped, mon
     settings()
     assert run_as(monkeypatch, "prolog_slurmd", "45", "2") == guard.ALLOW
     assert "job 45: cannot write the job mapping in {0}".format(job_map) in capsys.readouterr().err
-    # A bug or a broken slurmd -G is the same: logged, the job runs, the Epilog exits 0.
-    settings(slurmd=str(tmp_path / "no-such-slurmd"))
+    # A bug or a broken slurmd -G is the same for the mapping: logged, the job runs, the Epilog exits 0. (With the
+    # guard on and a critical GPU, a broken slurmd -G refuses the job: the guard fails closed, tested above.)
+    settings(slurmd=str(tmp_path / "no-such-slurmd"), guard=False)
     job_map.unlink()
     assert run_as(monkeypatch, "prolog_slurmd", "46", "2") == guard.ALLOW
     assert "job 46: cannot write the job mapping" in capsys.readouterr().err
@@ -275,7 +369,7 @@ def test_a_mapping_that_cannot_be_written_is_logged_and_the_job_runs(mapped, mon
 
 def test_gpus_the_node_cannot_place_are_logged_and_the_rest_mapped(mapped, monkeypatch, capsys):
     settings, job_map = mapped
-    settings()
+    settings(guard=False)  # the guard would refuse the job: it cannot place GPU 9 while GPU 2 is critical
     assert run_as(monkeypatch, "prolog_slurmd", "47", "2,9") == guard.ALLOW
     assert "job 47: not in the job mapping: slurmd -G lists no GPU index 9 (3 listed)" in capsys.readouterr().err
     assert contents(job_map)["3"] == "47\n"

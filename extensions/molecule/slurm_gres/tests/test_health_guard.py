@@ -12,6 +12,7 @@ import os
 import re
 import sys
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -136,3 +137,72 @@ def test_a_job_on_a_critical_gpu_is_refused_and_the_node_drained_naming_it(host,
     held = wait_for(host, lambda: "launch_failed_requeued_held" in node(host).check_output("scontrol show job %s", job))
     assert held, node(host).check_output("scontrol show job %s", job)
     assert node_state(host)[0] == "drained"
+
+
+# -- issue 37, fresh state: a report of an earlier boot, and a guard that cannot tell the job's GPUs ----------------
+
+
+def test_the_verify_report_carries_the_boot_it_was_read_in(host):
+    report = json.loads(node(host).file(REPORT).content_string)
+    assert report["boot_id"] == node(host).file("/proc/sys/kernel/random/boot_id").content_string.strip()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", report["time"]), report["time"]
+
+
+@contextmanager
+def rebooted(host):
+    """The node as after a reboot, to the guard: another boot id (a bind mount over the kernel's file, which the
+    privileged node's slurmd sees too). The kernel log still has the Xid: only verify reads it, and verify does not run."""
+    node(host).run_expect([0], "echo 00000000-0000-4000-8000-0000000000b2 > /run/next-boot-id")
+    node(host).run_expect([0], "mount --bind /run/next-boot-id /proc/sys/kernel/random/boot_id")
+    try:
+        yield
+    finally:
+        node(host).run("umount /proc/sys/kernel/random/boot_id")
+
+
+def test_a_report_from_before_a_reboot_does_not_drain_the_node(host, cluster):
+    """The report still marks GPU 2 critical (the test above); then the node reboots, which clears an Xid 79. The
+    guard ignores the findings of the earlier boot: the job on GPU 2 runs, and the node stays in service."""
+    report = json.loads(node(host).file(REPORT).content_string)
+    assert any(f["severity"] == "error" and "Xid 79" in f["message"] for c in report["checks"] for f in c["findings"]), "no critical report"
+    node(host).run_expect([0], "scontrol update NodeName=%s State=RESUME", host.backend.host)
+    assert wait_for(host, lambda: node_state(host)[0] == "idle"), node_state(host)
+    since = node(host).check_output("date '+%Y-%m-%d %H:%M:%S'")
+    with rebooted(host):
+        run = srun(host, ON_GPU_2)
+        assert run.rc == 0, run.stderr
+        assert node_state(host)[0] == "idle", node_state(host)
+    said = node(host).check_output("journalctl -q --no-pager -t gpufleet-slurm-health-guard --since %s", since)
+    assert "verify.json: stale (read in an earlier boot, {0}".format(report["boot_id"]) in said, said
+    # In the boot it was read in, the same report refuses the GPU again.
+    assert srun(host, ON_GPU_2).rc != 0
+    assert node_state(host)[0] == "drained"
+
+
+def test_the_guard_fails_closed_where_slurmd_is_not_where_it_looks(host, cluster):
+    """Slurm installed elsewhere than the guard's settings say: with a GPU critical, the guard cannot tell whether
+    the job has it, so it refuses the job and drains the node saying why and what to set - not run it."""
+    settings = "/etc/gpufleet/slurm-health-guard.json"
+    node(host).run_expect([0], "cp -p %s %s.before", settings, settings)
+    moved = dict(json.loads(node(host).file(settings).content_string), slurmd="/opt/slurm/sbin/slurmd")
+    try:
+        node(host).run_expect([0], "printf '%%s\\n' %s > %s", json.dumps(moved), settings)
+        node(host).run_expect([0], "scontrol update NodeName=%s State=RESUME", host.backend.host)
+        assert wait_for(host, lambda: node_state(host)[0] == "idle"), node_state(host)
+        refused = srun(host, ON_GPU_0)  # a healthy GPU: still refused, the guard cannot tell it from GPU 2
+        assert refused.rc != 0 and "Job prolog failed" in refused.stderr, refused.stderr
+        state, reason = node_state(host)
+        assert state == "drained", (state, reason)
+        assert reason.startswith("gpufleet health guard cannot judge the GPUs: cannot run /opt/slurm/sbin/slurmd -G"), reason
+        assert "set slurm_gres_slurmd_path" in reason, reason
+    finally:
+        node(host).run("mv %s.before %s", settings, settings)
+
+
+def test_preflight_refuses_a_slurmd_path_that_is_not_there_before_touching_the_node(host):
+    before = node(host).file("/etc/gpufleet/slurm-health-guard.json").content_string
+    run = run_role(host, "slurm_gres", {"slurm_gres_slurmd_path": "/opt/slurm/sbin/slurmd", "slurm_gres_scontrol_path": "scontrol"})
+    assert run.failed, run
+    assert "slurm_gres_slurmd_path: /opt/slurm/sbin/slurmd is not an executable file on the node; set it to where slurmd is" in run.output, run
+    assert "slurm_gres_scontrol_path must be an absolute path (a Prolog has no search path), not " in run.output, run
+    assert node(host).file("/etc/gpufleet/slurm-health-guard.json").content_string == before
