@@ -95,7 +95,67 @@ def upgrade_plan(checks: t.Any, layers: t.Any) -> dict[str, t.Any]:
     }
 
 
+def _annotations(node: t.Any) -> dict[str, t.Any]:
+    return dict(((node or {}).get("metadata") or {}).get("annotations") or {})
+
+
+def _unschedulable(node: t.Any) -> bool:
+    return bool(((node or {}).get("spec") or {}).get("unschedulable"))
+
+
+def _reason(text: t.Any) -> str:
+    """sinfo's %E for the node: its reason, as `scontrol update ... Reason=` set it ("none" where there is none)."""
+    return " ".join(str(text or "").split())
+
+
+def _marks(marks: t.Any) -> tuple[str, str, str]:
+    if not isinstance(marks, dict) or not all(isinstance(marks.get(k), str) and marks.get(k) for k in ("annotation", "value", "reason")):
+        raise AnsibleFilterError("upgrade marks: expected the strings annotation, value and reason, got {0!r}".format(marks))
+    return marks["annotation"], marks["value"], marks["reason"]
+
+
+def upgrade_take(kubernetes_node: t.Any, slurm_state: t.Any, slurm_reason: t.Any, marks: t.Any, drained_pattern: str = "drain") -> dict[str, t.Any]:
+    """What this roll takes out of service, and marks as its own: the Kubernetes node (a dict, or None where
+    Kubernetes is left alone) unless someone else cordoned it, and the Slurm node (sinfo's state and reason, or
+    None) unless someone else drained it. A node cordoned or drained with the roll's mark is a stopped roll's:
+    this roll takes it over. Someone else's cordon or drain is left as it is and never given back."""
+    annotation, value, reason = _marks(marks)
+    out: dict[str, t.Any] = {"kubernetes_cordon": False, "slurm_drain": False, "left": []}
+    if kubernetes_node is not None:
+        ours = _annotations(kubernetes_node).get(annotation) == value
+        out["kubernetes_cordon"] = ours or not _unschedulable(kubernetes_node)
+        if not out["kubernetes_cordon"]:
+            out["left"].append("cordoned in Kubernetes by someone else (no {0} annotation): left cordoned".format(annotation))
+    if slurm_state is not None:
+        drained = re.search(drained_pattern, str(slurm_state), re.IGNORECASE) is not None
+        out["slurm_drain"] = not drained or _reason(slurm_reason) == reason
+        if not out["slurm_drain"]:
+            out["left"].append("drained in Slurm by someone else (reason {0!r}): left drained".format(_reason(slurm_reason)))
+    return out
+
+
+def upgrade_give_back(record: t.Any, kubernetes_node: t.Any, slurm_reason: t.Any, marks: t.Any) -> dict[str, t.Any]:
+    """What the roll gives back: only what it took (the record) and what still carries its mark now. A cordon
+    whose annotation someone took off, or a drain whose reason someone (or the Slurm health guard) replaced,
+    is theirs now and stays; `kept` says each, for the log and AWX."""
+    annotation, value, reason = _marks(marks)
+    record = record if isinstance(record, dict) else {}
+    out: dict[str, t.Any] = {"uncordon": False, "unmark": False, "resume": False, "kept": []}
+    if record.get("kubernetes_cordoned") and kubernetes_node is not None:
+        marked = _annotations(kubernetes_node).get(annotation) == value
+        out["unmark"] = marked
+        out["uncordon"] = marked and _unschedulable(kubernetes_node)
+        if _unschedulable(kubernetes_node) and not marked:
+            out["kept"].append("cordoned in Kubernetes without the upgrade's {0} annotation (someone else's cordon): left cordoned".format(annotation))
+    if record.get("slurm_drained") and slurm_reason is not None:
+        now = _reason(slurm_reason)
+        out["resume"] = now == reason
+        if not out["resume"] and now.lower() not in ("", "none"):
+            out["kept"].append("drained in Slurm with the reason {0!r}, not the upgrade's {1!r}: left drained".format(now, reason))
+    return out
+
+
 class FilterModule(FilterTable):
     """Rolling upgrade filters."""
 
-    FILTERS = (upgrade_plan, upgrade_roll_errors)
+    FILTERS = (upgrade_give_back, upgrade_plan, upgrade_roll_errors, upgrade_take)

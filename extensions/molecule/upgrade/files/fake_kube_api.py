@@ -44,10 +44,13 @@ class State:
 
 def node_object(name: str, node: dict) -> dict:
     spec = {"unschedulable": True} if node.get("unschedulable") else {}
+    metadata = {"name": name, "uid": "uid-" + name, "resourceVersion": str(node.get("version", 1))}
+    if node.get("annotations"):
+        metadata["annotations"] = dict(node["annotations"])
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "uid": "uid-" + name, "resourceVersion": str(node.get("version", 1))},
+        "metadata": metadata,
         "spec": spec,
         "status": {"conditions": [{"type": "Ready", "status": "True"}]},
     }
@@ -123,10 +126,21 @@ class Handler(BaseHTTPRequestHandler):
             if name not in nodes:
                 return 404, status(404, "NotFound", 'nodes "{0}" not found'.format(name))
             if method == "PATCH":
+                # A dry run (check mode: ?dryRun=All) answers what the patch would give and keeps nothing.
+                node = dict(nodes[name], annotations=dict(nodes[name].get("annotations") or {}))
                 spec = (body or {}).get("spec") or {}
                 if "unschedulable" in spec:
-                    nodes[name]["unschedulable"] = bool(spec["unschedulable"])
-                nodes[name]["version"] = nodes[name].get("version", 1) + 1
+                    node["unschedulable"] = bool(spec["unschedulable"])
+                # Merge patch semantics: a null value removes the annotation.
+                for key, value in (((body or {}).get("metadata") or {}).get("annotations") or {}).items():
+                    if value is None:
+                        node["annotations"].pop(key, None)
+                    else:
+                        node["annotations"][key] = str(value)
+                node["version"] = node.get("version", 1) + 1
+                if "dryRun" in query:
+                    return 200, node_object(name, node)
+                nodes[name] = node
             return 200, node_object(name, nodes[name])
         if parts == ["api", "v1", "pods"] and method == "GET":
             selector = (query.get("fieldSelector") or [""])[0]

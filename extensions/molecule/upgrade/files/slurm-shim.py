@@ -5,7 +5,11 @@ clears the simulated GPU processes a few seconds after a drain (a transient
 systemd timer) and notes when in job-ended.
 
     sinfo --noheader --Node --nodes=NAME --format=%T      -> idle | drained
+    sinfo --noheader --Node --nodes=NAME --format=%E      -> the drain's reason | none
     scontrol update NodeName=NAME State=DRAIN|RESUME [Reason=...]
+
+As in Slurm, a drain keeps its reason until the node is resumed, and a
+second drain replaces the reason (state/reason files).
 """
 
 import json
@@ -26,8 +30,10 @@ def main() -> int:
         log.write(json.dumps({"tool": tool, "argv": args, "time": time.time()}) + "\n")
     state_file = os.path.join(HOME, "state")
     state = open(state_file).read().strip() if os.path.exists(state_file) else "idle"
+    reason_file = os.path.join(HOME, "reason")
+    reason = open(reason_file).read().strip() if os.path.exists(reason_file) else "none"
     if tool == "sinfo":
-        print(state)
+        print(reason if "--format=%E" in args else state)
         return 0
     settings = dict(a.split("=", 1) for a in args[1:] if "=" in a)
     if tool != "scontrol" or args[:1] != ["update"] or "NodeName" not in settings:
@@ -36,6 +42,7 @@ def main() -> int:
     wanted = settings.get("State", "").upper()
     if wanted == "DRAIN":
         state = "drained"
+        reason = settings.get("Reason") or reason
         # AccuracySec: a transient timer may otherwise fire up to a minute late.
         subprocess.run(
             [
@@ -50,12 +57,14 @@ def main() -> int:
             check=True,
         )
     elif wanted == "RESUME":
-        state = "idle"
+        state, reason = "idle", "none"
     else:
         print("slurm shim: unsupported State={0}".format(wanted), file=sys.stderr)
         return 2
     with open(state_file, "w") as handle:
         handle.write(state + "\n")
+    with open(reason_file, "w") as handle:
+        handle.write(reason + "\n")
     return 0
 
 

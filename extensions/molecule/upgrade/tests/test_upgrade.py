@@ -51,11 +51,18 @@ def kube() -> dict:
     return json.loads(KUBE_STATE.read_text())
 
 
+def node_patches(state: dict) -> list[dict]:
+    """The PATCHes of nodes that set unschedulable, in order; not check mode's dry runs, which keep nothing."""
+    return [
+        r
+        for r in state["requests"]
+        if r["method"] == "PATCH" and r["path"].startswith("/api/v1/nodes/") and "dryRun" not in r["query"] and "unschedulable" in (r["body"].get("spec") or {})
+    ]
+
+
 def cordon_patches(state: dict, name: str, since: float = 0.0) -> list[bool]:
     """The unschedulable values PATCHed onto a node, in order."""
-    return [
-        r["body"]["spec"]["unschedulable"] for r in state["requests"] if r["method"] == "PATCH" and r["path"] == "/api/v1/nodes/" + name and r["time"] >= since
-    ]
+    return [r["body"]["spec"]["unschedulable"] for r in node_patches(state) if r["path"] == "/api/v1/nodes/" + name and r["time"] >= since]
 
 
 def touched(state: dict, name: str, since: float) -> list[str]:
@@ -102,6 +109,8 @@ def test_kubernetes_gives_back_only_what_the_roll_cordoned():
     for name in ("upg-node1", "upg-node2"):
         assert cordon_patches(state, name) == [True, False], name
         assert not state["nodes"][name].get("unschedulable"), name
+        # The roll's mark went with its cordon.
+        assert not state["nodes"][name].get("annotations"), name
     # Cordoned by someone else: drained, but never patched, and still cordoned.
     assert cordon_patches(state, "upg-node3") == []
     assert state["nodes"]["upg-node3"]["unschedulable"] is True
@@ -113,7 +122,7 @@ def test_kubernetes_gives_back_only_what_the_roll_cordoned():
 def test_the_first_batch_was_given_back_before_the_second_was_drained():
     """Batches [1, 2]: upg-node1 alone, then upg-node2 and upg-node3 together."""
     state = kube()
-    events = [(r["path"].rsplit("/", 1)[1], r["body"]["spec"]["unschedulable"]) for r in state["requests"] if r["method"] == "PATCH"]
+    events = [(r["path"].rsplit("/", 1)[1], r["body"]["spec"]["unschedulable"]) for r in node_patches(state)]
     assert events[:2] == [("upg-node1", True), ("upg-node1", False)]
     assert sorted(events[2:]) == [("upg-node2", False), ("upg-node2", True)]
     assert events.index(("upg-node2", True)) < events.index(("upg-node2", False))
@@ -131,6 +140,7 @@ def test_slurm_resumes_only_what_the_roll_drained(host):
     else:
         assert slurm_updates(name) == ["State=DRAIN", "State=RESUME"]
         assert state == "idle"
+    assert host.file("/var/lib/upg-slurm/reason").content_string.strip() == ("fan replacement" if name == "upg-node3" else "none")
     drain = [c for c in slurm_calls(name) if c["tool"] == "scontrol"][:1]
     assert all("Reason=gpufleet.nvidia upgrade" in c["argv"] for c in drain)
 
@@ -175,6 +185,7 @@ def test_failed_gate_stops_the_roll_and_the_next_roll_resumes_it():
     assert toolkit("upg-node2")[0] == "1.17.8-1"
     assert cordon_patches(state, "upg-node2", start) == [True]
     assert state["nodes"]["upg-node2"]["unschedulable"] is True
+    assert state["nodes"]["upg-node2"]["annotations"] == {"gpufleet.nvidia/upgrade": "cordoned"}
     assert slurm_updates("upg-node2", start) == ["State=DRAIN"]
     record = json.loads(node("upg-node2").file(RECORD).content_string)
     assert record == {
@@ -189,14 +200,25 @@ def test_failed_gate_stops_the_roll_and_the_next_roll_resumes_it():
     assert touched(state, "upg-node3", start) == []
     assert [c for c in slurm_calls("upg-node3") if c["time"] >= start] == []
 
+    # While the roll is stopped, the Slurm health guard drains upg-node2 again, with its own reason (a job's
+    # Prolog found a critical GPU): that drain is the guard's now, and the roll must not wipe it (issue 37).
+    guard_reason = "gpufleet health: GPU /dev/nvidia0 (PCI 0000:00:1e.0, Slurm index 0) is critical: xid: Xid 79"
+    node("upg-node2").check_output("scontrol update NodeName=upg-node2 State=DRAIN 'Reason=%s'" % guard_reason)
+
     # upg-node2 is fixed (above): the next roll resumes it and finishes the fleet.
     start = time.time()
     run = upgrade("-e", "container_toolkit_version=1.17.8", "-e", "upgrade_serial=100%")
     assert run.returncode == 0, run.stdout[-5000:]
     state = kube()
     assert touched(state, "upg-node1", start) == []  # at its declaration: not drained again
-    assert cordon_patches(state, "upg-node2", start) == [False]  # cordoned by the stopped roll: given back
-    assert slurm_updates("upg-node2", start) == ["State=RESUME"]
+    assert cordon_patches(state, "upg-node2", start) == [False]  # cordoned, with its mark, by the stopped roll: given back
+    assert not state["nodes"]["upg-node2"].get("annotations")
+    # Drained with the guard's reason, no longer the roll's: left drained, the reason kept, and said so.
+    assert slurm_updates("upg-node2", start) == []
+    assert node("upg-node2").file("/var/lib/upg-slurm/state").content_string.strip() == "drained"
+    assert node("upg-node2").file("/var/lib/upg-slurm/reason").content_string.strip() == guard_reason
+    kept = "drained in Slurm with the reason '{0}', not the upgrade's 'gpufleet.nvidia upgrade': left drained".format(guard_reason)
+    assert kept in " ".join(run.stdout.split()), run.stdout[-5000:]
     assert not node("upg-node2").file(RECORD).exists
     assert toolkit("upg-node3")[0] == "1.17.8-1"
     assert cordon_patches(state, "upg-node3", start) == []  # someone else's cordon stays

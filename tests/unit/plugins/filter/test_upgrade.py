@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.nvidia.plugins.filter.upgrade import upgrade_plan, upgrade_roll_errors
+from ansible_collections.gpufleet.nvidia.plugins.filter.upgrade import upgrade_give_back, upgrade_plan, upgrade_roll_errors, upgrade_take
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _verify
 
 GOOD = {"upgrade_serial": 1, "upgrade_max_fail_percentage": 0, "upgrade_layers": ["driver", "container_toolkit"]}
@@ -143,3 +143,63 @@ def test_unmanaged_and_warning_only_layers_are_not_pending():
 def test_bad_input_is_an_error(checks, layers, message):
     with pytest.raises(AnsibleFilterError, match="upgrade_plan: " + message):
         upgrade_plan(checks, layers)
+
+
+# Issue 37 (fresh state): the roll marks what it takes and gives back only what still carries its mark.
+MARKS = {"annotation": "gpufleet.nvidia/upgrade", "value": "cordoned", "reason": "gpufleet.nvidia upgrade"}
+RECORD = {"kubernetes_cordoned": True, "kubernetes_node": "gpu-01", "slurm_drained": True, "slurm_node": "gpu-01", "layers": ["driver"]}
+
+
+def k8s_node(unschedulable: bool, annotations: dict | None = None) -> dict:
+    return {"metadata": {"name": "gpu-01", "annotations": annotations}, "spec": {"unschedulable": True} if unschedulable else {}}
+
+
+def test_the_roll_takes_a_node_in_service_and_its_own_stopped_rolls_but_not_someone_elses():
+    take = upgrade_take(k8s_node(False), "idle", "none", MARKS)
+    assert (take["kubernetes_cordon"], take["slurm_drain"], take["left"]) == (True, True, [])
+    # A stopped roll's: cordoned with the annotation, drained with the reason (sinfo's line ends in a newline).
+    ours = upgrade_take(k8s_node(True, {"gpufleet.nvidia/upgrade": "cordoned"}), "drained", "gpufleet.nvidia upgrade\n", MARKS)
+    assert (ours["kubernetes_cordon"], ours["slurm_drain"]) == (True, True)
+    theirs = upgrade_take(k8s_node(True, {"other": "x"}), "drained*", "bad DIMM", MARKS)
+    assert (theirs["kubernetes_cordon"], theirs["slurm_drain"]) == (False, False)
+    assert theirs["left"] == [
+        "cordoned in Kubernetes by someone else (no gpufleet.nvidia/upgrade annotation): left cordoned",
+        "drained in Slurm by someone else (reason 'bad DIMM'): left drained",
+    ]
+    # Kubernetes or Slurm left alone: nothing taken there.
+    alone = upgrade_take(None, None, None, MARKS)
+    assert (alone["kubernetes_cordon"], alone["slurm_drain"]) == (False, False)
+
+
+def test_a_node_someone_took_while_the_roll_was_stopped_is_not_given_back():
+    """The roll recorded its cordon and drain, then stopped before making them; meanwhile an administrator cordoned
+    and drained the node. The record alone would give both back: the missing marks keep them."""
+    back = upgrade_give_back(RECORD, k8s_node(True), "RMA: GPU 3", MARKS)
+    assert (back["uncordon"], back["unmark"], back["resume"]) == (False, False, False)
+    assert back["kept"] == [
+        "cordoned in Kubernetes without the upgrade's gpufleet.nvidia/upgrade annotation (someone else's cordon): left cordoned",
+        "drained in Slurm with the reason 'RMA: GPU 3', not the upgrade's 'gpufleet.nvidia upgrade': left drained",
+    ]
+
+
+def test_the_guards_drain_is_not_wiped():
+    """The Slurm health guard re-drained the node with its own reason while the roll had it: the guard's drain stays."""
+    reason = "gpufleet health: GPU /dev/nvidia2 (PCI 0000:47:00.0, Slurm index 1) is critical: xid: Xid 79"
+    back = upgrade_give_back(RECORD, k8s_node(True, {"gpufleet.nvidia/upgrade": "cordoned"}), reason, MARKS)
+    assert (back["uncordon"], back["unmark"], back["resume"]) == (True, True, False)
+    assert back["kept"] == ["drained in Slurm with the reason {0!r}, not the upgrade's 'gpufleet.nvidia upgrade': left drained".format(reason)]
+
+
+def test_what_still_carries_the_mark_is_given_back_and_what_was_not_taken_is_not():
+    back = upgrade_give_back(RECORD, k8s_node(True, {"gpufleet.nvidia/upgrade": "cordoned"}), "gpufleet.nvidia upgrade", MARKS)
+    assert (back["uncordon"], back["unmark"], back["resume"], back["kept"]) == (True, True, True, [])
+    # Someone put it back in service already: nothing to uncordon or resume, the stray annotation goes.
+    back = upgrade_give_back(RECORD, k8s_node(False, {"gpufleet.nvidia/upgrade": "cordoned"}), "none", MARKS)
+    assert (back["uncordon"], back["unmark"], back["resume"], back["kept"]) == (False, True, False, [])
+    # Not taken (the record says so): never given back, marks or not.
+    back = upgrade_give_back(
+        {"kubernetes_cordoned": False, "slurm_drained": False}, k8s_node(True, {"gpufleet.nvidia/upgrade": "cordoned"}), "gpufleet.nvidia upgrade", MARKS
+    )
+    assert (back["uncordon"], back["resume"]) == (False, False)
+    with pytest.raises(AnsibleFilterError, match="^upgrade marks: expected"):
+        upgrade_give_back(RECORD, None, None, {"annotation": "a"})
