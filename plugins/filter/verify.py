@@ -105,18 +105,22 @@ def verify_report(
     boot_id: t.Any = None,
     time: t.Any = None,
     previous: t.Any = None,
+    extra: t.Any = None,
 ) -> dict[str, t.Any]:
     """One host's report from its checks, NVML facts and versions; `not_checked` says why a version was not read;
     `boot_id` and `time` say when the node was read, `previous` (the report text the node holds) keeps the time
-    of an unchanged report."""
+    of an unchanged report; `extra` adds keys to the report (before that comparison)."""
     if not isinstance(checks, list) or not all(isinstance(c, dict) and "layer" in c for c in checks):
         raise AnsibleFilterError("verify_report: expected a list of verify_check results")
     if not_checked is not None and not isinstance(not_checked, dict):
         raise AnsibleFilterError("verify_report: not_checked must map a version's key to why it was not read, got {0}".format(type(not_checked).__name__))
+    if extra is not None and not isinstance(extra, dict):
+        raise AnsibleFilterError("verify_report: extra must be a mapping of keys to add, got {0}".format(type(extra).__name__))
     for name, value in (("boot_id", boot_id), ("time", time), ("previous", previous)):
         if value is not None and not isinstance(value, str):
             raise AnsibleFilterError("verify_report: {0} must be a string, got {1}".format(name, type(value).__name__))
-    return _verify.build_report(host, checks, nvml or {}, versions or {}, not_checked, boot_id=boot_id, time=time, previous=_verify.previous_report(previous))
+    previous_report = _verify.previous_report(previous)
+    return _verify.build_report(host, checks, nvml or {}, versions or {}, not_checked, boot_id=boot_id, time=time, previous=previous_report, extra=extra)
 
 
 def verify_engine_version(reads: t.Any, engine: str, packages: t.Any = None) -> dict[str, t.Any]:

@@ -1279,6 +1279,7 @@ def build_report(
     boot_id: str | None = None,
     time: str | None = None,
     previous: t.Any = None,
+    extra: dict[str, t.Any] | None = None,
 ) -> dict[str, t.Any]:
     """One host's report: checks in site.yml order, versions, GPUs, and `not_checked` (what could not be read,
     and why) where anything was not.
@@ -1287,7 +1288,8 @@ def build_report(
     (the Slurm guard) ignores a report of an earlier boot, whose findings a reboot may have cleared. `time` is
     when the readings were taken; where `previous` (the report the node holds) reads the same but for its time,
     its time is kept, so a run that finds the node unchanged rewrites nothing (idempotence) and `time` says
-    since when, in this boot, the node has read so."""
+    since when, in this boot, the node has read so. `extra`: more keys of the report (the role's cuda_images and
+    schedulers), part of what must read the same."""
     order = {layer: i for i, layer in enumerate(LAYERS + ("dra", "workload", "health", "matrix"))}
     checks = sorted(checks, key=lambda c: order.get(c["layer"], len(order)))
     findings = [f for c in checks for f in c["findings"]]
@@ -1306,6 +1308,7 @@ def build_report(
     unread = not_read(nvml, versions or {}, not_checked)
     if unread:
         report["not_checked"] = unread
+    report.update(extra or {})
     if boot_id:
         report["boot_id"] = boot_id.strip()
     if time:

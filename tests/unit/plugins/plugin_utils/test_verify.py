@@ -526,6 +526,11 @@ def test_the_report_carries_its_boot_and_time_and_keeps_the_time_of_an_unchanged
     assert (rebooted["boot_id"], rebooted["time"]) == ("boot-2", "2026-01-02T09:00:00Z")
     changed = verify_report(checks, "node", mixed_nvml, {"driver": "550.144.03"}, boot_id="boot-1", time="2026-01-02T09:00:00Z", previous=written)
     assert changed["time"] == "2026-01-02T09:00:00Z"
+    # The role's own keys (extra) are part of the report that must read the same, as the node holds it.
+    schedulers = {"schedulers": {"labels": None, "slurm_gres": "gpu:2"}}
+    held = json.dumps(verify_report(checks, "node", mixed_nvml, {}, boot_id="boot-1", time="2026-01-02T03:04:05Z", extra=schedulers))
+    again = verify_report(checks, "node", mixed_nvml, {}, boot_id="boot-1", time="2026-01-02T09:00:00Z", previous=held, extra=schedulers)
+    assert (again["time"], again["schedulers"]) == ("2026-01-02T03:04:05Z", schedulers["schedulers"])
     # A previous report that is missing or not JSON is none.
     for text in (None, "", "{not json", "[]"):
         assert verify_report(checks, "node", mixed_nvml, {}, boot_id="b", time="T", previous=text)["time"] == "T"
