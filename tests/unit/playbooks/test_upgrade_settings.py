@@ -42,6 +42,11 @@ def upgrade(*extra: str):
         (["-e", "upgrade_kubeconfig=/nonexistent/kubeconfig"], "upgrade_kubeconfig: /nonexistent/kubeconfig is not a file on the controller"),
         (["-e", "upgrade_slurm=true", "-e", "upgrade_slurm_host=slurmctl"], "upgrade_slurm_host: slurmctl is not in the inventory"),
         (["-e", "upgrade_gpu_process_poll=0"], "upgrade_gpu_process_poll (0) at least 1 second"),
+        # Issue 37 (fresh state): the roll resumes only a node drained with its mark, so its drain must set it.
+        (
+            ["-e", "upgrade_slurm=true", "-e", '{"upgrade_slurm_drain_command": ["scontrol", "update", "NodeName=n", "State=DRAIN", "Reason=maint"]}'],
+            'upgrade_slurm_drain_command must drain with the mark of the roll, the argument \\"Reason=gpufleet.nvidia upgrade\\" (upgrade_slurm_drain_reason)',
+        ),
     ],
 )
 def test_bad_settings_stop_the_run_before_any_node(extra, message):
