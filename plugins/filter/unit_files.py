@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Sequence
 
 from ansible.errors import AnsibleFilterError
@@ -34,7 +35,59 @@ def systemd_unit_files(units: object, texts: object, directory: str = SYSTEMD_UN
     return [{"path": posixpath.join(directory, unit), "content": str(text), "mode": mode} for unit, text in zip(units, texts)]
 
 
-class FilterModule(FilterTable):
-    """Filters that turn a role's units into node_files entries."""
+# Control characters: a newline in a value would start a new line (a new setting) of the unit or env file.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Words systemd reads as they are: nothing to quote, no specifier, no variable.
+_PLAIN = re.compile(r"[A-Za-z0-9_@+=:,./-]+")
 
-    FILTERS = (systemd_unit_files,)
+
+def _no_control(value: object, what: str) -> str:
+    text = str(value)
+    found = _CONTROL.search(text)
+    if found:
+        raise AnsibleFilterError(
+            "{0}: {1!r} holds a control character ({2!r}); in a systemd unit or env file it would start a new line "
+            "(a new setting): remove it from the variable that gave it".format(what, text, found.group())
+        )
+    return text
+
+
+def systemd_exec(argv: object) -> str:
+    """A command line for ExecStart= that systemd reads back as exactly `argv` (systemd.service(5), "Command lines").
+
+    Each word is double-quoted where it is not plain, with backslash and double quote escaped; then every `%`
+    becomes `%%` (a specifier otherwise) and every `$` becomes `$$` (a variable otherwise). A word with a control
+    character is refused: a newline would end ExecStart= and start another setting."""
+    if not isinstance(argv, Sequence) or isinstance(argv, str) or not argv:
+        raise AnsibleFilterError("systemd_exec: give the command as a non-empty list of words, got {0!r}".format(argv))
+    words = []
+    for index, word in enumerate(argv):
+        text = _no_control(word, "systemd_exec: word {0}".format(index))
+        if not _PLAIN.fullmatch(text):
+            text = '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        words.append(text.replace("%", "%%").replace("$", "$$"))
+    return " ".join(words)
+
+
+def systemd_setting(value: object, name: str = "value") -> str:
+    """A value for a unit setting other than a command line (a path in ConditionPathExists=, EnvironmentFile=, a
+    Description=): `%` doubled, so that systemd does not read a specifier (systemd.unit(5), "Specifiers").
+    Control characters are refused: a newline would start another setting."""
+    return _no_control(value, "systemd_setting: {0}".format(name)).replace("%", "%%")
+
+
+def systemd_env_value(value: object, name: str = "value") -> str:
+    """A value for a line NAME=VALUE of an EnvironmentFile= (systemd.exec(5)): as it is where it is plain, else
+    double-quoted with backslash and double quote escaped, so that spaces, quotes and `#` stay part of it. Control
+    characters are refused: a newline would start another variable. EnvironmentFile= expands neither specifiers nor
+    variables."""
+    text = _no_control(value, "systemd_env_value: {0}".format(name))
+    if _PLAIN.fullmatch(text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class FilterModule(FilterTable):
+    """Filters that turn a role's units into node_files entries, and values into what systemd reads back as given."""
+
+    FILTERS = (systemd_unit_files, systemd_exec, systemd_setting, systemd_env_value)

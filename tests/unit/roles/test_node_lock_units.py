@@ -27,4 +27,6 @@ BOOT_UNITS = (
 def test_the_boot_unit_runs_under_the_node_lock(unit: str) -> None:
     starts = re.findall(r"^ExecStart=(.*)$", (ROOT / unit).read_text(), re.MULTILINE)
     assert len(starts) == 1, starts
-    assert starts[0].startswith("/usr/bin/flock {0} ".format(NODE_LOCK)), starts[0]
+    # The command is a list of words that gpufleet.nvidia.systemd_exec joins: flock and the lock come first.
+    words = re.match(r"""\{\{ \(?\[(["'])/usr/bin/flock\1, (["'])([^"']+)\2[,\]]""", starts[0])
+    assert words is not None and words.group(3) == NODE_LOCK, starts[0]

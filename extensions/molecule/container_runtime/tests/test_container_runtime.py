@@ -193,6 +193,17 @@ def test_config_containerd_refuses_is_rolled_back_before_any_restart(host):
     assert _main_pid(host) == pid, "containerd must not have been restarted"
 
 
+def test_the_nvidia_runtime_as_default_without_its_binary_is_refused_before_any_change(host):
+    """As the default runtime, a missing binary would fail every container the engine starts."""
+    if name(host) != "container_runtime-containerd23":
+        pytest.skip("exercised on the containerd 2.3 node (nvidia is its default)")
+    before = {path: sha256(host, path) for path in (MAIN, DROP_IN)}
+    run = run_role(host, "container_runtime", {"container_runtime_nvidia_runtime_path": "/usr/local/bin/no-such-nvidia-runtime"})
+    assert run.failed, run
+    assert "container_runtime_set_default: /usr/local/bin/no-such-nvidia-runtime does not exist" in run.output, run
+    assert {path: sha256(host, path) for path in before} == before
+
+
 @pytest.mark.parametrize("which", ["container_runtime-debian12", "container_runtime-containerd22"])
 def test_containerd_that_fails_with_the_new_drop_in_is_rolled_back(host, which):
     """1.6 keeps running without CRI; 2.2 (CRI required) exits. Both end healthy, as before."""

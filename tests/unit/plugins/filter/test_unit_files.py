@@ -7,10 +7,14 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.nvidia.plugins.filter.unit_files import FilterModule, systemd_unit_files
+from ansible_collections.gpufleet.nvidia.plugins.filter.unit_files import FilterModule, systemd_env_value, systemd_exec, systemd_setting, systemd_unit_files
 
 
 def test_each_unit_gets_its_path_text_and_mode_in_order() -> None:
@@ -39,3 +43,50 @@ def test_mismatched_input_is_refused(units: object, texts: object, message: str)
         systemd_unit_files(units, texts)
     with pytest.raises(AnsibleFilterError, match="directory must be absolute"):
         systemd_unit_files(["a.service"], ["x"], directory="etc/systemd")
+
+
+# --- values into units and env files ---------------------------------------------------------------------------------
+
+
+def test_a_command_line_keeps_its_words_and_has_no_specifier_or_variable() -> None:
+    assert systemd_exec(["/usr/bin/flock", "/run/lock/gpufleet.lock", "/usr/local/sbin/gpufleet-mig", "apply"]) == (
+        "/usr/bin/flock /run/lock/gpufleet.lock /usr/local/sbin/gpufleet-mig apply"
+    )
+    assert systemd_exec(["/usr/bin/nvidia-ctk", "--output=/var/run/cdi/nvidia 50%.yaml", "--x=$HOME", 'say "hi"', "a\\b"]) == (
+        '/usr/bin/nvidia-ctk "--output=/var/run/cdi/nvidia 50%%.yaml" "--x=$$HOME" "say \\"hi\\"" "a\\\\b"'
+    )
+
+
+@pytest.mark.parametrize("word", ["inference\nExecStartPre=/bin/sh -c id", "a\rb", "tab\there", "nul\x00"])
+def test_a_control_character_is_refused_naming_the_word(word: str) -> None:
+    with pytest.raises(AnsibleFilterError, match=r"systemd_exec: word 1: .* holds a control character"):
+        systemd_exec(["/bin/echo", word])
+    with pytest.raises(AnsibleFilterError, match=r"systemd_env_value: mig_label: .* holds a control character"):
+        systemd_env_value(word, "mig_label")
+    with pytest.raises(AnsibleFilterError, match=r"systemd_setting: mig_config_dir: .* holds a control character"):
+        systemd_setting(word, "mig_config_dir")
+
+
+def test_settings_and_env_values() -> None:
+    assert systemd_setting("/etc/gpufleet/50%/mig") == "/etc/gpufleet/50%%/mig"
+    assert systemd_env_value("all-balanced") == "all-balanced"
+    assert systemd_env_value('a "b" #c\\') == '"a \\"b\\" #c\\\\"'
+    with pytest.raises(AnsibleFilterError, match="give the command as a non-empty list"):
+        systemd_exec("/bin/echo hi")
+
+
+@pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="needs systemd-analyze")
+def test_systemd_parses_the_command_lines(tmp_path: Path) -> None:
+    """systemd-analyze verify, systemd's own parser: a quote left open or a bad escape fails the unit."""
+    lines = [
+        systemd_exec(["/bin/echo", "a b", "50%", "$HOME", 'un"quoted', "back\\slash", "'single'"]),
+        systemd_exec(["/bin/true"]),
+    ]
+    for number, line in enumerate(lines):
+        unit = tmp_path / "t{0}.service".format(number)
+        unit.write_text("[Service]\nType=oneshot\nExecStart={0}\n".format(line))
+        verified = subprocess.run(["systemd-analyze", "verify", "--man=no", str(unit)], capture_output=True, text=True, check=False)
+        assert verified.returncode == 0 and not verified.stderr.strip(), (line, verified.stderr)
+    broken = tmp_path / "broken.service"
+    broken.write_text('[Service]\nType=oneshot\nExecStart=/bin/echo "a b\n')
+    assert subprocess.run(["systemd-analyze", "verify", "--man=no", str(broken)], capture_output=True, check=False).returncode != 0
