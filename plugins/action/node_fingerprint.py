@@ -24,6 +24,8 @@ import yaml
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.gpufleet.nvidia.plugins.modules.node_fingerprint import ARGUMENT_SPEC
+
 COLLECTION_ROOT = Path(__file__).resolve().parents[2]
 # What the roles run: a change to any of it (an upgraded collection) must not
 # match a record that older code made.
@@ -143,7 +145,8 @@ def busy_message(holder: dict[str, t.Any], wait: int) -> str:
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("state", "path", "prefixes", "report", "watch", "lease", "lease_wait", "lease_take_over"))
+    # The module's options, less the declaration this plugin computes.
+    _VALID_ARGS = frozenset(ARGUMENT_SPEC) - {"declaration"}
 
     def run(self, tmp: t.Any = None, task_vars: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
         result = super().run(tmp, task_vars)

@@ -48,6 +48,7 @@ ENTRY_MODULES = (
     "nvml/facts",
     "nvml/health",
     "nvml/session",
+    "_durable",
     "_gfd_labels",
     "_health",
 )

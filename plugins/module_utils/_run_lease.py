@@ -28,6 +28,8 @@ import os
 import time
 import typing as t
 
+from ._durable import remove, write_json
+
 NODE_LOCK = "/run/lock/gpufleet.lock"
 LEASE_PATH = "/var/lib/gpufleet/run-lease.json"
 STOPPED_PATH = "/var/lib/gpufleet/stopped-services.json"
@@ -38,7 +40,7 @@ _POLL = 1.0
 # caller that will not wait for the lease itself.
 _LOCK_GRACE = 10.0
 
-__all__ = ["HOLDER_FIELDS", "LEASE_PATH", "NODE_LOCK", "STOPPED_PATH", "LeaseBusy", "NodeLock", "RunLease", "StoppedServices", "write_json"]
+__all__ = ["HOLDER_FIELDS", "LEASE_PATH", "NODE_LOCK", "STOPPED_PATH", "LeaseBusy", "NodeLock", "RunLease", "StoppedServices"]
 
 
 class LeaseBusy(Exception):
@@ -48,43 +50,6 @@ class LeaseBusy(Exception):
     def __init__(self, holder: dict[str, t.Any] | None) -> None:
         super().__init__("busy")
         self.holder = holder
-
-
-def write_json(path: str, data: t.Any, mode: int = 0o600) -> None:
-    """Crash-safe: a temporary file beside it, fsync, rename, fsync of the directory."""
-    directory = os.path.dirname(path)
-    os.makedirs(directory, mode=0o755, exist_ok=True)
-    temporary = "{0}.{1}.tmp".format(path, os.getpid())
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, sort_keys=True, indent=1)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.lexists(temporary):
-            os.unlink(temporary)
-        raise
-    _fsync_directory(directory)
-
-
-def _fsync_directory(directory: str) -> None:
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
-def _remove(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        return
-    _fsync_directory(os.path.dirname(path))
 
 
 def _read_json(path: str) -> t.Any:
@@ -172,7 +137,7 @@ class RunLease:
             current = self.holder()
             if current is None or current.get("run_id") != run_id:
                 return False
-            _remove(self.path)
+            remove(self.path)
             return True
         finally:
             lock.release()
@@ -225,5 +190,5 @@ class StoppedServices:
             else:
                 failed.append("{0}: {1}".format(name, err.strip() or "exit {0}".format(rc)))
         if not failed:
-            _remove(self.path)
+            remove(self.path)
         return started, failed

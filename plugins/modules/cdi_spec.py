@@ -150,6 +150,8 @@ import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._durable import sync_directory
+
 # Optional on the target: PyYAML reads YAML specs (format=yaml), jsonschema
 # checks the O(schema). Nothing stands in for either: a home-made reader or
 # validator would judge the spec differently from the CDI library.
@@ -359,12 +361,16 @@ class CdiSpec:
         if not os.path.isdir(directory):
             os.makedirs(directory, 0o755)
         os.chmod(generated, 0o644)
+        # The container engines read the spec at every start: its data and its rename both down to the disk.
+        with open(generated, "rb") as handle:
+            os.fsync(handle.fileno())
         try:
             os.rename(generated, self.path)  # atomic: same filesystem
         except OSError as err:
             if err.errno != errno.EXDEV:
                 raise
             self.module.atomic_move(generated, self.path)
+        sync_directory(directory)
         self.module.set_mode_if_different(self.path, self.module.params["mode"], False)
         return result
 

@@ -227,6 +227,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._containerd import
     preamble,
     redact,
 )
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._durable import sync_directory, sync_file
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._toml import (
     TomlError,
     TomlNullError,
@@ -330,7 +331,10 @@ class ContainerdDropIn:
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".gpufleet-")
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
+            # containerd reads it at every start: data and rename both down to the disk.
+            sync_file(handle)
         self.module.atomic_move(tmp, path)
+        sync_directory(directory)
         if mode is not None:
             self.module.set_mode_if_different(path, mode, False)
 

@@ -152,6 +152,8 @@ import typing as t
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._durable import sync_directory, sync_file
+
 _DEFAULT_MODES = {"file": "0644", "directory": "0755"}
 # Where systemd looks for unit files (systemd.unit(5)); a change there needs a daemon-reload.
 _UNIT_DIRECTORIES = ("/etc/systemd/system/", "/run/systemd/system/", "/usr/lib/systemd/system/", "/lib/systemd/system/")
@@ -272,10 +274,13 @@ class NodeFiles:
             handle, temp = tempfile.mkstemp(dir=directory, prefix=".gpufleet-")
             with os.fdopen(handle, "wb") as out:
                 out.write(wanted)
+                # Units, drop-ins and configs the next boot reads: data and rename both down to the disk.
+                sync_file(out)
             if kind == "absent":
                 # atomic_move keeps an existing file's attributes; a new one starts private and gets its mode below.
                 os.chmod(temp, 0o600)
             self.module.atomic_move(temp, path, unsafe_writes=False)
+            sync_directory(directory)
         attributes: dict[str, t.Any] = {"before": {"path": path}, "after": {"path": path}}
         if (kind == "file" or not self.module.check_mode) and self._attributes(entry, attributes):
             if not changed:
@@ -313,6 +318,7 @@ class NodeFiles:
                 temp = os.path.join(os.path.dirname(path), ".gpufleet-{0}".format(os.getpid()))
                 os.symlink(entry["src"], temp)
                 os.rename(temp, path)
+                sync_directory(os.path.dirname(path))
             self._record(path, changed, diff)
         return changed
 
@@ -325,6 +331,7 @@ class NodeFiles:
                 shutil.rmtree(path)
             else:
                 os.unlink(path)
+            sync_directory(os.path.dirname(path))
         self._record(path, True, {"before": {"path": path, "state": kind}, "after": {"path": path, "state": "absent"}})
         return True
 

@@ -204,7 +204,8 @@ import typing as t
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._driver_state import DriverStateReader
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._run_lease import LeaseBusy, RunLease, StoppedServices, write_json
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._durable import write_json
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._run_lease import LeaseBusy, RunLease, StoppedServices
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import constants as nvml_constants
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import session as nvml_session
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import values as nvml_values
