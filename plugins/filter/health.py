@@ -59,7 +59,7 @@ def health_metrics(nvml: t.Any, findings: t.Any, kernel_log: t.Any = None) -> st
     if not isinstance(findings, list):
         raise AnsibleFilterError("health_metrics: expected the list of health_findings, got {0}".format(type(findings).__name__))
     try:
-        return _health.metrics_text(nvml, findings, _health.parse_kernel_log(kernel_log))
+        return _health.metrics_text(nvml, findings, _health.kernel_events(kernel_log))
     except ValueError as exc:
         raise AnsibleFilterError("health_metrics: {0}".format(exc)) from None
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import typing as t
 
 from ._knowledge import health as _kb
@@ -120,18 +121,46 @@ def read_available(descriptor: int, limit: int) -> bytes:
     return b"".join(chunks)[:limit]
 
 
-def read_kernel_log(path: str, limit: int = 4 << 20) -> str | None:
-    """The kernel log at path (/dev/kmsg or a file) as text, without blocking; None when it cannot be read."""
+# The kernel's ring buffer is at most 32 MiB (CONFIG_LOG_BUF_SHIFT <= 25): read whole, it is parsed where it is.
+KMSG_LIMIT = 64 << 20
+
+
+def read_kernel_events(path: str, limit: int = 4 << 20) -> dict[str, t.Any] | None:
+    """The Xid events of the kernel log at `path`, read and parsed on the node; None when it cannot be read.
+
+    /dev/kmsg (a character device) is read whole: its ring buffer already drops the oldest records. A file (a
+    journal export, a syslog) can be far larger than the newest events: its last `limit` bytes are read, from the
+    first whole line, so that the newest events are never the ones cut off. Only the events leave this function:
+    {"events": [...], "read_bytes": n, "truncated": whether older lines were not read}."""
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return None
     try:
-        return read_available(descriptor, limit).decode("utf-8", "replace")
+        info = os.fstat(descriptor)
+        truncated = False
+        if stat.S_ISREG(info.st_mode) and info.st_size > limit:
+            os.lseek(descriptor, info.st_size - limit, os.SEEK_SET)
+            truncated = True
+        data = read_available(descriptor, limit if stat.S_ISREG(info.st_mode) else KMSG_LIMIT)
     except OSError:
         return None
     finally:
         os.close(descriptor)
+    if truncated:
+        # The first line was cut by the seek: it starts after the first newline.
+        data = data[data.find(b"\n") + 1 :]
+    return {"events": parse_kernel_log(data.decode("utf-8", "replace")), "read_bytes": len(data), "truncated": truncated}
+
+
+def kernel_events(kernel_log: t.Any) -> list[dict[str, t.Any]]:
+    """The events of a kernel log as verify gets it: read on the node (read_kernel_events' answer) or as text."""
+    if isinstance(kernel_log, dict):
+        events = kernel_log.get("events")
+        if not isinstance(events, list):
+            raise ValueError("the kernel log's events must be a list, got {0}".format(type(events).__name__))
+        return events
+    return parse_kernel_log(kernel_log or "")
 
 
 def canonical_bus_id(domain: int, bus: int, device: int, function: int = 0) -> str:

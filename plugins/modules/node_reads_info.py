@@ -32,6 +32,15 @@ options:
         skipped.
     type: dict
     default: {}
+  kernel_logs:
+    description:
+      - Names and the absolute paths of kernel logs (C(/dev/kmsg), or a file of kmsg, dmesg, journal or syslog
+        lines) whose NVIDIA Xid and fallen-off-the-bus events are wanted. Each is read and parsed here, on the node,
+        and only its events travel (RV(kernel_logs)), not the log.
+      - C(/dev/kmsg) is read whole (the kernel's ring buffer drops the oldest records itself). Of a file, the last
+        O(max_bytes) are read, from the first whole line, so the newest events are never the ones left out.
+    type: dict
+    default: {}
   commands:
     description: Names and the argument vectors to run (no shell). The program is looked up in C(PATH) and the
       sbin directories.
@@ -76,6 +85,18 @@ file_errors:
   type: dict
   returned: always
   sample: {}
+kernel_logs:
+  description:
+    - Each name's kernel log events (C(xid), C(bus_id), C(message), C(fallen_off_bus)), how many bytes were read, and
+      whether older lines of a file were left out (C(truncated)); V(null) where the log cannot be read.
+  type: dict
+  returned: always
+  sample:
+    kernel_log:
+      events:
+        - {xid: 79, bus_id: "00000000:07:00.0", fallen_off_bus: true, message: "NVRM: Xid (PCI:0000:07:00): 79, GPU has fallen off the bus."}
+      read_bytes: 48213
+      truncated: false
 commands:
   description: Each name's return code, stdout and stderr.
   type: dict
@@ -90,7 +111,7 @@ import typing as t
 from ansible.module_utils.basic import AnsibleModule
 
 # The non-blocking read is the kernel log reader's: /dev/kmsg is the file that needs it.
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._health import read_available
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._health import read_available, read_kernel_events
 
 _NOT_INSTALLED = 127
 _TIMED_OUT = 124
@@ -105,6 +126,9 @@ class NodeReads:
         for name, path in module.params["files"].items():
             if not isinstance(path, str) or not os.path.isabs(path):
                 module.fail_json(msg="files.{0}: '{1}' is not an absolute path".format(name, path))
+        for name, path in module.params["kernel_logs"].items():
+            if not isinstance(path, str) or not os.path.isabs(path):
+                module.fail_json(msg="kernel_logs.{0}: '{1}' is not an absolute path".format(name, path))
         for name, argv in module.params["commands"].items():
             if not isinstance(argv, list) or not argv or not all(isinstance(arg, (str, int)) for arg in argv):
                 module.fail_json(msg="commands.{0}: expected a non-empty list of arguments, got {1!r}".format(name, argv))
@@ -153,14 +177,16 @@ class NodeReads:
             files[name], error = self.read_file(path)
             if error:
                 errors[name] = error
+        kernel_logs = {name: read_kernel_events(path, self.limit) for name, path in self.module.params["kernel_logs"].items()}
         commands = {name: self.run_command(argv) for name, argv in self.module.params["commands"].items()}
-        return {"changed": False, "files": files, "file_errors": errors, "commands": commands}
+        return {"changed": False, "files": files, "file_errors": errors, "kernel_logs": kernel_logs, "commands": commands}
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "files": {"type": "dict", "default": {}},
+            "kernel_logs": {"type": "dict", "default": {}},
             "commands": {"type": "dict", "default": {}},
             "timeout": {"type": "int", "default": 60},
             "max_bytes": {"type": "int", "default": 4 * 1024 * 1024},

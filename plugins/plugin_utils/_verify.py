@@ -1013,7 +1013,7 @@ def check_health(settings: dict[str, t.Any], nvml: dict[str, t.Any], kernel_log:
         if settings.get("gpu_count") is not None:
             variables["gpu_count_expected"] = int(settings["gpu_count"])
         policy = _health.HealthPolicy.from_vars(variables, prefix=HEALTH_POLICY_PREFIX)
-        events = _health.parse_kernel_log(kernel_log or "")
+        events = _health.kernel_events(kernel_log)
         judged_findings = _health.judge(nvml, events, services or {}, policy)
     except ValueError as exc:
         raise VerifyError(str(exc)) from None

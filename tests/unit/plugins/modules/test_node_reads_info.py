@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import select
@@ -137,3 +138,27 @@ def test_an_overwritten_kmsg_record_is_skipped_and_every_read_takes_a_whole_reco
 
 def test_an_endless_device_is_bounded_by_max_bytes() -> None:
     assert run(files={"zero": "/dev/zero"}, max_bytes=100)["files"]["zero"] == "\0" * 100
+
+
+# --- kernel logs: parsed on the node, the newest end of a file ----------------------------------------------------------
+XID = "Nov 29 10:00:{0:02d} gpu-01 kernel: NVRM: Xid (PCI:0000:{1:02x}:00): 79, pid=1234, GPU has fallen off the bus.\n"
+
+
+def test_a_kernel_log_travels_as_its_events_only(tmp_path: t.Any) -> None:
+    log = tmp_path / "kern.log"
+    log.write_text("Nov 29 09:59:59 gpu-01 kernel: usb 1-1: new device\n" + XID.format(1, 7))
+    result = module_result("node_reads_info", {"kernel_logs": {"kernel_log": str(log)}})
+    found = result["kernel_logs"]["kernel_log"]
+    assert [(e["xid"], e["bus_id"], e["fallen_off_bus"]) for e in found["events"]] == [(79, "00000000:07:00.0", True)]
+    assert not found["truncated"] and "usb" not in json.dumps(result)
+    assert module_result("node_reads_info", {"kernel_logs": {"kernel_log": str(tmp_path / "gone")}})["kernel_logs"] == {"kernel_log": None}
+
+
+def test_a_large_log_file_is_read_from_its_newest_end(tmp_path: t.Any) -> None:
+    """The oldest bytes are the ones left out: an Xid at the end of a log larger than max_bytes is found."""
+    log = tmp_path / "kern.log"
+    noise = "Nov 29 09:00:00 gpu-01 kernel: audit: type=1400 something long enough to fill the log quickly\n" * 2000
+    log.write_text(XID.format(0, 3) + noise + XID.format(5, 0x41))
+    found = module_result("node_reads_info", {"kernel_logs": {"kernel_log": str(log)}, "max_bytes": 64 * 1024})["kernel_logs"]["kernel_log"]
+    assert found["truncated"] and found["read_bytes"] <= 64 * 1024
+    assert [e["bus_id"] for e in found["events"]] == ["00000000:41:00.0"]
