@@ -342,3 +342,14 @@ def test_then_all_eight_are_reset_in_one_call_and_finished(host: t.Any, reset_ca
     assert seen["finish"]["reset"]["gpus"] == list(range(8))
     assert seen["finish"]["reset_gpus"] == []
     assert_label_applied("all-balanced", seen["finished"])
+
+
+def test_the_reboot_waits_for_the_boot_units(host):
+    """The reboot's test_command (the driver's and this role's): true on a booted node, false while a boot unit holds
+    the node lock, as gpufleet-mig.service does while it partitions the GPUs after a reboot."""
+    booted_test = yaml.safe_load(open(os.path.join(ROOT, "roles", "mig", "vars", "main.yml")))["__mig_booted_test"]
+    driver_test = yaml.safe_load(open(os.path.join(ROOT, "roles", "driver", "vars", "main.yml")))["__driver_booted_test"]
+    assert booted_test == driver_test
+    assert host.run(booted_test).rc == 0
+    holding = host.run("(flock /run/lock/gpufleet.lock sleep 5 >/dev/null 2>&1 &); sleep 0.5; " + booted_test)
+    assert holding.rc != 0, holding.stdout
