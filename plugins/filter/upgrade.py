@@ -147,9 +147,11 @@ def upgrade_give_back(record: t.Any, kubernetes_node: t.Any, slurm_reason: t.Any
         out["uncordon"] = marked and _unschedulable(kubernetes_node)
         if _unschedulable(kubernetes_node) and not marked:
             out["kept"].append("cordoned in Kubernetes without the upgrade's {0} annotation (someone else's cordon): left cordoned".format(annotation))
-    if record.get("slurm_drained") and slurm_reason is not None:
+    if slurm_reason is not None:
+        # Read whenever the roll works with Slurm: a drain this roll found with someone else's reason (the
+        # guard's, a person's) was never taken, and is said to stay.
         now = _reason(slurm_reason)
-        out["resume"] = now == reason
+        out["resume"] = bool(record.get("slurm_drained")) and now == reason
         if not out["resume"] and now.lower() not in ("", "none"):
             out["kept"].append("drained in Slurm with the reason {0!r}, not the upgrade's {1!r}: left drained".format(now, reason))
     return out
