@@ -10,6 +10,7 @@ ciphers, timeout), less validate_certs - HTTPS is always verified, a private CA 
 from __future__ import annotations
 
 import typing as t
+from urllib.parse import urlsplit
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url, url_argument_spec
@@ -29,7 +30,7 @@ except ImportError:  # ansible-core 2.18 has no mask_url: the same masking, writ
         return urlunparse(parsed._replace(netloc=parsed.netloc.replace(credentials, masked)))
 
 
-__all__ = ["FetchError", "mask_url", "open_url", "url_options_spec"]
+__all__ = ["FetchError", "mask_url", "open_url", "refuse_insecure_transport", "refuse_userinfo", "url_options_spec"]
 
 
 class FetchError(Exception):
@@ -60,6 +61,40 @@ def url_options_spec() -> dict[str, dict[str, t.Any]]:
         }
     )
     return spec
+
+
+def refuse_userinfo(module: AnsibleModule, url: str, option: str) -> None:
+    """Fail, naming `option`, when the URL carries credentials (user:pass@host).
+
+    A URL is echoed where a password must not be: the result's `invocation`, -v output, AWX's job events, an apt
+    sources file every user can read. The userinfo is added to the module's no-log values before failing, so the
+    refusal itself, and the arguments it echoes, show it masked."""
+    netloc = urlsplit(url).netloc
+    if "@" not in netloc:
+        return
+    userinfo = netloc.rsplit("@", 1)[0]
+    password = userinfo.split(":", 1)[1] if ":" in userinfo else ""
+    module.no_log_values.update(value for value in (userinfo, password) if value)
+    module.fail_json(
+        msg="{0}: {1} carries credentials in the URL (user:password@), which would be shown in results and logs; "
+        "remove them from the URL and give them as url_username and url_password, which are never logged".format(option, mask_url(url))
+    )
+
+
+def refuse_insecure_transport(module: AnsibleModule, url: str, option: str, allowed: bool, allow_option: str = "allow_insecure_transport") -> None:
+    """Fail, naming `option` and `allow_option`, when the URL is not https:// and that is not allowed; warn when it is.
+
+    Over http, ftp or file nothing vouches for who served the bytes, so only a pinned digest checks them; the
+    flag is for mirrors that really have no TLS (a loopback test mirror, a file already on the node)."""
+    scheme = urlsplit(url).scheme.lower()
+    if scheme == "https":
+        return
+    if not allowed:
+        module.fail_json(
+            msg="{0}: {1} is fetched over {2}, which does not authenticate the server; use an https:// URL, or set "
+            "{3}: true to accept it (the sha256 still checks the download)".format(option, mask_url(url), scheme or "no scheme", allow_option)
+        )
+    module.warn("{0}: {1} is fetched over {2}, not https ({3}); only its sha256 checks it".format(option, mask_url(url), scheme, allow_option))
 
 
 def open_url(module: AnsibleModule, url: str) -> t.Any:

@@ -11,9 +11,11 @@ module: release_binary
 short_description: Install one program from a release tarball verified by its sha256, in one call
 version_added: 0.1.0
 description:
-  - Downloads a release tarball on the node, checks its sha256 against the one given or the one the release
-    publishes beside it, takes one member out of it and puts it in place atomically with the declared owner,
-    group and mode. Nothing on the node changes unless the tarball matched.
+  - Downloads a release tarball on the node, checks it against the pinned O(sha256), takes one member out of it
+    and puts it in place atomically with the declared owner, group and mode. Nothing on the node changes unless
+    the tarball matched.
+  - The digest is always the caller's (a table in a role, the inventory): a C(.sha256) file from the server that
+    serves the tarball would vouch for whatever that server sends, so there is no option to read one.
   - One round trip to the node, where a staging directory, M(ansible.builtin.get_url),
     M(ansible.builtin.unarchive), M(ansible.builtin.copy) and a clean-up take five or more.
   - The download is held in an unnamed temporary file, so nothing is left behind whatever happens; the new program
@@ -26,7 +28,9 @@ description:
   - Downloads go through C(ansible.module_utils.urls), as M(ansible.builtin.get_url)'s do, with its options -
     proxies from the node's environment (C(https_proxy), C(http_proxy), C(no_proxy)) unless O(use_proxy=false),
     credentials from O(url_username) and O(url_password) or C(~/.netrc), client certificates, GSSAPI, headers,
-    ciphers and a timeout. Both downloads (the tarball and its O(sha256_url)) use them.
+    ciphers and a timeout.
+  - Credentials are given as O(url_username) and O(url_password) (never logged); a URL with C(user:password@) in
+    it is refused, since the URL is echoed in results and logs. The refusal shows it masked.
   - HTTPS certificates are always verified, so there is no C(validate_certs); a mirror with a private CA is trusted
     with O(ca_path).
 extends_documentation_fragment:
@@ -36,18 +40,23 @@ extends_documentation_fragment:
 options:
   url:
     description:
-      - The release tarball (C(.tar.gz), C(.tgz), C(.tar.xz) or C(.tar)), by HTTP, HTTPS or FTP, in the form
-        C((http|https|ftp)://[user[:pass]]@host.domain[:port]/path). HTTPS certificates are always verified.
+      - The release tarball (C(.tar.gz), C(.tgz), C(.tar.xz) or C(.tar)), an C(https://) URL. HTTPS certificates
+        are always verified.
+      - C(http://), C(ftp://) and C(file://) URLs are refused unless O(allow_insecure_transport=true).
+      - A URL with credentials in it (C(user:password@)) is refused; use O(url_username) and O(url_password).
     type: str
     required: true
   sha256:
-    description: The tarball's expected sha256 (64 hexadecimal digits). One of O(sha256) and O(sha256_url) is
-      required.
+    description:
+      - The tarball's expected sha256 (64 hexadecimal digits), pinned by the caller.
     type: str
-  sha256_url:
-    description: A file that holds the tarball's sha256 as its first word, as releases publish it
-      (C(<tarball>.sha256)).
-    type: str
+    required: true
+  allow_insecure_transport:
+    description:
+      - Accept an O(url) that is not C(https://) (C(http://), C(ftp://), C(file://)), for a mirror without TLS. The
+        pinned O(sha256) is then all that checks the download; the task warns.
+    type: bool
+    default: false
   member:
     description: The path of the program inside the tarball (a leading C(./) is ignored).
     type: str
@@ -77,14 +86,14 @@ requirements:
 """
 
 EXAMPLES = r"""
-- name: Install crictl from its release, checked against the digest the release publishes
+- name: Install crictl from its release, checked against a pinned digest
   gpufleet.nvidia.release_binary:
     url: "{{ mirror }}/v1.36.0/crictl-v1.36.0-linux-amd64.tar.gz"
-    sha256_url: "{{ mirror }}/v1.36.0/crictl-v1.36.0-linux-amd64.tar.gz.sha256"
+    sha256: 83855e114566a8a8c44c548d515670f51de3a5e1da8b2effb59870e2f10c25a3
     member: crictl
     dest: /usr/local/bin/crictl
 
-- name: The same with a digest pinned in the inventory, from a mirror that wants a client certificate
+- name: The same from a mirror that wants a password and a client certificate
   gpufleet.nvidia.release_binary:
     url: "{{ mirror }}/v1.36.0/crictl-v1.36.0-linux-amd64.tar.gz"
     sha256: 83855e114566a8a8c44c548d515670f51de3a5e1da8b2effb59870e2f10c25a3
@@ -93,6 +102,8 @@ EXAMPLES = r"""
     ca_path: /etc/ssl/private-ca.pem
     client_cert: /etc/ssl/node.pem
     client_key: /etc/ssl/node.key
+    url_username: fleet
+    url_password: "{{ mirror_password }}"
   environment:
     https_proxy: http://proxy.internal:3128
   register: crictl_install
@@ -127,7 +138,14 @@ import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._fetch import FetchError, mask_url, open_url, url_options_spec
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._fetch import (
+    FetchError,
+    mask_url,
+    open_url,
+    refuse_insecure_transport,
+    refuse_userinfo,
+    url_options_spec,
+)
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _CHUNK = 1 << 20
@@ -155,6 +173,9 @@ class ReleaseBinary:
         self.module = module
         params = module.params
         self.url: str = params["url"]
+        # Before anything else: a refusal further down would echo the URL with its password.
+        refuse_userinfo(module, self.url, "url")
+        refuse_insecure_transport(module, self.url, "url", params["allow_insecure_transport"])
         # What messages and results name: the URL without a password in it.
         self.shown_url: str = mask_url(self.url)
         self.dest: str = params["dest"]
@@ -163,7 +184,7 @@ class ReleaseBinary:
             module.fail_json(msg="dest: '{0}' is not absolute; give the full path".format(self.dest))
         if not self.member or ".." in self.member.split("/"):
             module.fail_json(msg="member: '{0}' is not a path inside the tarball".format(params["member"]))
-        if params["sha256"] is not None and not _SHA256.match(params["sha256"].strip().lower()):
+        if not _SHA256.match(params["sha256"].strip().lower()):
             module.fail_json(msg="sha256: expected 64 hexadecimal digits, got '{0}'".format(params["sha256"]))
 
     # -- downloads -----------------------------------------------------------------------------
@@ -175,13 +196,7 @@ class ReleaseBinary:
             self.module.fail_json(msg=str(error), status=error.status, url=mask_url(url))
 
     def expected_sha256(self) -> str:
-        if self.module.params["sha256"] is not None:
-            return self.module.params["sha256"].strip().lower()
-        url = self.module.params["sha256_url"]
-        words = self._open(url).read(4096).decode("ascii", "replace").split()
-        if not words or not _SHA256.match(words[0].lower()):
-            self.module.fail_json(msg="{0} does not start with a sha256 (64 hexadecimal digits)".format(mask_url(url)))
-        return words[0].lower()
+        return self.module.params["sha256"].strip().lower()
 
     def fetch(self, into: t.BinaryIO) -> str:
         """The tarball into an open file; returns its sha256."""
@@ -266,13 +281,13 @@ class ReleaseBinary:
 
 def argument_spec() -> dict[str, dict[str, t.Any]]:
     """ansible.module_utils.urls' options as get_url takes them, less validate_certs, and the module's own."""
-    # HTTPS is always verified: with sha256_url, the certificate is all that vouches for the digest.
+    # HTTPS is always verified; the pinned sha256 vouches for the bytes whatever the transport.
     spec = url_options_spec()
     spec.update(
         {
             "url": {"type": "str", "required": True},
-            "sha256": {"type": "str"},
-            "sha256_url": {"type": "str"},
+            "sha256": {"type": "str", "required": True},
+            "allow_insecure_transport": {"type": "bool", "default": False},
             "member": {"type": "str", "required": True},
             "dest": {"type": "path", "required": True},
             "mode": {"type": "raw", "default": "0755"},
@@ -284,12 +299,7 @@ def argument_spec() -> dict[str, dict[str, t.Any]]:
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec=argument_spec(),
-        required_one_of=[("sha256", "sha256_url")],
-        mutually_exclusive=[("sha256", "sha256_url")],
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     module.exit_json(**ReleaseBinary(module).run())
 
 

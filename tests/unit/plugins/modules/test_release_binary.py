@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.gpufleet.nvidia.tests.unit.playbook_run import local_play
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import module_result
 
 ME = {"owner": pwd.getpwuid(os.getuid()).pw_name, "group": grp.getgrgid(os.getgid()).gr_name}
@@ -79,8 +80,14 @@ def publish(mirror: tuple[Path, str], name: str, data: bytes) -> str:
     return "{0}/{1}".format(url, name)
 
 
+def pinned(mirror: tuple[Path, str], url: str) -> str:
+    """The digest of a published tarball, as the caller pins it (a role's table, the inventory)."""
+    return sha256((mirror[0] / url.rsplit("/", 1)[1]).read_bytes())
+
+
 def run(dest: Path, check: bool = False, diff: bool = False, **args: t.Any) -> dict[str, t.Any]:
-    return module_result("release_binary", {"member": "crictl", "dest": str(dest), **ME, **args}, check=check, diff=diff)
+    """The module on `dest`; the test servers are plain HTTP on loopback, allowed unless a test says otherwise."""
+    return module_result("release_binary", {"member": "crictl", "dest": str(dest), "allow_insecure_transport": True, **ME, **args}, check=check, diff=diff)
 
 
 def mode(path: Path) -> int:
@@ -90,7 +97,7 @@ def mode(path: Path) -> int:
 def test_installs_the_verified_member_once(mirror: tuple[Path, str], tmp_path: Path) -> None:
     url = publish(mirror, "crictl.tar.gz", tarball({"crictl": NEW, "LICENSE": b"text\n"}))
     dest = tmp_path / "bin" / "crictl"
-    first = run(dest, url=url, sha256_url=url + ".sha256")
+    first = run(dest, url=url, sha256=pinned(mirror, url))
     assert first["changed"] and first["member_sha256"] == sha256(NEW), first
     assert first["sha256"] == sha256((mirror[0] / "crictl.tar.gz").read_bytes())
     assert dest.read_bytes() == NEW and mode(dest) == 0o755 and mode(dest.parent) == 0o755
@@ -102,14 +109,14 @@ def test_installs_the_verified_member_once(mirror: tuple[Path, str], tmp_path: P
 def test_a_new_release_replaces_the_program_and_attributes_are_restored(mirror: tuple[Path, str], tmp_path: Path) -> None:
     dest = tmp_path / "crictl"
     old = publish(mirror, "old.tar.gz", tarball({"./crictl": OLD}))
-    run(dest, url=old, sha256_url=old + ".sha256")
+    run(dest, url=old, sha256=pinned(mirror, old))
     assert dest.read_bytes() == OLD
     new = publish(mirror, "new.tar.gz", tarball({"crictl": NEW}))
-    replaced = run(dest, url=new, sha256_url=new + ".sha256", diff=True)
+    replaced = run(dest, url=new, sha256=pinned(mirror, new), diff=True)
     assert replaced["changed"] and dest.read_bytes() == NEW
     assert replaced["diff"]["before"]["sha256"] == sha256(OLD) and replaced["diff"]["after"]["sha256"] == sha256(NEW)
     os.chmod(dest, 0o700)
-    restored = run(dest, url=new, sha256_url=new + ".sha256")
+    restored = run(dest, url=new, sha256=pinned(mirror, new))
     assert restored["changed"] and mode(dest) == 0o755 and dest.read_bytes() == NEW
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".gpufleet-")] == []
 
@@ -117,14 +124,14 @@ def test_a_new_release_replaces_the_program_and_attributes_are_restored(mirror: 
 def test_check_mode_verifies_and_predicts_but_writes_nothing(mirror: tuple[Path, str], tmp_path: Path) -> None:
     url = publish(mirror, "crictl.tar.gz", tarball({"crictl": NEW}))
     dest = tmp_path / "bin" / "crictl"
-    predicted = run(dest, url=url, sha256_url=url + ".sha256", check=True, diff=True)
+    predicted = run(dest, url=url, sha256=pinned(mirror, url), check=True, diff=True)
     assert predicted["changed"] and predicted["diff"]["before"]["sha256"] == "(absent)", predicted
     assert not dest.parent.exists()
     corrupt = run(dest, url=url, sha256="0" * 64, check=True)
     assert corrupt["failed"] and corrupt["msg"].startswith("checksum mismatch"), corrupt
-    run(dest, url=url, sha256_url=url + ".sha256")
+    run(dest, url=url, sha256=pinned(mirror, url))
     os.chmod(dest, 0o700)
-    attributes = run(dest, url=url, sha256_url=url + ".sha256", check=True)
+    attributes = run(dest, url=url, sha256=pinned(mirror, url), check=True)
     assert attributes["changed"] and mode(dest) == 0o700
 
 
@@ -141,13 +148,10 @@ def test_a_tampered_tarball_changes_nothing(mirror: tuple[Path, str], tmp_path: 
 
 def test_unreachable_or_missing_downloads_fail_cleanly(mirror: tuple[Path, str], tmp_path: Path) -> None:
     dest = tmp_path / "crictl"
-    refused = run(dest, url="http://127.0.0.1:9/crictl.tar.gz", sha256_url="http://127.0.0.1:9/crictl.tar.gz.sha256")
+    refused = run(dest, url="http://127.0.0.1:9/crictl.tar.gz", sha256="0" * 64)
     assert refused["failed"] and "Connection refused" in refused["msg"], refused
     missing = run(dest, url=mirror[1] + "/none.tar.gz", sha256="0" * 64)
     assert missing["failed"] and missing["status"] == 404 and "none.tar.gz" in missing["msg"], missing
-    (mirror[0] / "bad.sha256").write_text("<html>not a digest</html>\n")
-    no_digest = run(dest, url=mirror[1] + "/none.tar.gz", sha256_url=mirror[1] + "/bad.sha256")
-    assert no_digest["failed"] and "does not start with a sha256" in no_digest["msg"], no_digest
     assert not dest.exists()
 
 
@@ -160,14 +164,14 @@ def test_unreachable_or_missing_downloads_fail_cleanly(mirror: tuple[Path, str],
 )
 def test_a_tarball_without_the_program_is_an_error(mirror: tuple[Path, str], tmp_path: Path, members: dict[str, t.Any], message: str) -> None:
     url = publish(mirror, "crictl.tar.gz", tarball(members))
-    result = run(tmp_path / "crictl", url=url, sha256_url=url + ".sha256")
+    result = run(tmp_path / "crictl", url=url, sha256=pinned(mirror, url))
     assert result["failed"] and message in result["msg"], result
     assert not (tmp_path / "crictl").exists()
 
 
 def test_not_a_tarball_is_an_error(mirror: tuple[Path, str], tmp_path: Path) -> None:
     url = publish(mirror, "crictl.tar.gz", b"<html>a login page</html>\n")
-    result = run(tmp_path / "crictl", url=url, sha256_url=url + ".sha256")
+    result = run(tmp_path / "crictl", url=url, sha256=pinned(mirror, url))
     assert result["failed"] and "is not a readable tarball" in result["msg"], result
 
 
@@ -175,11 +179,12 @@ def test_bad_arguments_name_the_field(tmp_path: Path) -> None:
     url = "http://127.0.0.1:9/crictl.tar.gz"
     assert run(Path("crictl"), url=url, sha256="0" * 64)["msg"].startswith("dest:")
     assert run(tmp_path / "crictl", url=url, sha256="abc")["msg"].startswith("sha256:")
-    assert module_result("release_binary", {"url": url, "member": "../crictl", "dest": str(tmp_path / "c"), "sha256": "0" * 64})["msg"].startswith("member:")
-    both = run(tmp_path / "crictl", url=url, sha256="0" * 64, sha256_url=url + ".sha256")
-    assert both["failed"] and "mutually exclusive" in both["msg"]
+    assert run(tmp_path / "c", url=url, member="../crictl", sha256="0" * 64)["msg"].startswith("member:")
     neither = run(tmp_path / "crictl", url=url)
-    assert neither["failed"] and "sha256" in neither["msg"]
+    assert neither["failed"] and "missing required arguments: sha256" in neither["msg"], neither
+    # The release's own .sha256 is no longer read: it came from the server it was meant to check.
+    published = run(tmp_path / "crictl", url=url, sha256="0" * 64, sha256_url=url + ".sha256")
+    assert published["failed"] and "Unsupported parameters" in published["msg"] and "sha256_url" in published["msg"], published
 
 
 # -- the HTTP client: ansible.module_utils.urls, with get_url's options -------------------------------------------
@@ -392,9 +397,67 @@ def test_a_server_that_does_not_answer_times_out(tmp_path: Path) -> None:
         assert time.monotonic() - started < 15
 
 
-def test_a_password_in_the_url_is_masked_in_messages(release: tuple[Path, str], tmp_path: Path) -> None:
-    root = release[0]
-    with serving(root) as (url, _requests):
-        masked = run(tmp_path / "crictl", url=url.replace("//", "//fleet:hunter2@") + "/crictl.tar.gz", sha256="0" * 64)
-    assert masked["failed"] and masked["msg"].startswith("checksum mismatch"), masked
-    assert "hunter2" not in masked["msg"] and "hunter2" not in masked["url"], masked
+def test_a_url_with_credentials_is_refused_before_any_request_and_masked(release: tuple[Path, str], tmp_path: Path) -> None:
+    root, digest = release
+    with serving(root) as (url, requests):
+        refused = run(tmp_path / "crictl", url=url.replace("//", "//fleet:hunter2@") + "/crictl.tar.gz", sha256=digest)
+    assert refused["failed"] and refused["msg"].startswith("url: "), refused
+    assert "url_username and url_password" in refused["msg"] and "hunter2" not in str(refused), refused
+    assert requests == [] and not (tmp_path / "crictl").exists()
+
+
+def test_the_password_option_is_never_logged() -> None:
+    # pylint: disable-next=import-outside-toplevel
+    from ansible_collections.gpufleet.nvidia.plugins.modules.release_binary import argument_spec
+
+    assert argument_spec()["url_password"]["no_log"] is True
+
+
+@pytest.mark.parametrize("scheme", ["http", "ftp", "file"])
+def test_a_url_that_is_not_https_is_refused_unless_allowed(mirror: tuple[Path, str], tmp_path: Path, scheme: str) -> None:
+    # A fake binary and its own digest, from a server nothing authenticates: the finding of issue 37.
+    fake = tarball({"crictl": b"#!/bin/sh\necho pwned\n"})
+    url = publish(mirror, "crictl.tar.gz", fake)
+    url = {"http": url, "ftp": url.replace("http://", "ftp://"), "file": "file://" + str(mirror[0] / "crictl.tar.gz")}[scheme]
+    dest = tmp_path / "bin" / "crictl"
+    refused = run(dest, url=url, sha256=sha256(fake), allow_insecure_transport=False)
+    assert refused["failed"], refused
+    assert refused["msg"].startswith("url: ") and "over {0}".format(scheme) in refused["msg"], refused
+    assert "allow_insecure_transport: true" in refused["msg"], refused
+    assert not dest.parent.exists()
+
+
+def test_an_allowed_plain_http_url_installs_and_warns(mirror: tuple[Path, str], tmp_path: Path) -> None:
+    url = publish(mirror, "crictl.tar.gz", tarball({"crictl": NEW}))
+    allowed = run(tmp_path / "crictl", url=url, sha256=pinned(mirror, url), allow_insecure_transport=True)
+    assert allowed["changed"] and (tmp_path / "crictl").read_bytes() == NEW, allowed
+    assert [w for w in allowed["warnings"] if "allow_insecure_transport" in w and "not https" in w], allowed
+
+
+PLAY = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - gpufleet.nvidia.release_binary:
+        url: "{url}"
+        sha256: "{digest}"
+        member: crictl
+        dest: "{dest}"
+        owner: {owner}
+        group: {group}
+        allow_insecure_transport: true
+"""
+
+
+def test_credentials_in_the_url_never_reach_the_output(release: tuple[Path, str], tmp_path: Path) -> None:
+    """The result's invocation (-v shows it, AWX stores it) echoes the URL: the password must be masked there."""
+    root, digest = release
+    play = tmp_path / "play.yml"
+    with serving(root) as (url, requests):
+        secret_url = url.replace("//", "//fleet:hunter2-9c1e@") + "/crictl.tar.gz"
+        play.write_text(PLAY.format(url=secret_url, digest=digest, dest=tmp_path / "crictl", **ME))
+        # ansible-core 2.21 leaves `invocation` out unless asked: ask, so that its masking is what is tested.
+        output = local_play(play, "-vvv", rc=2, env={"ANSIBLE_INJECT_INVOCATION": "1"})
+    assert "url_username and url_password" in output and '"invocation"' in output, output
+    assert "hunter2-9c1e" not in output, output
+    assert requests == [] and not (tmp_path / "crictl").exists()
