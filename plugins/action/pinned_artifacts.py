@@ -45,7 +45,7 @@ SETTINGS = {
         "container_toolkit_apt_repo_url",
         "container_toolkit_gpg_key_url",
     ),
-    "crictl": ("crictl_version", "crictl_kubernetes_version", "crictl_download_url", "crictl_checksum_source", "crictl_checksums"),
+    "crictl": ("crictl_version", "crictl_kubernetes_version", "crictl_download_url", "crictl_allow_insecure_transport", "crictl_checksums"),
 }
 BOOLEANS = ("container_toolkit_operator_extensions", "container_toolkit_repo_manage", "driver_distribution_backports")
 

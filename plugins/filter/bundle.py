@@ -61,11 +61,6 @@ def bundle_plan(hosts: t.Any, images: t.Any, bundle_dir: str) -> dict[str, t.Any
     )
 
 
-def bundle_files_settled(files: t.Any, release_sums: t.Any) -> list[dict[str, t.Any]]:
-    """Each file with the sha256 its table pinned or its release published."""
-    return _call("bundle_files_settled", _bundle.files_settled, files, release_sums)
-
-
 def bundle_image_problem(read: t.Any) -> str:
     """What is wrong with one image archive read, or an empty string."""
     return _call("bundle_image_problem", _bundle.image_problem, _mapping("bundle_image_problem", read, "one registered result of the archive read"))
@@ -91,7 +86,6 @@ class FilterModule(FilterTable):
         bundle_data_files,
         bundle_host_plan,
         bundle_plan,
-        bundle_files_settled,
         bundle_image_problem,
         bundle_unstaged,
         bundle_manifest,

@@ -8,6 +8,7 @@ import os
 import re
 import typing as t
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from ansible.errors import AnsibleFilterError
 
@@ -49,10 +50,26 @@ def _problem(settings: Mapping, release: str, arch: str, table: Mapping) -> str 
     if not os.path.isabs(str(settings["install_dir"])):
         return "crictl_install_dir must be an absolute path"
     digest = table.get(release, {}).get(arch)
-    if settings["checksum_source"] != "release" and not (isinstance(digest, str) and _SHA256.match(digest)):
+    if not (isinstance(digest, str) and _SHA256.match(digest)):
+        return 'no sha256 for crictl {0} on {1} in the role\'s table; add it as crictl_checksums: {{"{0}": {{"{1}": "<sha256 of the tarball>"}}}}'.format(
+            release, arch
+        )
+    return _transport_problem(str(settings["download_url"]), bool(settings["allow_insecure_transport"]))
+
+
+def _transport_problem(url: str, allow_insecure: bool) -> str | None:
+    """A download URL the module would refuse, said here, before the node is touched."""
+    parts = urlsplit(url)
+    if "@" in parts.netloc:
+        # The URL is echoed in results and logs; the node's ~/.netrc or a proxy carries credentials instead.
         return (
-            'no sha256 for crictl {0} on {1} in the role\'s table; add it as crictl_checksums: {{"{0}": '
-            '{{"{1}": "<sha256 from the release\'s .sha256 file>"}}}}, or set crictl_checksum_source=release'.format(release, arch)
+            "crictl_download_url carries credentials (user:password@), which results and logs would show; remove them "
+            "from the URL (a mirror that needs a login is reached through the node's ~/.netrc)"
+        )
+    if parts.scheme.lower() != "https" and not allow_insecure:
+        return (
+            "crictl_download_url {0} is fetched over {1}, which does not authenticate the server; use an https:// "
+            "mirror, or set crictl_allow_insecure_transport: true (the pinned sha256 still checks the tarball)".format(url, parts.scheme or "no scheme")
         )
     return None
 
@@ -61,10 +78,10 @@ def crictl_plan(settings: object) -> dict[str, t.Any]:
     """The install and config plan of the crictl role, from its variables and the host's architecture.
 
     `settings` holds: version, kubernetes_version, release_for_kubernetes, architecture, arches, sha256 (the
-    role's table), checksums (the user's), checksum_source, install_dir, download_url, engine, endpoints,
-    runtime_endpoint, image_endpoint. The plan: release, arch, table, sha256 (None when the release's own
-    .sha256 is read), tarball_url, runtime_endpoint, image_endpoint, and problem - "" or the first problem with
-    its fix, said before the node is touched.
+    role's table), checksums (the user's), install_dir, download_url, allow_insecure_transport, engine,
+    endpoints, runtime_endpoint, image_endpoint. The plan: release, arch, table, sha256 (None with a problem),
+    tarball_url, runtime_endpoint, image_endpoint, and problem - "" or the first problem with its fix, said
+    before the node is touched.
     """
     if not isinstance(settings, Mapping):
         raise AnsibleFilterError("crictl_plan: give the role's settings as a mapping, not {0}".format(type(settings).__name__))
@@ -77,9 +94,9 @@ def crictl_plan(settings: object) -> dict[str, t.Any]:
             "arches",
             "sha256",
             "checksums",
-            "checksum_source",
             "install_dir",
             "download_url",
+            "allow_insecure_transport",
             "engine",
             "endpoints",
             "runtime_endpoint",
@@ -96,13 +113,12 @@ def crictl_plan(settings: object) -> dict[str, t.Any]:
     problem = _problem(settings, release, arch, table) or ""
     endpoints = settings["endpoints"]
     runtime_endpoint = settings["runtime_endpoint"] or endpoints.get(settings["engine"], "")
-    from_table = settings["checksum_source"] != "release"
     return {
         "problem": problem,
         "release": release,
         "arch": arch,
         "table": table,
-        "sha256": table.get(release, {}).get(arch) if from_table and not problem else None,
+        "sha256": table.get(release, {}).get(arch) if not problem else None,
         "tarball_url": "{0}/{1}/crictl-{1}-linux-{2}.tar.gz".format(settings["download_url"], release, arch),
         "runtime_endpoint": runtime_endpoint,
         "image_endpoint": settings["image_endpoint"] or runtime_endpoint,

@@ -11,7 +11,8 @@ Two steps, so that a fleet fetches each source once, not once per node:
 1. plan (per host, no network): from the host's effective variables, which
    artifacts the run will install and where each comes from - the toolkit's
    packages at container_toolkit_version from the toolkit's apt repository,
-   crictl's release (and its .sha256) under crictl_download_url, the signing
+   crictl's release tarball under crictl_download_url (its sha256 pinned in
+   the crictl role's table or crictl_checksums), the signing
    keys the layers fetch (container_toolkit_gpg_key_url, the driver's key),
    the driver's repository (the CUDA repository's Release, or each suite of
    the distribution mirror) - and the declared names that can be judged
@@ -32,6 +33,7 @@ import ssl
 import typing as t
 import urllib.error
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import yaml
 from ansible.module_utils.urls import open_url
@@ -53,8 +55,6 @@ TIMEOUT = 20
 # Ansible's architecture fact -> the dpkg architecture in the toolkit repository's path
 # (as roles/container_toolkit/vars/Debian.yml builds __container_toolkit_apt_uri).
 DEB_ARCHES = {"x86_64": "amd64", "aarch64": "arm64"}
-
-_SHA256 = re.compile(r"^([0-9a-fA-F]{64})(\s|$)")
 
 
 @functools.cache
@@ -102,8 +102,8 @@ def shown(versions: t.Sequence[str], limit: int = OFFERED_SHOWN) -> str:
 
 
 def source(kind: str, url: str, variable: str) -> dict[str, str]:
-    """Where an artifact comes from: kind apt_flat (a flat apt repository's Packages index), checksum (a
-    .sha256 file), exists (a file asked for with HEAD), key (an OpenPGP key), apt_flat_release / apt_suite
+    """Where an artifact comes from: kind apt_flat (a flat apt repository's Packages index), exists (a file
+    asked for with HEAD), key (an OpenPGP key), apt_flat_release / apt_suite
     (a flat repository's or a suite's InRelease), dnf_repo (repodata/repomd.xml); `variable` is the setting
     that names it."""
     return {"kind": kind, "url": url, "variable": variable}
@@ -151,7 +151,8 @@ def plan_toolkit(values: dict[str, t.Any], facts: dict[str, t.Any]) -> dict[str,
 
 
 def plan_crictl(values: dict[str, t.Any], facts: dict[str, t.Any], crictl_vars: dict[str, t.Any]) -> dict[str, t.Any]:
-    """crictl's release tarball, and its .sha256 when the role checks against the release's own file."""
+    """crictl's release tarball, with its sha256 pinned in the role's table or crictl_checksums and a download URL
+    the role accepts (https, or crictl_allow_insecure_transport)."""
     explicit = str(values.get("crictl_version") or "")
     kubernetes = str(values.get("crictl_kubernetes_version") or "")
     table = crictl_vars.get("__crictl_release_for_kubernetes") or {}
@@ -183,16 +184,21 @@ def plan_crictl(values: dict[str, t.Any], facts: dict[str, t.Any], crictl_vars: 
         "kubernetes": kubernetes,
         "explicit": bool(explicit),
     }
-    if values.get("crictl_checksum_source") == "release":
-        return {"source": source("checksum", tarball + ".sha256", "crictl_download_url"), "requirement": requirement}
     digests = dict(crictl_vars.get("__crictl_sha256") or {})
     for version, by_arch in (values.get("crictl_checksums") or {}).items():
         digests[version] = dict(digests.get(version) or {}, **(by_arch or {}))
     if not re.match(r"^[0-9a-f]{64}$", str((digests.get(release) or {}).get(arch, ""))):
         return {
-            "error": "crictl {0} on {1} has no sha256 in the crictl role's table (crictl_checksum_source: table); "
-            'add it as crictl_checksums: {{"{0}": {{"{1}": "<sha256 from the release\'s .sha256 '
-            'file>"}}}}, or set crictl_checksum_source: release'.format(release, arch)
+            "error": "crictl {0} on {1} has no sha256 in the crictl role's table; add it as "
+            'crictl_checksums: {{"{0}": {{"{1}": "<sha256 of the tarball>"}}}}'.format(release, arch)
+        }
+    transport = urlsplit(str(values["crictl_download_url"]))
+    if "@" in transport.netloc:
+        return {"error": "crictl_download_url carries credentials (user:password@), which runs show in results and logs; remove them from the URL"}
+    if transport.scheme.lower() != "https" and not values.get("crictl_allow_insecure_transport"):
+        return {
+            "error": "crictl_download_url {0} is fetched over {1}, which does not authenticate the server; use an "
+            "https:// mirror, or set crictl_allow_insecure_transport: true".format(values["crictl_download_url"], transport.scheme or "no scheme")
         }
     return {"source": source("exists", tarball, "crictl_download_url"), "requirement": requirement}
 
@@ -438,14 +444,6 @@ def read_flat_packages(fetcher: Fetcher, base: str) -> dict[str, list[str]]:
     raise SourceError("no Packages index there ({0})".format(last.reason), last.url, last.status)
 
 
-def read_checksum(fetcher: Fetcher, url: str) -> str:
-    text = fetcher.get(url).decode("utf-8", "replace").strip()
-    match = _SHA256.match(text)
-    if not match:
-        raise SourceError("it holds no sha256 checksum (it starts {0!r})".format(text[:40]), url, reached=True)
-    return match.group(1).lower()
-
-
 # An OpenPGP public key as apt and dnf take it: ASCII armour, or a binary packet stream that starts with a
 # public-key packet (tag 6, old or new packet format; RFC 4880 section 4.2).
 _ARMOUR = b"-----BEGIN PGP PUBLIC KEY BLOCK-----"
@@ -483,8 +481,6 @@ def read_release(fetcher: Fetcher, base: str) -> str:
 def fetch_source(fetcher: Fetcher, src: dict[str, str]) -> t.Any:
     if src["kind"] == "apt_flat":
         return read_flat_packages(fetcher, src["url"])
-    if src["kind"] == "checksum":
-        return read_checksum(fetcher, src["url"])
     if src["kind"] == "exists":
         return fetcher.get(src["url"], method="HEAD")
     if src["kind"] == "key":
@@ -533,7 +529,7 @@ def judge_toolkit(req: dict[str, t.Any], src: dict[str, str], offered: dict[str,
 def judge_crictl(req: dict[str, t.Any], src: dict[str, str], error: SourceError | None) -> str | None:
     if error is None:
         return None
-    what = "its .sha256 file" if src["kind"] == "checksum" else "its tarball"
+    what = "its tarball"
     if error.status == 404:
         chosen = (
             "crictl_version {0}".format(req["release"])

@@ -14,7 +14,7 @@ Controller side only; nothing here touches the network or the disk.
    bundle_mirror_url.
 3. bundle_plan: every host's needs merged by place in the bundle (hosts that
    disagree about one place are an error), the images, the directories.
-4. After upstream answered: files_settled (release checksums), image_problem
+4. After upstream answered: image_problem
    (an archive read), unstaged (check mode) and manifest.
 
 The lists are ordered and deduplicated exactly as Jinja's sort/dictsort and
@@ -299,10 +299,10 @@ def _judge(
             'crictl_version is empty and crictl_kubernetes_version "{0}" has no cri-tools release in the'
             " crictl role; pin crictl_version (for example v1.33.0)".format(_text(decl["crictl_kubernetes_version"]))
         )
-    elif decl["crictl_checksum_source"] == "table" and not crictl_sum:
+    elif not crictl_sum:
+        # Never a .sha256 from upstream: it would vouch for whatever that server sends.
         errors.append(
-            "crictl_checksums has no sha256 for {0} {1} and neither has the crictl role's table: add it to"
-            " crictl_checksums, or set crictl_checksum_source: release".format(crictl_release, debarch)
+            "crictl_checksums has no sha256 for {0} {1} and neither has the crictl role's table: add it to crictl_checksums".format(crictl_release, debarch)
         )
     for name in under:
         if not (_text(decl[name]) + "/").startswith(mirror + "/"):
@@ -386,8 +386,7 @@ def host_plan(decl: Mapping[str, t.Any], request: Mapping[str, t.Any], flavour_o
         {
             "dest": _strip_slashes(in_bundle(decl["crictl_download_url"])) + tail,
             "url": _strip_slashes(up["crictl_download_url"]) + tail,
-            "sha256": "" if decl["crictl_checksum_source"] == "release" else crictl_table[crictl_release][debarch],
-            "checksum_source": decl["crictl_checksum_source"],
+            "sha256": crictl_table[crictl_release][debarch],
         }
     ]
     toolkit = boolean(decl["container_toolkit_repo_manage"], strict=False)
@@ -534,15 +533,6 @@ def bundle_plan(hosts: Mapping[str, Mapping[str, t.Any]], images: t.Any, bundle_
 # --- 4. after upstream answered -----------------------------------------------------------------
 
 
-def files_settled(files: Iterable[Mapping[str, t.Any]], release_sums: Iterable[Mapping[str, t.Any]]) -> list[dict]:
-    """Each file with its sha256: the pinned one, else the digest its release's .sha256 published."""
-    sums = {}
-    for answer in release_sums:
-        words = _text(answer.get("content", "")).split()
-        sums[answer["item"]["dest"]] = words[0] if words else ""
-    return [dict(f, sha256=f["sha256"] or sums[f["dest"]]) for f in files]
-
-
 def image_problem(read: Mapping[str, t.Any]) -> str:
     """What is wrong with one image archive read (the read command's registered result), or ""."""
     image = read["item"]
@@ -612,7 +602,7 @@ def manifest(
             {
                 "artifact": f["dest"] + ".sha256",
                 "package": "",
-                "source": (f["url"] + ".sha256") if f["checksum_source"] == "release" else "crictl role table",
+                "source": "crictl role table",
                 "sha256": _sha256_of(_text(f["sha256"]) + "\n"),
             }
         )

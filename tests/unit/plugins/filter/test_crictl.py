@@ -32,9 +32,9 @@ def plan(architecture: str = "x86_64", **overrides: t.Any) -> dict[str, t.Any]:
         "arches": ROLE_VARS["__crictl_arches"],
         "sha256": ROLE_VARS["__crictl_sha256"],
         "checksums": DEFAULTS["crictl_checksums"],
-        "checksum_source": DEFAULTS["crictl_checksum_source"],
         "install_dir": DEFAULTS["crictl_install_dir"],
         "download_url": "https://mirror.example/cri-tools",
+        "allow_insecure_transport": DEFAULTS["crictl_allow_insecure_transport"],
         "engine": "containerd",
         "endpoints": ROLE_VARS["__crictl_endpoints"],
         "runtime_endpoint": DEFAULTS["crictl_runtime_endpoint"],
@@ -64,11 +64,38 @@ def test_user_checksums_extend_the_table_without_dropping_its_other_architecture
     assert ROLE_VARS["__crictl_sha256"]["v1.35.0"]["amd64"] != OURS
 
 
-def test_the_release_checksum_needs_no_table_entry() -> None:
-    got = plan(version="v1.99.0", checksum_source="release", engine="crio", image_endpoint="unix:///run/images.sock")
-    assert (got["problem"], got["sha256"]) == ("", None)
+def test_the_endpoints_follow_the_engine_unless_given() -> None:
+    got = plan(engine="crio", image_endpoint="unix:///run/images.sock")
+    assert got["problem"] == ""
     assert got["runtime_endpoint"] == "unix:///var/run/crio/crio.sock"
     assert got["image_endpoint"] == "unix:///run/images.sock"
+
+
+def test_the_release_checksum_file_is_no_source() -> None:
+    # Issue 37: a .sha256 from the server that serves the tarball vouches for whatever that server sends.
+    assert "crictl_checksum_source" not in DEFAULTS
+    got = plan(version="v1.99.0", checksum_source="release")
+    assert got["problem"].startswith("no sha256 for crictl v1.99.0 on amd64"), got
+
+
+def test_plain_http_is_refused_before_the_node_is_touched_unless_allowed() -> None:
+    url = "http://127.0.0.1:8765/files/cri-tools"
+    refused = plan(download_url=url)
+    assert refused["problem"] == (
+        "crictl_download_url http://127.0.0.1:8765/files/cri-tools is fetched over http, which does not authenticate the "
+        "server; use an https:// mirror, or set crictl_allow_insecure_transport: true (the pinned sha256 still checks the tarball)"
+    )
+    assert refused["sha256"] is None
+    for scheme in ("ftp://mirror.example/cri-tools", "file:///srv/bundle/cri-tools"):
+        assert "crictl_allow_insecure_transport" in plan(download_url=scheme)["problem"]
+    allowed = plan(download_url=url, allow_insecure_transport=True)
+    assert allowed["problem"] == "" and allowed["sha256"] and allowed["tarball_url"].startswith(url)
+
+
+def test_credentials_in_the_download_url_are_refused_and_not_repeated() -> None:
+    got = plan(download_url="https://fleet:hunter2@mirror.example/cri-tools", allow_insecure_transport=True)
+    assert got["problem"].startswith("crictl_download_url carries credentials"), got
+    assert "hunter2" not in got["problem"]
 
 
 @pytest.mark.parametrize(
@@ -87,9 +114,7 @@ def test_the_release_checksum_needs_no_table_entry() -> None:
         ({"install_dir": "usr/bin"}, "crictl_install_dir must be an absolute path"),
         (
             {"version": "v1.99.0"},
-            "no sha256 for crictl v1.99.0 on amd64 in the role's table; add it as crictl_checksums: "
-            '{"v1.99.0": {"amd64": "<sha256 from the release\'s .sha256 file>"}}, or set '
-            "crictl_checksum_source=release",
+            'no sha256 for crictl v1.99.0 on amd64 in the role\'s table; add it as crictl_checksums: {"v1.99.0": {"amd64": "<sha256 of the tarball>"}}',
         ),
         ({"checksums": {"v1.36.0": {"amd64": "not-a-digest"}}}, "no sha256 for crictl v1.36.0 on amd64"),
         # The engine is checked first: it may come from the runtime layer's variable.
@@ -105,5 +130,5 @@ def test_each_problem_is_named_with_its_fix(overrides: dict[str, t.Any], problem
 def test_malformed_checksums_are_refused_naming_the_variable() -> None:
     with pytest.raises(AnsibleFilterError, match=r"crictl_plan: crictl_checksums\['v1.36.0'\] must map"):
         plan(checksums={"v1.36.0": OURS})
-    with pytest.raises(AnsibleFilterError, match="crictl_plan: settings lack arches"):
+    with pytest.raises(AnsibleFilterError, match="crictl_plan: settings lack allow_insecure_transport, arches"):
         crictl_plan({"version": ""})

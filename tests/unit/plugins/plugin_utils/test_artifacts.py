@@ -126,7 +126,8 @@ def settings(url: str, **over: t.Any) -> dict[str, t.Any]:
         "crictl_version": "",
         "crictl_kubernetes_version": "1.36",
         "crictl_download_url": url + "/files/cri-tools",
-        "crictl_checksum_source": "release",
+        # The test mirror is plain HTTP on loopback.
+        "crictl_allow_insecure_transport": True,
         "crictl_checksums": {},
     }
     values.update(over)
@@ -148,7 +149,7 @@ def test_versions_offered_are_resolved(mirror: str) -> None:
     assert result["errors"] == []
     assert result["resolved"] == [
         "1.20.1-1 from {0}/libnvidia-container/stable/deb/amd64".format(mirror),
-        "v1.36.0 from {0}/files/cri-tools/v1.36.0/crictl-v1.36.0-linux-amd64.tar.gz.sha256".format(mirror),
+        "v1.36.0 from {0}/files/cri-tools/v1.36.0/crictl-v1.36.0-linux-amd64.tar.gz".format(mirror),
     ]
 
 
@@ -178,39 +179,44 @@ def test_the_uncompressed_index_is_read_when_there_is_no_gzip_one(mirror: str) -
     ]
 
 
-def test_a_crictl_release_without_its_checksum_file_is_named(mirror: str) -> None:
-    result = resolve(full_set(mirror) | {"crictl_version": "v9.9.9"})
-    assert result["errors"] == [
-        "crictl_version v9.9.9 is not published under crictl_download_url for amd64: its .sha256 file "
-        "{0}/files/cri-tools/v9.9.9/crictl-v9.9.9-linux-amd64.tar.gz.sha256 answered HTTP 404 File not found; "
+def test_crictl_digests_come_from_the_table_and_the_tarball_must_be_there(mirror: str) -> None:
+    table = full_set(mirror)
+    assert resolve(table)["errors"] == []
+    missing = resolve(table | {"crictl_version": "v9.9.9"})["errors"]
+    assert missing == [
+        'crictl v9.9.9 on amd64 has no sha256 in the crictl role\'s table; add it as crictl_checksums: {"v9.9.9": {"amd64": "<sha256 of the tarball>"}}'
+    ]
+    # A digest given for a release the source lacks: the tarball itself is asked for.
+    given = resolve(table | {"crictl_version": "v9.9.9", "crictl_checksums": {"v9.9.9": {"amd64": DIGEST}}})["errors"]
+    assert given == [
+        "crictl_version v9.9.9 is not published under crictl_download_url for amd64: its tarball "
+        "{0}/files/cri-tools/v9.9.9/crictl-v9.9.9-linux-amd64.tar.gz answered HTTP 404 File not found; "
         "releases this collection knows: v1.36.0, v1.35.0, v1.34.0, v1.33.0, v1.32.0, v1.31.1, v1.30.1; set "
         "crictl_version to a published release, or to '' to take the release of crictl_kubernetes_version".format(mirror)
     ]
 
 
-def test_a_checksum_file_without_a_checksum_is_refused(mirror: str) -> None:
-    result = resolve(full_set(mirror) | {"crictl_version": "v1.35.0"})
-    assert len(result["errors"]) == 1
-    assert (
-        "crictl_download_url: {0}/files/cri-tools/v1.35.0/crictl-v1.35.0-linux-amd64.tar.gz.sha256 is not a "
-        "source this run can use: it holds no sha256 checksum".format(mirror)
-        in result["errors"][0]
-    )
+def test_the_old_release_checksum_source_reads_no_sha256_file(mirror: str) -> None:
+    # Issue 37: crictl_checksum_source: release trusted a .sha256 from the server that serves the tarball.
+    Recorder.requests.clear()
+    missing = resolve(full_set(mirror) | {"crictl_version": "v1.35.0", "crictl_checksum_source": "release"}, {"crictl": {"managed": True}})
+    # v1.35.0 is in the role's table; its tarball, not its .sha256 (which the mirror has), is asked for.
+    assert len(missing["errors"]) == 1 and "its tarball" in missing["errors"][0], missing
+    assert Recorder.requests == ["HEAD /files/cri-tools/v1.35.0/crictl-v1.35.0-linux-amd64.tar.gz"]
 
 
-def test_table_checksums_need_the_digest_and_the_tarball(mirror: str) -> None:
-    table = full_set(mirror) | {"crictl_checksum_source": "table"}
-    assert resolve(table)["errors"] == []
-    missing = resolve(table | {"crictl_version": "v9.9.9"})["errors"]
-    assert missing == [
-        "crictl v9.9.9 on amd64 has no sha256 in the crictl role's table (crictl_checksum_source: table); add it as "
-        'crictl_checksums: {"v9.9.9": {"amd64": "<sha256 from the release\'s .sha256 file>"}}, or set '
-        "crictl_checksum_source: release"
+def test_a_crictl_mirror_without_tls_or_with_credentials_is_refused_before_any_request(mirror: str) -> None:
+    Recorder.requests.clear()
+    plain = resolve(full_set(mirror) | {"crictl_allow_insecure_transport": False}, {"crictl": {"managed": True}})
+    assert plain["errors"] == [
+        "crictl_download_url {0}/files/cri-tools is fetched over http, which does not authenticate the server; use "
+        "an https:// mirror, or set crictl_allow_insecure_transport: true".format(mirror)
     ]
-    # A digest given for a release the source lacks: the tarball itself is asked for.
-    given = resolve(table | {"crictl_version": "v9.9.9", "crictl_checksums": {"v9.9.9": {"amd64": DIGEST}}})["errors"]
-    assert len(given) == 1 and "its tarball {0}/files/cri-tools/v9.9.9/".format(mirror) in given[0]
-    assert "answered HTTP 404" in given[0]
+    secret = mirror.replace("//", "//fleet:hunter2@") + "/files/cri-tools"
+    credentials = resolve(full_set(mirror) | {"crictl_download_url": secret}, {"crictl": {"managed": True}})
+    assert len(credentials["errors"]) == 1 and credentials["errors"][0].startswith("crictl_download_url carries credentials")
+    assert "hunter2" not in credentials["errors"][0]
+    assert Recorder.requests == []
 
 
 def test_an_unknown_kubernetes_minor_asks_for_an_explicit_release(mirror: str) -> None:
@@ -228,7 +234,7 @@ def test_a_mirror_that_is_down_is_named_by_variable_and_url(mirror: str, dead: s
         "container_toolkit_apt_repo_url: {0}/libnvidia-container/stable/deb/amd64/Packages.gz is unreachable "
         "(connection refused); check the mirror, or set container_toolkit_apt_repo_url to a source that "
         "answers".format(dead),
-        "crictl_download_url: {0}/files/cri-tools/v1.36.0/crictl-v1.36.0-linux-amd64.tar.gz.sha256 is unreachable "
+        "crictl_download_url: {0}/files/cri-tools/v1.36.0/crictl-v1.36.0-linux-amd64.tar.gz is unreachable "
         "(connection refused); check the mirror, or set crictl_download_url to a source that answers".format(dead),
     ]
 
@@ -249,8 +255,8 @@ def test_each_source_is_fetched_once_for_a_whole_fleet(mirror: str) -> None:
     Recorder.requests.clear()
     result = art.ArtifactResolver().resolve(plans)
     assert sorted(Recorder.requests) == [
-        "GET /files/cri-tools/v1.36.0/crictl-v1.36.0-linux-amd64.tar.gz.sha256",
         "GET /libnvidia-container/stable/deb/amd64/Packages.gz",
+        "HEAD /files/cri-tools/v1.36.0/crictl-v1.36.0-linux-amd64.tar.gz",
     ]
     assert sum(1 for r in result.values() if r["errors"]) == 1
     assert result["odd-one"]["errors"][0].startswith("container_toolkit_version 1.99.0 is not offered")
@@ -477,9 +483,9 @@ def test_a_fleet_sharing_a_mirror_asks_each_url_once(mirror: str) -> None:
         "GET /cuda/debian12/x86_64/3bf863cc.pub",
         "GET /cuda/debian12/x86_64/InRelease",
         "GET /debian/dists/bookworm/InRelease",
-        "GET /files/cri-tools/v1.36.0/crictl-v1.36.0-linux-amd64.tar.gz.sha256",
         "GET /keys/mirror.asc",
         "GET /libnvidia-container/stable/deb/amd64/Packages.gz",
+        "HEAD /files/cri-tools/v1.36.0/crictl-v1.36.0-linux-amd64.tar.gz",
     ]
     assert all(not r["errors"] for r in result.values())
 

@@ -123,7 +123,6 @@ def test_a_cuda_host_needs_the_cuda_repository_with_its_pinned_packages_and_fabr
             "dest": "cri-tools/v1.33.0/crictl-v1.33.0-linux-amd64.tar.gz",
             "url": DEFAULTS["crictl"]["crictl_download_url"] + "/v1.33.0/crictl-v1.33.0-linux-amd64.tar.gz",
             "sha256": load("crictl/vars/main.yml")["__crictl_sha256"]["v1.33.0"]["amd64"],
-            "checksum_source": "table",
         }
     ]
     # Both layers point at one key file: it is published once.
@@ -310,21 +309,21 @@ def test_hosts_that_put_different_upstreams_at_one_place_are_named():
     ]
 
 
+def test_a_crictl_release_is_carried_only_with_a_pinned_digest():
+    # Issue 37: crictl_checksum_source: release took the digest from upstream's .sha256, beside the tarball.
+    result = plan(declaration(crictl_version="v1.37.0", crictl_checksum_source="release"))
+    assert result["errors"] == ["crictl_checksums has no sha256 for v1.37.0 amd64 and neither has the crictl role's table: add it to crictl_checksums"]
+    assert result["files"] == []
+    pinned = plan(declaration(crictl_version="v1.37.0", crictl_checksum_source="release", crictl_checksums={"v1.37.0": {"amd64": "f" * 64}}))
+    assert [f["sha256"] for f in pinned["files"]] == ["f" * 64]
+
+
 def test_two_checksums_for_one_tarball_are_a_conflict():
     mine = plan(declaration(crictl_checksums={"v1.33.0": {"amd64": "f" * 64}}))
     assert _bundle.bundle_plan({"a": plan(), "b": mine}, [], "/d")["errors"]
 
 
 # --- after upstream answered ----------------------------------------------------------------------
-
-
-def test_release_checksums_fill_the_files_that_have_none():
-    files = [
-        {"dest": "c/x.tar.gz", "url": "u", "sha256": "", "checksum_source": "release"},
-        {"dest": "c/y.tar.gz", "url": "v", "sha256": "b" * 64, "checksum_source": "table"},
-    ]
-    sums = [{"item": files[0], "content": "a" * 64 + "  x.tar.gz\n"}]
-    assert [f["sha256"] for f in _bundle.files_settled(files, sums)] == ["a" * 64, "b" * 64]
 
 
 def read_result(rc=0, sha="a" * 64, manifests=None, **item):
@@ -360,7 +359,7 @@ def test_check_mode_cannot_stage_the_files_of_directories_it_has_not_created():
 
 
 def test_the_manifest_lists_every_artifact_with_its_sha256_sorted_by_path():
-    files = [{"dest": "cri-tools/v/crictl.tar.gz", "url": "u/crictl.tar.gz", "sha256": "a" * 64, "checksum_source": "release"}]
+    files = [{"dest": "cri-tools/v/crictl.tar.gz", "url": "u/crictl.tar.gz", "sha256": "a" * 64}]
     images = _bundle.image_list([IMAGE])
     repos = [
         {
@@ -387,7 +386,7 @@ def test_the_manifest_lists_every_artifact_with_its_sha256_sorted_by_path():
     assert by_path["cri-tools/v/crictl.tar.gz.sha256"] == {
         "artifact": "cri-tools/v/crictl.tar.gz.sha256",
         "package": "",
-        "source": "u/crictl.tar.gz.sha256",
+        "source": "crictl role table",
         "sha256": hashlib.sha256(("a" * 64 + "\n").encode()).hexdigest(),
     }
     assert by_path["keys/site.asc"]["sha256"] == hashlib.sha256(b"KEY\n").hexdigest()
