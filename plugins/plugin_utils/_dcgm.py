@@ -19,6 +19,7 @@ import os
 import re
 import typing as t
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import dcgm as knowledge
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.evaluate import Matrix
@@ -46,6 +47,7 @@ SETTINGS = (
     "exporter_version",
     "exporter_download_url",
     "exporter_sha256",
+    "exporter_allow_insecure_transport",
     "exporter_install_dir",
     "exporter_address",
     "exporter_counters_file",
@@ -57,6 +59,17 @@ SETTINGS = (
     "health_watches",
     "diag_level",
 )
+
+
+def url_problem(url: str, variable: str) -> str | None:
+    """A URL with credentials in it (user:password@), named by its variable: results, logs and the 0644 apt
+    sources file would show them."""
+    if "@" in urlsplit(url).netloc:
+        return (
+            "{0} carries credentials (user:password@), which results, logs and apt's sources file would show; "
+            "remove them from the URL (apt reads a login from dcgm_apt_auth_login and dcgm_apt_auth_password)".format(variable)
+        )
+    return None
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
@@ -100,6 +113,9 @@ def _cuda_major(settings: Mapping) -> tuple[int | None, str, str | None]:
 
 
 def _repo(settings: Mapping) -> tuple[dict[str, str], str | None]:
+    problem = url_problem(str(settings["repo_url"]), "dcgm_repo_url")
+    if problem:
+        return {}, problem
     # dcgm_repo_distro: a mirror's own directory for a distribution NVIDIA's table does not list.
     distro = str(settings["repo_distro"] or "") or next(
         (
@@ -156,8 +172,8 @@ def _exporter(settings: Mapping, counters_file: str) -> tuple[dict[str, t.Any], 
     if not str(settings["exporter_download_url"] or ""):
         return {}, (
             "dcgm_exporter_download_url is empty: NVIDIA publishes dcgm-exporter as an image and source only; build the "
-            "binary from its tag, publish <url>/<version>/dcgm-exporter-<version>-linux-<arch>.tar.gz with its .sha256 "
-            "on your mirror and set dcgm_exporter_download_url=<url>, or set dcgm_exporter=false"
+            "binary from its tag, publish <url>/<version>/dcgm-exporter-<version>-linux-<arch>.tar.gz on your mirror, "
+            "set dcgm_exporter_download_url=<url> and dcgm_exporter_sha256 to the tarball's sha256, or set dcgm_exporter=false"
         )
     version = str(settings["exporter_version"])
     if not _EXPORTER_VERSION.match(version):
@@ -166,8 +182,23 @@ def _exporter(settings: Mapping, counters_file: str) -> tuple[dict[str, t.Any], 
     if arch is None:
         return {}, "no dcgm-exporter build for the architecture {0}".format(settings["architecture"])
     digest = str(settings["exporter_sha256"] or "").strip().lower()
-    if digest and not _SHA256.match(digest):
-        return {}, "dcgm_exporter_sha256 must be 64 hexadecimal digits (or empty to read the .sha256 published next to the tarball)"
+    if not _SHA256.match(digest):
+        # NVIDIA publishes no binary, so there is no upstream table: the site that builds the tarball pins it.
+        # A .sha256 beside the tarball would vouch for whatever the mirror serves.
+        return {}, (
+            "dcgm_exporter_sha256 must be the sha256 of the site's dcgm-exporter tarball (64 hexadecimal digits), got "
+            "'{0}'; pin the digest of the tarball you built and published, or set dcgm_exporter=false".format(settings["exporter_sha256"] or "")
+        )
+    problem = url_problem(str(settings["exporter_download_url"]), "dcgm_exporter_download_url")
+    if problem:
+        return {}, problem
+    scheme = urlsplit(str(settings["exporter_download_url"])).scheme.lower()
+    if scheme != "https" and not settings["exporter_allow_insecure_transport"]:
+        return {}, (
+            "dcgm_exporter_download_url {0} is fetched over {1}, which does not authenticate the server; use an "
+            "https:// mirror, or set dcgm_exporter_allow_insecure_transport: true (the pinned dcgm_exporter_sha256 "
+            "still checks the tarball)".format(settings["exporter_download_url"], scheme or "no scheme")
+        )
     attribution = settings["exporter_attribution"]
     if attribution not in _ATTRIBUTIONS:
         return {}, "dcgm_exporter_attribution must be one of {0}, got '{1}'".format(", ".join(_ATTRIBUTIONS), attribution)
@@ -208,8 +239,8 @@ def _exporter(settings: Mapping, counters_file: str) -> tuple[dict[str, t.Any], 
         "enabled": True,
         "version": version,
         "tarball_url": tarball,
-        "sha256": digest or None,
-        "sha256_url": None if digest else tarball + ".sha256",
+        "sha256": digest,
+        "allow_insecure_transport": bool(settings["exporter_allow_insecure_transport"]),
         "binary": argv[0],
         "argv": argv,
         "hpc_job_mapping_dir": settings["exporter_hpc_job_mapping_dir"] if attribution == "hpc" else None,

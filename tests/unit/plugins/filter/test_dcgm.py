@@ -20,6 +20,8 @@ from ansible_collections.gpufleet.nvidia.plugins.filter.dcgm import FilterModule
 
 ROLE = Path(__file__).parents[4] / "roles" / "dcgm"
 DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+# The site's own build of dcgm-exporter, pinned as the site pins it.
+PINNED = "ab" * 32
 
 
 def settings(**over: t.Any) -> dict[str, t.Any]:
@@ -38,8 +40,9 @@ def settings(**over: t.Any) -> dict[str, t.Any]:
         "repo_distro": DEFAULTS["dcgm_repo_distro"],
         "exporter": DEFAULTS["dcgm_exporter"],
         "exporter_version": DEFAULTS["dcgm_exporter_version"],
-        "exporter_download_url": "http://mirror.invalid/files/dcgm-exporter",
-        "exporter_sha256": DEFAULTS["dcgm_exporter_sha256"],
+        "exporter_download_url": "https://mirror.invalid/files/dcgm-exporter",
+        "exporter_sha256": PINNED,
+        "exporter_allow_insecure_transport": DEFAULTS["dcgm_exporter_allow_insecure_transport"],
         "exporter_install_dir": DEFAULTS["dcgm_exporter_install_dir"],
         "exporter_address": DEFAULTS["dcgm_exporter_address"],
         "exporter_counters_file": DEFAULTS["dcgm_exporter_counters_file"],
@@ -127,7 +130,11 @@ def test_a_declared_flavour_must_match_the_running_driver():
         ({"architecture": "ppc64le"}, "no packages for the architecture ppc64le"),
         ({"exporter_download_url": ""}, "dcgm_exporter_download_url is empty"),
         ({"exporter_version": "4.8.0"}, "dcgm_exporter_version must look like"),
-        ({"exporter_sha256": "abc"}, "dcgm_exporter_sha256 must be 64 hexadecimal digits"),
+        ({"exporter_sha256": "abc"}, "dcgm_exporter_sha256 must be the sha256 of the site's dcgm-exporter tarball"),
+        ({"exporter_sha256": DEFAULTS["dcgm_exporter_sha256"]}, "dcgm_exporter_sha256 must be the sha256 of the site's dcgm-exporter tarball"),
+        ({"exporter_download_url": "http://mirror.invalid/files"}, "set dcgm_exporter_allow_insecure_transport: true"),
+        ({"exporter_download_url": "https://fleet:s3cret@mirror.invalid/files"}, "dcgm_exporter_download_url carries credentials"),
+        ({"repo_url": "https://fleet:s3cret@mirror.invalid/cuda/repos"}, "dcgm_repo_url carries credentials"),
         ({"exporter_attribution": "slurm"}, "dcgm_exporter_attribution must be one of none, kubernetes, hpc"),
         ({"exporter_attribution": "hpc", "exporter_hpc_job_mapping_dir": ""}, "needs dcgm_exporter_hpc_job_mapping_dir"),
         ({"exporter_address": "9400"}, "dcgm_exporter_address must be [host]:port"),
@@ -171,13 +178,31 @@ def test_exporter_command_line_by_attribution(attribution, tail):
         *tail,
         "--debug",
     ]
-    assert exporter["tarball_url"] == "http://mirror.invalid/files/dcgm-exporter/4.5.2-4.8.0/dcgm-exporter-4.5.2-4.8.0-linux-amd64.tar.gz"
-    assert exporter["sha256"] is None and exporter["sha256_url"] == exporter["tarball_url"] + ".sha256"
+    assert exporter["tarball_url"] == "https://mirror.invalid/files/dcgm-exporter/4.5.2-4.8.0/dcgm-exporter-4.5.2-4.8.0-linux-amd64.tar.gz"
+    assert exporter["sha256"] == PINNED and exporter["allow_insecure_transport"] is False
 
 
-def test_a_pinned_exporter_digest_replaces_the_published_one():
+def test_the_exporter_is_pinned_by_the_site_never_by_a_published_sha256():
+    # Issue 37: with dcgm_exporter_sha256 empty the role read <tarball>.sha256 from the same mirror.
+    unpinned = dcgm_plan(settings(exporter_sha256=""))
+    assert unpinned["problem"].startswith("dcgm_exporter_sha256 must be the sha256 of the site's dcgm-exporter tarball"), unpinned
     exporter = dcgm_plan(settings(exporter_sha256="A" * 64))["exporter"]
-    assert exporter["sha256"] == "a" * 64 and exporter["sha256_url"] is None
+    assert exporter["sha256"] == "a" * 64 and "sha256_url" not in exporter
+
+
+def test_a_plain_http_mirror_needs_the_flag_and_credentials_never_pass():
+    url = "http://127.0.0.1:8765/files/dcgm-exporter"
+    refused = dcgm_plan(settings(exporter_download_url=url))["problem"]
+    assert refused == (
+        "dcgm_exporter_download_url {0} is fetched over http, which does not authenticate the server; use an https:// "
+        "mirror, or set dcgm_exporter_allow_insecure_transport: true (the pinned dcgm_exporter_sha256 still checks the tarball)".format(url)
+    )
+    allowed = dcgm_plan(settings(exporter_download_url=url, exporter_allow_insecure_transport=True))
+    assert allowed["problem"] == "" and allowed["exporter"]["allow_insecure_transport"] is True
+    secret = dcgm_plan(settings(exporter_download_url="https://fleet:s3cret@mirror.invalid/files", exporter_allow_insecure_transport=True))["problem"]
+    assert secret.startswith("dcgm_exporter_download_url carries credentials") and "s3cret" not in secret
+    # Nothing to download, nothing to pin.
+    assert dcgm_plan(settings(exporter=False, exporter_sha256="", exporter_download_url=url))["problem"] == ""
 
 
 def test_health_watch_letters_name_systems():
