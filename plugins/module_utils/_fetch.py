@@ -63,7 +63,7 @@ def url_options_spec() -> dict[str, dict[str, t.Any]]:
     return spec
 
 
-def refuse_userinfo(module: AnsibleModule, url: str, option: str) -> None:
+def refuse_userinfo(module: AnsibleModule, url: str, option: str, fix: str = "give them as url_username and url_password, which are never logged") -> None:
     """Fail, naming `option`, when the URL carries credentials (user:pass@host).
 
     A URL is echoed where a password must not be: the result's `invocation`, -v output, AWX's job events, an apt
@@ -76,8 +76,9 @@ def refuse_userinfo(module: AnsibleModule, url: str, option: str) -> None:
     password = userinfo.split(":", 1)[1] if ":" in userinfo else ""
     module.no_log_values.update(value for value in (userinfo, password) if value)
     module.fail_json(
-        msg="{0}: {1} carries credentials in the URL (user:password@), which would be shown in results and logs; "
-        "remove them from the URL and give them as url_username and url_password, which are never logged".format(option, mask_url(url))
+        msg="{0}: {1} carries credentials in the URL (user:password@), which would be shown in results and logs; remove them from the URL and {2}".format(
+            option, mask_url(url), fix
+        )
     )
 
 

@@ -27,6 +27,11 @@ description:
   - Downloads go through C(ansible.module_utils.urls), as M(ansible.builtin.get_url)'s do, with its options.
     HTTPS certificates are always verified, so there is no C(validate_certs); a mirror with a private CA is
     trusted with O(ca_path).
+  - No URL may carry credentials (C(user:password@)) - not O(key_url), not O(release_url), not a URL in
+    O(sources_content) - since the sources file is world-readable and the URLs are echoed in results and logs.
+    Such a URL is refused before anything is fetched, and shown masked. The module's own downloads take
+    O(url_username) and O(url_password); apt's take O(auth_login) and O(auth_password), written to O(auth_path)
+    with mode C(0600).
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.mutating
@@ -61,6 +66,29 @@ options:
     description: The sources file's whole content. It must name O(key_path) (C(Signed-By) or C(signed-by=)).
     type: str
     required: true
+  auth_login:
+    description:
+      - The login apt gives the repository, written with O(auth_password) to O(auth_path) (apt's C(auth.conf.d),
+        the format of C(apt_auth.conf)) with owner C(root) and mode C(0600). The file's content is never shown.
+      - V("") leaves O(auth_path) alone.
+    type: str
+    default: ""
+  auth_password:
+    description: The password apt gives the repository, with O(auth_login). Never logged, never in a diff.
+    type: str
+    default: ""
+  auth_machine:
+    description:
+      - The C(machine) the credentials are for, as apt matches it (C(host[:port][/path])).
+      - V("") takes the host and port of O(release_url).
+    type: str
+    default: ""
+  auth_path:
+    description:
+      - Where apt's credentials go. By default C(auth.conf.d/<name>.conf) beside the directory of O(sources_path)
+        (C(/etc/apt/sources.list.d/nvidia.sources) gives C(/etc/apt/auth.conf.d/nvidia.conf)); its directory is
+        created (mode C(0755)) when missing.
+    type: path
   release_url:
     description:
       - A file of the repository that apt fetches (its C(Release) or C(InRelease)). When given, it must answer
@@ -69,8 +97,9 @@ options:
     type: str
 notes:
   - The key is downloaded on every run (it is small), to check that the mirror still serves the trusted key.
-  - The files are written with owner C(root), group C(root) and mode C(0644), since apt reads them as an unprivileged
-    user (C(_apt)).
+  - The key and sources files are written with owner C(root), group C(root) and mode C(0644), since apt reads them
+    as an unprivileged user (C(_apt)); the credentials file with mode C(0600), which apt reads before it drops
+    privileges.
 requirements:
   - Python 3.8 or later on the target (standard library only), and C(gpg).
 """
@@ -88,6 +117,24 @@ EXAMPLES = r"""
       Suites: /
       Signed-By: /etc/apt/keyrings/nvidia-container-toolkit.asc
     release_url: "{{ site_mirror }}/libnvidia-container/stable/deb/amd64/Release"
+
+- name: The same from a mirror that wants a login, from the module (the key) and from apt (the packages)
+  gpufleet.nvidia.apt_signed_source:
+    key_url: "{{ site_mirror }}/keys/nvidia-container-toolkit.asc"
+    key_fingerprint: "C95B 321B 61E8 8C18 09C4 F759 DDCA E044 F796 ECB0"
+    key_path: /etc/apt/keyrings/nvidia-container-toolkit.asc
+    sources_path: /etc/apt/sources.list.d/nvidia-container-toolkit.sources
+    sources_content: |
+      Types: deb
+      URIs: {{ site_mirror }}/libnvidia-container/stable/deb/amd64
+      Suites: /
+      Signed-By: /etc/apt/keyrings/nvidia-container-toolkit.asc
+    release_url: "{{ site_mirror }}/libnvidia-container/stable/deb/amd64/Release"
+    url_username: fleet
+    url_password: "{{ mirror_password }}"
+    force_basic_auth: true
+    auth_login: fleet
+    auth_password: "{{ mirror_password }}"
 """
 
 RETURN = r"""
@@ -105,14 +152,19 @@ changed_paths:
 """
 
 import os
+import re
 import tempfile
 import typing as t
+from urllib.parse import urlsplit
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._fetch import FetchError, mask_url, open_url, url_options_spec
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._fetch import FetchError, mask_url, open_url, refuse_userinfo, url_options_spec
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._signing_key import KEY_MAX_BYTES, KeyPinError, PinnedKey, normalize_fingerprint
+
+# A URL in a sources file, one-line or deb822 (URIs:), to look for credentials in.
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\]]+")
 
 
 class SignedSource:
@@ -124,6 +176,14 @@ class SignedSource:
         self.changed_paths: list[str] = []
         self.diffs: list[dict[str, t.Any]] = []
         params = module.params
+        # First: every later message may name these URLs.
+        refuse_userinfo(module, params["key_url"], "key_url")
+        if params["release_url"]:
+            refuse_userinfo(module, params["release_url"], "release_url")
+        for url in _URL.findall(params["sources_content"]):
+            # The sources file is world-readable: apt's own login goes to a 0600 file.
+            refuse_userinfo(module, url, "sources_content", "give apt's login as auth_login and auth_password")
+        self.auth = self._auth(params)
         self.fingerprint = ""
         if params["key_fingerprint"].strip():
             try:
@@ -143,6 +203,25 @@ class SignedSource:
         if self.key_path not in params["sources_content"]:
             self.fail("sources_content: it does not name key_path {0} (Signed-By), so apt would not use the key".format(self.key_path))
         self.keys = PinnedKey(module.run_command, module.get_bin_path("gpg", required=True))
+
+    def _auth(self, params: dict[str, t.Any]) -> tuple[str, bytes, str] | None:
+        """(path, content, machine) of apt's credentials file, or None when no login is given."""
+        if not params["auth_login"]:
+            return None
+        machine = params["auth_machine"] or (urlsplit(params["release_url"]).netloc if params["release_url"] else "")
+        if not machine:
+            self.fail("auth_machine: empty and there is no release_url to take the host from; set auth_machine to the repository's host")
+        # apt_auth.conf is whitespace-separated tokens: a space or a newline would end the value or start a line.
+        for option, value in (("auth_login", params["auth_login"]), ("auth_password", params["auth_password"]), ("auth_machine", machine)):
+            if not value or re.search(r"\s", value):
+                self.fail("{0}: must be non-empty and hold no whitespace (apt_auth.conf splits on it)".format(option))
+        path = params["auth_path"] or os.path.join(
+            os.path.dirname(os.path.dirname(params["sources_path"])), "auth.conf.d", os.path.splitext(os.path.basename(params["sources_path"]))[0] + ".conf"
+        )
+        if not os.path.isabs(path):
+            self.fail("auth_path: '{0}' is not absolute; give the full path".format(path))
+        content = "machine {0}\nlogin {1}\npassword {2}\n".format(machine, params["auth_login"], params["auth_password"])
+        return path, to_bytes(content, errors="surrogate_or_strict"), machine
 
     def fail(self, msg: str) -> t.NoReturn:
         self.module.fail_json(msg=msg, changed_paths=self.changed_paths)
@@ -206,7 +285,7 @@ class SignedSource:
             )
         )
 
-    def _write(self, path: str, content: bytes, shown: dict[str, str]) -> None:
+    def _write(self, path: str, content: bytes, shown: dict[str, str], mode: int = 0o644) -> None:
         before = self._read(path)
         changed = before != content
         if changed:
@@ -218,9 +297,10 @@ class SignedSource:
                     out.write(content)
                     out.flush()
                     os.fsync(out.fileno())
-                os.chmod(temp, 0o644)
+                # mkstemp made it 0600: a credentials file is never readable by others, not even for a moment.
+                os.chmod(temp, mode)
                 self.module.atomic_move(temp, path, unsafe_writes=False)
-        attributes = {"path": path, "mode": "0644", "owner": "root", "group": "root", "secontext": None, "attributes": None}
+        attributes = {"path": path, "mode": "{0:04o}".format(mode), "owner": "root", "group": "root", "secontext": None, "attributes": None}
         if os.path.exists(path) and self.module.set_fs_attributes_if_different(attributes, False) and path not in self.changed_paths:
             self.changed_paths.append(path)
 
@@ -247,6 +327,12 @@ class SignedSource:
             sources,
             {"before": (current_sources or b"").decode("utf-8", "replace"), "after": params["sources_content"]},
         )
+        if self.auth is not None:
+            auth_path, auth_content, machine = self.auth
+            if not os.path.isdir(os.path.dirname(auth_path)) and not self.module.check_mode:
+                os.makedirs(os.path.dirname(auth_path), mode=0o755)
+            # The diff says that the credentials changed, never what they are.
+            self._write(auth_path, auth_content, {"before": "(other credentials)\n", "after": "credentials for {0}\n".format(machine)}, mode=0o600)
         result: dict[str, t.Any] = {"changed": bool(self.changed_paths), "changed_paths": self.changed_paths, "fingerprint": self.fingerprint}
         if self.module._diff and self.diffs:
             result["diff"] = self.diffs
@@ -265,6 +351,10 @@ def argument_spec() -> dict[str, dict[str, t.Any]]:
             "sources_path": {"type": "path", "required": True},
             "sources_content": {"type": "str", "required": True},
             "release_url": {"type": "str"},
+            "auth_login": {"type": "str", "default": ""},
+            "auth_password": {"type": "str", "default": "", "no_log": True},
+            "auth_machine": {"type": "str", "default": ""},
+            "auth_path": {"type": "path"},
         }
     )
     return spec

@@ -116,6 +116,7 @@ key:
 
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 import typing as t
@@ -123,7 +124,7 @@ import typing as t
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._fetch import mask_url
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._fetch import mask_url, refuse_userinfo
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._signing_key import KeyPinError, PinnedKey, normalize_fingerprint
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._version_order import dpkg_key, rpm_key
 
@@ -295,6 +296,11 @@ def main() -> None:
         supports_check_mode=True,
     )
     params = module.params
+    # Before anything is fetched: every later message, and the result's invocation, may show these URLs.
+    for option, values in (("key", [params["key"]]), ("apt_sources", params["apt_sources"] or []), ("dnf_baseurl", [params["dnf_baseurl"] or ""])):
+        for value in values:
+            for url in re.findall(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\]]+", value):
+                refuse_userinfo(module, url, option, "serve the repository to the node without a login (this probe gives none)")
     scratch = tempfile.mkdtemp(prefix="gpufleet-probe-")
     try:
         probe = RepositoryProbe(module, scratch)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import os
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.gpufleet.nvidia.tests.unit.playbook_run import local_play
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import module_result
 
 pytestmark = pytest.mark.skipif(not shutil.which("gpg") or os.geteuid() != 0, reason="needs gpg, and root for the files' owner")
@@ -215,3 +217,76 @@ def test_a_key_that_cannot_be_fetched_names_its_url(site: dict[str, t.Any]) -> N
 def test_bad_arguments_name_the_field(site: dict[str, t.Any], change: dict[str, str], message: str) -> None:
     result = module_result("apt_signed_source", {**args(site), **change})
     assert result["failed"] and message in result["msg"], result["msg"]
+
+
+# -- credentials (issue 37): never in a URL, apt's in a 0600 auth.conf.d file ----------------------------------------
+def secret_url(site: dict[str, t.Any], path: str) -> str:
+    return site["url"].replace("//", "//fleet:hunter2-51d0@") + path
+
+
+@pytest.mark.parametrize(
+    ("option", "change"),
+    [
+        ("key_url", lambda site, a: {"key_url": secret_url(site, "/trusted.asc")}),
+        ("release_url", lambda site, a: {"release_url": secret_url(site, "/repo/Release")}),
+        ("sources_content", lambda site, a: {"sources_content": a["sources_content"].replace(site["url"], secret_url(site, ""))}),
+    ],
+)
+def test_a_url_with_credentials_is_refused_masked_and_nothing_written(site: dict[str, t.Any], option: str, change: t.Any) -> None:
+    base = args(site)
+    refused = module_result("apt_signed_source", dict(base, **change(site, base)))
+    assert refused["failed"] and refused["msg"].startswith(option + ": "), refused
+    fix = "auth_login and auth_password" if option == "sources_content" else "url_username and url_password"
+    assert fix in refused["msg"] and "hunter2-51d0" not in str(refused), refused
+    assert not os.path.exists(base["key_path"]) and not os.path.exists(base["sources_path"])
+
+
+def test_the_password_options_are_never_logged() -> None:
+    # pylint: disable-next=import-outside-toplevel
+    from ansible_collections.gpufleet.nvidia.plugins.modules.apt_signed_source import argument_spec
+
+    assert argument_spec()["url_password"]["no_log"] is True and argument_spec()["auth_password"]["no_log"] is True
+
+
+def test_a_key_url_with_credentials_never_reaches_verbose_output(site: dict[str, t.Any]) -> None:
+    """-vvv prints the result's invocation (AWX stores it): the password in the refused URL must be masked there."""
+    base = args(site, key_url=secret_url(site, "/trusted.asc"))
+    play = site["tmp"] / "play.yml"
+    play.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n    - gpufleet.nvidia.apt_signed_source:\n"
+        + "".join("        {0}: {1}\n".format(key, json.dumps(value)) for key, value in base.items())
+    )
+    output = local_play(play, "-vvv", rc=2, env={"ANSIBLE_INJECT_INVOCATION": "1"})
+    assert "key_url: " in output and '"invocation"' in output, output
+    assert "hunter2-51d0" not in output, output
+    assert not os.path.exists(base["key_path"])
+
+
+def test_apt_credentials_go_to_a_0600_file_never_shown_and_written_once(site: dict[str, t.Any]) -> None:
+    auth = {"auth_login": "fleet", "auth_password": "apt-secret-7e3f"}
+    path = site["etc"] / "auth.conf.d" / "repo.conf"
+    predicted = module_result("apt_signed_source", args(site, **auth), check=True, diff=True)
+    assert predicted["changed"] and str(path) in predicted["changed_paths"] and not path.exists(), predicted
+    first = module_result("apt_signed_source", args(site, **auth), diff=True)
+    assert not first["failed"] and str(path) in first["changed_paths"], first
+    host = site["url"].split("//", 1)[1]
+    assert path.read_text() == "machine {0}\nlogin fleet\npassword apt-secret-7e3f\n".format(host)
+    assert oct(os.stat(path).st_mode & 0o777) == "0o600" and os.stat(path).st_uid == 0
+    assert "credentials for {0}".format(host) in str(first["diff"])
+    for result in (predicted, first):
+        assert "apt-secret-7e3f" not in str(result), result
+    again = module_result("apt_signed_source", args(site, **auth), diff=True)
+    assert not again["changed"] and again["changed_paths"] == [], again
+    os.chmod(path, 0o644)
+    repaired = module_result("apt_signed_source", args(site, **auth))
+    assert repaired["changed_paths"] == [str(path)] and oct(os.stat(path).st_mode & 0o777) == "0o600"
+    rotated = module_result("apt_signed_source", args(site, auth_login="fleet", auth_password="rotated-0a9c"), diff=True)
+    assert rotated["changed_paths"] == [str(path)] and "rotated-0a9c" not in str(rotated) and "apt-secret-7e3f" not in str(rotated)
+    assert path.read_text().endswith("password rotated-0a9c\n")
+
+
+def test_apt_credentials_that_would_break_the_file_are_refused(site: dict[str, t.Any]) -> None:
+    refused = module_result("apt_signed_source", args(site, auth_login="fleet", auth_password="two words"))
+    assert refused["failed"] and refused["msg"].startswith("auth_password: ") and "two words" not in str(refused), refused
+    unknown = module_result("apt_signed_source", args(site, auth_login="fleet", auth_password="x", release_url=None))
+    assert unknown["failed"] and unknown["msg"].startswith("auth_machine: "), unknown

@@ -179,3 +179,19 @@ def test_a_downloaded_key_without_a_fingerprint_is_refused_unless_allowed(signed
     assert allowed["kind"] == "exit", allowed
     assert sorted(allowed["result"]["key"]["fingerprints"]) == sorted([signed_repo["fpr"], signed_repo["other_fpr"]])
     assert any("trusted unchecked (allow_unpinned_key)" in w for w in allowed["result"].get("warnings", [])), allowed["result"]
+
+
+@pytest.mark.parametrize(
+    ("option", "args"),
+    [
+        ("key", {"apt_sources": ["deb https://mirror.invalid/debian bookworm main"], "key": "https://fleet:hunter2-8f2c@mirror.invalid/key.asc"}),
+        ("apt_sources", {"apt_sources": ["deb https://fleet:hunter2-8f2c@mirror.invalid/debian bookworm main"], "key": "/usr/share/keyrings/x.gpg"}),
+        ("dnf_baseurl", {"dnf_baseurl": "https://fleet:hunter2-8f2c@mirror.invalid/el9", "key": "/etc/pki/x.asc"}),
+    ],
+)
+def test_a_url_with_credentials_is_refused_before_anything_is_fetched_and_masked(option, args):
+    # Issue 37: the URL is echoed in the result; the probe's scratch apt gives no login anyway.
+    outcome = run_module("package_versions_info", dict(args, packages=["nvidia-test-dkms"]))
+    assert outcome["kind"] == "fail", outcome
+    assert outcome["result"]["msg"].startswith(option + ": "), outcome
+    assert "hunter2-8f2c" not in str(outcome["result"])
