@@ -42,6 +42,7 @@ SETTINGS = (
     "architecture",
     "proprietary",
     "repo_url",
+    "gpg_key_url",
     "repo_distro",
     "exporter",
     "exporter_version",
@@ -113,9 +114,10 @@ def _cuda_major(settings: Mapping) -> tuple[int | None, str, str | None]:
 
 
 def _repo(settings: Mapping) -> tuple[dict[str, str], str | None]:
-    problem = url_problem(str(settings["repo_url"]), "dcgm_repo_url")
-    if problem:
-        return {}, problem
+    for variable in ("repo_url", "gpg_key_url"):
+        problem = url_problem(str(settings[variable] or ""), "dcgm_" + variable)
+        if problem:
+            return {}, problem
     # dcgm_repo_distro: a mirror's own directory for a distribution NVIDIA's table does not list.
     distro = str(settings["repo_distro"] or "") or next(
         (
