@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import re
 import typing as t
+from urllib.parse import urlsplit
 
 # "3:580.95.05-1.el9" / "535.216.03-2~bpo12+1" / "535.183.01-0ubuntu0.22.04.1" -> the NVIDIA version.
 _UPSTREAM = re.compile(r"^(?:\d+:)?(?P<upstream>[0-9][0-9.]*[0-9])")
@@ -265,6 +266,15 @@ def plan(decision: dict, declaration: dict, os_data: dict, facts: dict, info: di
     repo = repository(declaration, os_data, facts)
 
     result: dict[str, t.Any] = {"error": None}
+    # The URLs go into results, logs and the world-readable sources file: a password in one is refused unrepeated.
+    for variable in ("cuda_repo_url", "cuda_repo_key_url", "distribution_mirror_url", "distribution_key_url"):
+        if "@" in urlsplit(str(declaration.get(variable) or "")).netloc:
+            result["error"] = (
+                "driver_{0} carries credentials (user:password@), which results, logs and the apt sources file would "
+                "show; remove them from the URL (the driver role has no repository login: serve the repository to the "
+                "nodes without one, for example through a proxy or a mirror on their network).".format(variable)
+            )
+            return result
     key_downloaded = bool(re.match(r"(https?|ftp|file)://", repo["key"]))
     if key_downloaded and not repo["fingerprint"] and not truthy(declaration.get("allow_unpinned_key")) and present:
         variable = "driver_cuda_repo_key_fingerprint" if source == "cuda" else "driver_distribution_key_fingerprint"

@@ -396,6 +396,38 @@ def test_a_downloaded_key_without_a_fingerprint_is_refused_naming_the_variable_u
     assert plan_for({**mirror, "distribution_key_url": ""}, checks=DEBIAN_CHECKS, os_data=debian_os(), facts=DEBIAN_FACTS)["error"] is None
 
 
+@pytest.mark.parametrize(
+    ("variable", "declaration"),
+    [
+        ("driver_cuda_repo_url", {"cuda_repo_url": "https://fleet:hunter2-d7e1@mirror.example/cuda/repos"}),
+        ("driver_cuda_repo_key_url", {"cuda_repo_key_url": "https://fleet:hunter2-d7e1@mirror.example/key.asc"}),
+        (
+            "driver_distribution_mirror_url",
+            {
+                "source": "distribution",
+                "branch": "535",
+                "kernel_module": "proprietary",
+                "distribution_mirror_url": "http://fleet:hunter2-d7e1@mirror.example/debian",
+            },
+        ),
+        (
+            "driver_distribution_key_url",
+            {
+                "source": "distribution",
+                "branch": "535",
+                "kernel_module": "proprietary",
+                "distribution_key_url": "https://fleet:hunter2-d7e1@mirror.example/k.asc",
+            },
+        ),
+    ],
+)
+def test_a_repository_or_key_url_with_credentials_is_refused_naming_the_variable(variable, declaration):
+    # Issue 37: the sources file is world-readable, and the probe's result and the logs show the URL.
+    refused = plan_for({"gpu_models": ["H100"], **declaration}, checks=DEBIAN_CHECKS, os_data=debian_os(), facts=DEBIAN_FACTS)
+    assert refused["error"].startswith(variable + " carries credentials"), refused
+    assert "hunter2-d7e1" not in refused["error"]
+
+
 def test_a_node_as_declared_is_probed_again_when_the_key_the_role_writes_is_missing():
     installed = [package("nvidia-driver-cuda", "3:580.82.07-1.el9"), package("kmod-nvidia-latest-dkms", "3:580.82.07-1.el9")]
     keyring = "/etc/pki/rpm-gpg/gpufleet-nvidia-cuda.asc"
