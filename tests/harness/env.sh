@@ -79,6 +79,19 @@ cpu_since() {
   printf -v "$1" '%d' $(((now - $2) / $(getconf CLK_TCK)))
 }
 
+# What the test ground pins as a site pins its own, from one `mirror.py
+# status`: the mirror's throwaway signing key, and the digests of the
+# tarballs it serves (its own builds of crictl and dcgm-exporter, so not
+# upstream's). The simulated inventory and the Molecule base read these.
+mirror_pins() {
+  local status
+  status=$(python3 "$GPUFLEET_ROOT/tests/harness/mirror.py" status)
+  GPUFLEET_MIRROR_FINGERPRINT=$(sed -n 's/^key=//p' <<<"$status")
+  GPUFLEET_CRICTL_CHECKSUMS=$(sed -n 's/^crictl_checksums=//p' <<<"$status")
+  GPUFLEET_DCGM_EXPORTER_SHA256=$(sed -n 's/^dcgm_exporter_sha256=//p' <<<"$status")
+  export GPUFLEET_MIRROR_FINGERPRINT GPUFLEET_CRICTL_CHECKSUMS GPUFLEET_DCGM_EXPORTER_SHA256
+}
+
 log() { printf '\033[1m[harness]\033[0m %s\n' "$*" >&2; }
 die() { printf '\033[1;31m[harness] error:\033[0m %s\n' "$*" >&2; exit 1; }
 # timed NAME COMMAND...: run COMMAND (a shell function too) and record it as

@@ -31,7 +31,9 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -391,11 +393,29 @@ def cmd_stop(args: argparse.Namespace) -> None:
         PIDFILE.unlink()
 
 
+def tarball_pins() -> dict[str, str]:
+    """What a site pins for the tarballs this mirror serves, as the roles take it (JSON values): the mirror's builds
+    are its own, so their digests are not upstream's. Read from the .sha256 files add-file wrote."""
+    crictl: dict[str, dict[str, str]] = {}
+    for digest in sorted((ROOT / "files" / "cri-tools").glob("v*/crictl-v*-linux-*.tar.gz.sha256")):
+        match = re.fullmatch(r"crictl-(v[0-9.]+)-linux-([a-z0-9]+)\.tar\.gz\.sha256", digest.name)
+        if match:
+            crictl.setdefault(match.group(1), {})[match.group(2)] = digest.read_text().split()[0]
+    exporter = sorted((ROOT / "files" / "dcgm-exporter").glob("*/dcgm-exporter-*-linux-amd64.tar.gz.sha256"))
+    return {
+        "crictl_checksums": json.dumps(crictl, sort_keys=True, separators=(",", ":")),
+        # One stand-in build is seeded (seed.d/60-dcgm-stand-in.sh); the newest wins if there are more.
+        "dcgm_exporter_sha256": exporter[-1].read_text().split()[0] if exporter else "",
+    }
+
+
 def cmd_status(args: argparse.Namespace) -> None:
     served = _served_root()
     print(f"root={ROOT} url=http://127.0.0.1:{PORT} serving={'yes' if served == str(ROOT) else 'no'}")
     if (GNUPGHOME / "pubring.kbx").exists():
         print(f"key={fingerprint()}")
+    for name, value in tarball_pins().items():
+        print(f"{name}={value}")
 
 
 def main() -> None:

@@ -14,9 +14,9 @@ set -euo pipefail
 . "$(dirname "$0")/env.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$GPUFLEET_ROOT"
-# Scenarios pin the mirror's throwaway signing key as a site pins its own.
-GPUFLEET_MIRROR_FINGERPRINT=$(python3 "$here/mirror.py" status | sed -n 's/^key=//p')
-export GPUFLEET_MIRROR_FINGERPRINT
+# Scenarios pin the mirror's throwaway signing key, and the digests of its
+# own builds of crictl and dcgm-exporter, as a site pins its own (env.sh).
+mirror_pins
 
 # Measured on the 2-core test machine with two lanes (tests/output/phases.tsv
 # of a warm run): driver 11 min (the one real NVIDIA build; 18 cold), upgrade

@@ -75,11 +75,18 @@ def down(variable: str, url: str) -> str:
 
 ARTIFACTS = {
     "preflight-debian12": (
-        {"container_toolkit_version": "1.99.0", "crictl_version": "v9.9.9", "mig_label": "nonexistent", "mig_config": MIG_CONFIG},
+        # A digest pinned for a release the mirror lacks: the tarball itself is asked for.
+        {
+            "container_toolkit_version": "1.99.0",
+            "crictl_version": "v9.9.9",
+            "crictl_checksums": {"v9.9.9": {"amd64": "0" * 64}},
+            "mig_label": "nonexistent",
+            "mig_config": MIG_CONFIG,
+        },
         [
             "container_toolkit_version 1.99.0 is not offered by the toolkit repository ",
             "(container_toolkit_apt_repo_url): nvidia-container-toolkit-base has 1.20.1, 1.17.8; set container_toolkit_version to one of them",
-            "crictl_version v9.9.9 is not published under crictl_download_url for amd64: its .sha256 file ",
+            "crictl_version v9.9.9 is not published under crictl_download_url for amd64: its tarball ",
             "answered HTTP 404",
             "releases this collection knows: v1.36.0, v1.35.0",
             "set crictl_version to a published release",
@@ -94,7 +101,7 @@ ARTIFACTS = {
             down("driver_distribution_mirror_url", DEAD + "/debian/dists/trixie/InRelease"),
             down("driver_distribution_key_url", DEAD + "/keys/gpufleet-mirror.asc"),
             "crictl_download_url: {0}/files/cri-tools/v".format(DEAD),
-            ".sha256 is unreachable (connection refused); check the mirror, or set crictl_download_url",
+            ".tar.gz is unreachable (connection refused); check the mirror, or set crictl_download_url",
         ],
     ),
 }
