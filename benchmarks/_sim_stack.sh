@@ -24,9 +24,8 @@
 #                  so every task costs far more than over SSH.
 BENCH_PREFIX=${BENCH_PREFIX:-gpufleet-bench-}
 export PATH="$GPUFLEET_VENV/bin:$PATH" ANSIBLE_COLLECTIONS_PATH="$GPUFLEET_ROOT/build/collections" ANSIBLE_NOCOLOR=1
-GPUFLEET_MIRROR_FINGERPRINT=$(python3 "$GPUFLEET_ROOT/tests/harness/mirror.py" status | sed -n 's/^key=//p')
+mirror_pins
 [ -n "$GPUFLEET_MIRROR_FINGERPRINT" ] || die "the local mirror is not running: make mirror"
-export GPUFLEET_MIRROR_FINGERPRINT
 BENCH_TRANSPORT=${BENCH_TRANSPORT:-ssh}
 # BENCH_IMAGE picks the node image: gpusim (default; no kernel, so nothing
 # builds a kernel module) or kernel (Debian's kernel and, once the driver
@@ -110,7 +109,10 @@ container_runtime_engine: containerd
 container_runtime_install: true
 container_runtime_cdi: true
 crictl_download_url: $GPUFLEET_MIRROR_URL/files/cri-tools
-crictl_checksum_source: release
+# The mirror's own build, pinned as a site pins its own; plain HTTP on loopback.
+crictl_checksums: $GPUFLEET_CRICTL_CHECKSUMS
+crictl_allow_insecure_transport: true
+container_runtime_allow_insecure_transport: true
 # MIG declared, and declared off: in a container nvidia-ctk cannot list MIG
 # devices, so the CDI layer runs on whole GPUs.
 mig_label: all-disabled

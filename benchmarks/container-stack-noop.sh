@@ -16,8 +16,7 @@ cd "$(dirname "$0")/.."
 export PATH="$GPUFLEET_VENV/bin:$PATH" ANSIBLE_COLLECTIONS_PATH="$GPUFLEET_ROOT/build/collections"
 runs=${1:-5}
 podman container exists gpufleet-demo-node || die "no demo node: run 'make demo' first"
-GPUFLEET_MIRROR_FINGERPRINT=$(python3 tests/harness/mirror.py status | sed -n 's/^key=//p')
-export GPUFLEET_MIRROR_FINGERPRINT
+mirror_pins
 
 play() {
   local start end out

@@ -22,7 +22,7 @@ cleanup() { rm -rf "$work"; [ -n "${KEEP:-}" ] || podman rm -f "$node" >/dev/nul
 trap cleanup EXIT
 
 # The mirror's signing key, which the driver's key download is pinned to.
-GPUFLEET_MIRROR_FINGERPRINT=$(python3 tests/harness/mirror.py status | sed -n 's/^key=//p')
+mirror_pins
 [ -n "$GPUFLEET_MIRROR_FINGERPRINT" ] || die "the local mirror is not running: make mirror"
 
 image=$(tests/harness/images.sh gpusim debian12)

@@ -14,9 +14,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/tests/harness/env.sh"
 runs=${1:-5}
 export PATH="$GPUFLEET_VENV/bin:$PATH" ANSIBLE_COLLECTIONS_PATH="$GPUFLEET_ROOT/build/collections" ANSIBLE_NOCOLOR=1
-GPUFLEET_MIRROR_FINGERPRINT=$(python3 "$root/tests/harness/mirror.py" status | sed -n 's/^key=//p')
+mirror_pins
 [ -n "$GPUFLEET_MIRROR_FINGERPRINT" ] || die "the local mirror is not running: make mirror"
-export GPUFLEET_MIRROR_FINGERPRINT
 scenario=workload
 config=(--base-config .config/molecule/config.yml --base-config "extensions/molecule/$scenario/platforms.podman.yml")
 cd "$root"

@@ -42,8 +42,8 @@ image=$("$here/images.sh" gpusim debian13)
 # the node's overlay root (containerd's storage on a tmpfs).
 timed "demo: node" "$here/node.sh" up gpufleet-demo-node "$image" \
   --privileged --cgroupns=private --tmpfs=/var/lib/containerd:rw,exec,size=2g
-GPUFLEET_MIRROR_FINGERPRINT=$(python3 "$here/mirror.py" status | sed -n 's/^key=//p')
-export GPUFLEET_MIRROR_FINGERPRINT
+# The mirror's key and tarball digests, which the simulated inventory pins.
+mirror_pins
 cd "$GPUFLEET_ROOT"
 log "the node's simulated driver $driver; its container engine comes with site.yml: Debian 13's containerd (container_runtime_install)"
 timed "demo: node's simulated driver" playbook "$here/demo-node.yml" -i "$inventory" \
