@@ -8,7 +8,7 @@ import os
 import re
 import typing as t
 from collections.abc import Mapping
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from ansible.errors import AnsibleFilterError
 
@@ -55,6 +55,11 @@ def _problem(settings: Mapping, release: str, arch: str, table: Mapping) -> str 
             release, arch
         )
     return _transport_problem(str(settings["download_url"]), bool(settings["allow_insecure_transport"]))
+
+
+def _without_userinfo(url: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1])) if "@" in parts.netloc else url
 
 
 def _transport_problem(url: str, allow_insecure: bool) -> str | None:
@@ -119,7 +124,8 @@ def crictl_plan(settings: object) -> dict[str, t.Any]:
         "arch": arch,
         "table": table,
         "sha256": table.get(release, {}).get(arch) if not problem else None,
-        "tarball_url": "{0}/{1}/crictl-{1}-linux-{2}.tar.gz".format(settings["download_url"], release, arch),
+        # set_fact prints the plan at -v: a URL with credentials (refused above) is shown without them.
+        "tarball_url": "{0}/{1}/crictl-{1}-linux-{2}.tar.gz".format(_without_userinfo(str(settings["download_url"])), release, arch),
         "runtime_endpoint": runtime_endpoint,
         "image_endpoint": settings["image_endpoint"] or runtime_endpoint,
     }
