@@ -14,7 +14,7 @@ description:
   - Downloads a release tarball on the node, checks it against the pinned O(sha256), takes one member out of it
     and puts it in place atomically with the declared owner, group and mode. Nothing on the node changes unless
     the tarball matched.
-  - The digest is always the caller's (a table in a role, the inventory): a C(.sha256) file from the server that
+  - The digest is always the caller's (a table in a role, the inventory); a C(.sha256) file from the server that
     serves the tarball would vouch for whatever that server sends, so there is no option to read one.
   - One round trip to the node, where a staging directory, M(ansible.builtin.get_url),
     M(ansible.builtin.unarchive), M(ansible.builtin.copy) and a clean-up take five or more.
