@@ -43,14 +43,14 @@ def _problem(settings: Mapping, release: str, arch: str, table: Mapping) -> str 
         return "no cri-tools release is known for crictl_kubernetes_version={0} (known: {1}); set crictl_version explicitly".format(
             settings["kubernetes_version"], ", ".join(settings["release_for_kubernetes"])
         )
-    if not _RELEASE.match(release):
+    if not _RELEASE.fullmatch(release):
         return "crictl_version must look like v1.36.0, got '{0}'".format(release)
     if not arch:
         return "no cri-tools build for the architecture {0}".format(settings["architecture"])
     if not os.path.isabs(str(settings["install_dir"])):
         return "crictl_install_dir must be an absolute path"
     digest = table.get(release, {}).get(arch)
-    if not (isinstance(digest, str) and _SHA256.match(digest)):
+    if not (isinstance(digest, str) and _SHA256.fullmatch(digest)):
         return 'no sha256 for crictl {0} on {1} in the role\'s table; add it as crictl_checksums: {{"{0}": {{"{1}": "<sha256 of the tarball>"}}}}'.format(
             release, arch
         )

@@ -29,10 +29,10 @@ def _batch_error(value: t.Any) -> str | None:
     if isinstance(value, int):
         return None if value >= 1 else "{0} is not a positive number of nodes".format(value)
     if isinstance(value, str):
-        number = _NUMBER.match(value)
+        number = _NUMBER.fullmatch(value)
         if number:
             return None if int(number.group(1)) >= 1 else "'{0}' is not a positive number of nodes".format(value)
-        percent = _PERCENT.match(value)
+        percent = _PERCENT.fullmatch(value)
         if percent:
             return None if 1 <= int(percent.group(1)) <= 100 else "'{0}' is not between 1% and 100%".format(value)
         return "'{0}' is neither a number of nodes nor a percentage".format(value)
@@ -54,7 +54,7 @@ def upgrade_roll_errors(settings: t.Any) -> list[str]:
     number = None
     if isinstance(failing, int) and not isinstance(failing, bool):
         number = failing
-    elif isinstance(failing, str) and _NUMBER.match(failing):
+    elif isinstance(failing, str) and _NUMBER.fullmatch(failing):
         number = int(failing)
     if number is None or not 0 <= number <= 100:
         errors.append(

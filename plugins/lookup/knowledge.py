@@ -71,7 +71,7 @@ def modules() -> list[str]:
 
 def tables(module: t.Any) -> list[str]:
     """A module's tables: its upper-case attributes that hold data."""
-    return sorted(name for name, value in vars(module).items() if _TABLE.match(name) and isinstance(value, (dict, list, tuple)))
+    return sorted(name for name, value in vars(module).items() if _TABLE.fullmatch(name) and isinstance(value, (dict, list, tuple)))
 
 
 def plain(value: t.Any) -> t.Any:

@@ -185,7 +185,7 @@ def parse_relations(text: str) -> list[list[Relation]]:
         alternatives: list[Relation] = []
         for alternative in group.split("|"):
             alternative = re.sub(r"\[[^\]]*\]|<[^>]*>", "", alternative)
-            match = _RELATION.match(alternative)
+            match = _RELATION.fullmatch(alternative)
             if not match:
                 raise IndexError_("cannot read the relation {0!r}".format(alternative.strip()))
             alternatives.append((match.group(1), match.group(2), match.group(3)))

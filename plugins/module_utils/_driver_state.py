@@ -99,7 +99,7 @@ def versionlock_names(text: str) -> set[str]:
         line = line.strip()
         if not line or line.startswith("#") or line.startswith("!"):
             continue
-        match = re.match(r"^(?P<name>.+?)-(?:\d+:)?[^-]+-[^-]+$", line)
+        match = re.fullmatch(r"^(?P<name>.+?)-(?:\d+:)?[^-]+-[^-]+$", line)
         if match:
             names.add(match.group("name"))
     return names

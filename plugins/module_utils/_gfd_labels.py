@@ -297,7 +297,7 @@ def _version_labels(nvml: t.Mapping[str, t.Any]) -> dict[str, str]:
     major, minor = parts[0], parts[1]
     revision = parts[2] if len(parts) == 3 else ""
     cuda = str(nvml.get("cuda_driver_version") or "")
-    if not re.match(r"^\d+\.\d+$", cuda):
+    if not re.fullmatch(r"^\d+\.\d+$", cuda):
         raise ValueError("node_labels: NVML reported no CUDA driver version (cuda_driver_version={0!r})".format(cuda))
     cuda_major, cuda_minor = cuda.split(".")
     return {
@@ -321,7 +321,7 @@ def _mode(gpus: list[t.Mapping[str, t.Any]], pci_classes: t.Mapping[str, t.Any])
     classes = set()
     for gpu in gpus:
         raw = pci_classes.get((gpu.get("pci") or {}).get("bus_id"))
-        if not isinstance(raw, str) or not re.match(r"^0x[0-9a-fA-F]+$", raw.strip()):
+        if not isinstance(raw, str) or not re.fullmatch(r"^0x[0-9a-fA-F]+$", raw.strip()):
             return "unknown"
         classes.add(int(raw.strip(), 16))
     return _PCI_MODES.get(classes.pop(), "unknown") if len(classes) == 1 else "unknown"
@@ -356,7 +356,7 @@ def check_expiry(expiry: t.Any) -> str:
     if expiry in (None, ""):
         return ""
     text = str(expiry)
-    if not _RFC3339.match(text):
+    if not _RFC3339.fullmatch(text):
         raise ValueError("node_labels_expiry_time must be an RFC 3339 time such as 2027-01-31T00:00:00Z, or '' for none; got {0!r}".format(text))
     try:
         datetime.datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S")

@@ -172,7 +172,7 @@ def bus_key(bus_id: t.Any) -> tuple[int, int, int] | None:
     """(domain, bus, device) of a PCI bus id in any width or case; the Xid line carries no function."""
     if not isinstance(bus_id, str):
         return None
-    match = re.match(r"^(?:PCI:)?({h}{{1,8}}):({h}{{1,2}}):({h}{{1,2}})(?:\.{h})?$".format(h=_HEX), bus_id.strip())
+    match = re.fullmatch(r"^(?:PCI:)?({h}{{1,8}}):({h}{{1,2}}):({h}{{1,2}})(?:\.{h})?$".format(h=_HEX), bus_id.strip())
     if not match:
         return None
     return int(match.group(1), 16), int(match.group(2), 16), int(match.group(3), 16)

@@ -182,11 +182,11 @@ def parse_listing(text: str) -> tuple[list[str], list[str]]:
     """GPU and MIG UUIDs from nvidia-smi -L output, in order."""
     gpus, migs = [], []
     for line in text.splitlines():
-        match = GPU_LINE.match(line)
+        match = GPU_LINE.fullmatch(line)
         if match:
             gpus.append(match.group(1))
             continue
-        match = MIG_LINE.match(line)
+        match = MIG_LINE.fullmatch(line)
         if match:
             migs.append(match.group(1))
     return gpus, migs

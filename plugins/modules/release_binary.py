@@ -184,7 +184,7 @@ class ReleaseBinary:
             module.fail_json(msg="dest: '{0}' is not absolute; give the full path".format(self.dest))
         if not self.member or ".." in self.member.split("/"):
             module.fail_json(msg="member: '{0}' is not a path inside the tarball".format(params["member"]))
-        if not _SHA256.match(params["sha256"].strip().lower()):
+        if not _SHA256.fullmatch(params["sha256"].strip().lower()):
             module.fail_json(msg="sha256: expected 64 hexadecimal digits, got '{0}'".format(params["sha256"]))
 
     # -- downloads -----------------------------------------------------------------------------

@@ -166,7 +166,7 @@ def plan_crictl(values: dict[str, t.Any], facts: dict[str, t.Any], crictl_vars: 
                 kubernetes, ", ".join(sorted(table)), known[0] if known else "v1.36.0"
             )
         }
-    if not re.match(r"^v[0-9]+\.[0-9]+\.[0-9]+$", release):
+    if not re.fullmatch(r"^v[0-9]+\.[0-9]+\.[0-9]+$", release):
         return {
             "error": "crictl_version must look like v1.36.0, got {0!r}; set crictl_version to a cri-tools "
             "release ({1}) or to '' to follow crictl_kubernetes_version".format(release, shown(known))
@@ -187,7 +187,7 @@ def plan_crictl(values: dict[str, t.Any], facts: dict[str, t.Any], crictl_vars: 
     digests = dict(crictl_vars.get("__crictl_sha256") or {})
     for version, by_arch in (values.get("crictl_checksums") or {}).items():
         digests[version] = dict(digests.get(version) or {}, **(by_arch or {}))
-    if not re.match(r"^[0-9a-f]{64}$", str((digests.get(release) or {}).get(arch, ""))):
+    if not re.fullmatch(r"^[0-9a-f]{64}$", str((digests.get(release) or {}).get(arch, ""))):
         return {
             "error": "crictl {0} on {1} has no sha256 in the crictl role's table; add it as "
             'crictl_checksums: {{"{0}": {{"{1}": "<sha256 of the tarball>"}}}}'.format(release, arch)

@@ -141,18 +141,18 @@ def image_errors(images: t.Any) -> list[str]:
             continue
         name, digest = image.get("name", ""), image.get("digest", "")
         url, checksum = image.get("archive_url", ""), image.get("archive_checksum", "")
-        if not _IMAGE_NAME.match(_text(name)):
+        if not _IMAGE_NAME.fullmatch(_text(name)):
             errors.append(
                 '{0}.name is "{1}": give the reference the archive names the image by, without a digest'
                 " (for example registry.example.internal/gpufleet/cuda-probe:1.0)".format(at, _text(name))
             )
-        if not _IMAGE_DIGEST.match(_text(digest)):
+        if not _IMAGE_DIGEST.fullmatch(_text(digest)):
             errors.append('{0}.digest is "{1}": pin the image manifest digest, sha256:<64 hex digits> (what name@sha256:... pins)'.format(at, _text(digest)))
-        if not _ARCHIVE_URL.match(_text(url)):
+        if not _ARCHIVE_URL.fullmatch(_text(url)):
             errors.append('{0}.archive_url is "{1}": give the http(s):// or file:// URL of the image\'s OCI archive'.format(at, _text(url)))
         else:
             files.append(posixpath.basename(_text(url)))
-        if not _SHA256.match(re.sub(r"^sha256:", "", _text(checksum))):
+        if not _SHA256.fullmatch(re.sub(r"^sha256:", "", _text(checksum))):
             errors.append('{0}.archive_checksum is "{1}": pin the archive file\'s sha256 (sha256:<64 hex digits>)'.format(at, _text(checksum)))
     for name in unique(files):
         if files.count(name) > 1:
@@ -173,7 +173,7 @@ def request_errors(request: Mapping[str, t.Any]) -> list[str]:
         )
     if not re.match(r"^/", _text(request.get("bundle_dir", ""))):
         errors.append("bundle_dir: give the absolute path of the directory to write the bundle to (-e bundle_dir=/srv/gpufleet-bundle).")
-    elif not _FINGERPRINT.match(_text(request.get("signing_key", "")).replace(" ", "")):
+    elif not _FINGERPRINT.fullmatch(_text(request.get("signing_key", "")).replace(" ", "")):
         errors.append(
             "bundle_signing_key: give the 40-hex-digit fingerprint of the site key that signs the bundle's"
             " repositories (gpg --list-secret-keys --with-colons); the nodes trust it through the *_key_url"
@@ -289,7 +289,7 @@ def _judge(
                 " mirror".format(os_["distribution"])
             )
     if boolean(decl["container_toolkit_repo_manage"], strict=False):
-        if not _TOOLKIT_VERSION.match(_text(decl["container_toolkit_version"])):
+        if not _TOOLKIT_VERSION.fullmatch(_text(decl["container_toolkit_version"])):
             errors.append('container_toolkit_version is "{0}": pin it (for example "1.18.0")'.format(_text(decl["container_toolkit_version"])))
         under += ["container_toolkit_apt_repo_url", "container_toolkit_gpg_key_url"]
         if _text(decl["container_toolkit_gpg_key_fingerprint"]):

@@ -142,10 +142,10 @@ def _repo(settings: Mapping) -> tuple[dict[str, str], str | None]:
 def _packages(settings: Mapping, major: int) -> tuple[list[str], str, str | None]:
     version = str(settings["version"])
     manager = "dnf" if settings["os_family"] == "RedHat" else "apt"
-    if _VERSION.match(version):
+    if _VERSION.fullmatch(version):
         pinned = knowledge.DCGM_PACKAGE_VERSION["value"][manager].format(version=version)
         upstream = version
-    elif _PINNED.match(version):
+    elif _PINNED.fullmatch(version):
         pinned = version
         upstream = version.rsplit(":", maxsplit=1)[-1].split("-", maxsplit=1)[0]
     else:
@@ -178,13 +178,13 @@ def _exporter(settings: Mapping, counters_file: str) -> tuple[dict[str, t.Any], 
             "set dcgm_exporter_download_url=<url> and dcgm_exporter_sha256 to the tarball's sha256, or set dcgm_exporter=false"
         )
     version = str(settings["exporter_version"])
-    if not _EXPORTER_VERSION.match(version):
+    if not _EXPORTER_VERSION.fullmatch(version):
         return {}, "dcgm_exporter_version must look like 4.5.2-4.8.0 (<DCGM version>-<exporter version>, as its tags), got '{0}'".format(version)
     arch = _ARCH_GO.get(settings["architecture"])
     if arch is None:
         return {}, "no dcgm-exporter build for the architecture {0}".format(settings["architecture"])
     digest = str(settings["exporter_sha256"] or "").strip().lower()
-    if not _SHA256.match(digest):
+    if not _SHA256.fullmatch(digest):
         # NVIDIA publishes no binary, so there is no upstream table: the site that builds the tarball pins it.
         # A .sha256 beside the tarball would vouch for whatever the mirror serves.
         return {}, (
@@ -208,7 +208,7 @@ def _exporter(settings: Mapping, counters_file: str) -> tuple[dict[str, t.Any], 
         if not os.path.isabs(str(settings[name])):
             return {}, "dcgm_{0} must be an absolute path".format(name)
     address = str(settings["exporter_address"])
-    if not re.match(r"^[^:\s]*:[0-9]{1,5}$", address) or not 0 < int(address.rsplit(":", 1)[1]) < 65536:
+    if not re.fullmatch(r"^[^:\s]*:[0-9]{1,5}$", address) or not 0 < int(address.rsplit(":", 1)[1]) < 65536:
         return {}, "dcgm_exporter_address must be [host]:port such as :9400, got '{0}'".format(address)
     argv = [
         "{0}/dcgm-exporter".format(str(settings["exporter_install_dir"]).rstrip("/")),
@@ -324,7 +324,7 @@ def health_watches(text: str) -> list[str]:
     """The systems that `dcgmi health --fetch` lists as On, named as DCGM_HEALTH_SYSTEMS names them."""
     found: list[str] = []
     for line in str(text).splitlines():
-        match = _FETCH_ROW.match(line.strip())
+        match = _FETCH_ROW.fullmatch(line.strip())
         if match and match.group(2).lower() == "on":
             name = _FETCH_NAMES.get(match.group(1).strip().lower().replace(" ", ""))
             if name and name not in found:

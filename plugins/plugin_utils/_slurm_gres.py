@@ -51,7 +51,7 @@ def parse_mig_minors(text: str) -> dict[tuple[int, int, int | None], int]:
     """/proc/driver/nvidia-caps/mig-minors: {(gpu minor, gi, ci or None): capability minor}."""
     minors = {}
     for line in (text or "").splitlines():
-        match = _MINORS_LINE.match(line.strip())
+        match = _MINORS_LINE.fullmatch(line.strip())
         if match:
             ci = match.group("ci")
             minors[(int(match.group("gpu")), int(match.group("gi")), None if ci is None else int(ci))] = int(match.group("minor"))

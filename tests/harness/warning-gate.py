@@ -47,7 +47,7 @@ def messages(text: str) -> list[tuple[str, str, list[str]]]:
     current: tuple[str, str, list[str]] | None = None
     for raw in text.splitlines():
         line = ANSI.sub("", raw).rstrip()
-        start = MESSAGE_START.match(line)
+        start = MESSAGE_START.fullmatch(line)
         if start:
             current = (start.group(1), start.group(2), [])
             found.append(current)
@@ -93,7 +93,7 @@ def importers(module: str, root: Path) -> list[str]:
 def judge_deprecation(first: str, rest: list[str], root: Path) -> tuple[bool, str]:
     """(is ours, why) for one deprecation warning."""
     for line in rest:
-        origin = ORIGIN.match(line)
+        origin = ORIGIN.fullmatch(line)
         if origin:
             path = origin.group(1)
             return is_ours(path, root), "origin {0}".format(path)

@@ -51,7 +51,7 @@ class CustomRule:
         if not isinstance(spec, dict):
             raise MatrixError("custom rule {0!r}: expected a mapping".format(spec))
         self.id = str(spec.get("id") or "")
-        if not re.match(r"^[A-Za-z0-9_.-]+$", self.id):
+        if not re.fullmatch(r"^[A-Za-z0-9_.-]+$", self.id):
             raise MatrixError("custom rule {0!r}: `id` must be a word (letters, digits, _ . -)".format(spec))
         unknown = sorted(set(spec) - {"id", "severity", "message", "fix", "when", "require", "layer"})
         if unknown:
@@ -77,7 +77,7 @@ class CustomRule:
             values = raw if isinstance(raw, list) else [raw]
             alternatives = []
             for value in values:
-                match = _CONDITION.match(str(value))
+                match = _CONDITION.fullmatch(str(value))
                 operator, operand = (match.group(1), match.group(2).strip()) if match else ("==", str(value).strip())
                 if "version" in CUSTOM_FIELDS[field]:
                     try:

@@ -91,7 +91,7 @@ class MatrixData:
             if not isinstance(row, dict) or not row.get("branch"):
                 raise MatrixError("tables.branches: each row needs `branch`, got {0!r}".format(row))
             eol = row.get("eol")
-            if eol not in (None, "ended") and not re.match(r"^\d{4}-\d{2}$", str(eol)):
+            if eol not in (None, "ended") and not re.fullmatch(r"^\d{4}-\d{2}$", str(eol)):
                 raise MatrixError("tables.branches: `eol` of R{0} must be YYYY-MM, 'ended' or null".format(row["branch"]))
             if row.get("type", "PB") not in BRANCH_TYPES:
                 raise MatrixError("tables.branches: `type` of R{0} must be one of {1}".format(row["branch"], ", ".join(BRANCH_TYPES)))

@@ -152,7 +152,7 @@ class ImageJudge(MatrixData):
                     )
                 )
             cuda = str(image.get("cuda") or "").strip()
-            if not re.match(r"^\d+\.\d+(\.\d+)?$", cuda):
+            if not re.fullmatch(r"^\d+\.\d+(\.\d+)?$", cuda):
                 raise MatrixError(
                     "{0}.cuda '{1}' is not a CUDA version: give the image's CUDA as major.minor[.patch], e.g. \"12.4\"".format(where, image.get("cuda"))
                 )

@@ -116,7 +116,7 @@ class ViewBuilder(MatrixData):
                 )
 
         for cuda in cuda_versions or []:
-            if not re.match(r"^\d+\.\d+(\.\d+)?$", str(cuda).strip()):
+            if not re.fullmatch(r"^\d+\.\d+(\.\d+)?$", str(cuda).strip()):
                 bad(
                     "cuda_versions",
                     "CUDA version '{0}' is not major.minor[.patch]".format(cuda),
@@ -219,10 +219,10 @@ class ViewBuilder(MatrixData):
         fix_version = 'set driver_version to a full release such as "580.95.05", or "" to follow driver_branch'
         fix_branch = 'set driver_branch to a branch number such as "580"'
         ok = True
-        if version and not re.match(r"^\d{3}\.\d+(\.\d+)?$", version):
+        if version and not re.fullmatch(r"^\d{3}\.\d+(\.\d+)?$", version):
             bad("driver_version", "driver_version '{0}' is not a driver release (NNN.NN[.NN])".format(version), fix_version, "driver")
             ok = False
-        if branch and not re.match(r"^\d{3}$", branch):
+        if branch and not re.fullmatch(r"^\d{3}$", branch):
             bad("driver_branch", "driver_branch '{0}' is not a branch number (three digits)".format(branch), fix_branch, "driver")
             ok = False
         # As in the driver role, an exact driver_version decides the branch;

@@ -119,7 +119,7 @@ def _parse_mig_devices(value: t.Any, where: str) -> tuple[tuple[str, int], ...]:
         raise MigConfigError("{0}.mig-devices: expected a mapping of MIG profile to count such as {{'1g.5gb': 7}}, got {1}".format(where, _type_name(value)))
     wanted = []
     for name, count in value.items():
-        if not isinstance(name, str) or not _PROFILE_RE.match(name):
+        if not isinstance(name, str) or not _PROFILE_RE.fullmatch(name):
             raise MigConfigError("{0}.mig-devices: {1!r} is not a MIG profile name; expected e.g. 1g.5gb, 1g.5gb+me or 1c.3g.20gb".format(where, name))
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise MigConfigError("{0}.mig-devices.{1}: the count must be a whole number >= 0, got {2!r}".format(where, name, count))
