@@ -19,6 +19,9 @@ description:
     the next apt call rebuild its cache; one repository's lists on a mirror take a fraction of a second.
   - With O(hold) it holds the packages it installed in the same call (one C(dpkg --set-selections)), where a
     separate task would cost another round trip to the node.
+  - With O(download_only) it only fetches into apt's archive cache what the install would need, and changes no
+    package: a caller that must remove something before it installs (a rollback) learns first that the packages it
+    will install can be had, and the install then reads them from the cache.
   - The roles use it in place of M(ansible.builtin.apt), whose python-apt cache costs about 1.5 seconds each
     time it is opened on a node with Debian's lists (several times per call), and whose O(ansible.builtin.apt#module:update_cache)
     refreshes every list on every call.
@@ -76,6 +79,15 @@ options:
         C(550.163.01-1~deb13u1), not C(550.163.011-1)). The packages of one NVIDIA driver release share it,
         including those apt pulls in besides O(name).
     type: str
+  download_only:
+    description:
+      - Fetch the packages the install of O(name) needs (C(apt-get install --download-only)) into apt's archive cache,
+        and install nothing. Packages already installed and configured as asked need nothing.
+      - A package apt cannot fetch - not in the lists at that version, or the mirror does not serve it - fails the task
+        with apt's error lines; nothing on the node changed.
+      - Cannot be combined with O(hold) or O(hold_version).
+    type: bool
+    default: false
   lock_timeout:
     description:
       - Seconds to wait for another package manager (apt-daily, unattended-upgrades, cloud-init on a new node) to
@@ -91,6 +103,7 @@ attributes:
       - In check mode apt rehearses the install (C(apt-get install --simulate)) against the lists as they are;
         nothing is fetched or installed. A package apt cannot find there fails the task, as it would for real.
       - O(hold) is reported (RV(held_packages), the diff) and not set.
+      - With O(download_only) apt rehearses the install and fetches nothing.
   diff_mode:
     support: full
   idempotent:
@@ -114,6 +127,13 @@ EXAMPLES = r"""
     allow_change_held_packages: true
     hold: [nvidia-driver, nvidia-kernel-dkms]
 
+- name: Fetch the old driver's packages before anything of the new one is removed
+  gpufleet.nvidia.apt_install:
+    name: [nvidia-driver=535.216.03-2~bpo12+1, nvidia-kernel-dkms=535.216.03-2~bpo12+1]
+    download_only: true
+    allow_downgrade: true
+    allow_change_held_packages: true
+
 - name: Install containerd at whatever version the lists offer
   gpufleet.nvidia.apt_install:
     name: [containerd]
@@ -121,7 +141,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 changed_packages:
-  description: The packages (of O(name) or pulled in by them) whose version or state changed, or would in check mode.
+  description:
+    - The packages (of O(name) or pulled in by them) whose version or state changed, or would in check mode.
+    - Empty with O(download_only).
   type: list
   elements: str
   returned: always
@@ -140,6 +162,15 @@ held_packages:
   elements: str
   returned: always
   sample: [nvidia-driver, nvidia-kernel-dkms]
+downloaded:
+  description:
+    - With O(download_only), the entries of O(name) not installed as asked, whose packages apt now has in its archive
+      cache (with what their install needs besides), or in check mode would fetch; empty otherwise and when nothing
+      was needed.
+  type: list
+  elements: str
+  returned: always
+  sample: [nvidia-kernel-dkms=535.216.03-2~bpo12+1]
 initramfs_kernels:
   description:
     - The kernel releases whose initramfs C(update-initramfs) generated during the install (a package trigger of
@@ -197,6 +228,8 @@ class AptInstall:
         for index, name in enumerate(self.hold):
             if not _NAME.fullmatch(name) or "=" in name:
                 module.fail_json(msg="hold[{0}]: '{1}' is not a package name".format(index, name))
+        if params["download_only"] and (self.hold or params["hold_version"] is not None):
+            module.fail_json(msg="download_only: installs nothing, so it holds nothing; leave hold and hold_version out")
         if params["hold_version"] is not None and not _DOTTED.fullmatch(params["hold_version"]):
             module.fail_json(msg="hold_version: '{0}' is not a dotted version such as 550.163.01".format(params["hold_version"]))
         if params["lists_valid_time"] is not None and params["lists_valid_time"] < 0:
@@ -324,11 +357,14 @@ class AptInstall:
             argv.append("--allow-change-held-packages")
         if self.module.check_mode:
             argv.append("--simulate")
+        elif params["download_only"]:
+            argv.append("--download-only")
         rc, out, err = self._apt_get(argv + ["--"] + packages)
         if rc != 0:
             errors = [line for line in err.splitlines() if line.startswith("E:")]
+            what = "apt-get could not download {0}" if params["download_only"] else "apt-get install {0} failed"
             self.module.fail_json(
-                msg="apt-get install {0} failed: {1}".format(" ".join(packages), " ".join(errors) or err.strip() or "exit code {0}".format(rc)),
+                msg="{0}: {1}".format(what.format(" ".join(packages)), " ".join(errors) or err.strip() or "exit code {0}".format(rc)),
                 rc=rc,
                 stdout=out,
                 stderr=err,
@@ -375,8 +411,14 @@ class AptInstall:
                 held_packages=[],
             )
         packages = self.missing(self.configured(before))
-        result: dict[str, t.Any] = {"changed": False, "changed_packages": [], "refreshed": "none", "initramfs_kernels": []}
+        result: dict[str, t.Any] = {"changed": False, "changed_packages": [], "refreshed": "none", "initramfs_kernels": [], "downloaded": []}
         after = dict(before)
+        if packages and self.module.params["download_only"]:
+            result["refreshed"] = self.refresh()
+            self._apt_get_install(packages)
+            # The archive cache is apt's, not the node's packages: nothing changed that a later run would see.
+            result.update(downloaded=packages, held_packages=[])
+            return result
         if packages:
             result["refreshed"] = self.refresh()
             output = self._apt_get_install(packages)
@@ -438,6 +480,7 @@ def main() -> None:
             "lock_timeout": {"type": "int", "default": 120},
             "hold": {"type": "list", "elements": "str", "default": []},
             "hold_version": {"type": "str"},
+            "download_only": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )

@@ -117,7 +117,15 @@ def test_installs_exact_versions_once_then_nothing(node: dict[str, Path]) -> Non
     assert version(node, "alpha") == "1.0-1" and version(node, "beta") == "1.0-1"
     assert first["diff"]["before"] == "" and first["diff"]["after"] == "alpha 1.0-1\nbeta 1.0-1\n"
     again = run(node, name=["alpha=1.0-1", "beta=1.0-1"], lists_valid_time=3600)
-    assert again == {"failed": False, "changed": False, "changed_packages": [], "refreshed": "none", "initramfs_kernels": [], "held_packages": []}
+    assert again == {
+        "failed": False,
+        "changed": False,
+        "changed_packages": [],
+        "refreshed": "none",
+        "initramfs_kernels": [],
+        "downloaded": [],
+        "held_packages": [],
+    }
     assert first["initramfs_kernels"] == []
     # Unversioned: any installed version will do.
     assert not run(node, name=["alpha"])["changed"]
@@ -276,6 +284,71 @@ def test_hold_version_reads_the_release_as_the_driver_role_does() -> None:
 
     for version in ("550.163.01-1", "1:550.163.01-1~deb13u1", "550.163.011-1", "535.261.03-1~bpo12+1", "2.0-1", "v1", "1:2"):
         assert _upstream(version) == upstream_version(version), version
+
+
+def copied(node: dict[str, Path]) -> None:
+    """The distribution's repository as copy: (apt copies each package into its archive cache, as it does from a
+    mirror over http) where file: would read it in place; its lists fetched again."""
+    (node["tmp"] / "etc" / "sources.list").write_text("deb [trusted=yes] copy:{0} ./\n".format(node["tmp"] / "distro"))
+
+
+def cached(node: dict[str, Path]) -> set[str]:
+    return {name for name in os.listdir(node["tmp"] / "cache" / "archives") if name.endswith(".deb")}
+
+
+def upgraded_and_held(node: dict[str, Path]) -> None:
+    """alpha and beta at 2.0-1, held, after 1.0-1; apt's archive cache emptied (apt-get clean)."""
+    copied(node)
+    run(node, name=["alpha=1.0-1", "beta=1.0-1"], lists_valid_time=0)
+    done = run(node, name=["alpha=2.0-1", "beta=2.0-1"], hold=["alpha", "beta"])
+    assert not done["failed"], done["msg"]
+    for name in cached(node):
+        (node["tmp"] / "cache" / "archives" / name).unlink()
+
+
+ROLLBACK = {"name": ["alpha=1.0-1", "beta=1.0-1"], "download_only": True, "allow_downgrade": True, "allow_change_held_packages": True}
+
+
+def test_download_only_fetches_the_old_versions_and_changes_no_package(node: dict[str, Path]) -> None:
+    """A rollback's first step: the old versions in apt's cache, the installed (held) packages as they were; the
+    install that follows needs the mirror no more."""
+    upgraded_and_held(node)
+    rehearsed = run(node, check=True, **ROLLBACK)
+    assert not rehearsed["failed"], rehearsed["msg"]
+    assert rehearsed["downloaded"] == ["alpha=1.0-1", "beta=1.0-1"] and cached(node) == set()
+    fetched_now = run(node, **ROLLBACK)
+    assert not fetched_now["failed"], fetched_now["msg"]
+    assert not fetched_now["changed"] and fetched_now["changed_packages"] == [] and fetched_now["held_packages"] == []
+    assert fetched_now["downloaded"] == ["alpha=1.0-1", "beta=1.0-1"]
+    assert cached(node) == {"alpha_1.0-1_all.deb", "beta_1.0-1_all.deb"}
+    assert version(node, "alpha") == "2.0-1" and selection(node, "alpha") == "hold" and selection(node, "beta") == "hold"
+    # The mirror loses them now: the install reads them from the cache.
+    for name in ("alpha_1.0-1_all.deb", "beta_1.0-1_all.deb"):
+        (node["tmp"] / "distro" / name).unlink()
+    rolled_back = run(node, name=["alpha=1.0-1", "beta=1.0-1"], allow_downgrade=True, allow_change_held_packages=True)
+    assert not rolled_back["failed"], rolled_back["msg"]
+    assert version(node, "alpha") == "1.0-1" and version(node, "beta") == "1.0-1"
+    # Installed as asked: nothing to fetch.
+    assert run(node, **ROLLBACK)["downloaded"] == []
+
+
+def test_download_only_names_what_could_not_be_fetched_and_changes_nothing(node: dict[str, Path]) -> None:
+    upgraded_and_held(node)
+    (node["tmp"] / "distro" / "alpha_1.0-1_all.deb").unlink()
+    lost = run(node, **ROLLBACK)
+    assert lost["failed"] and lost["msg"].startswith("apt-get could not download alpha=1.0-1 beta=1.0-1: "), lost["msg"]
+    assert "alpha_1.0-1_all.deb" in lost["msg"] and "E: " in lost["msg"], lost["msg"]
+    unknown = run(node, **dict(ROLLBACK, name=["alpha=0.9-1"]))
+    assert unknown["failed"] and "'0.9-1' for 'alpha' was not found" in unknown["msg"], unknown["msg"]
+    assert version(node, "alpha") == "2.0-1" and version(node, "beta") == "2.0-1"
+    assert selection(node, "alpha") == "hold" and selection(node, "beta") == "hold"
+    assert "alpha_1.0-1_all.deb" not in cached(node)
+
+
+def test_download_only_holds_nothing(node: dict[str, Path]) -> None:
+    refused = run(node, name=["alpha=1.0-1"], download_only=True, hold=["alpha"])
+    assert refused["failed"] and refused["msg"].startswith("download_only:"), refused["msg"]
+    assert run(node, name=["alpha=1.0-1"], download_only=True, hold_version="1.0")["msg"].startswith("download_only:")
 
 
 # apt locks its lists, its archives and dpkg's database with fcntl write locks; this holds one as apt-daily or
