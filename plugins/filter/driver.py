@@ -233,10 +233,13 @@ def driver_files(plan: dict, rendered: list, found: dict) -> dict[str, t.Any]:
     return _driver_plan.files_to_write(plan, list(rendered), found or {})
 
 
-def driver_package_actions(packages: list, plan: dict, selection: dict) -> dict[str, list[str]]:
-    """What to do about the driver's packages as they are now: hold, and (after a failure) remove and restore."""
-    actions: dict[str, list[str]] = {"hold": _driver_plan.holds(selection, packages)}
+def driver_package_actions(packages: list, plan: dict, selection: dict) -> dict[str, t.Any]:
+    """What to do about the driver's packages as they are now: hold, and (after a failure) remove, restore, the
+    holds the rescue sets and dnf's locks."""
+    actions: dict[str, t.Any] = {"hold": _driver_plan.holds(selection, packages)}
     actions.update(_driver_plan.rollback(plan, packages))
+    actions.update(_driver_plan.rescue_holds(plan, selection, packages))
+    actions["lock"] = _driver_plan.dnf_locks(selection, packages)
     return actions
 
 

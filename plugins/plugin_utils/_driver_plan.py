@@ -16,7 +16,7 @@ the flavour decided first:
                 installed, whether the repository must be asked, removal;
 3. select()     + the repository's offer -> exact versions, what to install,
                 release and hold, the rollback set;
-4. holds() / rollback() / stale_files() / reboot_reason(): the small
+4. holds() / rollback() / rescue_holds() / dnf_locks() / stale_files() / reboot_reason(): the small
    decisions the tasks take after the node changed.
 
 Every function returns plain data; errors are returned as {"error": "..."}
@@ -446,6 +446,7 @@ def select(planned: dict, offered: dict | None, version: str, nvml: dict, bake: 
     old_held = [name for name in planned["held"] if upstream_version(installed[name]) == planned["installed_any"]]
     release = _unique(old_held + [name for name in changing if name in planned["held"]]) if changing else []
     other = planned["other_flavour_package"]
+    remove_other_flavour = other in installed and other != planned["version_package"]
     return {
         "error": None,
         "version": target,
@@ -454,7 +455,10 @@ def select(planned: dict, offered: dict | None, version: str, nvml: dict, bake: 
         "install": install,
         "changing": changing,
         "release": release,
-        "remove_other_flavour": other in installed and other != planned["version_package"],
+        "remove_other_flavour": remove_other_flavour,
+        # Left unconfigured by a failed switch to it (a rescue that could not roll back keeps it): apt would try to
+        # configure it again in the install and fail the same way, so it goes first.
+        "remove_other_flavour_first": remove_other_flavour and other in planned["unconfigured"] and bool(changing),
         # The new module is running already: services can be started now, no reboot.
         "module_current": bool(nvml.get("status") == "ok" and nvml.get("driver_version") == target and not truthy(bake)),
         # dnf's rollback: the old versions of the packages the plan installs.
@@ -490,16 +494,42 @@ def holds(selection: dict, packages_now: list[dict]) -> list[str]:
 
 
 def rollback(planned: dict, packages_after: list[dict]) -> dict[str, list[str]]:
-    """apt's rollback after a failed installation: what it added goes, what it changed comes back."""
+    """apt's rollback after a failed installation: what it added goes, what it changed or removed comes back."""
     installed = planned["installed"]
+    after = {p["name"] for p in packages_after}
     return {
         "remove": [p["name"] for p in packages_after if p["name"] not in installed],
         "restore": [
             "{0}={1}".format(p["name"], installed[p["name"]])
             for p in packages_after
             if p["name"] in installed and (p["version"] != installed[p["name"]] or not p["configured"])
-        ],
+        ]
+        # apt removes what conflicts with, or depends on an old version of, what it installs: that comes back too,
+        # unless it was left unconfigured before (it would fail again).
+        + ["{0}={1}".format(name, version) for name, version in installed.items() if name not in after and name not in planned["unconfigured"]],
     }
+
+
+def rescue_holds(planned: dict, selection: dict, packages_now: list[dict]) -> dict[str, list[str]]:
+    """The holds a failed installation's rescue sets, of the packages installed now and not held.
+
+    hold_back: after a rollback: what was held before the installation (the installation released those holds,
+    apt dropped them on what it changed). hold_kept: when the rollback could not start (the old packages could not
+    be fetched, so nothing was removed): those, and the new driver's packages as holds() names them, so that
+    nothing of the driver the node keeps is left for unattended-upgrades to move.
+    """
+    installed_now = {p["name"] for p in packages_now}
+    held_now = {p["name"] for p in packages_now if p["held"]}
+    back = [name for name in planned["held"] if name in installed_now and name not in held_now]
+    return {"hold_back": back, "hold_kept": _unique(back + holds(selection, packages_now))}
+
+
+def dnf_locks(selection: dict, packages_now: list[dict]) -> dict[str, str]:
+    """The versionlock entries for the driver's packages as rpm lists them now: the old versions after a rollback,
+    the new ones when the rollback could not fetch the old ones (dnf downloads a transaction whole before it
+    changes anything, so the node then still has the new driver)."""
+    names = set(selection["packages"]) | set(selection.get("rollback_packages") or {})
+    return {p["name"]: p["version"] for p in packages_now if p["name"] in names}
 
 
 def reboot_reason(nvml: dict, target_version: str, mok_import_changed: bool, reboot: str, changing: list) -> str:

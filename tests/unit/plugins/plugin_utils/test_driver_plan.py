@@ -322,6 +322,81 @@ def test_apt_rollback_removes_what_the_failure_added_and_restores_what_it_change
     assert plan["installed_any"] == "580.82.07"
 
 
+def test_apt_rollback_restores_what_the_failure_removed():
+    """apt removes an old package that depends on an old version of what the new driver upgrades; the rollback
+    brings it back at its version, or the node is left with part of the old driver."""
+    before = [
+        package("nvidia-dkms-580-open", "580.82.07-0ubuntu1", held=True),
+        package("nvidia-utils-580", "580.82.07-0ubuntu1", held=True),
+        package("nvidia-fabricmanager-580", "580.82.07-0ubuntu1", held=True),
+    ]
+    plan = plan_for({"version": "580.95.05"}, node=info(before))
+    selection = driver_selection(plan, UBUNTU_580, "580.95.05", NOT_LOADED)
+    after_failure = [package("nvidia-dkms-580-open", "580.95.05-0ubuntu1", configured=False), package("nvidia-utils-580", "580.95.05-0ubuntu1")]
+    actions = driver_package_actions(after_failure, plan, selection)
+    assert actions["remove"] == []
+    assert actions["restore"] == [
+        "nvidia-dkms-580-open=580.82.07-0ubuntu1",
+        "nvidia-utils-580=580.82.07-0ubuntu1",
+        "nvidia-fabricmanager-580=580.82.07-0ubuntu1",
+    ]
+
+
+def test_a_flavour_a_failed_switch_left_unconfigured_goes_before_the_install_and_never_comes_back():
+    """A rescue that could not roll back a switch to the open modules keeps them, unconfigured: the next run removes
+    them before it installs (apt would configure them again, and fail), and its own rollback does not restore them."""
+    kept = [
+        package("nvidia-dkms-580-open", "580.95.05-0ubuntu1", held=True, configured=False),
+        package("libnvidia-compute-580", "580.95.05-0ubuntu1", held=True, configured=False),
+        package("nvidia-utils-580", "580.95.05-0ubuntu1", held=True),
+    ]
+    plan = plan_for({"version": "580.95.05", "kernel_module": "proprietary", "gpu_models": ["V100"]}, node=info(kept))
+    selection = driver_selection(plan, UBUNTU_580, "580.95.05", NOT_LOADED)
+    assert selection["remove_other_flavour"] is True and selection["remove_other_flavour_first"] is True
+    after_failure = [package("libnvidia-compute-580", "580.95.05-0ubuntu1"), package("nvidia-dkms-580", "580.95.05-0ubuntu1", configured=False)]
+    actions = driver_package_actions(after_failure, plan, selection)
+    assert actions["remove"] == ["nvidia-dkms-580"]
+    # The open modules were removed first and stay removed; what apt removed besides comes back.
+    assert actions["restore"] == ["nvidia-utils-580=580.95.05-0ubuntu1"]
+    # Configured, it goes after the install, as on any switch.
+    configured = [dict(p, configured=True) for p in kept]
+    plan = plan_for({"version": "580.95.05", "kernel_module": "proprietary", "gpu_models": ["V100"]}, node=info(configured))
+    selection = driver_selection(plan, UBUNTU_580, "580.95.05", NOT_LOADED)
+    assert selection["remove_other_flavour"] is True and selection["remove_other_flavour_first"] is False
+
+
+def test_apt_rescue_holds_as_before_after_a_rollback_and_the_new_driver_when_it_could_not_start():
+    """The installation released the old holds; the rescue puts them back on what is installed, and when the old
+    packages could not be fetched (nothing removed) it holds the new driver the node keeps as well."""
+    before = [
+        package("nvidia-dkms-580-open", "580.82.07-0ubuntu1", held=True),
+        package("nvidia-utils-580", "580.82.07-0ubuntu1", held=True),
+        package("nvidia-modprobe", "590.44.01-1", held=True),
+        package("nvidia-settings", "580.82.07-0ubuntu1"),
+    ]
+    plan = plan_for({"version": "580.95.05"}, node=info(before))
+    selection = driver_selection(plan, UBUNTU_580, "580.95.05", NOT_LOADED)
+    assert selection["release"] == ["nvidia-dkms-580-open", "nvidia-utils-580"]
+    rolled_back = [package(p["name"], p["version"], held=p["name"] == "nvidia-modprobe") for p in before]
+    actions = driver_package_actions(rolled_back, plan, selection)
+    # nvidia-modprobe kept its hold; nvidia-settings had none and gets none.
+    assert actions["hold_back"] == ["nvidia-dkms-580-open", "nvidia-utils-580"]
+    not_started = [
+        package("nvidia-dkms-580-open", "580.95.05-0ubuntu1", configured=False),
+        package("nvidia-utils-580", "580.95.05-0ubuntu1"),
+        package("libnvidia-compute-580", "580.95.05-0ubuntu1"),
+        package("nvidia-driver-pinning-580.95.05", "580.95.05-1"),
+        package("nvidia-modprobe", "590.44.01-1"),
+        package("nvidia-settings", "580.82.07-0ubuntu1"),
+    ]
+    actions = driver_package_actions(not_started, plan, selection)
+    assert actions["hold_back"] == ["nvidia-dkms-580-open", "nvidia-utils-580", "nvidia-modprobe"]
+    assert actions["hold_kept"] == ["nvidia-dkms-580-open", "nvidia-utils-580", "nvidia-modprobe", "libnvidia-compute-580", "nvidia-driver-pinning-580.95.05"]
+    # What is held already is not held again.
+    held = [dict(p, held=True) for p in not_started]
+    assert driver_package_actions(held, plan, selection)["hold_kept"] == []
+
+
 def test_ubuntu_from_590_the_names_carry_no_branch():
     plan = plan_for({"version": "590.48.01"}, os_data=ubuntu_os("590"))
     assert plan["branch"] == "590" and plan["version_package"] == "nvidia-dkms-open"
@@ -462,6 +537,27 @@ def test_dnf_proprietary_module_stream_and_versionlock_rollback_set():
     assert selection["rollback_packages"] == {"nvidia-driver-cuda": "3:580.82.07-1.el9", "kmod-nvidia-latest-dkms": "3:580.82.07-1.el9"}
     missing = driver_kernels_missing(plan, "kernel-devel-5.14.0-427.13.1.el9_4.x86_64\n")
     assert missing == []
+
+
+def test_dnf_rescue_locks_the_driver_as_rpm_lists_it_now():
+    """After a rollback the old versions are locked again; when dnf could not fetch them (it changes nothing then)
+    the new driver the node keeps is locked, never nothing."""
+    installed = [package("nvidia-driver-cuda", "3:580.82.07-1.el9"), package("kmod-nvidia-latest-dkms", "3:580.82.07-1.el9")]
+    plan = plan_for(
+        {"gpu_models": ["V100"], "version": "580.95.05", **EL_PIN}, checks=ROCKY_CHECKS, os_data=rocky_os(), facts=ROCKY_FACTS, node=info(installed)
+    )
+    selection = driver_selection(plan, EL9_580, "580.95.05", NOT_LOADED)
+    assert driver_package_actions(installed + [package("kernel-devel", "5.14.0-427")], plan, selection)["lock"] == {
+        "nvidia-driver-cuda": "3:580.82.07-1.el9",
+        "kmod-nvidia-latest-dkms": "3:580.82.07-1.el9",
+    }
+    kept = [package("nvidia-driver-cuda", "3:580.95.05-1.el9"), package("kmod-nvidia-latest-dkms", "3:580.95.05-1.el9")]
+    assert driver_package_actions(kept, plan, selection)["lock"] == {
+        "nvidia-driver-cuda": "3:580.95.05-1.el9",
+        "kmod-nvidia-latest-dkms": "3:580.95.05-1.el9",
+    }
+    # A fresh installation that failed and was removed: nothing to lock.
+    assert driver_package_actions([], plan, selection)["lock"] == {}
 
 
 def test_dnf_open_without_module_streams_writes_only_the_nouveau_blacklist():
