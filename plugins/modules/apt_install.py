@@ -20,7 +20,7 @@ description:
   - With O(hold) it holds the packages it installed in the same call (one C(dpkg --set-selections)), where a
     separate task would cost another round trip to the node.
   - With O(download_only) it only fetches into apt's archive cache what the install would need, and changes no
-    package: a caller that must remove something before it installs (a rollback) learns first that the packages it
+    package. A caller that must remove something before it installs (a rollback) learns first that the packages it
     will install can be had, and the install then reads them from the cache.
   - The roles use it in place of M(ansible.builtin.apt), whose python-apt cache costs about 1.5 seconds each
     time it is opened on a node with Debian's lists (several times per call), and whose O(ansible.builtin.apt#module:update_cache)

@@ -306,17 +306,18 @@ def upgraded_and_held(node: dict[str, Path]) -> None:
         (node["tmp"] / "cache" / "archives" / name).unlink()
 
 
-ROLLBACK = {"name": ["alpha=1.0-1", "beta=1.0-1"], "download_only": True, "allow_downgrade": True, "allow_change_held_packages": True}
+OLD = ["alpha=1.0-1", "beta=1.0-1"]
+ROLLBACK = {"download_only": True, "allow_downgrade": True, "allow_change_held_packages": True}
 
 
 def test_download_only_fetches_the_old_versions_and_changes_no_package(node: dict[str, Path]) -> None:
     """A rollback's first step: the old versions in apt's cache, the installed (held) packages as they were; the
     install that follows needs the mirror no more."""
     upgraded_and_held(node)
-    rehearsed = run(node, check=True, **ROLLBACK)
+    rehearsed = run(node, check=True, name=OLD, **ROLLBACK)
     assert not rehearsed["failed"], rehearsed["msg"]
     assert rehearsed["downloaded"] == ["alpha=1.0-1", "beta=1.0-1"] and cached(node) == set()
-    fetched_now = run(node, **ROLLBACK)
+    fetched_now = run(node, name=OLD, **ROLLBACK)
     assert not fetched_now["failed"], fetched_now["msg"]
     assert not fetched_now["changed"] and fetched_now["changed_packages"] == [] and fetched_now["held_packages"] == []
     assert fetched_now["downloaded"] == ["alpha=1.0-1", "beta=1.0-1"]
@@ -329,16 +330,16 @@ def test_download_only_fetches_the_old_versions_and_changes_no_package(node: dic
     assert not rolled_back["failed"], rolled_back["msg"]
     assert version(node, "alpha") == "1.0-1" and version(node, "beta") == "1.0-1"
     # Installed as asked: nothing to fetch.
-    assert run(node, **ROLLBACK)["downloaded"] == []
+    assert run(node, name=OLD, **ROLLBACK)["downloaded"] == []
 
 
 def test_download_only_names_what_could_not_be_fetched_and_changes_nothing(node: dict[str, Path]) -> None:
     upgraded_and_held(node)
     (node["tmp"] / "distro" / "alpha_1.0-1_all.deb").unlink()
-    lost = run(node, **ROLLBACK)
+    lost = run(node, name=OLD, **ROLLBACK)
     assert lost["failed"] and lost["msg"].startswith("apt-get could not download alpha=1.0-1 beta=1.0-1: "), lost["msg"]
     assert "alpha_1.0-1_all.deb" in lost["msg"] and "E: " in lost["msg"], lost["msg"]
-    unknown = run(node, **dict(ROLLBACK, name=["alpha=0.9-1"]))
+    unknown = run(node, name=["alpha=0.9-1"], **ROLLBACK)
     assert unknown["failed"] and "'0.9-1' for 'alpha' was not found" in unknown["msg"], unknown["msg"]
     assert version(node, "alpha") == "2.0-1" and version(node, "beta") == "2.0-1"
     assert selection(node, "alpha") == "hold" and selection(node, "beta") == "hold"
