@@ -95,6 +95,16 @@ def test_a_driver_that_fails_to_build_is_rolled_back(host):
 # old packages before it removes anything and put the holds back whatever
 # happens. The three runs below go in order; the last one leaves the node as
 # converge did.
+#
+# They cost three more real NVIDIA builds and two failing ones (40 minutes
+# on a loaded 2-core machine, where the whole scenario took 11 warm): more
+# than CI's 90 minutes leave room for, so they run only when asked for
+# (GPUFLEET_DRIVER_FAULTS=1 tests/harness/molecule.sh driver). The plan and
+# apt_install's download_only, which decide the same, are unit-tested in
+# every run.
+driver_faults = pytest.mark.skipif(
+    os.environ.get("GPUFLEET_DRIVER_FAULTS") != "1", reason="three more NVIDIA builds: set GPUFLEET_DRIVER_FAULTS=1 to run them (see above)"
+)
 
 
 def present_packages(host) -> dict[str, str]:
@@ -104,6 +114,7 @@ def present_packages(host) -> dict[str, str]:
     return {name: version for name, version, status in rows if status[1:2] not in ("n", "c")}
 
 
+@driver_faults
 def test_a_failed_upgrade_is_rolled_back_from_the_fetched_old_packages_held_as_before(host):
     """535.216.03 -> 535.261.03 with the open modules, which fail to build: every changed package back at the
     old version (fetched again: apt's cache is empty), the holds exactly as they were."""
@@ -122,6 +133,7 @@ def test_a_failed_upgrade_is_rolled_back_from_the_fetched_old_packages_held_as_b
     assert not driver_packages(host, new), driver_packages(host, new)
 
 
+@driver_faults
 def test_when_the_old_packages_cannot_be_fetched_the_node_keeps_the_new_driver_held(host):
     """The same failing upgrade, with a repository that no longer offers 535.216.03 (backports dropped from the
     sources): the rescue must not remove anything, must hold what it keeps, and must say what it could not fetch."""
@@ -145,6 +157,7 @@ def test_when_the_old_packages_cannot_be_fetched_the_node_keeps_the_new_driver_h
     assert driver <= held(host), sorted(driver - held(host))
 
 
+@driver_faults
 def test_the_next_run_installs_the_declared_driver_over_what_the_rescue_kept(host):
     new = variables(host)["driver_version"]
     result = run_converge(host.backend.get_hostname(), {})
