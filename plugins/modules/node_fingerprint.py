@@ -45,16 +45,16 @@ options:
         converged, so the run takes the node's lease in the same call (with O(lease)).
       - V(recorded) writes the record (mode 0600) from the node as it is now and the declaration given, and gives
         the lease back (with O(lease)).
-      - V(leased) only takes the lease: the first node call of a run that compares nothing (a tagged run, the fast
+      - V(leased) only takes the lease, as the first node call of a run that compares nothing (a tagged run, the fast
         path off).
-      - V(released) only gives the lease back: the last node call of a run that records nothing.
+      - V(released) only gives the lease back, as the last node call of a run that records nothing.
     type: str
     choices: [compared, recorded, leased, released]
     default: compared
   lease:
     description:
-      - Who runs: C(run_id) and what names it to a person (C(controller), C(user), C(pid), C(pid_started),
-        C(awx_job)). The action plugin fills it in; a task never sets it.
+      - The run that takes the node, as the action plugin describes it; a task sets V(true) and the plugin puts the
+        run's identity in its place.
       - The lease (O(lease_path)) says which run owns the node. Taking it waits for the node lock (O(lock_path)),
         which the boot units hold while they work, then for another run to give the lease back, up to
         O(lease_wait) seconds; then the task fails naming that run.
@@ -62,6 +62,30 @@ options:
         (O(stopped_path)), and says so in RV(restored).
       - Not taken in check mode, and not by a comparison that matched (the run then changes nothing on the node).
     type: dict
+    suboptions:
+      run_id:
+        description: What tells this run from any other (C(<controller>:<pid>:<start ticks>)).
+        type: str
+        required: true
+      controller:
+        description: The host the run's ansible-playbook runs on.
+        type: str
+        default: ""
+      user:
+        description: Who runs it.
+        type: str
+        default: ""
+      pid:
+        description: The ansible-playbook process.
+        type: int
+      pid_started:
+        description: When that process started (clock ticks after the controller's boot), so a reused pid is told apart.
+        type: str
+        default: ""
+      awx_job:
+        description: The AWX or AAP job, where the run is one.
+        type: str
+        default: ""
   lease_wait:
     description: Seconds to wait for the node lock and for another run's lease.
     type: int

@@ -348,7 +348,7 @@ def test_two_runs_at_once_one_takes_the_node(tmp_path: Path) -> None:
     argv = [sys.executable, "-c", _RACE, str(tmp_path / "lease.json"), str(tmp_path / "lock")]
     # The directory that holds ansible_collections/, as this test imports the collection.
     env = dict(os.environ, PYTHONPATH=str(Path(fp.__file__).parents[5]))
-    for _ in range(5):
+    for _attempt in range(5):
         (tmp_path / "lease.json").unlink(missing_ok=True)
         runs = [subprocess.Popen(argv + ["run-{0}".format(n)], stdout=subprocess.PIPE, text=True, env=env) for n in range(4)]
         answers = [run.communicate()[0].strip() for run in runs]
