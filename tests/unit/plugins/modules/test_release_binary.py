@@ -427,11 +427,39 @@ def test_a_url_that_is_not_https_is_refused_unless_allowed(mirror: tuple[Path, s
     assert not dest.parent.exists()
 
 
-def test_an_allowed_plain_http_url_installs_and_warns(mirror: tuple[Path, str], tmp_path: Path) -> None:
+def test_an_allowed_plain_http_url_installs(mirror: tuple[Path, str], tmp_path: Path) -> None:
     url = publish(mirror, "crictl.tar.gz", tarball({"crictl": NEW}))
     allowed = run(tmp_path / "crictl", url=url, sha256=pinned(mirror, url), allow_insecure_transport=True)
     assert allowed["changed"] and (tmp_path / "crictl").read_bytes() == NEW, allowed
-    assert [w for w in allowed["warnings"] if "allow_insecure_transport" in w and "not https" in w], allowed
+    # The mirror is on the loopback: nothing travels a network, so no warning (the flag is still needed).
+    assert not [w for w in allowed.get("warnings") or [] if "not https" in w], allowed
+
+
+@pytest.mark.parametrize(
+    "url, warned",
+    [
+        ("http://mirror.example.internal/crictl.tar.gz", True),
+        ("ftp://10.1.2.3/crictl.tar.gz", True),
+        ("http://127.0.0.1:8765/crictl.tar.gz", False),
+        ("http://[::1]:8765/crictl.tar.gz", False),
+        ("http://localhost/crictl.tar.gz", False),
+        ("file:///srv/mirror/crictl.tar.gz", False),
+    ],
+)
+def test_an_allowed_insecure_url_warns_unless_it_stays_on_the_node(url: str, warned: bool) -> None:
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils._fetch import refuse_insecure_transport
+
+    warnings: list[str] = []
+
+    class Module:
+        def warn(self, message: str) -> None:
+            warnings.append(message)
+
+        def fail_json(self, **result: object) -> None:
+            raise AssertionError(result)
+
+    refuse_insecure_transport(Module(), url, "url", True)  # type: ignore[arg-type]
+    assert bool([w for w in warnings if "not https (allow_insecure_transport)" in w]) == warned, warnings
 
 
 PLAY = """
