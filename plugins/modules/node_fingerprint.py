@@ -507,13 +507,17 @@ class NodeFingerprint:
                 )
             self.module.fail_json(msg="another run holds this node", lease_holder=busy.holder)
         result["lease"] = {"taken_over": taken["previous"], "waited_for": taken["waited_for"], "waited": taken["waited"]}
-        journal = StoppedServices(self.module.run_command, self.module.get_bin_path("systemctl") or "systemctl", self.params["stopped_path"])
+        journal = self.stopped_services()
         if journal.journalled():
             started, failed = journal.start_all()
             result["restored"] = started
             result["changed"] = bool(started)
             if failed:
                 self.module.warn("a run that died had stopped services that do not start again: " + "; ".join(failed))
+
+    def stopped_services(self) -> StoppedServices:
+        """The journal of services a step stopped and has not started again (mig_config writes it)."""
+        return StoppedServices(self.module.run_command, self.module.get_bin_path("systemctl") or "systemctl", self.params["stopped_path"])
 
     def give_lease_back(self, result: dict[str, t.Any]) -> None:
         # A short wait: a boot unit holds the node lock only while it works.
@@ -534,7 +538,7 @@ class NodeFingerprint:
             result = self.compare()
             result["changed"] = False
             # A dead run left services stopped: the node is not as recorded, whatever its files say.
-            left = StoppedServices(self.module.run_command, "systemctl", self.params["stopped_path"]).journalled()
+            left = self.stopped_services().journalled()
             if left:
                 result.update(matched=False, report=None)
                 result["reasons"].append("a run that died left {0} stopped".format(", ".join(left)))
