@@ -166,10 +166,19 @@ def test_the_group_vars_can_be_baked_without_a_gpu() -> None:
 def test_site_yml_sets_no_role_variable() -> None:
     """Play vars outrank inventory: site.yml must leave every role variable to defaults and inventory."""
     prefixes = tuple("{0}_".format(role.name) for role in ROLES.iterdir() if (role / "defaults").is_dir())
+
+    def variables(entries: list) -> list[str]:
+        """Variables set by roles, tasks and blocks (each layer imports its role inside a block)."""
+        names: list[str] = []
+        for entry in entries or []:
+            if isinstance(entry, dict):
+                names += list(entry.get("vars") or {})
+                for key in ("block", "rescue", "always"):
+                    names += variables(entry.get(key))
+        return names
+
     for play in yaml.safe_load(SITE.read_text()):
-        names = list(play.get("vars") or {})
-        for role in play.get("roles") or []:
-            names += list((role.get("vars") or {}) if isinstance(role, dict) else {})
+        names = list(play.get("vars") or {}) + variables(play.get("roles")) + variables(play.get("tasks"))
         assert not [n for n in names if n.startswith(prefixes)], (play.get("name"), names)
 
 

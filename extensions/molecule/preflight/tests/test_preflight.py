@@ -109,13 +109,13 @@ ARTIFACTS = {
 
 def snapshot(host) -> str:
     """What a change would touch: packages, every file under /etc, gpufleet's state (one round trip). The run's
-    lease (/var/lib/gpufleet/run-lease.json, and its directory) is the run's own bookkeeping, taken by site.yml's
-    first call before preflight: a run that fails keeps it until the next run takes it over."""
+    lease directory is the run's own bookkeeping, made by site.yml's first call before preflight; the lease in it
+    is given back when the run fails (a failed run that kept it would hold up every later run)."""
     return host.check_output(
         "dpkg-query -W -f '${Package} ${Version} ${Status}\\n' | sort;"
         " find /etc -xdev | sort;"
         " find /etc -xdev -type f -print0 | sort -z | xargs -0 sha256sum;"
-        " find /var/lib -xdev -path '*gpufleet*' ! -path /var/lib/gpufleet ! -path /var/lib/gpufleet/run-lease.json | sort"
+        " find /var/lib -xdev -path '*gpufleet*' ! -path /var/lib/gpufleet | sort"
     )
 
 

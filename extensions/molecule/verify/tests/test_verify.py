@@ -79,6 +79,10 @@ def test_removed_runtime_import_and_another_driver_are_found(host):
         assert found["container_runtime"]["status"] == "fail"
         assert found["driver"]["status"] == "fail"
         assert found["cdi"]["status"] == "pass"  # each layer is judged on its own
+        # The failed run gave the node back: a run from another controller (a new AWX job), which cannot see
+        # that this one ended, does not wait for it.
+        assert "TASK [gpufleet.nvidia.fast_path : Give the node back to other runs, since this run fails here]" in run.stdout
+        assert not host.file("/var/lib/gpufleet/run-lease.json").exists, host.file("/var/lib/gpufleet/run-lease.json").content_string
 
 
 def test_a_swapped_gpu_leaves_the_cdi_spec_stale(host):
