@@ -140,6 +140,15 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+repaired:
+  description:
+    - What this call finished, as apt asks, for an earlier dpkg run that was interrupted (a killed run, a cut
+      connection, a power loss) before it could install; that is V(dpkg --configure -a). Empty on a healthy node.
+      It also warns.
+  type: list
+  elements: str
+  returned: always
+  sample: []
 changed_packages:
   description:
     - The packages (of O(name) or pulled in by them) whose version or state changed, or would in check mode.
@@ -210,6 +219,9 @@ _SIMULATED_INSTALL = re.compile(r"^Inst (\S+) (?:\[\S+\] )?\((\S+) ", re.MULTILI
 _LOCK_BUSY = re.compile(r"^E: Could not get lock (?P<path>\S+?)\.?(?: It is held by process (?P<pid>\d+)(?: \((?P<name>[^)]*)\))?)?$", re.MULTILINE)
 # How long to wait between two tries while a lock is held.
 _LOCK_POLL = 1.0
+# "E: dpkg was interrupted, you must manually run 'dpkg --configure -a' to correct the problem.": an earlier dpkg
+# run was killed (a cancelled run, a cut connection, a power loss) with packages unpacked but not configured.
+_DPKG_INTERRUPTED = "dpkg was interrupted"
 
 
 class AptInstall:
@@ -225,6 +237,8 @@ class AptInstall:
             package, _sep, version = spec.partition("=")
             self.wanted[package] = version or None
         self.hold: list[str] = list(dict.fromkeys(params["hold"]))
+        # What this call had to finish for an earlier, interrupted dpkg run.
+        self.repaired: list[str] = []
         for index, name in enumerate(self.hold):
             if not _NAME.fullmatch(name) or "=" in name:
                 module.fail_json(msg="hold[{0}]: '{1}' is not a package name".format(index, name))
@@ -247,11 +261,15 @@ class AptInstall:
         return self.module.run_command(argv, environ_update={"LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive"}, **kwargs)
 
     def _apt_get(self, argv: list[str]) -> tuple[int, str, str]:
-        """apt-get, run again while another package manager holds one of apt's locks, up to lock_timeout."""
+        """apt-get, run again while another package manager holds one of apt's locks, up to lock_timeout, and once
+        more after finishing what an interrupted dpkg run left half-done."""
         timeout = self.module.params["lock_timeout"]
         deadline = time.monotonic() + timeout
         while True:
             rc, out, err = self._run(argv)
+            if rc != 0 and _DPKG_INTERRUPTED in err and "--simulate" not in argv and not self.repaired:
+                self._configure_pending(deadline)
+                continue
             busy = _LOCK_BUSY.search(err) if rc != 0 else None
             if busy is None:
                 return rc, out, err
@@ -268,6 +286,30 @@ class AptInstall:
                     changed_packages=[],
                 )
             time.sleep(min(_LOCK_POLL, left))
+
+    def _configure_pending(self, deadline: float) -> None:
+        """`dpkg --configure -a`, as apt asks, waiting for dpkg's lock like apt-get: what the killed run unpacked is
+        configured (its maintainer scripts run) before this run installs."""
+        dpkg = self.module.get_bin_path("dpkg", required=True)
+        while True:
+            rc, out, err = self._run([dpkg, "--configure", "-a"])
+            if rc == 0:
+                break
+            if "lock" in err and time.monotonic() < deadline:
+                time.sleep(_LOCK_POLL)
+                continue
+            self.module.fail_json(
+                msg="an earlier dpkg run was interrupted, and `dpkg --configure -a` failed to finish it: {0}".format(err.strip() or out.strip()),
+                rc=rc,
+                stdout=out,
+                stderr=err,
+                changed_packages=[],
+            )
+        self.repaired.append("dpkg --configure -a")
+        self.module.warn(
+            "an earlier dpkg run was interrupted (a killed run, a cut connection or a power loss left packages "
+            "unpacked but not configured): ran `dpkg --configure -a` before installing"
+        )
 
     # -- the packages ------------------------------------------------------------------------------
     def packages(self) -> dict[str, dict[str, t.Any]]:
@@ -411,7 +453,15 @@ class AptInstall:
                 held_packages=[],
             )
         packages = self.missing(self.configured(before))
-        result: dict[str, t.Any] = {"changed": False, "changed_packages": [], "refreshed": "none", "initramfs_kernels": [], "downloaded": []}
+        # self.repaired is filled by the apt-get calls below, if an interrupted dpkg run must be finished first.
+        result: dict[str, t.Any] = {
+            "changed": False,
+            "changed_packages": [],
+            "refreshed": "none",
+            "initramfs_kernels": [],
+            "downloaded": [],
+            "repaired": self.repaired,
+        }
         after = dict(before)
         if packages and self.module.params["download_only"]:
             result["refreshed"] = self.refresh()
@@ -446,7 +496,7 @@ class AptInstall:
                 changed = sorted(name for name in set(before) | set(after) if before.get(name, {}).get("version") != after.get(name, {}).get("version"))
             result.update(changed=True, changed_packages=changed, initramfs_kernels=[] if self.module.check_mode else _INITRAMFS_GENERATED.findall(output))
         result["held_packages"] = self._set_holds(after, result["changed_packages"])
-        result["changed"] = result["changed"] or bool(result["held_packages"])
+        result["changed"] = result["changed"] or bool(result["held_packages"]) or bool(self.repaired)
         if result["changed"] and self.module._diff:
             shown = sorted(set(result["changed_packages"]) | set(self.wanted) | set(self.hold) | set(result["held_packages"]))
             result["diff"] = {

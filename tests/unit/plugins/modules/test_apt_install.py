@@ -125,6 +125,7 @@ def test_installs_exact_versions_once_then_nothing(node: dict[str, Path]) -> Non
         "initramfs_kernels": [],
         "downloaded": [],
         "held_packages": [],
+        "repaired": [],
     }
     assert first["initramfs_kernels"] == []
     # Unversioned: any installed version will do.
@@ -394,3 +395,27 @@ def test_gives_up_after_lock_timeout_naming_the_holder(node: dict[str, Path]) ->
     assert result["failed"] and time.monotonic() - started < 20
     assert str(node["lists"] / "lock") in result["msg"] and "process {0}".format(holder.pid) in result["msg"], result["msg"]
     assert "lock_timeout" in result["msg"] and version(node, "beta") is None
+
+
+def test_finishes_what_an_interrupted_dpkg_left_then_installs(node: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run killed (or a node powered off) inside dpkg leaves its journal: apt-get refuses with "dpkg was
+    interrupted". The next install runs `dpkg --configure -a` as apt asks, says so, and goes on."""
+    # The module's bare dpkg, at the scratch root as apt's DPkg::Options put it.
+    monkeypatch.setenv("DPKG_ROOT", str(node["root"]))
+    monkeypatch.setenv("DPKG_FORCE", "script-chrootless,not-root")
+    first = run(node, name=["beta=1.0-1"], lists_valid_time=3600)
+    assert not first["failed"], first["msg"]
+    status = (node["admin"] / "status").read_text()
+    stanza = next(s for s in status.split("\n\n") if s.startswith("Package: beta"))
+    # dpkg's journal of a run killed between unpacking and configuring beta.
+    (node["admin"] / "updates" / "0000").write_text(stanza.replace("install ok installed", "install ok half-configured").strip() + "\n")
+    refused = subprocess.run(["apt-get", "install", "-y", "beta=1.0-1"], capture_output=True, text=True, check=False)
+    assert "dpkg was interrupted" in refused.stderr, refused.stderr
+    result = run(node, name=["alpha=1.0-1", "beta=1.0-1"], lists_valid_time=3600)
+    assert not result["failed"], result["msg"]
+    assert result["repaired"] == ["dpkg --configure -a"] and result["changed"]
+    assert any("dpkg --configure -a" in warning for warning in result.get("warnings", [])), result
+    assert version(node, "alpha") == "1.0-1"
+    assert not list((node["admin"] / "updates").iterdir())
+    again = run(node, name=["alpha=1.0-1", "beta=1.0-1"], lists_valid_time=3600)
+    assert not again["changed"] and again["repaired"] == []
