@@ -24,7 +24,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 export GPUFLEET_ROOT := $(CURDIR)
 
 .PHONY: help demo test check host host-toolchain venv venv-oldest sim collection images images-all demo-image mirror go-tools real-nvml \
-        lint sanity sanity-oldest sanity-changed units units-oldest molecule molecule-smoke awx build clean
+        lint sanity sanity-oldest sanity-changed units units-oldest molecule molecule-smoke awx faults faults-all build clean
 
 help:
 	@echo "make demo   - simulated GPU node + playbooks/site.yml (see README.md)"
@@ -61,7 +61,7 @@ demo:
 test:
 	@$(PHASE) start
 	@status=0; $(MAKE) --no-print-directory --jobs=7 --output-sync=target \
-	  go-tools lint sanity sanity-oldest units units-oldest molecule awx || status=$$?; \
+	  go-tools lint sanity sanity-oldest units units-oldest molecule awx faults || status=$$?; \
 	  $(PHASE) table; exit $$status
 
 # The inner loop (docs/contributing.md): lint, sanity on the files changed
@@ -171,6 +171,17 @@ molecule-smoke: venv collection images mirror
 # ansible-runner against a simulated node over SSH.
 awx: venv images mirror
 	@$(PHASE) run "AWX: EE and jobs" $(HARNESS)/awx-ee.sh test
+
+# The fault-injection suite (tests/faults/run.py, docs/faults.md): fresh
+# converges killed at named points (the controller, the connection, the
+# node's power), each run again and compared with a clean converge, and a
+# converge while apt's lists lock is held. make test runs one point of each
+# kind; faults-all runs every point (about 30 minutes on two cores).
+faults: venv collection images mirror
+	@$(PHASE) run "faults (one point of each kind, apt busy)" python tests/faults/run.py
+
+faults-all: venv collection images mirror
+	@$(PHASE) run "faults (every point)" python tests/faults/run.py --all
 
 build: venv
 	mkdir -p build
