@@ -175,10 +175,10 @@ awx: venv images mirror
 # The fault-injection suite (tests/faults/run.py, docs/faults.md): fresh
 # converges killed at named points (the controller, the connection, the
 # node's power), each run again and compared with a clean converge, and a
-# converge while apt's lists lock is held. make test runs one point of each
-# kind; faults-all runs every point (about 30 minutes on two cores).
+# converge while apt's lists lock is held. make test runs one point (power
+# lost inside dpkg); faults-all runs every point (about 45 minutes on two cores).
 faults: venv collection images mirror
-	@$(PHASE) run "faults (one point of each kind, apt busy)" python tests/faults/run.py
+	@$(PHASE) run "faults (power lost inside dpkg, apt busy)" python tests/faults/run.py
 
 faults-all: venv collection images mirror
 	@$(PHASE) run "faults (every point)" python tests/faults/run.py --all

@@ -34,8 +34,10 @@ def test_at_least_twenty_points_each_well_formed() -> None:
         assert point["task"].strip() == point["task"] and point["task"], point
 
 
-def test_make_test_runs_one_point_of_each_kind() -> None:
-    assert sorted(p["action"] for p in POINTS if p.get("ci")) == ["connection", "controller", "node"]
+def test_make_test_runs_the_power_loss_inside_dpkg() -> None:
+    # CI's 90 minutes hold one point: the one whose repair takes the most
+    # (dpkg half-done, the lease of a run that is gone, the node rebooted).
+    assert [(p["action"], p["at"]) for p in POINTS if p.get("ci")] == [("node", "dpkg")]
 
 
 @pytest.fixture(name="trigger")
