@@ -18,7 +18,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.evaluate import Matrix
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.tables import OPEN_MODULES_FIRST_BRANCH
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.versions import flavours_for, gpu_kind
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.versions import KERNEL_MODULE_REQUESTS, flavours_for, gpu_kind, kernel_module_flavour
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _driver_plan
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
 
@@ -52,16 +52,15 @@ def driver_kernel_module(gpus: list, requested: str, branch: t.Any, source: str)
 
     gpus: NVML GPUs (dicts with name and architecture) or declared model names;
     source: where they came from ("nvml" or "driver_gpu_models"), for messages.
-    The GPU models and the flavour rules are the knowledge base's
-    (_knowledge.gpus, _knowledge.drivers), the same the version matrix reads.
+    The decision is the knowledge base's one rule (matrix.versions.kernel_module_flavour,
+    which preflight and verify ask too); this only words its answer for the role.
     """
-    if requested not in ("auto", "open", "proprietary"):
+    if requested not in KERNEL_MODULE_REQUESTS:
         raise AnsibleFilterError("driver_kernel_module: unknown flavour {0!r}".format(requested))
     try:
         branch_number = int(str(branch))
     except ValueError:
         raise AnsibleFilterError("driver_kernel_module: branch {0!r} is not a number".format(branch)) from None
-    open_first_branch = int(OPEN_MODULES_FIRST_BRANCH)
 
     matrix = Matrix()
     seen = [_gpu(matrix, gpu) for gpu in gpus or []]
@@ -75,46 +74,39 @@ def driver_kernel_module(gpus: list, requested: str, branch: t.Any, source: str)
         )
         return result
 
-    if open_first_branch > branch_number and requested == "open":
+    choice = kernel_module_flavour([g["flavours"] for g in seen], requested, branch_number)
+    concerned = [seen[i] for i in choice.concerned]
+    if choice.flavour is not None:
+        result["flavour"] = choice.flavour
+    elif choice.problem == "open_too_old" and requested == "open":
         result["error"] = (
             "driver_kernel_module: open needs driver branch {0} or later, but the branch is {1}; "
-            "set driver_kernel_module: proprietary or choose a newer driver_branch".format(open_first_branch, branch_number)
+            "set driver_kernel_module: proprietary or choose a newer driver_branch".format(OPEN_MODULES_FIRST_BRANCH, branch_number)
         )
-        return result
-
-    known = [g for g in seen if g["flavours"]]
-    if requested != "auto":
-        refused = [g for g in known if requested not in g["flavours"]]
-        if refused:
-            other = "open" if requested == "proprietary" else "proprietary"
-            result["error"] = (
-                "driver_kernel_module: {0} cannot drive {1}, which run only the {2} kernel modules; set driver_kernel_module: {2} (or auto)".format(
-                    requested, _gpu_labels(refused), other
-                )
-            )
-            return result
-        result["flavour"] = requested
-        return result
-
-    if not seen:
+    elif choice.problem == "open_too_old":
+        result["error"] = (
+            "driver_branch: {0} run only the open kernel modules, which ship from driver branch {1} on, "
+            "but the branch is {2}; choose driver_branch {1} or newer".format(_gpu_labels(concerned), OPEN_MODULES_FIRST_BRANCH, branch_number)
+        )
+    elif choice.problem == "refused":
+        other = "open" if requested == "proprietary" else "proprietary"
+        result["error"] = "driver_kernel_module: {0} cannot drive {1}, which run only the {2} kernel modules; set driver_kernel_module: {2} (or auto)".format(
+            requested, _gpu_labels(concerned), other
+        )
+    elif choice.problem == "no_gpus":
         result["error"] = (
             "driver_kernel_module: auto needs to know the GPUs, but no driver is loaded to read them "
             "through NVML and driver_gpu_models is empty; declare driver_gpu_models (for example "
             "['H100']) or set driver_kernel_module to open or proprietary"
         )
-        return result
-    if unknown:
+    elif choice.problem == "unknown":
         result["error"] = (
             "driver_kernel_module: auto cannot tell which kernel modules {0} need (unknown "
-            "architecture); set driver_kernel_module to open or proprietary".format(", ".join(repr(g["name"]) for g in unknown))
+            "architecture); set driver_kernel_module to open or proprietary".format(", ".join(repr(g["name"]) for g in concerned))
         )
-        return result
-    common = [f for f in ("open", "proprietary") if all(f in g["flavours"] for g in known)]
-    if branch_number < open_first_branch and "open" in common:
-        common.remove("open")
-    if not common:
-        by_flavour = {}
-        for gpu in known:
+    else:
+        by_flavour: dict[str, list[dict[str, t.Any]]] = {}
+        for gpu in concerned:
             by_flavour.setdefault(" or ".join(gpu["flavours"]), []).append(gpu)
         result["error"] = (
             "driver_kernel_module: the GPUs of this node need different kernel modules ({0}); "
@@ -122,8 +114,6 @@ def driver_kernel_module(gpus: list, requested: str, branch: t.Any, source: str)
                 "; ".join("{0}: {1}".format(k, _gpu_labels(v)) for k, v in sorted(by_flavour.items()))
             )
         )
-        return result
-    result["flavour"] = common[0]
     return result
 
 

@@ -112,15 +112,15 @@ def _gpus(matrix: Matrix, value: t.Any) -> list[Gpu]:
 
 
 @_errors_named("kernel_module_flavour")
-def kernel_module_flavour(gpus: t.Any, requested: str = "auto", tables: dict[str, t.Any] | None = None) -> str:
+def kernel_module_flavour(gpus: t.Any, requested: str = "auto", tables: dict[str, t.Any] | None = None, branch: t.Any = None) -> str:
     """The kernel module flavour for a set of GPUs: what `auto` means, or a check of `requested`."""
     if requested not in ("auto", "open", "proprietary"):
         raise MatrixError("requested must be auto, open or proprietary, got '{0}'".format(requested))
     matrix = _matrix(tables)
-    flavour, reasons = matrix.kernel_module_for(_gpus(matrix, gpus), requested)
-    if flavour is None:
+    choice, reasons = matrix.kernel_module_for(_gpus(matrix, gpus), requested, None if branch in (None, "") else int(_driver_branch(branch)))
+    if choice.flavour is None:
         raise MatrixError("no {0} kernel module flavour suits these GPUs: {1}".format("single" if requested == "auto" else requested, "; ".join(reasons)))
-    return flavour
+    return choice.flavour
 
 
 @_errors_named("cuda_image_judgement")

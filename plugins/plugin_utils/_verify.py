@@ -32,7 +32,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge.package
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.evaluate import Matrix
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.node import PACKAGE_NAMES, finding, worst
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.tables import SEVERITIES, MatrixError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.versions import parse_version, version_text
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.versions import driver_branch, parse_version, version_text
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._layers import LAYERS
 
 STATUSES = ("pass", "warn", "fail", "not_managed", "not_available", "deferred")
@@ -189,7 +189,8 @@ def check_driver(declaration: dict[str, t.Any], nvml: dict[str, t.Any], proc_ver
     declared_flavour = wanted.get("driver_kernel_module") or "auto"
     if flavour and declared_flavour == "auto":
         try:
-            declared_flavour = Matrix().kernel_module_for(Matrix().gpus_from_nvml(nvml))[0] or "auto"
+            matrix = Matrix()
+            declared_flavour = matrix.kernel_module_for(matrix.gpus_from_nvml(nvml), "auto", int(driver_branch(loaded)))[0].flavour or "auto"
         except MatrixError:
             declared_flavour = "auto"
     if flavour and declared_flavour in ("open", "proprietary") and flavour != declared_flavour:

@@ -94,10 +94,13 @@ DRIVER_BRANCHES = (
     {"branch": "620", "type": "LTSB", "eol": "2029-09", "status": "V", "source": _V620, "checked": "2026-11-25"},
 )
 
-# Kernel-module flavours each architecture runs, the preferred one first
-# (auto takes the first flavour every GPU of a node runs). A row with
-# "grace": True applies to the GPUs of a Grace superchip of that architecture
-# and wins over the plain row (Grace Hopper runs only the open modules).
+# Kernel-module flavours each architecture runs, the preferred one first. A
+# row with "grace": True applies to the GPUs of a Grace superchip of that
+# architecture and wins over the plain row (Grace Hopper runs only the open
+# modules). The one rule that applies these rows and OPEN_MODULES_FIRST_BRANCH
+# (auto: open where every GPU runs it and the branch ships it, else
+# proprietary) is matrix.versions.kernel_module_flavour; the driver role,
+# preflight and verify all ask it.
 KERNEL_MODULE_FLAVOURS = (
     {"architecture": "kepler", "flavours": ("proprietary",), "source": _KERNEL_MODULES, "checked": "2026-11-22"},
     {"architecture": "maxwell", "flavours": ("proprietary",), "source": _KERNEL_MODULES, "checked": "2026-11-22"},

@@ -29,9 +29,10 @@ from .tables import (
     ENGINE_CDI,
     ENGINES,
     GPU_MODELS,
+    OPEN_MODULES_FIRST_BRANCH,
     MatrixError,
 )
-from .versions import Driver, _month_end, cuda_label, driver_branch, flavours_for, gpu_kind, parse_version, version_text
+from .versions import Driver, FlavourChoice, _month_end, cuda_label, driver_branch, flavours_for, gpu_kind, kernel_module_flavour, parse_version, version_text
 
 _BUILTIN: dict[str, t.Any] = {}
 
@@ -255,23 +256,26 @@ class MatrixData:
         return support
 
     @staticmethod
-    def kernel_module_for(gpus: t.Iterable[Gpu], requested: str = "auto") -> tuple[str | None, list[str]]:
-        """(flavour, reasons): what `auto` resolves to, or why `requested` cannot work.
-
-        Returns (None, reasons) when no flavour suits every GPU.
+    def kernel_module_for(gpus: t.Iterable[Gpu], requested: str = "auto", branch: int | None = None) -> tuple[FlavourChoice, list[str]]:
+        """(choice, reasons): what `requested` comes to for these GPUs and branch, by
+        versions.kernel_module_flavour (the one rule), and why nothing serves them
+        when choice.flavour is None.
         """
-        need_open, need_proprietary = [], []
-        for gpu in gpus:
-            flavours = flavours_for(gpu.architecture, gpu.grace)
-            if "open" not in flavours and flavours:
-                need_proprietary.append("{0} ({1}) needs the proprietary modules".format(gpu.label, gpu.architecture))
-            elif "proprietary" not in flavours and flavours:
-                kind = gpu_kind(gpu.architecture, gpu.grace, "text")
-                need_open.append("{0} ({1}) needs the open modules".format(gpu.label, kind))
-        if need_open and need_proprietary:
-            return None, need_open + need_proprietary
-        if requested == "open":
-            return ("open", []) if not need_proprietary else (None, need_proprietary)
-        if requested == "proprietary":
-            return ("proprietary", []) if not need_open else (None, need_open)
-        return ("proprietary" if need_proprietary else "open"), []
+        gpus = list(gpus)
+        choice = kernel_module_flavour([flavours_for(gpu.architecture, gpu.grace) for gpu in gpus], requested, branch)
+        if choice.flavour is not None:
+            return choice, []
+        concerned = [gpus[i] for i in choice.concerned]
+        if choice.problem == "open_too_old":
+            return choice, ["open kernel modules ship from R{0} on".format(OPEN_MODULES_FIRST_BRANCH)] + [
+                "{0} ({1}) runs only the open modules".format(gpu.label, gpu_kind(gpu.architecture, gpu.grace, "text")) for gpu in concerned
+            ]
+        if choice.problem == "unknown":
+            return choice, ["{0} ({1}): unknown architecture, the flavour it needs is not known".format(gpu.label, gpu.architecture) for gpu in concerned]
+        if choice.problem == "no_gpus":
+            return choice, ["no GPU is known"]
+        need_open = [gpu for gpu in concerned if "proprietary" not in flavours_for(gpu.architecture, gpu.grace)]
+        need_proprietary = [gpu for gpu in concerned if "open" not in flavours_for(gpu.architecture, gpu.grace)]
+        return choice, ["{0} ({1}) needs the open modules".format(gpu.label, gpu_kind(gpu.architecture, gpu.grace, "text")) for gpu in need_open] + [
+            "{0} ({1}) needs the proprietary modules".format(gpu.label, gpu.architecture) for gpu in need_proprietary
+        ]

@@ -235,11 +235,24 @@ class DriverRules(MatrixData):
         if view.driver is None or not view.gpus:
             return []
         requested = view.kernel_module or "auto"
-        flavour, reasons = self.kernel_module_for(view.gpus, requested)
-        found = []
-        if flavour is None:
+        branch = driver_branch_int(view.driver)
+        choice, reasons = self.kernel_module_for(view.gpus, requested, branch)
+        if choice.problem == "open_too_old":
+            return [
+                finding(
+                    "kernel_module",
+                    "error",
+                    "driver_kernel_module" if requested == "open" else "driver_branch",
+                    "driver {0} has no open kernel modules: {1}".format(view.driver, "; ".join(reasons)),
+                    "use driver branch R{0} or newer{1}".format(
+                        OPEN_MODULES_FIRST_BRANCH, ", or driver_kernel_module: proprietary where the GPUs allow it" if requested == "open" else ""
+                    ),
+                    "driver",
+                )
+            ]
+        if choice.flavour is None and choice.problem in ("mixed", "refused"):
             if requested == "auto":
-                found.append(
+                return [
                     finding(
                         "kernel_module",
                         "error",
@@ -248,37 +261,20 @@ class DriverRules(MatrixData):
                         "split these GPUs across hosts; one driver cannot serve both",
                         "driver",
                     )
-                )
-            else:
-                other = "open" if requested == "proprietary" else "proprietary"
-                found.append(
-                    finding(
-                        "kernel_module",
-                        "error",
-                        "driver_kernel_module",
-                        "driver_kernel_module is {0}, but {1}".format(requested, "; ".join(reasons)),
-                        "set driver_kernel_module: {0} (or auto)".format(other),
-                        "driver",
-                    )
-                )
-            return found
-        if flavour == "open" and driver_branch_int(view.driver) < int(OPEN_MODULES_FIRST_BRANCH):
-            found.append(
+                ]
+            other = "open" if requested == "proprietary" else "proprietary"
+            return [
                 finding(
                     "kernel_module",
                     "error",
                     "driver_kernel_module",
-                    "open kernel modules ship from R{0} on; driver {1} has none{2}".format(
-                        OPEN_MODULES_FIRST_BRANCH, view.driver, "" if requested == "open" else " and these GPUs need them"
-                    ),
-                    "use driver branch R{0} or newer, or driver_kernel_module: proprietary where the GPUs allow it".format(OPEN_MODULES_FIRST_BRANCH),
+                    "driver_kernel_module is {0}, but {1}".format(requested, "; ".join(reasons)),
+                    "set driver_kernel_module: {0} (or auto)".format(other),
                     "driver",
                 )
-            )
-        elif (
-            requested == "proprietary" and driver_branch_int(view.driver) >= int(OPEN_MODULES_DEFAULT_BRANCH) and self.kernel_module_for(view.gpus)[0] == "open"
-        ):
-            found.append(
+            ]
+        if requested == "proprietary" and branch >= int(OPEN_MODULES_DEFAULT_BRANCH) and self.kernel_module_for(view.gpus, "auto", branch)[0].flavour == "open":
+            return [
                 finding(
                     "kernel_module",
                     "info",
@@ -287,8 +283,8 @@ class DriverRules(MatrixData):
                     "consider driver_kernel_module: open (or auto)",
                     "driver",
                 )
-            )
-        return found
+            ]
+        return []
 
     def _mig_gpus(self, view: NodeView) -> list[Gpu]:
         """GPUs the declared MIG label enables MIG on (all GPUs if the config is not at hand)."""

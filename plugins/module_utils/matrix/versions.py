@@ -15,7 +15,7 @@ import datetime
 import re
 import typing as t
 
-from .tables import CUDA_BUILD_NUMBERED_FROM, KERNEL_MODULE_FLAVOURS, MatrixError
+from .tables import CUDA_BUILD_NUMBERED_FROM, KERNEL_MODULE_FLAVOURS, OPEN_MODULES_FIRST_BRANCH, MatrixError
 
 _VERSION = re.compile(r"^v?(\d+(?:\.\d+)*)")
 _EPOCH = re.compile(r"^\d+:")
@@ -103,6 +103,61 @@ def flavours_for(architecture: str, grace: bool = False) -> tuple[str, ...]:
         if row["architecture"] == architecture and (grace or not row.get("grace")):
             return tuple(row["flavours"])
     return ()
+
+
+class FlavourChoice(t.NamedTuple):
+    """The kernel-module flavour rule's answer for one node's GPUs.
+
+    flavour: "open" or "proprietary"; None when none serves them (problem says why).
+    problem: None; "open_too_old" (open is needed or asked for, but the branch
+    predates the open modules); "refused" (the requested flavour cannot drive
+    some GPUs); "mixed" (the GPUs need different flavours); "unknown" (auto,
+    but some GPU's architecture is unknown); "no_gpus" (auto with no GPU).
+    concerned: the positions, in the list given, of the GPUs the problem is about.
+    """
+
+    flavour: str | None
+    problem: str | None = None
+    concerned: tuple[int, ...] = ()
+
+
+KERNEL_MODULE_REQUESTS = ("auto", "open", "proprietary")
+
+
+def kernel_module_flavour(flavours: t.Sequence[t.Sequence[str]], requested: str = "auto", branch: int | None = None) -> FlavourChoice:
+    """The one kernel-module flavour rule: the driver role, preflight and verify all ask it.
+
+    flavours: each GPU's flavours_for(), () where its architecture is unknown;
+    requested: driver_kernel_module; branch: the driver branch, None when not
+    known (no branch rule applies then). The facts and their sources are
+    _knowledge.drivers' KERNEL_MODULE_FLAVOURS and OPEN_MODULES_FIRST_BRANCH.
+    auto takes the open modules wherever every GPU runs them and the branch
+    ships them, else the proprietary ones: NVIDIA's choice from R560 on
+    (OPEN_MODULES_DEFAULT_BRANCH), and the collection's from R515 on, where
+    NVIDIA calls them production-ready for data-center GPUs.
+    """
+    if requested not in KERNEL_MODULE_REQUESTS:
+        raise MatrixError("unknown kernel module flavour {0!r} (known: {1})".format(requested, ", ".join(KERNEL_MODULE_REQUESTS)))
+    open_shipped = branch is None or branch >= int(OPEN_MODULES_FIRST_BRANCH)
+    if requested == "open" and not open_shipped:
+        return FlavourChoice(None, "open_too_old")
+    known = [i for i, offered in enumerate(flavours) if offered]
+    if requested != "auto":
+        refused = tuple(i for i in known if requested not in flavours[i])
+        return FlavourChoice(None, "refused", refused) if refused else FlavourChoice(requested)
+    if not flavours:
+        return FlavourChoice(None, "no_gpus")
+    unknown = tuple(i for i, offered in enumerate(flavours) if not offered)
+    if unknown:
+        return FlavourChoice(None, "unknown", unknown)
+    common = [flavour for flavour in ("open", "proprietary") if all(flavour in flavours[i] for i in known)]
+    if not common:
+        return FlavourChoice(None, "mixed", tuple(known))
+    if common[0] == "open" and not open_shipped:
+        if "proprietary" in common:
+            return FlavourChoice("proprietary")
+        return FlavourChoice(None, "open_too_old", tuple(known))
+    return FlavourChoice(common[0])
 
 
 def gpu_kind(architecture: str, grace: bool, style: str = "key") -> str:

@@ -286,8 +286,8 @@ def test_open_modules_start_with_r515():
 
 def test_auto_resolution():
     mx = matrix()
-    assert mx.kernel_module_for([mx.gpu_from_name("H100", "x")])[0] == "open"
-    assert mx.kernel_module_for([mx.gpu_from_name("V100", "x")])[0] == "proprietary"
+    assert mx.kernel_module_for([mx.gpu_from_name("H100", "x")])[0].flavour == "open"
+    assert mx.kernel_module_for([mx.gpu_from_name("V100", "x")])[0].flavour == "proprietary"
 
 
 def test_proprietary_on_turing_after_r560_is_a_hint():
