@@ -33,8 +33,8 @@ MODULE_UTILS = COLLECTION_ROOT / "plugins" / "module_utils"
 PACKAGE = "gpufleet_runtime"
 MANIFEST = "MANIFEST.json"
 # What the boot commands import (gpufleet-mig: mig/ and nvml/; gpufleet-verify-boot:
-# also nvml/health and _health; gpufleet-node-labels: nvml/facts and _gfd_labels,
-# the node_labels filter's own plan), by path under module_utils; the runtime is these,
+# also nvml/health and _health; gpufleet-node-labels: nvml/facts, _gfd_labels,
+# the node_labels filter's own plan, and _pci), by path under module_utils; the runtime is these,
 # what they import in turn, and the __init__ of each package on the way.
 ENTRY_MODULES = (
     "mig/apply",
@@ -51,6 +51,7 @@ ENTRY_MODULES = (
     "_durable",
     "_gfd_labels",
     "_health",
+    "_pci",
 )
 # The commands that import a runtime; a version stays while one of them names it.
 # They are the collection's own (the mig, verify and node_labels roles' boot commands).

@@ -327,6 +327,70 @@ def _mode(gpus: list[t.Mapping[str, t.Any]], pci_classes: t.Mapping[str, t.Any])
     return _PCI_MODES.get(classes.pop(), "unknown") if len(classes) == 1 else "unknown"
 
 
+_PCI_STATUS, _STATUS_CAPABILITIES, _CAPABILITY_LIST = 0x06, 0x10, 0x34
+_VGPU_RECORDS_START, _HOST_FIELD = 5, 10
+_VGPU = _k.VGPU_SIGNATURE["value"]
+
+
+def _vendor_capability(config: bytes, address: str) -> bytes | None:
+    """The first vendor-specific capability in the function's capability list, as GFD finds it (pciutil.go)."""
+    if len(config) < 256:
+        raise ValueError("only {0} bytes of {1}'s PCI config could be read (GFD needs 256: it runs privileged)".format(len(config), address))
+    if not config[_PCI_STATUS] & _STATUS_CAPABILITIES:
+        return None
+    visited = set()
+    position = config[_CAPABILITY_LIST]
+    while position and position not in visited:
+        capability_id, following, length = config[position], config[(position + 1) & 0xFF], config[(position + 2) & 0xFF]
+        if capability_id == 0xFF:
+            return None
+        if capability_id == _VGPU["capability_id"]:
+            return config[position : position + length]
+        visited.add(position)
+        position = following
+    return None
+
+
+def _host_driver(capability: bytes, address: str) -> tuple[str, str]:
+    """(version, branch) from a vGPU capability's host-driver record (vgpu.go GetInfo)."""
+    position = _VGPU_RECORDS_START
+    while position < len(capability) and capability[position] != 0:
+        if position + 1 >= len(capability) or capability[position + 1] == 0:
+            break
+        position += capability[position + 1]
+    end = position + 2 + 2 * _HOST_FIELD
+    if position >= len(capability) or capability[position] != 0 or end > len(capability):
+        raise ValueError("the vGPU capability of PCI device {0} has no host driver record (GFD fails on it too)".format(address))
+    field = capability[position + 2 : end]
+    return field[:_HOST_FIELD].strip(b"\0").decode("ascii", "replace"), field[_HOST_FIELD:].strip(b"\0").decode("ascii", "replace")
+
+
+def vgpu_labels(nvidia_pci: t.Mapping[str, t.Any] | None) -> dict[str, str]:
+    """GFD's vGPU labeller: vgpu.present (and the host driver of a vGPU guest) from _pci.read_nvidia_functions.
+
+    Nothing when the read failed or is missing: GFD logs the error and gives no vGPU label.
+    """
+    if not nvidia_pci or nvidia_pci.get("error"):
+        return {}
+    signature = _VGPU["signature"].encode("ascii")
+    offset = _VGPU["offset"]
+    result = {}
+    present = False
+    for device in nvidia_pci.get("devices") or []:
+        try:
+            capability = _vendor_capability(bytes.fromhex(device["config"]), device["address"])
+        except ValueError:
+            return {}
+        if capability is None or capability[offset : offset + len(signature)] != signature:
+            continue
+        present = True
+        version, branch = _host_driver(capability, device["address"])
+        result["nvidia.com/vgpu.host-driver-version"] = version
+        result["nvidia.com/vgpu.host-driver-branch"] = branch
+    result["nvidia.com/vgpu.present"] = "true" if present else "false"
+    return result
+
+
 def labels(nvml: t.Mapping[str, t.Any], settings: t.Mapping[str, t.Any], reads: t.Mapping[str, t.Any]) -> dict[str, str]:
     """GFD's label set for the node (NewDeviceLabeler's labellers, merged in GFD's order)."""
     strategy = settings.get("mig_strategy", "none")
@@ -334,8 +398,9 @@ def labels(nvml: t.Mapping[str, t.Any], settings: t.Mapping[str, t.Any], reads: 
         raise ValueError("node_labels_mig_strategy must be one of {0}, got {1!r}".format(", ".join(MIG_STRATEGIES), strategy))
     sharing = _Sharing(settings)
     gpus = _gpus(nvml)
+    vgpu = vgpu_labels(reads.get("nvidia_pci"))
     if not gpus:
-        return {}  # GFD's empty labeller: a node without GPUs gets no labels
+        return vgpu  # GFD's empty device labeller, merged with the vGPU labeller all the same
     machine = reads.get("machine")
     result = {"nvidia.com/gpu.machine": sanitise(machine.strip()) if isinstance(machine, str) else "unknown"}
     result.update(_version_labels(nvml))
@@ -348,6 +413,7 @@ def labels(nvml: t.Mapping[str, t.Any], settings: t.Mapping[str, t.Any], reads: 
         result["nvidia.com/mig.strategy"] = strategy
         result.update(_single_labels(gpus, sharing) if strategy == "single" else _mixed_labels(gpus, sharing))
     result["nvidia.com/gpu.mode"] = _mode(gpus, reads.get("pci_classes") or {})
+    result.update(vgpu)
     return dict(sorted(result.items()))
 
 

@@ -41,6 +41,13 @@ options:
         O(max_bytes) are read, from the first whole line, so the newest events are never the ones left out.
     type: dict
     default: {}
+  nvidia_pci:
+    description:
+      - Also list the node's NVIDIA PCI functions (vendor C(0x10de) under C(/sys/bus/pci/devices)) with their class
+        and the first 256 bytes of their configuration space, as GPU Feature Discovery reads them for its vGPU labels
+        (RV(nvidia_pci)). Reading the whole header needs root.
+    type: bool
+    default: false
   commands:
     description: Names and the argument vectors to run (no shell). The program is looked up in C(PATH) and the
       sbin directories.
@@ -97,6 +104,14 @@ kernel_logs:
         - {xid: 79, bus_id: "00000000:07:00.0", fallen_off_bus: true, message: "NVRM: Xid (PCI:0000:07:00): 79, GPU has fallen off the bus."}
       read_bytes: 48213
       truncated: false
+nvidia_pci:
+  description:
+    - With O(nvidia_pci), the NVIDIA PCI functions by address (C(address), C(class), C(config) in hex,
+      C(config_length)), and C(error) when one could not be read (the list then stops there, as GFD's does);
+      V(null) without.
+  type: dict
+  returned: always
+  sample: {devices: [{address: "0000:07:00.0", class: "0x03", config: "de10b520...", config_length: 256}], error: null}
 commands:
   description: Each name's return code, stdout and stderr.
   type: dict
@@ -112,6 +127,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 # The non-blocking read is the kernel log reader's: /dev/kmsg is the file that needs it.
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._health import read_available, read_kernel_events
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._pci import read_nvidia_functions
 
 _NOT_INSTALLED = 127
 _TIMED_OUT = 124
@@ -179,7 +195,8 @@ class NodeReads:
                 errors[name] = error
         kernel_logs = {name: read_kernel_events(path, self.limit) for name, path in self.module.params["kernel_logs"].items()}
         commands = {name: self.run_command(argv) for name, argv in self.module.params["commands"].items()}
-        return {"changed": False, "files": files, "file_errors": errors, "kernel_logs": kernel_logs, "commands": commands}
+        nvidia_pci = read_nvidia_functions() if self.module.params["nvidia_pci"] else None
+        return {"changed": False, "files": files, "file_errors": errors, "kernel_logs": kernel_logs, "nvidia_pci": nvidia_pci, "commands": commands}
 
 
 def main() -> None:
@@ -188,6 +205,7 @@ def main() -> None:
             "files": {"type": "dict", "default": {}},
             "kernel_logs": {"type": "dict", "default": {}},
             "commands": {"type": "dict", "default": {}},
+            "nvidia_pci": {"type": "bool", "default": False},
             "timeout": {"type": "int", "default": 60},
             "max_bytes": {"type": "int", "default": 4 * 1024 * 1024},
         },

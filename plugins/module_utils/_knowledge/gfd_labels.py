@@ -19,6 +19,9 @@ _NVLIB = "NVIDIA/go-nvlib@3c161560521e3208792199f2ed0d559a5f3ae4f4:pkg/"
 _NVML_CONST = "NVIDIA/go-nvlib@3c161560521e3208792199f2ed0d559a5f3ae4f4:vendor/github.com/NVIDIA/go-nvml/pkg/nvml/const.go"
 _NFD_LOCAL = "kubernetes-sigs/node-feature-discovery@v0.19.0:source/local/local.go"
 _CHECKED = "2026-11-26"
+_VGPU = "NVIDIA/k8s-device-plugin@v0.19.0:internal/vgpu/"
+_LM_V019 = "NVIDIA/k8s-device-plugin@v0.19.0:internal/lm/"
+_CHECKED_VGPU = "2026-11-29"
 
 # Every label the role writes, and the rule GFD derives it by (when it is
 # written, where that depends on the node or the declaration, is in the rule).
@@ -116,6 +119,23 @@ LABEL_RULES = (
         "checked": _CHECKED,
     },
     {
+        "label": "nvidia.com/vgpu.present",
+        "rule": "'true' when an NVIDIA PCI function (vendor 0x10de under /sys/bus/pci/devices) has a vendor-specific "
+        "capability (ID 0x09, the first in its capability list) whose bytes 3 and 4 are 'V' and 'F' (a vGPU guest), "
+        "else 'false'; written on every node, one without GPUs too (the vGPU labeller is merged beside the device "
+        "labeller, whatever that gives). No vgpu label when a function or its first 256 bytes of config cannot be read",
+        "source": _LM_V019 + "vgpu.go; " + _LM_V019 + "labeler.go (NewLabelers); " + _VGPU + "pciutil.go; " + _VGPU + "vgpu.go",
+        "checked": _CHECKED_VGPU,
+    },
+    {
+        "label": "nvidia.com/vgpu.host-driver-{version,branch}",
+        "rule": "of each vGPU function (the last wins): the record after the capability's chain of records from byte 5 "
+        "(each record's length in its second byte) that starts with 0: its bytes 2-11 the host driver version, 12-21 "
+        "the branch, NULs trimmed; a capability without that record is an error (GFD fails)",
+        "source": _VGPU + "vgpu.go (GetInfo)",
+        "checked": _CHECKED_VGPU,
+    },
+    {
         "label": "nvidia.com/gfd.timestamp",
         "rule": "the time GFD labelled: not written by the role (it would change every run; NFD's "
         "# +expiry-time directive carries the file's lifetime instead)",
@@ -195,3 +215,11 @@ PCI_CLASS_MODES = (
     {"class": 0x030000, "mode": "graphics", "source": _NVLIB + "nvpci/nvpci.go; " + _LM + "nvml.go", "checked": _CHECKED},
     {"class": 0x030200, "mode": "compute", "source": _NVLIB + "nvpci/nvpci.go; " + _LM + "nvml.go", "checked": _CHECKED},
 )
+
+# GFD's test for a vGPU guest function: the vendor-specific capability (PCI
+# capability ID 0x09) carries the signature "VF" at its bytes 3 and 4.
+VGPU_SIGNATURE = {
+    "value": {"capability_id": 0x09, "offset": 3, "signature": "VF"},
+    "source": _VGPU + "vgpu.go (IsVGPUDevice); " + _VGPU + "pciutil.go",
+    "checked": _CHECKED_VGPU,
+}

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.filter.node_labels import node_labels_plan
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._pci import read_nvidia_functions
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins import nvml_sim, runtime_install
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter import gfd_tables
 
@@ -66,7 +67,10 @@ def this_machine() -> dict[str, str]:
     except OSError:
         product = ""
     machine = "-".join("".join(c for c in product if c.isalnum() or c in "-_. ").split()) if product else "unknown"
-    return {"nvidia.com/gpu.machine": machine, "nvidia.com/gpu.mode": "unknown"}
+    # vgpu.present: 'false' where no NVIDIA PCI function (vendor 0x10de) is a vGPU guest; here there is none at all.
+    vendors = [path.read_text().strip() for path in Path("/sys/bus/pci/devices").glob("*/vendor")]
+    assert "0x10de" not in vendors, "this machine has NVIDIA PCI functions: work out vgpu.present by hand for it"
+    return {"nvidia.com/gpu.machine": machine, "nvidia.com/gpu.mode": "unknown", "nvidia.com/vgpu.present": "false"}
 
 
 def entries(directory: Path) -> list[str]:
@@ -87,7 +91,7 @@ def test_it_writes_gfds_labels_and_the_same_file_as_the_roles_plan(installed: Pa
     # The role's filter on nvml_info's facts of the same node and the same reads gives the same bytes.
     facts = node.run()
     assert facts["kind"] == "exit", facts
-    reads = {"machine": _read("/sys/class/dmi/id/product_name"), "pci_classes": {}}
+    reads = {"machine": _read("/sys/class/dmi/id/product_name"), "pci_classes": {}, "nvidia_pci": read_nvidia_functions()}
     for gpu in facts["result"]["nvml"]["gpus"]:
         reads["pci_classes"][gpu["pci"]["bus_id"]] = _read("/sys/bus/pci/devices/{0}/class".format(gpu["pci"]["bus_id"][-12:].lower()))
     request = dict(json.loads(conf.read_text()), nvml=facts["result"]["nvml"], reads=reads)
@@ -115,7 +119,7 @@ def test_an_unchanged_node_is_not_written_again(installed: Path, labelled: tuple
     node, conf, written, before = labelled
     again = run(installed, node, conf)
     assert again.returncode == 0, again.stdout
-    assert "is up to date (24 labels)" in again.stdout
+    assert "is up to date (25 labels)" in again.stdout
     after = written.stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
 

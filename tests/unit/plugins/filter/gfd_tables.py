@@ -51,6 +51,8 @@ WHOLE = {
     "nvidia.com/gpu.sharing-strategy": "none",
     "nvidia.com/mig.capable": "true",
     "nvidia.com/mps.capable": "false",
+    # No NVIDIA PCI function carries the vGPU signature ("VF" in its vendor capability): not a vGPU guest.
+    "nvidia.com/vgpu.present": "false",
 }
 
 # sharing.timeSlicing.resources [{name: nvidia.com/gpu, replicas: 4}], renameByDefault false.

@@ -26,6 +26,8 @@ MACHINE = "NVIDIA DGX A100 920-23687-2530-000\n"
 BUS_IDS = ("00000000:07:00.0", "00000000:0F:00.0", "00000000:47:00.0", "00000000:4E:00.0",
            "00000000:87:00.0", "00000000:90:00.0", "00000000:B7:00.0", "00000000:BD:00.0")  # fmt: skip
 COMPUTE = {bus: "0x030200\n" for bus in BUS_IDS}
+# The DGX's NVIDIA functions as read from sysfs: none carries a vendor capability (passthrough or bare metal).
+NO_VGPU = {"devices": [], "error": None}
 
 
 def facts(workdir: Path, fixture: str | Path) -> dict[str, t.Any]:
@@ -44,7 +46,7 @@ def plan(nvml: dict, mig_strategy: str = "none", classes: dict | None = None, **
         {
             "nvml": nvml,
             "settings": settings,
-            "reads": {"machine": MACHINE, "pci_classes": COMPUTE if classes is None else classes},
+            "reads": {"machine": MACHINE, "pci_classes": COMPUTE if classes is None else classes, "nvidia_pci": NO_VGPU},
             "expiry_time": "",
             "header": "test",
         }
