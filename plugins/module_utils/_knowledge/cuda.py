@@ -28,6 +28,11 @@ _ARCHIVE_13_4 = (
     "https://docs.nvidia.com/cuda/archive/13.4.1/cuda-toolkit-release-notes/index.html ; "
     "https://docs.nvidia.com/cuda/archive/13.4.2/cuda-toolkit-release-notes/index.html"
 )
+# Why 13.4's floors are unverified (and so only ever warn).
+_UNREAD_13_4 = (
+    " (the driver table of section 2.2 was not readable: the stored pages end after the component versions; "
+    "and from 13.4.1 on the runfile's name carries no driver version, cuda_13.4.1_linux.run)"
+)
 _MVC = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html"
 _FORWARD = "https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html"
 
@@ -54,18 +59,22 @@ CUDA_DRIVERS = (
         "label": "Update 1",
         "driver": None,
         "status": "U",
-        "source": _ARCHIVE_13_4 + " (the driver table was not readable)",
-        "checked": "2026-11-25",
+        "source": _ARCHIVE_13_4 + _UNREAD_13_4,
+        "checked": "2026-11-29",
     },
-    {"cuda": "13.4.1", "label": "GA", "driver": None, "status": "U", "source": _ARCHIVE_13_4 + " (the driver table was not readable)", "checked": "2026-11-25"},
+    {"cuda": "13.4.1", "label": "GA", "driver": None, "status": "U", "source": _ARCHIVE_13_4 + _UNREAD_13_4, "checked": "2026-11-29"},
+    # 610.57.04 was stored here once: a later R610 driver (2026-08-03) that ships
+    # cuda_compat for 13.3, not the floor (issue 38's audit).
     {
         "cuda": "13.3.1",
         "label": "Update 1",
-        "driver": "610.57.04",
-        "status": "U",
-        "source": "secondary: candidate only, driver 610.57.04 (2026-08-03) ships cuda_compat for CUDA 13.3 "
-        "(nvidia-driver redistrib_610.57.04.json); cuda-13-3-13.3.1 dated 2026-06-23",
-        "checked": "2026-11-25",
+        "driver": "610.43.02",
+        "status": "S",
+        "source": "secondary: third-party copies of the 13.3 Update 1 release notes' driver table "
+        "(\"CUDA 13.3 Update 1 >=610.43.02\"); corroborated by NVIDIA's own runfile, "
+        "https://developer.download.nvidia.com/compute/cuda/13.3.1/local_installers/cuda_13.3.1_610.43.02_linux.run "
+        "(the driver it bundles is in its name; read as quoted by installer scripts, the site is not reachable here)",
+        "checked": "2026-11-29",
     },
     {"cuda": "13.3.0", "label": "GA", "driver": "610.43.02", "status": "S", "source": _SECONDARY_13_3, "checked": "2026-11-25"},
     {

@@ -22,6 +22,7 @@ DMESG_XID_79 = "[6781741.548779] NVRM: Xid (PCI:0000:91:00): 79, pid='<unknown>'
 DMESG_FALLEN = "[6781741.548783] NVRM: GPU 0000:91:00.0: GPU has fallen off the bus."
 DMESG_UUID = "[6781741.548768] NVRM: GPU at PCI:0000:91:00: GPU-b6c3b2be-c55b-d076-fa0e-d464e4c7e08b"
 # https://github.com/NVIDIA/open-gpu-kernel-modules/issues/1151 (journalctl -k)
+_CATALOG_URL = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
 JOURNAL_XID_79 = "May 18 19:02:39 kernel: NVRM: Xid (PCI:0000:2b:00): 79, GPU has fallen off the bus."
 # https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/user-visible-statistics.html (MIG attribution)
 MIG_XID_94 = "NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=7194, Contained: CE User Channel (0x9). RST: No, D-RST: No"
@@ -140,7 +141,8 @@ def test_the_knowledge_examples_parse_as_their_format_says() -> None:
 
 
 def test_defaults_come_from_the_device_plugin_and_gke_lists() -> None:
-    assert POLICY["xid_ignore"] == [13, 31, 43, 45, 68, 109]
+    # The device plugin's list is 13, 31, 43, 45, 68, 109: 109 is left out (NVIDIA's catalog says RESET_GPU).
+    assert POLICY["xid_ignore"] == [13, 31, 43, 45, 68]
     assert POLICY["xid_critical"] == [48, 63, 64, 79, 119, 120, 123, 140]
     assert (POLICY.xid_severity(13), POLICY.xid_severity(79), POLICY.xid_severity(94)) == ("ignore", "critical", "warn")
     assert POLICY["recovery_action_map"] == {0: "none", 1: "reset_gpu", 2: "reboot", 3: "drain_and_repair", 4: "drain_and_repair", 5: "reboot"}
@@ -531,3 +533,37 @@ def test_gpu_indexes_sort_as_numbers_and_label_values_are_escaped() -> None:
     order = [line.split('gpu="')[1].split('"')[0] for line in text.splitlines() if line.startswith("gpufleet_gpu_pcie_link_max_generation{")]
     assert order == [str(index) for index in range(11)]
     assert 'uuid="GPU-\\"quoted\\"\\\\"' in text
+
+
+def test_a_context_switch_timeout_asks_for_a_gpu_reset() -> None:
+    # NVIDIA's Xid catalog: 109 ROBUST_CHANNEL_CTXSW_TIMEOUT_ERROR, immediate action RESET_GPU.
+    facts = nvml(gpu(0, "00000000:07:00.0"))
+    found = findings(facts, "4,5,6,-;NVRM: Xid (PCI:0000:07:00): 109, pid=1, name=python, Ch 00000008, errorString CTX SWITCH TIMEOUT")
+    assert checks(found) == [("xid", "warn", "reset_gpu")]
+    assert found[0]["seen"].startswith("Xid 109 (Context Switch Timeout Error) 1 time since boot")
+
+
+@pytest.mark.parametrize(
+    "xid,catalog_action,mnemonic",
+    [
+        # NVIDIA's Xid catalog, "Resolution Bucket (Immediate Action)" and the mnemonic, spelled out.
+        (31, "RESTART_APP", "ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT"),
+        (43, "IGNORE", "ROBUST_CHANNEL_RESETCHANNEL_VERIF_ERROR"),
+        (45, "WORKFLOW_XID_45", "ROBUST_CHANNEL_PREEMPTIVE_REMOVAL"),
+        (48, "WORKFLOW_XID_48", "ROBUST_CHANNEL_GPU_ECC_DBE"),
+        (63, "IGNORE", "INFOROM_DRAM_RETIREMENT_EVENT"),
+        (64, "RESET_GPU", "INFOROM_DRAM_RETIREMENT_FAILURE"),
+        (109, "RESET_GPU", "ROBUST_CHANNEL_CTXSW_TIMEOUT_ERROR"),
+    ],
+)
+def test_the_catalogs_actions_and_names(xid: int, catalog_action: str, mnemonic: str) -> None:
+    row = {r["xid"]: r for r in kb.XID_CATALOG}[xid]
+    assert (row["catalog_action"], row["mnemonic"]) == (catalog_action, mnemonic)
+    assert _CATALOG_URL in row["source"]
+
+
+def test_63_and_64_carry_the_catalogs_meanings_not_the_archived_ones() -> None:
+    # The archive page (Volta and older) said "ECC page retirement or row remapping recording event/failure".
+    rows = {r["xid"]: r for r in kb.XID_CATALOG}
+    assert rows[63]["meaning"].startswith("GPU memory remapping event")
+    assert rows[64]["meaning"] == "GPU memory remapping failure"

@@ -17,7 +17,7 @@ import typing as t
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import engines, toolkit
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import cuda, engines, toolkit
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import evaluate as matrix_evaluate
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import tables as matrix_tables
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import versions as matrix_versions
@@ -248,6 +248,23 @@ def test_new_cuda_releases_are_known_and_never_fail_on_an_unread_floor(cuda: str
     assert matrix_evaluate.Matrix(today=TODAY).cuda_release(cuda)[0] in matrix_evaluate.Matrix(today=TODAY).cuda_drivers
     found = findings({"driver_version": "580.95.05"}, [cuda], "cuda_driver")
     assert "error" not in severities(found), found
+
+
+def test_cuda_13_3_update_1_needs_610_43_02():
+    # The 13.3 Update 1 release notes' table and its runfile, cuda_13.3.1_610.43.02_linux.run: not 610.57.04,
+    # a later R610 driver that nodes between the two were wrongly told to upgrade to.
+    matrix = matrix_evaluate.Matrix(today=TODAY)
+    assert matrix.min_driver("13.3.1") == "610.43.02"
+    assert matrix.cuda_drivers[(13, 3, 1)][0] == "Update 1"
+    for driver in ("610.43.02", "610.50.01", "610.57.03"):
+        assert "error" not in severities(findings({"driver_version": driver}, ["13.3.1"], "cuda_driver")), driver
+
+
+@pytest.mark.parametrize("release", [(13, 4, 1), (13, 4, 2), (13, 5, 1)])
+def test_the_13_4_and_13_5_floors_are_marked_unverified_with_the_reason(release: tuple[int, int, int]):
+    row = next(r for r in cuda.CUDA_DRIVERS if matrix_versions.parse_version(r["cuda"]) == release)
+    assert row["status"] == "U"
+    assert "not readable" in row["source"] or "candidate only" in row["source"]
 
 
 def test_cuda_13_4_below_the_13_major_floor_is_still_an_error():
