@@ -79,6 +79,21 @@ options:
         description: The cluster's Kubernetes minor, for example V(1.33); the C(dra) rule reads a full release
           (V(1.34.2)) where one is given.
         type: str
+      dcgm_version:
+        description: The DCGM release (V(4.5.3)) or package version (V(1:4.5.3-1)); judged against DCGM's security
+          floors (C(dcgm_cve_*)).
+        type: str
+      dcgm_exporter:
+        description: Whether dcgm-exporter is deployed; its version is judged only then.
+        type: bool
+      dcgm_exporter_version:
+        description: The dcgm-exporter release tag, C(<DCGM>-<exporter>) (V(4.5.3-4.8.2)); the exporter part is judged
+          against its security floors (C(dcgm_cve_*)).
+        type: str
+      device_plugin_version:
+        description: The NVIDIA device plugin release the node's cluster runs (V(v0.19.0)); judged with
+          O(desired.device_plugin_device_list_strategy) against its security floors (C(device_plugin_cve_*)).
+        type: str
       gpufleet_dra:
         description:
           - The node is prepared for NVIDIA's DRA driver for GPUs - V(driver) (its own Helm chart) or V(operator)
@@ -151,7 +166,8 @@ options:
   ignore_rules:
     description:
       - Rule ids (see RV(rules)) or custom rule ids whose findings are dropped.
-      - Each Container Toolkit security floor is a rule of its own (C(ctk_cve_2025_23266) and so on); only its own id
+      - Each security floor is a rule of its own (the Container Toolkit's C(ctk_cve_2025_23266), DCGM's
+        C(dcgm_cve_2026_47483), the device plugin's C(device_plugin_cve_2025_23266) and so on); only its own id
         drops it, never C(container_toolkit).
     type: list
     elements: str

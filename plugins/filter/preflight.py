@@ -27,9 +27,15 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.tables impo
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
 
 # Rule ids that share one entry of the rule -> variables table: each site
-# rule is the site's own (`custom:<id>`); each toolkit CVE floor is a rule of
-# its own (so that it can be accepted by its id) and they read one variable.
-_RULE_FAMILIES = ((re.compile(r"^custom:.*$"), "custom"), (re.compile(r"^ctk_cve_.*$"), "ctk_cve"))
+# rule is the site's own (`custom:<id>`); each CVE floor (toolkit, DCGM, device
+# plugin) is a rule of its own (so that it can be accepted by its id), and the
+# floors of one component read the same variables.
+_RULE_FAMILIES = (
+    (re.compile(r"^custom:.*$"), "custom"),
+    (re.compile(r"^ctk_cve_.*$"), "ctk_cve"),
+    (re.compile(r"^dcgm_cve_.*$"), "dcgm_cve"),
+    (re.compile(r"^device_plugin_cve_.*$"), "device_plugin_cve"),
+)
 # A finding about the CUDA versions names the preflight variable that holds them.
 _SUBJECT_VARIABLES = {"cuda_versions": "preflight_cuda_versions"}
 

@@ -149,7 +149,7 @@ def _packages(settings: Mapping, major: int) -> tuple[list[str], str, str | None
         pinned = version
         upstream = version.rsplit(":", maxsplit=1)[-1].split("-", maxsplit=1)[0]
     else:
-        return [], "", "dcgm_version must look like 4.5.2 (or a full package version such as 1:4.5.2-1), got '{0}'".format(version)
+        return [], "", "dcgm_version must look like 4.5.3 (or a full package version such as 1:4.5.3-1), got '{0}'".format(version)
     if _version_tuple(upstream)[0] != 4:
         return [], "", "dcgm_version {0} is not DCGM 4; this role installs the datacenter-gpu-manager-4-* packages".format(version)
     flavours = {row["major"]: row["since"] for row in knowledge.DCGM_CUDA_FLAVOURS}
@@ -179,7 +179,7 @@ def _exporter(settings: Mapping, counters_file: str) -> tuple[dict[str, t.Any], 
         )
     version = str(settings["exporter_version"])
     if not _EXPORTER_VERSION.fullmatch(version):
-        return {}, "dcgm_exporter_version must look like 4.5.2-4.8.0 (<DCGM version>-<exporter version>, as its tags), got '{0}'".format(version)
+        return {}, "dcgm_exporter_version must look like 4.5.3-4.8.2 (<DCGM version>-<exporter version>, as its tags), got '{0}'".format(version)
     arch = _ARCH_GO.get(settings["architecture"])
     if arch is None:
         return {}, "no dcgm-exporter build for the architecture {0}".format(settings["architecture"])

@@ -71,7 +71,7 @@ CUDA_DRIVERS = (
         "driver": "610.43.02",
         "status": "S",
         "source": "secondary: third-party copies of the 13.3 Update 1 release notes' driver table "
-        "(\"CUDA 13.3 Update 1 >=610.43.02\"); corroborated by NVIDIA's own runfile, "
+        '("CUDA 13.3 Update 1 >=610.43.02"); corroborated by NVIDIA\'s own runfile, '
         "https://developer.download.nvidia.com/compute/cuda/13.3.1/local_installers/cuda_13.3.1_610.43.02_linux.run "
         "(the driver it bundles is in its name; read as quoted by installer scripts, the site is not reachable here)",
         "checked": "2026-11-29",

@@ -183,3 +183,21 @@ DCGM_GPU_ID: dict[str, t.Any] = {
     "consistent between reboots); https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html (CUDA_DEVICE_ORDER)",
     "checked": "2026-11-26",
 }
+
+# Security floors of DCGM and dcgm-exporter, each its own rule id (a site can
+# accept one by its id in preflight_ignore_rules). The bulletin lists DCGM up
+# to 4.5.2 and dcgm-exporter "up to 4.8.2" as affected, and 4.8.2 as the
+# update: its release is the tag 4.5.3-4.8.2 (NVIDIA/dcgm-exporter@691c927,
+# which turns the /debug/pprof endpoints off unless --enable-pprof).
+_PSIRT_5857 = "NVIDIA/product-security@dbb4ada:2026/5857/5857.md (a_id 5857, published 2026-07-28)"
+DCGM_CVE_FLOORS: tuple[dict[str, t.Any], ...] = (
+    {
+        "cve": "CVE-2026-47483",
+        "rule": "dcgm_cve_2026_47483",
+        "dcgm_fixed": "4.5.3",
+        "exporter_fixed": "4.8.2",
+        "what": "unauthenticated requests to the /debug/pprof endpoints exhaust the node's resources; CVSS 8.2",
+        "source": _PSIRT_5857 + " ; NVIDIA/dcgm-exporter@691c927 (tag 4.5.3-4.8.2)",
+        "checked": "2026-11-29",
+    },
+)

@@ -22,6 +22,11 @@ _CUDA_GPUS = "https://developer.nvidia.com/cuda-gpus"
 _CC_10_3 = "https://docs.nvidia.com/cuda/archive/12.9.1/cuda-features-archive/index.html"
 _PLATFORM = "NVIDIA/cloud-native-docs@52dcb7b8:gpu-operator/platform-support.rst"
 _NAME_TABLE = "NVIDIA/open-gpu-kernel-modules:src/nvidia/generated/g_nv_name_released.h"
+# NVIDIA's mig-parted default config: the MIG profiles NVIDIA's own tooling
+# applies per PCI device id (A800/H800 share the A100/H100 groups; B300 and
+# GB300 from GPU Operator 25.10.0).
+_MIG_PARTED = "NVIDIA/mig-parted@bd7160f4:deployments/systemd/config-default.yaml"
+_OPERATOR_NOTES = "NVIDIA/cloud-native-docs@52dcb7b8:gpu-operator/release-notes.rst"
 
 # The tables below keep one row a line, as their sources' tables read: ruff format would spread
 # every row over many lines.
@@ -86,19 +91,21 @@ ARCHITECTURES = (
 # product), so it only warns.
 GPU_MODELS = (
     {"model": "gb300", "match": r"\bgb300\b", "architecture": "blackwell", "grace": True, "data_center": True,
-     "mig": True, "mig_min_driver": "595.58.03", "mig_units": None,
+     "mig": True, "mig_min_driver": "595.58.03", "mig_units": 8,
      "first_cuda": "12.9", "min_driver": "580.82.07", "floor_status": "U",
      "source": _NAME_TABLE + " (GB300 first in 580.82.07: a proxy, so a warning only; the MIG guide names GB300"
-     " only with R595) ; " + _CC_10_3 + " ; " + _MIG, "checked": "2026-11-25"},
+     " only with R595) ; " + _CC_10_3 + " ; " + _MIG + " ; " + _MIG_PARTED + " (0x31C210DE, 8 units)",
+     "checked": "2026-11-29"},
     {"model": "gb200", "match": r"\bgb200\b", "architecture": "blackwell", "grace": True, "data_center": True,
      "mig": True, "mig_min_driver": "570.133.20", "mig_units": 8,
      "min_driver": "570.123.10", "floor_status": "U",
      "source": _NAME_TABLE + " (GB200 first in 570.123.10: a proxy, so a warning only) ; " + _MIG,
      "checked": "2026-11-25"},
     {"model": "b300", "match": r"\bb300\b", "architecture": "blackwell", "grace": False, "data_center": True,
-     "mig": True, "mig_min_driver": "580.82.07", "mig_units": None,
+     "mig": True, "mig_min_driver": "580.82.07", "mig_units": 8,
      "first_cuda": "12.9", "min_driver": "580.82.07", "floor_status": "V",
-     "source": _NAME_TABLE + " (B300 first in 580.82.07) ; " + _CC_10_3 + " ; " + _MIG, "checked": "2026-11-25"},
+     "source": _NAME_TABLE + " (B300 first in 580.82.07) ; " + _CC_10_3 + " ; " + _MIG + " ; " + _MIG_PARTED
+     + " (0x318210DE, 8 units) ; " + _OPERATOR_NOTES + " (25.10.0: MIG profiles for HGX B300)", "checked": "2026-11-29"},
     {"model": "b200", "match": r"\bb200\b", "architecture": "blackwell", "grace": False, "data_center": True,
      "mig": True, "mig_min_driver": "570.133.20", "mig_units": 8,
      "min_driver": "570.133.20", "floor_status": "V",
@@ -107,10 +114,17 @@ GPU_MODELS = (
      "mig": None, "mig_min_driver": None, "mig_units": None,
      "source": "secondary: NVIDIA product naming; no NVIDIA source read names B100 (not in the driver's name table "
                "up to 595.45.04)", "checked": "2026-11-25"},
+    # MIG: the MIG guide gives R575 >= 575.51.03 for every edition, but the
+    # Server Edition needs 575.57.08 to run at all, and the GPU Operator's
+    # platform support says "MIG is not supported on the 575.57.08 driver
+    # release"; NVIDIA's own MIG tooling supports the card from GPU Operator
+    # 25.3.4, whose driver is 580.82.07. The stricter, later floor is kept.
     {"model": "rtx-pro-6000-blackwell-server", "match": r"\brtx pro 6000\b.*\bserver\b", "architecture": "blackwell",
-     "grace": False, "data_center": True, "mig": True, "mig_min_driver": "575.51.03", "mig_units": 12,
+     "grace": False, "data_center": True, "mig": True, "mig_min_driver": "580.82.07", "mig_units": 12,
      "min_driver": "575.57.08", "floor_status": "V",
-     "source": _PLATFORM + " (\"Driver versions 575.57.08 or later is required\") ; " + _MIG, "checked": "2026-11-25"},
+     "source": _PLATFORM + " (\"Driver versions 575.57.08 or later is required\"; \"MIG is not supported on the "
+     "575.57.08 driver release\") ; " + _OPERATOR_NOTES + " (25.3.4: default driver 580.82.07, MIG profiles for the "
+     "RTX Pro 6000 Blackwell Server Edition) ; " + _MIG_DRIVERS + " (R575 >= 575.51.03)", "checked": "2026-11-29"},
     {"model": "rtx-pro-6000-blackwell", "match": r"\brtx pro 6000\b", "architecture": "blackwell", "grace": False,
      "data_center": False, "mig": True, "mig_min_driver": "575.51.03", "mig_units": 12,
      "min_driver": "570.123.07", "floor_status": "U",
@@ -137,14 +151,19 @@ GPU_MODELS = (
      "mig": True, "mig_min_driver": "550.90.07", "mig_units": 8, "source": _MIG, "checked": "2026-11-22"},
     {"model": "h100", "match": r"\bh100\b", "architecture": "hopper", "grace": False, "data_center": True,
      "mig": True, "mig_min_driver": "525.85.12", "mig_units": 8, "source": _MIG, "checked": "2026-11-22"},
+    # The MIG guide does not list A800 or H800; NVIDIA's mig-parted applies the
+    # A100/H100 profiles to their device ids (0x2322, 0x2324; H800 NVL 0x233A).
     {"model": "h800", "match": r"\bh800\b", "architecture": "hopper", "grace": False, "data_center": True,
-     "mig": None, "mig_min_driver": None, "mig_units": None, "source": _CUDA_GPUS, "checked": "2026-11-22"},
+     "mig": True, "mig_min_driver": None, "mig_units": 8,
+     "source": _CUDA_GPUS + " ; " + _MIG_PARTED + " (\"H100-80GB, H800-80GB\" group)", "checked": "2026-11-29"},
     {"model": "h20", "match": r"\bh20\b", "architecture": "hopper", "grace": False, "data_center": True,
      "mig": True, "mig_min_driver": "535.161.07", "mig_units": 8, "source": _MIG, "checked": "2026-11-22"},
     {"model": "a100", "match": r"\ba100\b", "architecture": "ampere", "grace": False, "data_center": True,
      "mig": True, "mig_min_driver": "450.80.02", "mig_units": 8, "source": _MIG, "checked": "2026-11-22"},
     {"model": "a800", "match": r"\ba800\b", "architecture": "ampere", "grace": False, "data_center": True,
-     "mig": None, "mig_min_driver": None, "mig_units": None, "source": _CUDA_GPUS, "checked": "2026-11-22"},
+     "mig": True, "mig_min_driver": None, "mig_units": 8,
+     "source": _CUDA_GPUS + " ; " + _MIG_PARTED + " (\"A100-80GB, A800-80GB\" and A100/A800-40GB groups)",
+     "checked": "2026-11-29"},
     {"model": "a30", "match": r"\ba30\b", "architecture": "ampere", "grace": False, "data_center": True,
      "mig": True, "mig_min_driver": "460.73.01", "mig_units": 4, "source": _MIG, "checked": "2026-11-22"},
     {"model": "a40", "match": r"\ba40\b", "architecture": "ampere", "grace": False, "data_center": True,

@@ -34,6 +34,32 @@ DEVICE_PLUGIN_STRATEGIES = (
     },
 )
 
+# Security floors of the NVIDIA device plugin, each its own rule id. Bulletin
+# 5659 (the Container Toolkit's CVE-2025-23266/23267) names the device plugin
+# too: up to 0.17.2, only when its device-list strategy is cdi-annotations or
+# cdi-cri (the plugin then runs the toolkit's CDI hooks itself).
+_PSIRT_5659 = "NVIDIA/product-security@dbb4ada:2025/5659/5659.md (a_id 5659, rev 2.0.0 2025-08-12)"
+DEVICE_PLUGIN_CVE_FLOORS = (
+    {
+        "cve": "CVE-2025-23266",
+        "rule": "device_plugin_cve_2025_23266",
+        "fixed": "0.17.3",
+        "strategies": ("cdi-annotations", "cdi-cri"),
+        "what": "a crafted container image can run code with elevated privileges through the CDI hooks; CVSS 9.0",
+        "source": _PSIRT_5659,
+        "checked": "2026-11-29",
+    },
+    {
+        "cve": "CVE-2025-23267",
+        "rule": "device_plugin_cve_2025_23267",
+        "fixed": "0.17.3",
+        "strategies": ("cdi-annotations", "cdi-cri"),
+        "what": "the update-ldcache hook follows links out of the container; CVSS 8.5",
+        "source": _PSIRT_5659,
+        "checked": "2026-11-29",
+    },
+)
+
 _DRA_PREREQUISITES = "NVIDIA/k8s-dra-driver-gpu@22407113:docs/prerequisites.md"
 _OPERATOR_DRA = "NVIDIA/cloud-native-docs@52dcb7b8:gpu-operator/dra-intro-install.rst (Prerequisites)"
 

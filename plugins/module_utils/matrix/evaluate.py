@@ -44,6 +44,8 @@ class Matrix(ViewBuilder, CudaRules, DriverRules, StackRules, ImageJudge):
             self._mig,
             self._container_toolkit,
             self._toolkit_cves,
+            self._dcgm_cves,
+            self._device_plugin_cves,
             self._cdi_spec_version,
             self._engine_cdi,
             self._engine_lifecycle,

@@ -131,6 +131,12 @@ class NodeView:
         self.dra: str | None = None
         self.dra_compute_domains = False
         self.fabricmanager: tuple[int, ...] | None = None
+        # DCGM, the exporter's own version (the part after '-' of its tag
+        # 4.5.3-4.8.2) where it is deployed, and the device plugin the cluster
+        # runs: declared only (their security floors).
+        self.dcgm: tuple[int, ...] | None = None
+        self.dcgm_exporter: tuple[int, ...] | None = None
+        self.device_plugin: tuple[int, ...] | None = None
         self.mig_label: str | None = None
         self.mig_config: dict[str, t.Any] | None = None
 

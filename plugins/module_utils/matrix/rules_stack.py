@@ -25,7 +25,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import 
 
 from .data import MatrixData
 from .node import NodeView, finding
-from .tables import CRICTL_GROUPS, CTK_CVE_FLOORS, CTK_FEATURES, ENGINE_CDI
+from .tables import CRICTL_GROUPS, CTK_CVE_FLOORS, CTK_FEATURES, DCGM_CVE_FLOORS, DEVICE_PLUGIN_CVE_FLOORS, ENGINE_CDI
 from .versions import Driver, _month_end, _month_name, parse_version, version_text
 
 
@@ -125,6 +125,67 @@ class StackRules(MatrixData):
             )
             for row in open_cves
         ]
+
+    def _dcgm_cves(self, view: NodeView) -> list[dict[str, str]]:
+        """One error per CVE that the declared DCGM or dcgm-exporter is below the fix of."""
+        found = []
+        for row in DCGM_CVE_FLOORS:
+            below = []
+            if view.dcgm is not None and view.dcgm < parse_version(row["dcgm_fixed"]):
+                below.append(("dcgm_version", "DCGM {0}".format(version_text(view.dcgm)), row["dcgm_fixed"]))
+            if view.dcgm_exporter is not None and view.dcgm_exporter < parse_version(row["exporter_fixed"]):
+                below.append(("dcgm_exporter_version", "dcgm-exporter {0}".format(version_text(view.dcgm_exporter)), row["exporter_fixed"]))
+            if not below:
+                continue
+            found.append(
+                finding(
+                    row["rule"],
+                    "error",
+                    ", ".join(name for name, _what, _fixed in below),
+                    "{0} vulnerable to {1} ({2}); fixed in DCGM {3} and dcgm-exporter {4} (the release {3}-{4})".format(
+                        " and ".join(what for _name, what, _fixed in below) + (" are" if len(below) > 1 else " is"),
+                        row["cve"],
+                        row["what"],
+                        row["dcgm_fixed"],
+                        row["exporter_fixed"],
+                    ),
+                    "set {0}; to accept this risk knowingly, add {1} to preflight_ignore_rules".format(
+                        " and ".join(
+                            '{0}: "{1}"'.format(name, fixed if name == "dcgm_version" else "{0}-{1}".format(row["dcgm_fixed"], fixed))
+                            for name, _what, fixed in below
+                        ),
+                        row["rule"],
+                    ),
+                    "dcgm",
+                    row["source"],
+                )
+            )
+        return found
+
+    def _device_plugin_cves(self, view: NodeView) -> list[dict[str, str]]:
+        """One error per CVE that the declared device plugin is below the fix of, where its strategy is exposed."""
+        if view.device_plugin is None:
+            return []
+        found = []
+        for row in DEVICE_PLUGIN_CVE_FLOORS:
+            exposed = [strategy for strategy in view.device_list_strategies if strategy in row["strategies"]]
+            if not exposed or view.device_plugin >= parse_version(row["fixed"]):
+                continue
+            found.append(
+                finding(
+                    row["rule"],
+                    "error",
+                    "device_plugin_version",
+                    "the device plugin {0} with the {1} device-list strategy is vulnerable to {2} ({3}); it is fixed in {4}".format(
+                        version_text(view.device_plugin), " and ".join(exposed), row["cve"], row["what"], row["fixed"]
+                    ),
+                    "run the device plugin {0} or newer (and declare it in device_plugin_version), or a device-list strategy other than {1}; "
+                    "to accept this risk knowingly, add {2} to preflight_ignore_rules".format(row["fixed"], " and ".join(row["strategies"]), row["rule"]),
+                    "device_plugin",
+                    row["source"],
+                )
+            )
+        return found
 
     def cdi_spec_version(self, toolkit: tuple[int, ...]) -> str | None:
         """The CDI specification version a toolkit writes by default (None: older than the table)."""

@@ -23,6 +23,9 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import 
     cuda as _cuda,
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import (
+    dcgm as _dcgm,
+)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import (
     drivers as _drivers,
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import (
@@ -62,6 +65,8 @@ GPU_MODELS: tuple[dict[str, t.Any], ...] = _gpus.GPU_MODELS
 # (feature, first version, what it is)
 CTK_FEATURES: tuple[tuple[str, str, str], ...] = tuple((row["feature"], row["first"], row["what"]) for row in _toolkit.CTK_FEATURES)
 CTK_CVE_FLOORS: tuple[dict[str, t.Any], ...] = _toolkit.CTK_CVE_FLOORS
+DCGM_CVE_FLOORS: tuple[dict[str, t.Any], ...] = _dcgm.DCGM_CVE_FLOORS
+DEVICE_PLUGIN_CVE_FLOORS: tuple[dict[str, t.Any], ...] = _kubernetes.DEVICE_PLUGIN_CVE_FLOORS
 # engine: ((first version, CDI support from that version on), ...), ascending
 ENGINE_CDI: dict[str, tuple[tuple[str, str], ...]] = {}
 for _row in _engines.ENGINE_CDI:
@@ -143,6 +148,14 @@ RULES: dict[str, str] = {
 }
 for _row in CTK_CVE_FLOORS:
     RULES[_row["rule"]] = "Container Toolkit is not below the fix of {0} ({1})".format(_row["cve"], _row["fixed"])
+    SOURCES[_row["rule"]] = _row["source"]
+for _row in DCGM_CVE_FLOORS:
+    RULES[_row["rule"]] = "DCGM and dcgm-exporter are not below the fix of {0} (DCGM {1}, exporter {2})".format(
+        _row["cve"], _row["dcgm_fixed"], _row["exporter_fixed"]
+    )
+    SOURCES[_row["rule"]] = _row["source"]
+for _row in DEVICE_PLUGIN_CVE_FLOORS:
+    RULES[_row["rule"]] = "the device plugin is not below the fix of {0} ({1}) with a CDI device-list strategy".format(_row["cve"], _row["fixed"])
     SOURCES[_row["rule"]] = _row["source"]
 
 

@@ -140,6 +140,17 @@ class ViewBuilder(MatrixData):
                 'set crictl_version like "v1.33.0", or "" to derive it from crictl_kubernetes_version',
                 "crictl",
             )
+            view.dcgm = version_of("dcgm_version", desired.get("dcgm_version"), 'set dcgm_version to a release such as "4.5.3"', "dcgm")
+            if desired.get("dcgm_exporter", True) and desired.get("dcgm_exporter_version"):
+                view.dcgm_exporter = version_of(
+                    "dcgm_exporter_version",
+                    str(desired["dcgm_exporter_version"]).rsplit("-", 1)[-1],
+                    'set dcgm_exporter_version to a release tag such as "4.5.3-4.8.2"',
+                    "dcgm",
+                )
+            view.device_plugin = version_of(
+                "device_plugin_version", desired.get("device_plugin_version"), 'set device_plugin_version to a release such as "v0.19.0"', "device_plugin"
+            )
         else:
             loaded = nvml.get("driver_version") if nvml.get("status") == "ok" else None
             loaded = loaded or versions.get("driver")

@@ -16,8 +16,9 @@ reports replace it, and the plan is made again from them.
 
 Facts from the MIG user guide's profile tables and real `nvidia-smi mig
 -lgip/-lgipp` output (collected in the project's reference notes,
-mig-profiles.yaml); placements of A100-80GB, H200, GH200, H20, B200 and GB200
-are inferred there from the identical 8-slice layout of A100-40GB/H100.
+mig-profiles.yaml), and NVIDIA's mig-parted default config (B300, GB300, the
+H800 ids); placements of A100-80GB, H200, GH200, H20, B200, GB200, B300 and
+GB300 are inferred from the identical 8-slice layout of A100-40GB/H100.
 """
 
 from __future__ import annotations
@@ -88,7 +89,12 @@ MODELS: t.Tuple[KnownModel, ...] = (
         _EIGHT_SLICES,
         ("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
     ),
-    KnownModel("H100 80GB", (0x233010DE, 0x233110DE), _EIGHT_SLICES, ("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")),
+    KnownModel(
+        "H100 80GB",
+        (0x233010DE, 0x233110DE, 0x232210DE, 0x232410DE),
+        _EIGHT_SLICES,
+        ("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
+    ),
     KnownModel("H100 94GB", (0x232110DE, 0x233A10DE), _EIGHT_SLICES, ("1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb")),
     KnownModel(
         "GH200 96GB", (0x234210DE, 0x233D10DE, 0x20B610DE), _EIGHT_SLICES, ("1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb", "3g.48gb", "4g.48gb", "7g.96gb")
@@ -97,7 +103,24 @@ MODELS: t.Tuple[KnownModel, ...] = (
     KnownModel("H200", (0x233510DE, 0x233B10DE), _EIGHT_SLICES, ("1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb")),
     KnownModel("GH200 144GB", (0x234810DE,), _EIGHT_SLICES, ("1g.18gb", "1g.18gb+me", "1g.36gb", "2g.36gb", "3g.72gb", "4g.72gb", "7g.144gb")),
     KnownModel("B200", (0x290110DE,), _EIGHT_SLICES, ("1g.23gb", "1g.23gb+me", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb")),
-    KnownModel("GB200", (0x294110DE,), _EIGHT_SLICES, ("1g.23gb|1g.24gb", "1g.23gb+me|1g.24gb+me", "1g.47gb", "2g.47gb", "3g.93gb", "4g.93gb", "7g.186gb")),
+    # GB200: the 189 GB names (1g.24gb, 3g.95gb, 4g.95gb, 7g.189gb) are what
+    # early boards reported; mig-parted replaced them with the production ones.
+    KnownModel(
+        "GB200",
+        (0x294110DE,),
+        _EIGHT_SLICES,
+        ("1g.23gb|1g.24gb", "1g.23gb+me|1g.24gb+me", "1g.47gb", "2g.47gb", "3g.93gb|3g.95gb", "4g.93gb|4g.95gb", "7g.186gb|7g.189gb"),
+    ),
+    # B300 and GB300: names and counts from mig-parted (GPU Operator 25.10.0);
+    # the 8-unit placements are inferred, as for B200. R61x drivers name the
+    # GB300's profiles by smaller sizes (1g.31gb, 3g.126gb, ...) for the same ids.
+    KnownModel("B300", (0x318210DE,), _EIGHT_SLICES, ("1g.34gb", "1g.34gb+me", "1g.67gb", "2g.67gb", "3g.135gb", "4g.135gb", "7g.269gb")),
+    KnownModel(
+        "GB300",
+        (0x31C210DE,),
+        _EIGHT_SLICES,
+        ("1g.35gb|1g.31gb", "1g.35gb+me|1g.31gb+me", "1g.70gb", "2g.70gb", "3g.139gb|3g.126gb", "4g.139gb|4g.126gb", "7g.278gb|7g.251gb"),
+    ),
     KnownModel(
         "RTX PRO 6000 Blackwell",
         (0x2BB510DE,),

@@ -2,7 +2,7 @@
 # STAND-INS for DCGM 4 and dcgm-exporter, which cannot be had here (NVIDIA's
 # CUDA repository is out of reach, and DCGM needs a real GPU). Packages with
 # the real names and versions (datacenter-gpu-manager-4-core, -cuda12/13,
-# -proprietary[-cuda12/13] at 1:4.5.2-1) whose programs are the tiny scripts
+# -proprietary[-cuda12/13] at 1:4.5.3-1) whose programs are the tiny scripts
 # of tests/harness/stand-in-dcgm/: nv-hostengine, dcgmi and the packaged
 # nvidia-dcgm.service, recording their arguments. Published as flat
 # repositories laid out like NVIDIA's CUDA repository:
@@ -16,9 +16,9 @@ set -euo pipefail
 . "$(dirname "$0")/../env.sh"
 harness=$(cd "$(dirname "$0")/.." && pwd)
 src=$harness/stand-in-dcgm
-dcgm_version=4.5.2
+dcgm_version=4.5.3
 deb_version=1:$dcgm_version-1
-exporter_version=4.5.2-4.8.0
+exporter_version=4.5.3-4.8.2
 
 key=$({ cat "$0" "$src"/*; } | sha256sum | cut -c1-16)
 cache=$GPUFLEET_CACHE/stand-in-dcgm/$key

@@ -187,8 +187,8 @@ def test_bad_declarations_fail_their_hosts_naming_host_variables_and_fix(runs):
 def test_every_matrix_rule_names_the_variables_behind_it():
     """The gate looks each failing rule up in this table; a rule missing here would break the message."""
     table = yaml.safe_load((ROLES / "preflight" / "vars" / "main.yml").read_text())["__preflight_rule_variables"]
-    # One rule id per toolkit CVE, one entry for them all (the gate reads ctk_cve_* as ctk_cve).
-    assert set(table) == {re.sub(r"^ctk_cve_.*$", "ctk_cve", rule) for rule in RULES} | {"custom"}
+    # One rule id per CVE, one entry for each component's (the gate reads ctk_cve_* as ctk_cve, and so on).
+    assert set(table) == {re.sub(r"^(ctk|dcgm|device_plugin)_cve_.*$", r"\1_cve", rule) for rule in RULES} | {"custom"}
     options = {name for spec in ROLES.glob("*/meta/argument_specs.yml") for name in yaml.safe_load(spec.read_text())["argument_specs"]["main"]["options"]}
     for rule, names in table.items():
         assert set(names) <= options, (rule, set(names) - options)

@@ -33,7 +33,7 @@ def test_packages_of_the_drivers_cuda_major_are_installed_pinned_and_held(host):
     rows = node(host).check_output("dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\\n' 'datacenter-gpu-manager-4-*'")
     installed = {line.split()[0]: line.split()[1:] for line in rows.splitlines() if line.split()[2:] and line.split()[2].startswith("hi")}
     assert sorted(installed) == sorted(wanted), rows
-    assert all(version == "1:4.5.2-1" for version, _status in installed.values()), rows
+    assert all(version == "1:4.5.3-1" for version, _status in installed.values()), rows
     other = "12" if major == "13" else "13"
     assert "datacenter-gpu-manager-4-cuda" + other not in installed
 

@@ -66,12 +66,12 @@ def test_the_filter_is_registered():
 @pytest.mark.parametrize(
     "distribution,major,family,repo,install",
     [
-        ("Debian", "12", "Debian", "debian12", ["datacenter-gpu-manager-4-core=1:4.5.2-1", "datacenter-gpu-manager-4-cuda12=1:4.5.2-1"]),
-        ("Ubuntu", "22", "Debian", "ubuntu2204", ["datacenter-gpu-manager-4-core=1:4.5.2-1", "datacenter-gpu-manager-4-cuda12=1:4.5.2-1"]),
-        ("Ubuntu", "24", "Debian", "ubuntu2404", ["datacenter-gpu-manager-4-core=1:4.5.2-1", "datacenter-gpu-manager-4-cuda12=1:4.5.2-1"]),
-        ("RedHat", "9", "RedHat", "rhel9", ["datacenter-gpu-manager-4-core-4.5.2-1", "datacenter-gpu-manager-4-cuda12-4.5.2-1"]),
-        ("Rocky", "8", "RedHat", "rhel8", ["datacenter-gpu-manager-4-core-4.5.2-1", "datacenter-gpu-manager-4-cuda12-4.5.2-1"]),
-        ("RedHat", "10", "RedHat", "rhel10", ["datacenter-gpu-manager-4-core-4.5.2-1", "datacenter-gpu-manager-4-cuda12-4.5.2-1"]),
+        ("Debian", "12", "Debian", "debian12", ["datacenter-gpu-manager-4-core=1:4.5.3-1", "datacenter-gpu-manager-4-cuda12=1:4.5.3-1"]),
+        ("Ubuntu", "22", "Debian", "ubuntu2204", ["datacenter-gpu-manager-4-core=1:4.5.3-1", "datacenter-gpu-manager-4-cuda12=1:4.5.3-1"]),
+        ("Ubuntu", "24", "Debian", "ubuntu2404", ["datacenter-gpu-manager-4-core=1:4.5.3-1", "datacenter-gpu-manager-4-cuda12=1:4.5.3-1"]),
+        ("RedHat", "9", "RedHat", "rhel9", ["datacenter-gpu-manager-4-core-4.5.3-1", "datacenter-gpu-manager-4-cuda12-4.5.3-1"]),
+        ("Rocky", "8", "RedHat", "rhel8", ["datacenter-gpu-manager-4-core-4.5.3-1", "datacenter-gpu-manager-4-cuda12-4.5.3-1"]),
+        ("RedHat", "10", "RedHat", "rhel10", ["datacenter-gpu-manager-4-core-4.5.3-1", "datacenter-gpu-manager-4-cuda12-4.5.3-1"]),
     ],
 )
 def test_package_naming_and_pins_by_distribution(distribution, major, family, repo, install):
@@ -124,7 +124,7 @@ def test_a_declared_flavour_must_match_the_running_driver():
     [
         ({"nvml": {}, "driver_version": ""}, "set dcgm_driver_version"),
         ({"version": "3.3.6"}, "is not DCGM 4"),
-        ({"version": "4.5"}, "dcgm_version must look like 4.5.2"),
+        ({"version": "4.5"}, "dcgm_version must look like 4.5.3"),
         ({"version": "4.2.0", "nvml": {"cuda_driver_version": "13.0"}}, "DCGM 4.2.0 has no cuda13 packages (first in 4.3.0)"),
         ({"nvml": {"cuda_driver_version": "10.2"}}, "DCGM 4 has no CUDA 10 flavour"),
         ({"distribution": "Debian", "distribution_major_version": "11"}, "DCGM 4 has no repository for Debian 11"),
@@ -180,7 +180,7 @@ def test_exporter_command_line_by_attribution(attribution, tail):
         *tail,
         "--debug",
     ]
-    assert exporter["tarball_url"] == "https://mirror.invalid/files/dcgm-exporter/4.5.2-4.8.0/dcgm-exporter-4.5.2-4.8.0-linux-amd64.tar.gz"
+    assert exporter["tarball_url"] == "https://mirror.invalid/files/dcgm-exporter/4.5.3-4.8.2/dcgm-exporter-4.5.3-4.8.2-linux-amd64.tar.gz"
     assert exporter["sha256"] == PINNED and exporter["allow_insecure_transport"] is False
 
 

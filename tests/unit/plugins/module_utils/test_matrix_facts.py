@@ -21,6 +21,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import evaluate as matrix_evaluate
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import tables as matrix_tables
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import versions as matrix_versions
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import profiles as mig_profiles
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import test_matrix
 
 TODAY = datetime.date(2026, 11, 25)
@@ -367,3 +368,88 @@ def test_an_installed_driver_is_named_by_its_version():
     found = findings(installed={"nvml": {"status": "ok", "driver_version": "535.288.01", "gpus": []}}, target="installed", rule="driver_security")
     assert [f["subject"] for f in found] == ["driver 535.288.01"]
     assert "535.309.01" in found[0]["message"]
+
+
+# -- DCGM and device plugin security floors -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "declared,subjects",
+    [
+        # Bulletin 5857 (CVE-2026-47483): DCGM up to 4.5.2, dcgm-exporter before 4.8.2 (the release 4.5.3-4.8.2).
+        ({"dcgm_version": "4.5.2", "dcgm_exporter_version": "4.5.2-4.8.0"}, "dcgm_version, dcgm_exporter_version"),
+        ({"dcgm_version": "1:4.5.2-1", "dcgm_exporter": False, "dcgm_exporter_version": "4.5.2-4.8.0"}, "dcgm_version"),
+        ({"dcgm_version": "4.5.3", "dcgm_exporter_version": "4.5.3-4.8.1"}, "dcgm_exporter_version"),
+        ({"dcgm_version": "4.5.3", "dcgm_exporter_version": "4.5.3-4.8.2"}, None),
+        ({"dcgm_version": "4.6.0"}, None),
+    ],
+)
+def test_dcgm_and_its_exporter_below_the_fix_of_cve_2026_47483_are_errors(declared: dict, subjects: str | None):
+    found = findings(declared, rule="dcgm_cve_2026_47483")
+    if subjects is None:
+        assert found == []
+        return
+    assert [(f["severity"], f["subject"]) for f in found] == [("error", subjects)]
+    assert "CVE-2026-47483" in found[0]["message"] and "2026/5857/5857.md" in found[0]["source"]
+    assert "preflight_ignore_rules" in found[0]["fix"]
+
+
+@pytest.mark.parametrize(
+    "version,strategy,errors",
+    [
+        # Bulletin 5659: the device plugin up to 0.17.2, only with a CDI device-list strategy; fixed in 0.17.3.
+        ("v0.17.2", "cdi-cri", ["device_plugin_cve_2025_23266", "device_plugin_cve_2025_23267"]),
+        ("0.17.2", "cdi-annotations", ["device_plugin_cve_2025_23266", "device_plugin_cve_2025_23267"]),
+        ("v0.17.2", "envvar", []),
+        ("v0.17.3", "cdi-cri", []),
+        ("", "cdi-cri", []),
+    ],
+)
+def test_the_device_plugin_below_0_17_3_with_cdi_is_an_error(version: str, strategy: str, errors: list[str]):
+    found = [
+        f for f in findings({"device_plugin_version": version, "device_plugin_device_list_strategy": strategy}) if f["rule"].startswith("device_plugin_cve")
+    ]
+    assert [f["rule"] for f in found] == errors
+    assert all(f["severity"] == "error" and f["subject"] == "device_plugin_version" for f in found)
+
+
+# -- MIG on the newest GPUs (issue 38's audit) ------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["NVIDIA A800-SXM4-80GB", "NVIDIA A800 40GB Active", "NVIDIA H800", "NVIDIA H800 PCIe"])
+def test_a800_and_h800_are_mig_capable_as_nvidias_mig_parted_treats_them(model: str):
+    gpu = matrix_evaluate.Matrix(today=TODAY).gpu_from_name(model, model)
+    assert gpu.model["mig"] is True and "mig-parted" in gpu.model["source"]
+    assert findings({"driver_branch": "580", "driver_gpu_models": [model], "mig_label": "all-1g"}, rule="mig_supported") == []
+
+
+@pytest.mark.parametrize(
+    "device_id,names",
+    [
+        # NVIDIA/mig-parted's config-default.yaml, spelled out.
+        (0x232410DE, ("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")),  # H800
+        (0x232210DE, ("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")),  # H800 PCIe
+        (0x318210DE, ("1g.34gb", "1g.34gb+me", "1g.67gb", "2g.67gb", "3g.135gb", "4g.135gb", "7g.269gb")),  # B300
+        (0x31C210DE, ("1g.35gb", "1g.35gb+me", "1g.70gb", "2g.70gb", "3g.139gb", "4g.139gb", "7g.278gb")),  # GB300
+    ],
+)
+def test_the_newest_gpus_have_their_mig_profiles(device_id: int, names: tuple[str, ...]):
+    model = mig_profiles.known_model(device_id)
+    assert model is not None
+    assert tuple(name.split("|")[0] for name in model.names) == names
+    assert [row[2] for row in model.geometry] == [7, 1, 4, 3, 2, 1, 1]
+
+
+def test_gb200s_189_gb_names_are_aliases_of_its_production_names():
+    names = mig_profiles.known_model(0x294110DE).names
+    for early, production in (("3g.95gb", "3g.93gb"), ("4g.95gb", "4g.93gb"), ("7g.189gb", "7g.186gb"), ("1g.24gb", "1g.23gb")):
+        assert any(name.split("|")[0] == production and early in name.split("|") for name in names), early
+
+
+def test_mig_on_the_rtx_pro_6000_server_edition_starts_with_580_82_07():
+    # The MIG guide says 575.51.03, but the Server Edition needs 575.57.08 and the GPU Operator says
+    # MIG does not work on 575.57.08; NVIDIA's MIG tooling supports it from 580.82.07.
+    declared = {"driver_version": "575.57.08", "driver_gpu_models": ["NVIDIA RTX PRO 6000 Blackwell Server Edition"], "mig_label": "all-1g"}
+    found = findings(declared, rule="mig_driver")
+    assert severities(found) == ["error"] and "580.82.07" in found[0]["message"]
+    assert findings(dict(declared, driver_version="580.82.07"), rule="mig_driver") == []

@@ -89,7 +89,7 @@ def expected_counts(config: dict[str, t.Any], label: str, gpu: dict[str, t.Any])
     raise AssertionError("no entry for GPU {0}".format(gpu["index"]))
 
 
-@pytest.mark.parametrize("fixture", ["dgx-a100-8x40gb", "hgx-h100-8x80gb", "hgx-h200-8x141gb", "a100-80gb-2x"])
+@pytest.mark.parametrize("fixture", ["dgx-a100-8x40gb", "hgx-h100-8x80gb", "hgx-h200-8x141gb", "a100-80gb-2x", "hgx-b300-8x288gb", "gb300-nvl72-tray"])
 def test_label_sequence_check_apply_idempotent_assert(fixture: str, sim_node: t.Any) -> None:
     node = sim_node(fixture)
     for label, config in label_sequence(node):
