@@ -26,6 +26,8 @@ _NAME_TABLE = "NVIDIA/open-gpu-kernel-modules:src/nvidia/generated/g_nv_name_rel
 # applies per PCI device id (A800/H800 share the A100/H100 groups; B300 and
 # GB300 from GPU Operator 25.10.0).
 _MIG_PARTED = "NVIDIA/mig-parted@bd7160f4:deployments/systemd/config-default.yaml"
+# The open kernel modules' README lists every GPU the release supports, with its PCI ids.
+_OPEN_README = "NVIDIA/open-gpu-kernel-modules@df1c9a3d:README.md"
 _OPERATOR_NOTES = "NVIDIA/cloud-native-docs@52dcb7b8:gpu-operator/release-notes.rst"
 
 # The tables below keep one row a line, as their sources' tables read: ruff format would spread
@@ -86,7 +88,10 @@ ARCHITECTURES = (
 # `mig_units`: placement units of the memory-slice grid (mig-profiles.yaml).
 # `min_driver` / `first_cuda`: a product floor above its architecture's
 # (the product shipped later than the architecture's first driver; B300 and
-# GB300 are compute capability 10.3, first in CUDA 12.9). `floor_status` "U":
+# GB300 are compute capability 10.3, first in CUDA 12.9).
+# `min_driver_by_branch`: a product first named by a release of each of several
+# branches: the floor of the driver's branch; a branch not listed takes the next
+# listed one's; every release of a later branch qualifies. `floor_status` "U":
 # the floor rests on a proxy (the first driver tag whose name table lists the
 # product), so it only warns.
 GPU_MODELS = (
@@ -156,6 +161,14 @@ GPU_MODELS = (
     {"model": "h800", "match": r"\bh800\b", "architecture": "hopper", "grace": False, "data_center": True,
      "mig": True, "mig_min_driver": None, "mig_units": 8,
      "source": _CUDA_GPUS + " ; " + _MIG_PARTED + " (\"H100-80GB, H800-80GB\" group)", "checked": "2026-11-29"},
+    # H20-3e: first named by 535.216.03 and 550.127.08 (and 565.77); 550.40.80,
+    # an R550 release numbered lower, names it too, so the floor only warns.
+    {"model": "h20-3e", "match": r"\bh20 3e\b", "architecture": "hopper", "grace": False, "data_center": True,
+     "mig": None, "mig_min_driver": None, "mig_units": None,
+     "min_driver_by_branch": {"535": "535.216.03", "550": "550.127.08", "565": "565.77"}, "floor_status": "U",
+     "source": _OPEN_README + " (\"NVIDIA H20-3e | 232C 10DE 2063\", first in the tags 535.216.03, 550.127.08, 550.40.80 "
+     "and 565.77) ; https://docs.nvidia.com/datacenter/tesla/tesla-release-notes-535-216-03/index.html",
+     "checked": "2026-11-29"},
     {"model": "h20", "match": r"\bh20\b", "architecture": "hopper", "grace": False, "data_center": True,
      "mig": True, "mig_min_driver": "535.161.07", "mig_units": 8, "source": _MIG, "checked": "2026-11-22"},
     {"model": "a100", "match": r"\ba100\b", "architecture": "ampere", "grace": False, "data_center": True,
@@ -188,6 +201,15 @@ GPU_MODELS = (
      "mig": False, "source": _CUDA_GPUS, "checked": "2026-11-22"},
     {"model": "l20", "match": r"\bl20\b", "architecture": "ada", "grace": False, "data_center": True,
      "mig": False, "source": _CUDA_GPUS, "checked": "2026-11-22"},
+    # NVIDIA L2: first named by 535.154.05 and 550.40.07; 535.43.23, an R535
+    # release numbered lower, names it too, so the floor only warns. Its
+    # architecture is Ada by its device id among the Ada 27Bx parts (S).
+    {"model": "l2", "match": r"\bl2\b", "architecture": "ada", "grace": False, "data_center": True,
+     "mig": False, "mig_min_driver": None, "mig_units": None,
+     "min_driver_by_branch": {"535": "535.154.05", "550": "550.40.07"}, "floor_status": "U",
+     "source": _OPEN_README + " (\"NVIDIA L2 | 27B6 10DE 1933\", first in the tags 535.154.05, 535.43.23 and 550.40.07) ; "
+     + _NAME_TABLE + "@535.154.05 ({ 0x27B6, 0x1933, 0x10de, \"NVIDIA L2\" })",
+     "checked": "2026-11-29"},
     {"model": "l4", "match": r"\bl4\b", "architecture": "ada", "grace": False, "data_center": True,
      "mig": False, "source": _CUDA_GPUS, "checked": "2026-11-22"},
     {"model": "geforce-rtx-40", "match": r"\brtx 40\d0\b", "architecture": "ada", "grace": False,

@@ -34,6 +34,35 @@ DEVICE_PLUGIN_STRATEGIES = (
     },
 )
 
+# The device plugin's cdi-cri strategy hands CDI device names to the kubelet,
+# which passes them to the engine in the CRI's CDIDevices field (KEP-4009,
+# feature gate DevicePluginCDIDevices): the kubelet from the release where the
+# gate is on by default (beta), the engine from the release that reads the field.
+_KEP_4009 = "kubernetes/enhancements@3a8eb26:keps/sig-node/4009-add-cdi-devices-to-device-plugin-api/kep.yaml"
+CDI_CRI_SUPPORT = (
+    {
+        "component": "kubernetes",
+        "gated": "1.28",
+        "first": "1.29",
+        "stable": "1.31",
+        "source": _KEP_4009 + " (alpha v1.28, beta v1.29, stable v1.31)",
+        "checked": "2026-11-29",
+    },
+    {
+        "component": "containerd",
+        "first": "1.7.2",
+        "source": "containerd/containerd#8519 (the backport of #8252 to release/1.7; v1.7.2's notes: \"CDI: Use CRI "
+        'Config.CDIDevices field for CDI injection") ; kubernetes/kubernetes#126435',
+        "checked": "2026-11-29",
+    },
+    {
+        "component": "crio",
+        "first": "1.28.0",
+        "source": 'kubernetes/kubernetes#125210 ("CRI-O started using it in v1.28.0", cri-o/cri-o#6944)',
+        "checked": "2026-11-29",
+    },
+)
+
 # Security floors of the NVIDIA device plugin, each its own rule id. Bulletin
 # 5659 (the Container Toolkit's CVE-2025-23266/23267) names the device plugin
 # too: up to 0.17.2, only when its device-list strategy is cdi-annotations or

@@ -160,6 +160,38 @@ RPM_QUERY_FORMAT: dict[str, t.Any] = {
 }
 
 
+# NVIDIA's IMEX daemon (multi-node NVLink) ships as a package of the driver's
+# branch: nvidia-imex-<branch> for R550 to R575, nvidia-imex from R580 on
+# (NVIDIA's driver container installs it so); none before R550. Its version is
+# the driver's, and its service nvidia-imex reads /etc/nvidia-imex/config.cfg.
+IMEX_PACKAGES: tuple[dict[str, t.Any], ...] = (
+    {
+        "first_branch": "550",
+        "last_branch": "575",
+        "package": "nvidia-imex-{branch}",
+        "source": "NVIDIA/gpu-driver-container@06a208c:ubuntu22.04/precompiled/nvidia-driver (ef2d9d1: DRIVER_BRANCH -ge 550)",
+        "checked": "2026-11-29",
+    },
+    {
+        "first_branch": "580",
+        "last_branch": None,
+        "package": "nvidia-imex",
+        "source": "NVIDIA/gpu-driver-container@06a208c:ubuntu22.04/precompiled/nvidia-driver ; "
+        "https://docs.nvidia.com/multi-node-nvlink-systems/imex-guide/gettingstarted.html",
+        "checked": "2026-11-29",
+    },
+)
+
+
+def imex_package(branch: t.Any) -> str | None:
+    """The IMEX package of a driver branch (nvidia-imex-570, nvidia-imex); None where the branch has none."""
+    number = int(str(branch))
+    for row in IMEX_PACKAGES:
+        if number >= int(row["first_branch"]) and (row["last_branch"] is None or number <= int(row["last_branch"])):
+            return row["package"].format(branch=number)
+    return None
+
+
 def toolkit_packages(package_set: str | None = None, release_version: bool | None = None) -> tuple[str, ...]:
     """The toolkit's package names in install order: of one set, or only those carrying the release version."""
     return tuple(

@@ -50,6 +50,7 @@ class Matrix(ViewBuilder, CudaRules, DriverRules, StackRules, ImageJudge):
             self._engine_cdi,
             self._engine_lifecycle,
             self._device_plugin_runtime,
+            self._device_plugin_cdi_cri,
             self._crictl_skew,
             self._dra,
             self._fabricmanager,

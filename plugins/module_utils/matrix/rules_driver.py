@@ -18,7 +18,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import 
 from .data import MatrixData
 from .node import Gpu, NodeView, finding
 from .tables import ARCHITECTURE_NAMES, BRANCH_TYPES, OPEN_MODULES_DEFAULT_BRANCH, OPEN_MODULES_FIRST_BRANCH
-from .versions import _month_name, driver_branch, driver_branch_int, parse_version, version_text
+from .versions import Driver, _month_name, driver_branch, driver_branch_int, parse_version, version_text
 
 
 class DriverRules(MatrixData):
@@ -180,9 +180,20 @@ class DriverRules(MatrixData):
         found.extend(self._product_floors(view))
         return found
 
-    def product_floor(self, model: dict[str, t.Any]) -> str | None:
-        """A GPU product's own driver floor, above its architecture's (None where it has none)."""
+    def product_floor(self, model: dict[str, t.Any], driver: Driver | None = None) -> str | None:
+        """A GPU product's own driver floor, above its architecture's (None where it has none).
+
+        A product named first by a release of each of several branches (min_driver_by_branch)
+        has the floor of the driver's branch; a branch not listed takes the next listed one's
+        (it never named the product); every release of a branch above them all qualifies.
+        """
         floors = [model["min_driver"]] if model.get("min_driver") else []
+        by_branch = model.get("min_driver_by_branch") or {}
+        if by_branch:
+            branches = sorted(by_branch, key=int)
+            later = [branch for branch in branches if driver is None or int(branch) >= driver.branch]
+            if later:
+                floors.append(by_branch[later[0]])
         if model.get("first_cuda"):
             floor = self.min_driver(model["first_cuda"])
             if floor:
@@ -197,7 +208,7 @@ class DriverRules(MatrixData):
             if not gpu.model or gpu.model_key in seen:
                 continue
             seen.add(gpu.model_key)
-            floor = self.product_floor(gpu.model)
+            floor = self.product_floor(gpu.model, driver)
             if floor is None:
                 continue
             labels = ", ".join(g.label for g in view.gpus if g.model_key == gpu.model_key)

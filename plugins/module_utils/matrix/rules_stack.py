@@ -283,6 +283,50 @@ class StackRules(MatrixData):
                 )
         return found
 
+    def _device_plugin_cdi_cri(self, view: NodeView) -> list[dict[str, str]]:
+        """cdi-cri needs a kubelet that passes CDI devices through the CRI, and an engine that reads them."""
+        if "cdi-cri" not in view.device_list_strategies:
+            return []
+        rows = {row["component"]: row for row in _kubernetes.CDI_CRI_SUPPORT}
+        found = []
+        kubelet = rows["kubernetes"]
+        if view.kubernetes is not None and view.kubernetes < parse_version(kubelet["first"]):
+            gated = view.kubernetes >= parse_version(kubelet["gated"])
+            found.append(
+                finding(
+                    "device_plugin_cdi_cri",
+                    "warning" if gated else "error",
+                    "device_plugin_device_list_strategy",
+                    "the cdi-cri device-list strategy needs the kubelet to pass CDI devices through the CRI: Kubernetes {0} {1}".format(
+                        version_text(view.kubernetes),
+                        "does so only with the DevicePluginCDIDevices feature gate on (off by default until {0})".format(kubelet["first"])
+                        if gated
+                        else "cannot (from {0} on, with a feature gate; by default from {1})".format(kubelet["gated"], kubelet["first"]),
+                    ),
+                    "use device_plugin_device_list_strategy: cdi-annotations, or Kubernetes {0} or newer{1}".format(
+                        kubelet["first"], " (or turn the kubelet's DevicePluginCDIDevices gate on)" if gated else ""
+                    ),
+                    "device_plugin",
+                    kubelet["source"],
+                )
+            )
+        engine = rows.get(view.engine or "")
+        if engine and view.engine_version is not None and view.engine_version < parse_version(engine["first"]):
+            found.append(
+                finding(
+                    "device_plugin_cdi_cri",
+                    "error",
+                    "device_plugin_device_list_strategy",
+                    "the cdi-cri device-list strategy needs the engine to read CDI devices from the CRI: {0} {1} does not (from {2} on)".format(
+                        view.engine, version_text(view.engine_version), engine["first"]
+                    ),
+                    "upgrade {0} to {1} or newer, or use device_plugin_device_list_strategy: cdi-annotations".format(view.engine, engine["first"]),
+                    "device_plugin",
+                    engine["source"],
+                )
+            )
+        return found
+
     def _engine_cdi(self, view: NodeView) -> list[dict[str, str]]:
         if not view.engine or view.engine_version is None or not view.cdi_wanted:
             return []

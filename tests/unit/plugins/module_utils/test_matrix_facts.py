@@ -17,7 +17,7 @@ import typing as t
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import cuda, engines, toolkit
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import cuda, engines, packages, toolkit
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import evaluate as matrix_evaluate
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import tables as matrix_tables
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import versions as matrix_versions
@@ -453,3 +453,81 @@ def test_mig_on_the_rtx_pro_6000_server_edition_starts_with_580_82_07():
     found = findings(declared, rule="mig_driver")
     assert severities(found) == ["error"] and "580.82.07" in found[0]["message"]
     assert findings(dict(declared, driver_version="580.82.07"), rule="mig_driver") == []
+
+
+# -- products named by one release of each branch (issue 38's audit) ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "model,driver,severity",
+    [
+        # NVIDIA/open-gpu-kernel-modules' README: H20-3e (0x232C) first in 535.216.03 and 550.127.08.
+        ("NVIDIA H20-3e", "535.216.01", "warning"),
+        ("NVIDIA H20-3e", "535.216.03", None),
+        ("NVIDIA H20-3e", "550.127.05", "warning"),
+        ("NVIDIA H20-3e", "550.127.08", None),
+        ("NVIDIA H20-3e", "545.29.06", "warning"),  # a branch that never named it: R550's floor
+        ("NVIDIA H20-3e", "580.95.05", None),
+        # NVIDIA L2 (0x27B6) first in 535.154.05 and 550.40.07.
+        ("NVIDIA L2", "535.146.02", "warning"),
+        ("NVIDIA L2", "535.154.05", None),
+        ("NVIDIA L2", "570.195.03", None),
+    ],
+)
+def test_a_product_named_by_one_release_of_each_branch_has_that_branchs_floor(model: str, driver: str, severity: str | None):
+    gpu = matrix_evaluate.Matrix(today=TODAY).gpu_from_name(model, model)
+    assert gpu.model["model"] in ("h20-3e", "l2")
+    found = [f for f in findings({"driver_version": driver, "driver_gpu_models": [model]}, rule="architecture_branch") if f["subject"] == gpu.model["model"]]
+    assert [f["severity"] for f in found] == ([severity] if severity else []), found
+
+
+def test_the_h20_3e_and_l2_are_told_apart_from_their_neighbours():
+    matrix = matrix_evaluate.Matrix(today=TODAY)
+    assert [matrix.gpu_from_name(name, name).model["model"] for name in ("NVIDIA H20", "NVIDIA H20-3e", "NVIDIA L2", "NVIDIA L20", "NVIDIA L4")] == [
+        "h20",
+        "h20-3e",
+        "l2",
+        "l20",
+        "l4",
+    ]
+
+
+# -- the device plugin's cdi-cri strategy, and IMEX's package (issue 38's audit) ---------------------
+
+
+@pytest.mark.parametrize(
+    "declared,severities_",
+    [
+        # KEP-4009: alpha (gated) in 1.28, on by default from 1.29.
+        ({"crictl_kubernetes_version": "1.27"}, ["error"]),
+        ({"crictl_kubernetes_version": "1.28"}, ["warning"]),
+        ({"crictl_kubernetes_version": "1.29"}, []),
+        ({"crictl_kubernetes_version": "1.34"}, []),
+    ],
+)
+def test_cdi_cri_needs_a_kubelet_that_passes_cdi_devices(declared: dict, severities_: list[str]):
+    found = findings(dict(declared, device_plugin_device_list_strategy="cdi-cri"), rule="device_plugin_cdi_cri")
+    assert severities(found) == severities_
+    assert findings(dict(declared, device_plugin_device_list_strategy="cdi-annotations"), rule="device_plugin_cdi_cri") == []
+
+
+@pytest.mark.parametrize(
+    "engine,version,failing", [("containerd", "1.7.1", True), ("containerd", "1.7.2", False), ("crio", "1.27.4", True), ("crio", "1.28.0", False)]
+)
+def test_cdi_cri_needs_an_engine_that_reads_cdi_devices_from_the_cri(engine: str, version: str, failing: bool):
+    installed = {"versions": {engine: version}}
+    found = findings(
+        {"device_plugin_device_list_strategy": "cdi-cri", "container_runtime_engine": engine},
+        rule="device_plugin_cdi_cri",
+        installed=installed,
+        target="installed",
+    )
+    assert severities(found) == (["error"] if failing else [])
+
+
+@pytest.mark.parametrize(
+    "branch,package",
+    [("535", None), ("550", "nvidia-imex-550"), ("570", "nvidia-imex-570"), ("575", "nvidia-imex-575"), ("580", "nvidia-imex"), ("610", "nvidia-imex")],
+)
+def test_imex_ships_as_a_package_of_the_drivers_branch(branch: str, package: str | None):
+    assert packages.imex_package(branch) == package
