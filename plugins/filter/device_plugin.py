@@ -88,12 +88,25 @@ def _entry_problems(index: int, entry: Mapping, names: list, strategy: str, name
         problems.append(
             "{0}: replicas is {1}; time-slicing needs replicas >= 2 (one replica is the whole GPU: remove the entry instead)".format(where, _json(replicas))
         )
+    # The plugin (0.15 to 0.19, DisableResourceNamingInConfig) rewrites both at
+    # start-up with only a warning in its log: a custom rename is dropped (or
+    # becomes <name>.shared under renameByDefault), and devices become all.
     rename = entry.get("rename")
-    if rename not in (None, "") and (not isinstance(rename, str) or not re.match(name_pattern, rename)):
-        problems.append("{0}: rename {1} must be a full resource name such as nvidia.com/gpu.shared".format(where, _json(rename)))
+    if rename not in (None, ""):
+        problems.append(
+            "{0}: rename {1} would be ignored: the device plugin drops a custom rename (it logs 'Setting the rename "
+            "field ... is not yet supported'); remove it, and set device_plugin_rename_by_default: true to advertise "
+            "{2}.shared".format(where, _json(rename), name if isinstance(name, str) else "<name>")
+        )
     devices = entry.get("devices", "all")
     if not _devices_are_valid(devices):
         problems.append('{0}: devices must be "all", a count >= 1 or a list of GPU indexes or UUIDs, got {1}'.format(where, _json(devices)))
+    elif devices != "all":
+        problems.append(
+            "{0}: devices {1} would be ignored: the device plugin shares every GPU of the resource (it replaces "
+            "devices with all and logs 'Customizing the devices field ... is not yet supported'); remove devices, "
+            "and give GPUs that must not be shared a host group of their own".format(where, _json(devices))
+        )
     return problems
 
 

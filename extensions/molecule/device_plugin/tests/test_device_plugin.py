@@ -40,8 +40,8 @@ EXPECTED = {
                     "renameByDefault": True,
                     "failRequestsGreaterThanOne": False,
                     "resources": [
-                        {"name": "nvidia.com/mig-1g.10gb", "replicas": 2, "devices": [0, 1]},
-                        {"name": "nvidia.com/gpu", "replicas": 3, "rename": "nvidia.com/gpu.dev"},
+                        {"name": "nvidia.com/mig-1g.10gb", "replicas": 2, "devices": "all"},
+                        {"name": "nvidia.com/gpu", "replicas": 3},
                     ],
                 }
             },
@@ -80,6 +80,9 @@ def test_check_mode_shows_a_change_as_a_diff_and_writes_nothing(host, monkeypatc
         ({"name": "gpu", "replicas": 4}, "device_plugin_time_slicing[0] (gpu): the name is not a resource of the device plugin; use nvidia.com/gpu"),
         ({"name": "nvidia.com/mig-1g.10gb", "replicas": 2}, "MIG resources are advertised by name only with device_plugin_mig_strategy: mixed (it is none)"),
         ({"name": "nvidia.com/gpu"}, "missing required arguments: replicas"),
+        # What the plugin would rewrite at start-up with only a warning in its log.
+        ({"name": "nvidia.com/gpu", "replicas": 2, "rename": "nvidia.com/gpu.dev"}, 'rename "nvidia.com/gpu.dev" would be ignored'),
+        ({"name": "nvidia.com/gpu", "replicas": 2, "devices": [0, 1]}, "devices [0, 1] would be ignored: the device plugin shares every GPU"),
     ],
 )
 def test_bad_declaration_fails_before_the_node_is_touched(host, entry, message):

@@ -42,8 +42,8 @@ def test_a_sound_declaration_has_no_problems() -> None:
     assert (
         problems(
             [
-                {"name": "nvidia.com/mig-1g.10gb", "replicas": "2", "devices": [0, 1]},
-                {"name": "nvidia.com/gpu", "replicas": 3, "rename": "nvidia.com/gpu.dev", "devices": 2},
+                {"name": "nvidia.com/mig-1g.10gb", "replicas": "2", "devices": "all"},
+                {"name": "nvidia.com/gpu", "replicas": 3},
             ],
             mig_strategy="mixed",
             mig_label="split",
@@ -129,7 +129,9 @@ def test_every_problem_of_every_entry_is_listed_in_order() -> None:
         "device_plugin_time_slicing[2] (nvidia.com/gpu): the resource is named more than once; give it one entry",
         'device_plugin_time_slicing[2] (nvidia.com/gpu): replicas is "two"; time-slicing needs replicas >= 2 (one '
         "replica is the whole GPU: remove the entry instead)",
-        'device_plugin_time_slicing[2] (nvidia.com/gpu): rename "shared" must be a full resource name such as nvidia.com/gpu.shared',
+        'device_plugin_time_slicing[2] (nvidia.com/gpu): rename "shared" would be ignored: the device plugin drops a custom '
+        "rename (it logs 'Setting the rename field ... is not yet supported'); remove it, and set "
+        "device_plugin_rename_by_default: true to advertise nvidia.com/gpu.shared",
         'device_plugin_time_slicing[2] (nvidia.com/gpu): devices must be "all", a count >= 1 or a list of GPU indexes or UUIDs, got "some"',
         'device_plugin_time_slicing[3] (nvidia.com/gpu): devices must be "all", a count >= 1 or a list of GPU indexes or UUIDs, got 0',
         "device_plugin_time_slicing[4] (nvidia.com/" + "a" * 60 + "): the name is not a resource of the device "
@@ -141,6 +143,21 @@ def test_every_problem_of_every_entry_is_listed_in_order() -> None:
         'device_plugin_time_slicing[5] (nvidia.com/gpu.x): devices must be "all", a count >= 1 or a list of GPU indexes or UUIDs, got {"a": 1}',
         'device_plugin_time_slicing[6] (nvidia.com/gpu.y): devices must be "all", a count >= 1 or a list of GPU indexes or UUIDs, got true',
     ]
+
+
+@pytest.mark.parametrize(
+    "entry,message",
+    [
+        # The device plugin's DisableResourceNamingInConfig (api/config/v1) rewrites these at start-up.
+        ({"name": "nvidia.com/gpu", "replicas": 2, "rename": "nvidia.com/gpu.dev"}, 'rename "nvidia.com/gpu.dev" would be ignored'),
+        ({"name": "nvidia.com/gpu", "replicas": 2, "rename": "nvidia.com/gpu.shared"}, 'rename "nvidia.com/gpu.shared" would be ignored'),
+        ({"name": "nvidia.com/gpu", "replicas": 2, "devices": [0, 1]}, "devices [0, 1] would be ignored: the device plugin shares every GPU"),
+        ({"name": "nvidia.com/gpu", "replicas": 2, "devices": 2}, "devices 2 would be ignored"),
+    ],
+)
+def test_what_the_plugin_would_rewrite_is_refused_with_the_fix(entry: dict, message: str) -> None:
+    found = problems([entry])
+    assert len(found) == 1 and message in found[0], found
 
 
 def test_not_a_list_is_refused_naming_the_variable() -> None:
