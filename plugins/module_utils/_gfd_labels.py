@@ -391,6 +391,30 @@ def vgpu_labels(nvidia_pci: t.Mapping[str, t.Any] | None) -> dict[str, str]:
     return result
 
 
+_NO_CLUSTER = "00000000-0000-0000-0000-000000000000"
+
+
+def clique_labels(gpus: list[t.Mapping[str, t.Any]]) -> dict[str, str]:
+    """GFD's IMEX labeller: nvidia.com/gpu.clique = <cluster UUID>.<clique id> of the fabric-attached GPUs.
+
+    A GPU is attached when its fabric probe completed with success and a cluster UUID (go-nvlib's
+    IsFabricAttached); GPUs that disagree on either id give no label, as in GFD. nvml_info's health
+    read carries the fabric facts (a read without health has none: no label).
+    """
+    clusters, cliques = set(), set()
+    for gpu in gpus:
+        fabric = (gpu.get("health") or {}).get("fabric") or {}
+        if fabric.get("state") != "completed" or fabric.get("status") != "NVML_SUCCESS":
+            continue
+        if fabric.get("cluster_uuid") in (None, "", _NO_CLUSTER):
+            continue
+        clusters.add(str(fabric["cluster_uuid"]))
+        cliques.add(str(fabric.get("clique_id")))
+    if len(clusters) != 1 or len(cliques) != 1:
+        return {}
+    return {"nvidia.com/gpu.clique": "{0}.{1}".format(clusters.pop(), cliques.pop())}
+
+
 def labels(nvml: t.Mapping[str, t.Any], settings: t.Mapping[str, t.Any], reads: t.Mapping[str, t.Any]) -> dict[str, str]:
     """GFD's label set for the node (NewDeviceLabeler's labellers, merged in GFD's order)."""
     strategy = settings.get("mig_strategy", "none")
@@ -413,6 +437,7 @@ def labels(nvml: t.Mapping[str, t.Any], settings: t.Mapping[str, t.Any], reads: 
         result["nvidia.com/mig.strategy"] = strategy
         result.update(_single_labels(gpus, sharing) if strategy == "single" else _mixed_labels(gpus, sharing))
     result["nvidia.com/gpu.mode"] = _mode(gpus, reads.get("pci_classes") or {})
+    result.update(clique_labels(gpus))
     result.update(vgpu)
     return dict(sorted(result.items()))
 

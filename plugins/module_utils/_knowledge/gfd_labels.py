@@ -21,6 +21,7 @@ _NFD_LOCAL = "kubernetes-sigs/node-feature-discovery@v0.19.0:source/local/local.
 _CHECKED = "2026-11-26"
 _VGPU = "NVIDIA/k8s-device-plugin@v0.19.0:internal/vgpu/"
 _LM_V019 = "NVIDIA/k8s-device-plugin@v0.19.0:internal/lm/"
+_RESOURCE_V019 = "NVIDIA/k8s-device-plugin@v0.19.0:internal/resource/"
 _CHECKED_VGPU = "2026-11-29"
 
 # Every label the role writes, and the rule GFD derives it by (when it is
@@ -117,6 +118,15 @@ LABEL_RULES = (
         "rule": "drop every character outside [A-Za-z0-9-_. ], then join the whitespace-separated fields with '-'",
         "source": _LM + "resource.go (sanitise)",
         "checked": _CHECKED,
+    },
+    {
+        "label": "nvidia.com/gpu.clique",
+        "rule": "<cluster UUID>.<clique id> (the UUID in 8-4-4-4-12 form, the clique id in decimal) of the GPUs whose "
+        "fabric probe (nvmlDeviceGetGpuFabricInfo) completed with status success and a non-zero cluster UUID; no "
+        "label when none is attached or they disagree on either id",
+        "source": _LM_V019 + "imex.go (newImexLabeler, getFabricIDs); " + _RESOURCE_V019 + "nvml-device.go (GetFabricIDs); "
+        "NVIDIA/k8s-device-plugin@v0.19.0:vendor/github.com/NVIDIA/go-nvlib/pkg/nvlib/device/device.go (IsFabricAttached)",
+        "checked": _CHECKED_VGPU,
     },
     {
         "label": "nvidia.com/vgpu.present",

@@ -116,3 +116,34 @@ def test_a_function_that_cannot_be_read_ends_the_read(tmp_path: Path):
     read = _pci.read_nvidia_functions(str(tmp_path))
     assert read["devices"] == [] and read["error"].startswith("unable to read PCI device 0000:07:00.0")
     assert _pci.read_nvidia_functions(str(tmp_path / "absent"))["error"].startswith("unable to read PCI bus devices")
+
+
+# -- nvidia.com/gpu.clique (GFD's IMEX labeller, go-nvlib's IsFabricAttached) ------------------------------------
+
+UUID = "8f4a2c1e-5b7d-4e3a-9c6f-0d1e2f3a4b5c"
+
+
+def fabric(state: str = "completed", status: str = "NVML_SUCCESS", clique: int = 32766, cluster: str = UUID) -> dict:
+    return {"health": {"fabric": {"state": state, "status": status, "clique_id": clique, "cluster_uuid": cluster}}}
+
+
+def test_fabric_attached_gpus_that_agree_name_their_clique():
+    assert _gfd_labels.clique_labels([fabric(), fabric()]) == {"nvidia.com/gpu.clique": UUID + ".32766"}
+    # A GPU whose probe is not done, or that has no fabric, does not count.
+    assert _gfd_labels.clique_labels([fabric(), fabric(state="in_progress"), {"health": {"fabric": None}}]) == {"nvidia.com/gpu.clique": UUID + ".32766"}
+
+
+@pytest.mark.parametrize(
+    "gpus",
+    [
+        [fabric(state="in_progress")],
+        [fabric(status="NVML_ERROR_NOT_READY")],
+        [fabric(cluster="00000000-0000-0000-0000-000000000000")],
+        [fabric(), fabric(clique=7)],
+        [fabric(), fabric(cluster="11111111-2222-3333-4444-555555555555")],
+        [{"health": {"fabric": None}}],
+        [{}],
+    ],
+)
+def test_no_clique_label_without_one_agreed_clique(gpus: list):
+    assert _gfd_labels.clique_labels(gpus) == {}
