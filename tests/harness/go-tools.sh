@@ -22,7 +22,9 @@ export GPUFLEET_MIRROR_SET
 # node runs Debian 13's own containerd, which site.yml installs
 # (container_runtime_install), so the demo builds no containerd.
 names=(nvidia-container-toolkit cri-tools)
-[ "$GPUFLEET_MIRROR_SET" = all ] && names+=(containerd)
+# k8s-device-plugin: GFD, the unit tests' judge of node_labels and of the
+# device plugin's config (tests/unit/plugins/filter/test_node_labels_gfd.py).
+[ "$GPUFLEET_MIRROR_SET" = all ] && names+=(containerd k8s-device-plugin)
 for name in "${names[@]}"; do
   while read -r version; do
     "$here/go-build.sh" "$name" "$version" >/dev/null
