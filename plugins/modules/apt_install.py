@@ -436,7 +436,7 @@ class AptInstall:
                 name for name, package in after.items() if name not in holding and not package["held"] and _upstream(package["version"]) == release
             )
         if holding and not self.module.check_mode:
-            set_selections(self.module, holding, "hold", self._selections)
+            set_selections(self.module, holding, "hold", self._selections, self.module.params["lock_timeout"])
         for name in holding:
             after[name] = dict(after[name], held=True)
         return holding

@@ -30,6 +30,13 @@ options:
     type: str
     choices: [hold, install]
     required: true
+  lock_timeout:
+    description:
+      - Seconds to wait while another package manager holds one of dpkg's locks (a run killed in the middle of an
+        install leaves its dpkg running; unattended-upgrades), asking again each second; then the task fails naming
+        the holder.
+    type: int
+    default: 120
 notes:
   - A package dpkg does not know fails the task before any selection is set, so a list is set whole or not at all.
 requirements:
@@ -114,7 +121,7 @@ class PackageSelections:
                 "after": "".join("{0} {1}\n".format(name, self.selection) for name in changing),
             }
         if changing and not self.module.check_mode:
-            set_selections(self.module, changing, self.selection, self.current)
+            set_selections(self.module, changing, self.selection, self.current, self.module.params["lock_timeout"])
         return result
 
 
@@ -123,6 +130,7 @@ def main() -> None:
         argument_spec={
             "name": {"type": "list", "elements": "str", "required": True},
             "selection": {"type": "str", "choices": ["hold", "install"], "required": True},
+            "lock_timeout": {"type": "int", "default": 120},
         },
         supports_check_mode=True,
     )

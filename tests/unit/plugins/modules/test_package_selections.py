@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
+import time
 import typing as t
 from pathlib import Path
 
@@ -79,3 +82,50 @@ def test_empty_list_and_bad_names(admindir: Path) -> None:
     assert run(name=[], selection="hold") == {"failed": False, "changed": False, "changed_packages": []}
     bad = run(name=["nvidia driver"], selection="hold")
     assert bad["failed"] and "name[0]" in bad["msg"]
+
+
+def hold_lock(admindir: Path, seconds: float, lock: str = "lock-frontend") -> subprocess.Popen:
+    """Another process holding one of dpkg's locks (fcntl, as dpkg and apt take them) for `seconds`, once it says so."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o640)\n"
+            "fcntl.lockf(fd, fcntl.LOCK_EX)\n"
+            "print('locked', flush=True)\n"
+            "time.sleep(float(sys.argv[2]))\n",
+            str(admindir / lock),
+            str(seconds),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    return holder
+
+
+@pytest.mark.parametrize("lock", ["lock-frontend", "lock"])
+def test_waits_while_a_killed_runs_dpkg_holds_its_lock_then_sets(admindir: Path, lock: str) -> None:
+    # A run killed in the middle of an install leaves its dpkg working on the node: the next run waits for it.
+    holder = hold_lock(admindir, 3, lock)
+    start = time.monotonic()
+    held = run(name=["nvidia-driver"], selection="hold")
+    waited = time.monotonic() - start
+    holder.wait()
+    assert not held.get("failed"), held
+    assert waited >= 2, waited
+    assert selections(admindir)["nvidia-driver"] == "hold"
+
+
+def test_gives_up_after_lock_timeout_naming_the_holder(admindir: Path) -> None:
+    holder = hold_lock(admindir, 8)
+    try:
+        failed = run(name=["nvidia-driver"], selection="hold", lock_timeout=2)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert failed["failed"], failed
+    assert failed["msg"].startswith("dpkg is busy: its lock is held by ") and "process with pid {0}".format(holder.pid) in failed["msg"], failed["msg"]
+    assert "lock_timeout=2 s" in failed["msg"]
+    assert selections(admindir) == PACKAGES
