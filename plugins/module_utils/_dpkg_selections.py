@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import typing as t
@@ -21,17 +22,58 @@ _BUSY = re.compile(r"dpkg (?:frontend|database) lock (?:was|is) locked by (?P<ho
 _POLL_SECONDS = 1.0
 
 
+def _lock_holder(admindir: str) -> str | None:
+    """Who holds one of dpkg's locks in `admindir` ("pid 1674 (dpkg)"), read from /proc/locks, not by taking it:
+    None when neither is held (or the kernel does not say)."""
+    wanted = set()
+    for name in ("lock-frontend", "lock"):
+        try:
+            stat = os.stat(os.path.join(admindir, name))
+        except OSError:
+            continue
+        wanted.add("{0:02x}:{1:02x}:{2}".format(os.major(stat.st_dev), os.minor(stat.st_dev), stat.st_ino))
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as handle:
+            rows = handle.read().splitlines()
+    except OSError:
+        return None
+    for row in rows:
+        fields = row.split()
+        # "1: POSIX  ADVISORY  WRITE 1674 00:2f:1234567 0 EOF" (a "->" marks a waiter)
+        if len(fields) >= 6 and "->" not in fields and fields[5] in wanted:
+            pid = fields[4]
+            try:
+                with open("/proc/{0}/comm".format(pid), encoding="utf-8", errors="replace") as handle:
+                    return "pid {0} ({1})".format(pid, handle.read().strip())
+            except OSError:
+                return "pid {0}".format(pid)
+    return None
+
+
 def set_selections(module: t.Any, names: list[str], selection: str, current: t.Callable[[], dict[str, str]], lock_timeout: int = 120) -> None:
     """Set `names` to `selection` with one `dpkg --set-selections`, then check with `current()` (name -> selection,
     read afresh) that dpkg set every one; fails the module otherwise. While another package manager holds one of
-    dpkg's locks, dpkg is asked again until `lock_timeout` seconds have passed; then the task fails naming it."""
+    dpkg's locks, this waits (asking again each second) until `lock_timeout` seconds have passed; then the task
+    fails naming the holder."""
     dpkg = module.get_bin_path("dpkg", required=True)
+    admindir = os.environ.get("DPKG_ADMINDIR") or "/var/lib/dpkg"
+    data = "".join("{0} {1}\n".format(name, selection) for name in names)
     deadline = time.monotonic() + lock_timeout
     while True:
-        rc, out, err = module.run_command(
-            [dpkg, "--set-selections"], data="".join("{0} {1}\n".format(name, selection) for name in names), binary_data=True, environ_update={"LC_ALL": "C"}
-        )
-        busy = _BUSY.search(err) if rc != 0 else None
+        holder = _lock_holder(admindir)
+        busy = holder
+        if holder is None:
+            try:
+                rc, out, err = module.run_command(
+                    [dpkg, "--set-selections"], data=data, binary_data=True, environ_update={"LC_ALL": "C"}, handle_exceptions=False
+                )
+            except BrokenPipeError:
+                # dpkg found a lock taken since we looked, and quit before reading its input.
+                rc, out, err = 2, "", ""
+                busy = _lock_holder(admindir) or "another process"
+            else:
+                found = _BUSY.search(err) if rc != 0 else None
+                busy = (found.group("holder") or found.group("other")).strip() if found else None
         if busy is None or time.monotonic() >= deadline:
             break
         time.sleep(_POLL_SECONDS)
@@ -39,9 +81,7 @@ def set_selections(module: t.Any, names: list[str], selection: str, current: t.C
         module.fail_json(
             msg="dpkg is busy: its lock is held by {0} and was not released within lock_timeout={1} s. Another package "
             "manager is still working (a killed run's dpkg, unattended-upgrades): let it finish, or raise "
-            "lock_timeout".format((busy.group("holder") or busy.group("other")).strip(), lock_timeout),
-            rc=rc,
-            stderr=err,
+            "lock_timeout".format(busy, lock_timeout)
         )
     if rc != 0 or err.strip():
         module.fail_json(msg="dpkg --set-selections failed: {0}".format(err.strip() or out.strip()), rc=rc, stderr=err)
