@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""dpkg's selections (hold, install) of a list of packages, set in one dpkg call: package_selections and apt_install."""
+"""dpkg run while another package manager may hold its locks, and dpkg's selections (hold, install) of a list of
+packages set in one dpkg call: package_selections and apt_install."""
 
 from __future__ import annotations
 
@@ -50,39 +51,50 @@ def _lock_holder(admindir: str) -> str | None:
     return None
 
 
-def set_selections(module: t.Any, names: list[str], selection: str, current: t.Callable[[], dict[str, str]], lock_timeout: int = 120) -> None:
-    """Set `names` to `selection` with one `dpkg --set-selections`, then check with `current()` (name -> selection,
-    read afresh) that dpkg set every one; fails the module otherwise. While another package manager holds one of
-    dpkg's locks, this waits (asking again each second) until `lock_timeout` seconds have passed; then the task
-    fails naming the holder."""
+def run_dpkg(
+    module: t.Any, argv: list[str], deadline: float, data: str | None = None, environ: dict[str, str] | None = None
+) -> tuple[int, str, str, str | None]:
+    """dpkg with `argv` (after the program), asked again each second while another package manager holds one of its
+    locks, until `deadline` (time.monotonic()). Returns (rc, stdout, stderr, busy): busy names the holder when a lock
+    was still held at the deadline, else None."""
     dpkg = module.get_bin_path("dpkg", required=True)
     admindir = os.environ.get("DPKG_ADMINDIR") or "/var/lib/dpkg"
-    data = "".join("{0} {1}\n".format(name, selection) for name in names)
-    deadline = time.monotonic() + lock_timeout
     while True:
-        holder = _lock_holder(admindir)
-        busy = holder
-        if holder is None:
+        rc, out, err = 2, "", ""
+        busy = _lock_holder(admindir)
+        if busy is None:
             try:
                 rc, out, err = module.run_command(
-                    [dpkg, "--set-selections"], data=data, binary_data=True, environ_update={"LC_ALL": "C"}, handle_exceptions=False
+                    [dpkg] + argv, data=data, binary_data=data is not None, environ_update=dict(environ or {}, LC_ALL="C"), handle_exceptions=False
                 )
             except BrokenPipeError:
                 # dpkg found a lock taken since we looked, and quit before reading its input.
-                rc, out, err = 2, "", ""
                 busy = _lock_holder(admindir) or "another process"
             else:
                 found = _BUSY.search(err) if rc != 0 else None
                 busy = (found.group("holder") or found.group("other")).strip() if found else None
         if busy is None or time.monotonic() >= deadline:
-            break
+            return rc, out, err, busy
         time.sleep(_POLL_SECONDS)
+
+
+def busy_message(busy: str, lock_timeout: int) -> str:
+    return (
+        "dpkg is busy: its lock is held by {0} and was not released within lock_timeout={1} s. Another package "
+        "manager is still working (a killed run's dpkg, unattended-upgrades): let it finish, or raise "
+        "lock_timeout".format(busy, lock_timeout)
+    )
+
+
+def set_selections(module: t.Any, names: list[str], selection: str, current: t.Callable[[], dict[str, str]], lock_timeout: int = 120) -> None:
+    """Set `names` to `selection` with one `dpkg --set-selections`, then check with `current()` (name -> selection,
+    read afresh) that dpkg set every one; fails the module otherwise. While another package manager holds one of
+    dpkg's locks, this waits (run_dpkg) until `lock_timeout` seconds have passed; then the task fails naming the
+    holder."""
+    data = "".join("{0} {1}\n".format(name, selection) for name in names)
+    rc, out, err, busy = run_dpkg(module, ["--set-selections"], time.monotonic() + lock_timeout, data=data)
     if busy is not None:
-        module.fail_json(
-            msg="dpkg is busy: its lock is held by {0} and was not released within lock_timeout={1} s. Another package "
-            "manager is still working (a killed run's dpkg, unattended-upgrades): let it finish, or raise "
-            "lock_timeout".format(busy, lock_timeout)
-        )
+        module.fail_json(msg=busy_message(busy, lock_timeout))
     if rc != 0 or err.strip():
         module.fail_json(msg="dpkg --set-selections failed: {0}".format(err.strip() or out.strip()), rc=rc, stderr=err)
     after = current()

@@ -198,7 +198,7 @@ import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._dpkg_selections import set_selections
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._dpkg_selections import busy_message, run_dpkg, set_selections
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._driver_state import DPKG_QUERY_FORMAT, parse_dpkg_query
 
 _STAMP_TEXT = "The last full apt-get update by gpufleet.nvidia.apt_install; its modification time is what counts.\n"
@@ -288,16 +288,12 @@ class AptInstall:
             time.sleep(min(_LOCK_POLL, left))
 
     def _configure_pending(self, deadline: float) -> None:
-        """`dpkg --configure -a`, as apt asks, waiting for dpkg's lock like apt-get: what the killed run unpacked is
-        configured (its maintainer scripts run) before this run installs."""
-        dpkg = self.module.get_bin_path("dpkg", required=True)
-        while True:
-            rc, out, err = self._run([dpkg, "--configure", "-a"])
-            if rc == 0:
-                break
-            if "lock" in err and time.monotonic() < deadline:
-                time.sleep(_LOCK_POLL)
-                continue
+        """`dpkg --configure -a`, as apt asks, waiting for dpkg's lock like apt-get (run_dpkg): what the killed run
+        unpacked is configured (its maintainer scripts run) before this run installs."""
+        rc, out, err, busy = run_dpkg(self.module, ["--configure", "-a"], deadline, environ={"DEBIAN_FRONTEND": "noninteractive"})
+        if busy is not None:
+            self.module.fail_json(msg=busy_message(busy, self.module.params["lock_timeout"]), rc=rc, stdout=out, stderr=err, changed_packages=[])
+        if rc != 0:
             self.module.fail_json(
                 msg="an earlier dpkg run was interrupted, and `dpkg --configure -a` failed to finish it: {0}".format(err.strip() or out.strip()),
                 rc=rc,
