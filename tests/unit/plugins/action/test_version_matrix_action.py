@@ -14,6 +14,7 @@ import typing as t
 from pathlib import Path
 
 import pytest
+import yaml
 from ansible.errors import AnsibleActionFail
 from ansible.parsing.dataloader import DataLoader
 from ansible.playbook.play_context import PlayContext
@@ -131,6 +132,30 @@ def test_bad_options_fail_before_judging_and_name_the_field(args: dict[str, t.An
     with pytest.raises(AnsibleActionFail) as failure:
         action(args)
     assert named in str(failure.value.message), failure.value.message
+
+
+PREFLIGHT_DECLARED = yaml.safe_load((Path(__file__).resolve().parents[4] / "roles" / "preflight" / "vars" / "main.yml").read_text())["__preflight_matrix_keys"]
+
+
+def test_every_variable_the_preflight_gate_declares_is_an_option_the_action_takes() -> None:
+    # The gate hands the managed layers' values of these variables to the action as `desired`: one the
+    # argument spec lacks fails every run whose inventory manages that layer ("Unsupported parameters").
+    assert sorted(set(PREFLIGHT_DECLARED) - set(matrix_judge.DESIRED_OPTIONS)) == []
+
+
+def test_the_security_floors_of_dcgm_and_the_device_plugin_are_judged_through_the_action() -> None:
+    desired = {
+        "driver_branch": "580",
+        "dcgm_version": "4.2.0",
+        "dcgm_exporter": True,
+        "dcgm_exporter_version": "4.2.0-4.1.0",
+        "device_plugin_version": "v0.17.0",
+        "device_plugin_device_list_strategy": "cdi-cri",
+    }
+    result = action({"desired": desired, "fail_on": "never", "today": TODAY})
+    rules = {finding["rule"] for finding in result["findings"]}
+    assert any(rule.startswith("dcgm_cve_") for rule in rules), rules
+    assert any(rule.startswith("device_plugin_cve_") for rule in rules), rules
 
 
 @pytest.mark.parametrize(
