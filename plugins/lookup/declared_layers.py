@@ -11,12 +11,14 @@ short_description: What a host declares for each layer of a GPU node
 version_added: 0.1.0
 author: gpufleet maintainers (@gpufleet)
 description:
-  - For each layer (V(driver), V(container_toolkit), V(container_runtime), V(cdi), V(crictl), V(mig)), returns the
+  - For each layer (V(driver), V(container_toolkit), V(container_runtime), V(cdi), V(crictl), V(mig),
+    V(device_plugin), V(dcgm)), returns the
     layer's agreed variables as the layer's role will see them - the host's value where the host defines one, else
     the default of the layer's role in this collection - and whether the layer is managed on the host.
   - A layer is managed when the host defines any of its variables, or when its role is part of this collection
     (C(playbooks/site.yml) runs it with its defaults). MIG is managed only when C(mig_label) is not empty and
-    C(mig_owner) is not V(dra_driver).
+    C(mig_owner) is not V(dra_driver). The device plugin and DCGM layers are managed only where the host turns them
+    on (C(device_plugin_config), C(dcgm_enabled)), as their roles read them.
   - The preflight and verify roles use it to judge exactly what the other roles will apply, without depending on
     those roles at run time.
 options:
@@ -70,10 +72,11 @@ from pathlib import Path
 
 import yaml
 from ansible.errors import AnsibleError, AnsibleLookupError
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.lookup import LookupBase
 from ansible.utils.display import Display
 
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._layers import LAYER_VARIABLES, LAYERS
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._layers import LAYER_SWITCHES, LAYER_VARIABLES, LAYERS
 
 display = Display()
 
@@ -122,6 +125,11 @@ def declare(layer: str, host: dict[str, t.Any], defaults: dict[str, t.Any] | Non
         if values.get("mig_owner") == "dra_driver":
             # NVIDIA's DRA driver creates and destroys MIG devices (DynamicMIG): nothing of ours to apply or assert.
             managed, reason = False, "mig_owner is dra_driver: NVIDIA's DRA driver owns MIG"
+    elif layer in LAYER_SWITCHES:
+        switch = LAYER_SWITCHES[layer]
+        # As the role's `when: not <switch> | bool` reads it.
+        managed = boolean(values.get(switch), strict=False)
+        reason = "{0} is {1}".format(switch, "on" if managed else "off")
     elif declared_by_host:
         managed, reason = True, "declared by host variables ({0})".format(", ".join(declared_by_host))
     elif defaults is not None:

@@ -25,6 +25,16 @@ LAYER_VARIABLES: dict[str, tuple[str, ...]] = {
     "cdi": ("cdi_spec_dir", "cdi_format", "cdi_device_name_strategy", "cdi_bake"),
     "crictl": ("crictl_version", "crictl_kubernetes_version"),
     "mig": ("mig_config", "mig_config_src", "mig_label", "mig_bake", "mig_owner"),
+    "device_plugin": ("device_plugin_config", "device_plugin_device_list_strategy", "device_plugin_version"),
+    "dcgm": ("dcgm_enabled", "dcgm_version", "dcgm_exporter", "dcgm_exporter_version"),
+}
+
+# Layers that site.yml runs only when a host turns them on: the variable that
+# does, as their roles' first task reads it. Their defaults alone (off) manage
+# nothing, so preflight judges their versions only where they are turned on.
+LAYER_SWITCHES: dict[str, str] = {
+    "device_plugin": "device_plugin_config",
+    "dcgm": "dcgm_enabled",
 }
 
 LAYERS = tuple(LAYER_VARIABLES)

@@ -101,6 +101,9 @@ def bad_fleet(tmp_path_factory) -> Path:
     (host_vars / "gpu-inf-02.yml").write_text(yaml.safe_dump({"mig_label": injected, "mig_config_src": "", "mig_config": config}))
     # A node held back on a toolkit with a container escape (CVE-2024-0132, fixed in 1.16.2).
     (host_vars / "gpu-trn-03.yml").write_text('---\ncontainer_toolkit_version: "1.16.1"\n')
+    # DCGM turned on at a release below its security floor, and a device plugin below the fix of its CDI
+    # strategies (the fleet declares cdi-cri): both judged only because the host turns those layers on.
+    (host_vars / "gpu-trn-04.yml").write_text('---\ndcgm_enabled: true\ndcgm_version: "4.2.0"\ndevice_plugin_version: "v0.17.0"\n')
     return root
 
 
@@ -149,7 +152,7 @@ def test_bad_declarations_fail_their_hosts_naming_host_variables_and_fix(runs):
     assert run.returncode == 2, run.stdout
     result = recap(run.stdout)
     failed = sorted(host for host, counts in result.items() if counts["failed"])
-    assert failed == ["gpu-dev-01", "gpu-dev-02", "gpu-inf-02", "gpu-inf-03", "gpu-trn-02", "gpu-trn-03"], run.stdout
+    assert failed == ["gpu-dev-01", "gpu-dev-02", "gpu-inf-02", "gpu-inf-03", "gpu-trn-02", "gpu-trn-03", "gpu-trn-04"], run.stdout
     assert all(counts["unreachable"] == 0 for counts in result.values())
 
     volta = fatal(run.stdout, "gpu-dev-01")
@@ -170,8 +173,18 @@ def test_bad_declarations_fail_their_hosts_naming_host_variables_and_fix(runs):
     assert "CVE-2024-0132" in escape and "1.16.2" in escape, escape
     assert 'container_toolkit_version="1.16.1"' in escape, escape
 
+    services = fatal(run.stdout, "gpu-trn-04")
+    assert "CVE-2026-47483" in services and 'dcgm_version="4.2.0"' in services, services
+    assert "CVE-2025-23266" in services and 'device_plugin_version="v0.17.0"' in services, services
+    assert 'device_plugin_device_list_strategy="cdi-cri"' in services, services
+
     stats = custom_stats(run.stdout)["gpufleet_preflight"]
     assert {f["rule"] for f in stats["gpu-trn-03"]["findings"] if f["severity"] == "error"} >= {"ctk_cve_2024_0132"}
+    assert {f["rule"] for f in stats["gpu-trn-04"]["findings"] if f["severity"] == "error"} == {
+        "dcgm_cve_2026_47483",
+        "device_plugin_cve_2025_23266",
+        "device_plugin_cve_2025_23267",
+    }
     assert stats["gpu-dev-01"]["status"] == "fail" and stats["gpu-dev-01"]["summary"]["failed"] is True
     assert [f["rule"] for f in stats["gpu-trn-02"]["findings"] if f["severity"] == "error"] == ["cuda_driver"]
     assert stats["gpu-trn-01"]["status"] == "pass"

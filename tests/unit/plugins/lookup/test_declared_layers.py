@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import typing as t
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,24 @@ def test_mig_owned_by_the_dra_driver_is_not_managed():
     assert declare("mig", {"mig_label": "all-1g.5gb"}, {"mig_label": "", "mig_owner": "gpufleet"})["managed"]
 
 
+@pytest.mark.parametrize(
+    "layer,switch,off",
+    [("device_plugin", "device_plugin_config", False), ("dcgm", "dcgm_enabled", False)],
+)
+def test_a_layer_with_a_switch_is_managed_only_where_the_host_turns_it_on(layer: str, switch: str, off: t.Any) -> None:
+    """The device plugin and DCGM roles end at once unless their switch is on: a version declared without it
+    (or the role's defaults alone) manages nothing, so preflight judges nothing of it."""
+    versions = {"device_plugin": {"device_plugin_version": "v0.17.0"}, "dcgm": {"dcgm_version": "4.2.0"}}[layer]
+    defaults = dict(role_defaults(layer) or {})
+    assert defaults[switch] is off
+    assert declare(layer, {}, defaults)["managed"] is False
+    stays_off = declare(layer, dict(versions), defaults)
+    assert stays_off["managed"] is False and stays_off["reason"] == "{0} is off".format(switch)
+    on = declare(layer, dict(versions, **{switch: "yes"}), defaults)
+    assert on["managed"] is True and on["reason"] == "{0} is on".format(switch)
+    assert on["vars"].items() >= versions.items()
+
+
 def test_role_defaults_are_read_from_the_collection(tmp_path: Path):
     defaults = tmp_path / "crictl" / "defaults"
     defaults.mkdir(parents=True)
@@ -86,7 +105,7 @@ def test_role_defaults_are_parsed_once_per_file_version(tmp_path: Path, monkeypa
 
 
 def test_layers_are_in_site_order():
-    assert LAYERS == ("driver", "container_toolkit", "container_runtime", "cdi", "crictl", "mig")
+    assert LAYERS == ("driver", "container_toolkit", "container_runtime", "cdi", "crictl", "mig", "device_plugin", "dcgm")
     assert all(name.startswith(layer + "_") for layer, names in LAYER_VARIABLES.items() for name in names)
 
 
