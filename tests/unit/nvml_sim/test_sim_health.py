@@ -130,8 +130,10 @@ def test_healthy_hgx_h100(sim: Any, nvml: ctypes.CDLL) -> None:
     assert nvlink(nvml, dev, 18)[0] == INVALID_ARGUMENT
     info = FabricInfoV3(version=40 | (3 << 24))
     assert nvml.nvmlDeviceGetGpuFabricInfoV(P(dev), ctypes.byref(info)) == SUCCESS
-    assert (info.state, info.status, info.cliqueId) == (3, 0, 32766)
-    assert bytes(info.clusterUuid).hex() == "8f4a2c1e5b7d4e3a9c6f0d1e2f3a4b5c"
+    # A single-node HGX board: completed, with the all-zero cluster UUID of a system outside any
+    # multi-node NVLink domain (the fixture's source).
+    assert (info.state, info.status, info.cliqueId) == (3, 0, 0)
+    assert bytes(info.clusterUuid) == bytes(16)
     bad = FabricInfoV3(version=40 | (9 << 24))
     assert nvml.nvmlDeviceGetGpuFabricInfoV(P(dev), ctypes.byref(bad)) == ARGUMENT_VERSION_MISMATCH
     legacy = FabricInfo()
@@ -235,6 +237,20 @@ def test_remapped_rows_not_supported_with_mig_instances(sim: Any, nvml: ctypes.C
     for gpu in shown["gpus"]:
         rc = remapped(nvml, handle(nvml, gpu["index"])[1])[0]
         assert rc == (NOT_SUPPORTED if gpu["gis"] else SUCCESS), gpu["index"]
+    assert nvml.nvmlShutdown() == SUCCESS
+
+
+def test_a_rack_tray_reports_its_nvlink_domain(sim: Any, nvml: ctypes.CDLL) -> None:
+    """A GB300 NVL72 tray is in a multi-node NVLink domain: every GPU reports the rack's cluster UUID and clique."""
+    sim.render("gb300-nvl72-tray")
+    assert nvml.nvmlInit_v2() == SUCCESS
+    count = U(0)
+    assert nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) == SUCCESS and count.value == 4
+    for index in range(4):
+        info = FabricInfoV3(version=40 | (3 << 24))
+        assert nvml.nvmlDeviceGetGpuFabricInfoV(P(handle(nvml, index)[1]), ctypes.byref(info)) == SUCCESS
+        assert (info.state, info.status, info.cliqueId) == (3, 0, 1)
+        assert bytes(info.clusterUuid).hex() == "3c9e1f207a4b4d2e8f615b0a9c7d2e14"
     assert nvml.nvmlShutdown() == SUCCESS
 
 
