@@ -5,8 +5,9 @@
 
 """gpufleet-node-labels, the node_labels role's refresh command, installed as the role installs it, on the simulator.
 
-Its labels are held to the tables worked out by hand from GFD's rules (gfd_tables), and its file to the one the
-role's filter plans from nvml_info's facts of the same node: byte for byte, as the role and the unit must agree.
+Its labels are held to real GPU Feature Discovery's on the same node (GFD reads this machine's DMI and PCI entries as
+the command does), and its file to the one the role's filter plans from nvml_info's facts of the same node: byte for
+byte, as the role and the unit must agree.
 """
 
 from __future__ import annotations
@@ -22,8 +23,7 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.filter.node_labels import node_labels_plan
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._pci import read_nvidia_functions
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins import nvml_sim, runtime_install
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter import gfd_tables
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins import gfd_judge, nvml_sim, runtime_install
 
 ROOT = Path(__file__).resolve().parents[3]
 COMMAND = ROOT / "roles" / "node_labels" / "files" / "gpufleet-node-labels"
@@ -59,20 +59,6 @@ def labels_of(path: Path) -> dict[str, str]:
     return dict(line.split("=", 1) for line in path.read_text().splitlines() if not line.startswith("#"))
 
 
-def this_machine() -> dict[str, str]:
-    """gpu.machine and gpu.mode as GFD derives them on the machine that runs the tests, by hand: its DMI product name
-    sanitised, and 'unknown' for GPUs that have no sysfs PCI entry here (the simulated bus ids are not this machine's)."""
-    try:
-        product = Path("/sys/class/dmi/id/product_name").read_text().strip()
-    except OSError:
-        product = ""
-    machine = "-".join("".join(c for c in product if c.isalnum() or c in "-_. ").split()) if product else "unknown"
-    # vgpu.present: 'false' where no NVIDIA PCI function (vendor 0x10de) is a vGPU guest; here there is none at all.
-    vendors = [path.read_text().strip() for path in Path("/sys/bus/pci/devices").glob("*/vendor")]
-    assert "0x10de" not in vendors, "this machine has NVIDIA PCI functions: work out vgpu.present by hand for it"
-    return {"nvidia.com/gpu.machine": machine, "nvidia.com/gpu.mode": "unknown", "nvidia.com/vgpu.present": "false"}
-
-
 def entries(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir())
 
@@ -83,7 +69,10 @@ def test_it_writes_gfds_labels_and_the_same_file_as_the_roles_plan(installed: Pa
     done = run(installed, node, conf)
     assert done.returncode == 0, done.stdout
     written = tmp_path / "features.d" / "gpufleet-gpu"
-    assert labels_of(written) == dict(gfd_tables.MIXED, **this_machine())
+    # The device plugin's config with the same MIG strategy, as the cluster's GFD would load it.
+    gfd, log = gfd_judge.run(node, tmp_path / "gfd", "version: v1\nflags:\n  migStrategy: mixed\n")
+    assert gfd is not None, log
+    assert labels_of(written) == gfd
     assert written.read_text().splitlines()[:3] == ["# GPU labels", "# for this test", "# +expiry-time=2099-01-01T00:00:00Z"]
     assert (written.stat().st_mode & 0o777) == 0o644
     assert entries(written.parent) == ["gpufleet-gpu"]  # no dotfile left from the rename

@@ -1,5 +1,5 @@
-"""node_labels read back by the real nfd-worker, against GFD's labels worked
-out by hand (tests/unit/plugins/filter/gfd_tables.py), never by the
+"""node_labels read back by the real nfd-worker, against the labels of the
+real GPU Feature Discovery run one-shot on the same node, never against the
 collection's own code."""
 
 from __future__ import annotations
@@ -15,12 +15,9 @@ import pytest
 import yaml
 
 HERE = os.path.dirname(__file__)
-ROOT = os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.path.join(HERE, "..", "..", "..", ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "_shared"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "unit", "plugins", "filter"))
 
 # pylint: disable=wrong-import-position
-import gfd_tables
 from stack import host_vars, node, run_role, set_aside, sha256
 
 DIR = "/etc/kubernetes/node-feature-discovery/features.d"
@@ -39,27 +36,24 @@ def nfd_labels(host) -> dict[str, str]:
     return yaml.load(found.group(1).replace("\n\t", "\n").lstrip("\t"), Loader=yaml.BaseLoader) or {}
 
 
-def expected(host) -> dict[str, str]:
-    table = dict(gfd_tables.WHOLE)
-    name = host_vars(host)["node_labels_test_table"]
-    table.update(gfd_tables.MIXED if name == "MIXED" else getattr(gfd_tables, name))
-    n = node(host)
-    # gpu.machine: GFD's sanitise() of this container's DMI product name, by hand.
-    machine = n.file("/sys/class/dmi/id/product_name")
-    product = machine.content_string.strip() if machine.exists else None
-    table["nvidia.com/gpu.machine"] = "-".join(re.sub(r"[^A-Za-z0-9\-_. ]", "", product).split()) if product else "unknown"
-    # gpu.mode: the simulated GPUs have no sysfs PCI entries here, so GFD's nvpci lookup fails: "unknown".
-    assert not any(n.file("/sys/bus/pci/devices/" + bus[-12:].lower() + "/class").exists for bus in simulated_bus_ids(host))
-    table["nvidia.com/gpu.mode"] = "unknown"
-    return table
-
-
-def simulated_bus_ids(host) -> list[str]:
-    return [gpu["bus_id"] for gpu in json.loads(node(host).check_output("nvml-simctl show"))["gpus"]]
+def gfd_labels(host) -> dict[str, str]:
+    """GFD's labels for the node as it is now: one-shot, with the device plugin's config file the device_plugin
+    role wrote (the MIG strategy and sharing a cluster's GFD would load), this node's DMI and PCI entries."""
+    config = host_vars(host).get("device_plugin_config_path", "/etc/gpufleet/device-plugin/config.yaml")
+    out = node(host).run("gpu-feature-discovery --oneshot --no-timestamp --use-node-feature-api=false --output-file=/run/gfd-labels --config-file=" + config)
+    assert out.rc == 0, out.stdout + out.stderr
+    text = node(host).file("/run/gfd-labels").content_string
+    return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
 
 
 def test_nfd_worker_reports_gfds_labels(host):
-    assert nfd_labels(host) == expected(host)
+    labels = nfd_labels(host)
+    assert labels == gfd_labels(host)
+    # What each node is there to show, in case both were wrong alike.
+    if host_vars(host)["node_labels_test_case"] == "time_sliced":
+        assert (labels["nvidia.com/gpu.sharing-strategy"], labels["nvidia.com/gpu.replicas"]) == ("time-slicing", "4")
+    else:
+        assert labels["nvidia.com/mig.strategy"] == "mixed" and labels["nvidia.com/mig-1g.5gb.count"] == "9"
 
 
 def test_the_file_is_root_owned_world_readable_and_alone(host):
@@ -85,7 +79,7 @@ def run_with_diff(host, extra_vars: dict) -> subprocess.CompletedProcess:
 
 
 def test_check_diff_shows_the_label_changes_and_changes_nothing(host):
-    if host_vars(host)["node_labels_test_table"] != "WHOLE_TIME_SLICED":
+    if host_vars(host)["node_labels_test_case"] != "time_sliced":
         pytest.skip("run on the time-sliced node")
     before = sha256(host, FILE)
     # Sharing dropped: the product loses -SHARED, replicas go back to 1.
@@ -103,7 +97,7 @@ def test_check_diff_shows_the_label_changes_and_changes_nothing(host):
 
 
 def test_nfd_worker_drops_labels_past_their_expiry(host):
-    if host_vars(host)["node_labels_test_table"] != "MIXED":
+    if host_vars(host)["node_labels_test_case"] != "mig_mixed":
         pytest.skip("run on the node with an expiry")
     n = node(host)
     # A second file with our labels under an expiry in the past: nfd-worker reports only the live file's.
@@ -170,7 +164,7 @@ with NvmlSession() as nvml:
 
 
 def test_with_the_dra_driver_owning_mig_the_labels_follow_its_changes(host):
-    if host_vars(host)["node_labels_test_table"] != "MIXED":
+    if host_vars(host)["node_labels_test_case"] != "mig_mixed":
         pytest.skip("run on the MIG node")
     n = node(host)
     with set_aside(host, "/var/lib/nvml-sim/state"):
@@ -188,18 +182,18 @@ def test_with_the_dra_driver_owning_mig_the_labels_follow_its_changes(host):
         n.run_expect([0], "python3 - <<'EOF'\n{0}EOF".format(OTHER_OWNER))
         journal = refresh_through_systemd(host)
         assert "rewrote " + FILE in journal, journal
-        # By hand from the fixture: GPU 0's 3g.20gb resource gone, one more 1g.5gb device (2 + 7 + 1).
-        table = {key: value for key, value in expected(host).items() if not key.startswith("nvidia.com/mig-3g.20gb.")}
-        table["nvidia.com/mig-1g.5gb.count"] = "10"
-        assert nfd_labels(host) == table
+        labels = nfd_labels(host)
+        assert labels == gfd_labels(host)
+        # The change itself: GPU 0's 3g.20gb resource gone, one more 1g.5gb device (2 + 7 + 1).
+        assert "nvidia.com/mig-3g.20gb.count" not in labels and labels["nvidia.com/mig-1g.5gb.count"] == "10", labels
         assert n.file(DIR).listdir() == ["gpufleet-gpu"]
     # The fixture's layout back, and the labels with it.
     assert "rewrote " + FILE in refresh_through_systemd(host)
-    assert nfd_labels(host) == expected(host)
+    assert nfd_labels(host) == gfd_labels(host)
 
 
 def test_switched_off_the_refresh_goes_and_the_file_stays(host):
-    if host_vars(host)["node_labels_test_table"] != "WHOLE_TIME_SLICED":
+    if host_vars(host)["node_labels_test_case"] != "time_sliced":
         pytest.skip("run on the whole-GPU node")
     n = node(host)
     before = sha256(host, FILE)

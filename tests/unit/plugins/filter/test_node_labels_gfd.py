@@ -23,8 +23,6 @@ rewrites (DisableResourceNamingInConfig); such a line fails the test.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import typing as t
 from pathlib import Path
 
@@ -34,7 +32,7 @@ import yaml
 from ansible_collections.gpufleet.nvidia.plugins.filter.device_plugin import device_plugin_problems
 from ansible_collections.gpufleet.nvidia.plugins.filter.node_labels import node_labels_plan
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._pci import read_nvidia_functions
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins import nvml_sim
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins import gfd_judge, nvml_sim
 
 ROOT = Path(__file__).resolve().parents[4]
 FIXTURES = sorted(path.stem for path in nvml_sim.NODES_DIR.glob("*.yml"))
@@ -55,12 +53,7 @@ IGNORED = ("is not yet supported in the config",)
 @pytest.fixture(scope="module")
 def gfd() -> Path:
     """The gpu-feature-discovery binary, built once and cached by tests/harness/go-build.sh."""
-    line = next(line.split()[:3] for line in (ROOT / "tests" / "harness" / "go-tools.txt").read_text().splitlines() if line.startswith("k8s-device-plugin "))
-    done = subprocess.run(
-        [str(ROOT / "tests" / "harness" / "go-build.sh"), line[0], line[2]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return Path(done.stdout.strip().splitlines()[-1]) / "gpu-feature-discovery"
+    return gfd_judge.binary()
 
 
 def device_plugin_config(strategy: str, time_slicing: list[dict[str, t.Any]], rename_by_default: bool = False) -> str:
@@ -91,31 +84,8 @@ def device_plugin_config(strategy: str, time_slicing: list[dict[str, t.Any]], re
 
 def run_gfd(gfd: Path, node: nvml_sim.SimNode, tmp: Path, config: str) -> tuple[dict[str, str] | None, str]:
     """GFD's labels (None when it failed) and its log, with the device plugin's config file `config`."""
-    (tmp / "config.yaml").write_text(config)
-    (tmp / "machine").write_text(MACHINE)
-    output = tmp / "gfd-labels"
-    env = dict(os.environ, **node.env)
-    env["LD_LIBRARY_PATH"] = str(nvml_sim.build().parent)
-    done = subprocess.run(
-        [
-            str(gfd),
-            "--oneshot",
-            "--no-timestamp",
-            "--use-node-feature-api=false",
-            "--output-file=" + str(output),
-            "--machine-type-file=" + str(tmp / "machine"),
-            "--config-file=" + str(tmp / "config.yaml"),
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    if done.returncode != 0:
-        return None, done.stdout
-    return dict(line.split("=", 1) for line in output.read_text().splitlines() if line and not line.startswith("#")), done.stdout
+    assert gfd == gfd_judge.binary()
+    return gfd_judge.run(node, tmp / "gfd", config, machine=MACHINE)
 
 
 def ours(node: nvml_sim.SimNode, config_text: str) -> dict[str, str] | None:
@@ -125,11 +95,12 @@ def ours(node: nvml_sim.SimNode, config_text: str) -> dict[str, str] | None:
     assert facts["kind"] == "exit", facts
     nvml = facts["result"]["nvml"]
     sharing = (config.get("sharing") or {}).get("timeSlicing") or {}
+    mps = (config.get("sharing") or {}).get("mps") or {}
     settings = {
         "mig_strategy": config["flags"]["migStrategy"],
         "time_slicing": sharing.get("resources") or [],
-        "mps": None,
-        "rename_by_default": bool(sharing.get("renameByDefault")),
+        "mps": mps.get("resources") or None,
+        "rename_by_default": bool(sharing.get("renameByDefault") or mps.get("renameByDefault")),
     }
     classes = {}
     for gpu in nvml.get("gpus") or []:
@@ -183,6 +154,16 @@ def test_the_device_plugin_loads_the_roles_sharing_config_unchanged(gfd: Path, t
     theirs, log = run_gfd(gfd, node, tmp_path, config)
     assert theirs is not None, log
     assert not [line for line in log.splitlines() if any(marker in line for marker in IGNORED)], log
+    assert ours(node, config) == theirs
+
+
+def test_mps_sharing_labels_are_gfds(gfd: Path, tmp_path: Path) -> None:
+    # MPS is not a role setting (node_labels passes mps: null), but the labeller carries GFD's rule for it.
+    node = nvml_sim.SimNode(tmp_path / "node", "dgx-a100-8x40gb")
+    config = yaml.safe_dump({"version": "v1", "flags": {"migStrategy": "none"}, "sharing": {"mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}}})
+    theirs, log = run_gfd(gfd, node, tmp_path, config)
+    assert theirs is not None, log
+    assert theirs["nvidia.com/gpu.sharing-strategy"] == "mps", theirs
     assert ours(node, config) == theirs
 
 
