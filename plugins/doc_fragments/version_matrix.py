@@ -129,6 +129,14 @@ options:
           - Keys C(driver), C(kernel_module), C(container_toolkit), C(containerd), C(docker), C(crio), C(crictl),
             C(fabricmanager).
         type: dict
+      nvidia_pci:
+        description:
+          - The node's NVIDIA PCI functions as the C(nvidia_pci) read of M(gpufleet.nvidia.node_reads_info) returns
+            them; from them the matrix tells a vGPU guest by GPU Feature Discovery's rule (an NVIDIA function
+            with the vGPU vendor capability).
+          - In a vGPU guest the C(kernel_module) rule applies the vGPU rows (before Ada only the proprietary
+            modules; the open ones from R550).
+        type: dict
   cuda_versions:
     description: The CUDA versions of the images the fleet runs (V(12.4) is the GA release, V(12.4.1) Update 1).
     type: list

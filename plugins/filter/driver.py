@@ -17,8 +17,13 @@ import typing as t
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.evaluate import Matrix
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.tables import OPEN_MODULES_FIRST_BRANCH
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.versions import KERNEL_MODULE_REQUESTS, flavours_for, gpu_kind, kernel_module_flavour
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.versions import (
+    KERNEL_MODULE_REQUESTS,
+    flavours_for,
+    gpu_kind,
+    kernel_module_flavour,
+    open_modules_first_branch,
+)
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _driver_plan
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
 
@@ -37,21 +42,22 @@ def _gpu_labels(gpus: list[dict]) -> str:
     return ", ".join(label if n == 1 else "{0} x {1}".format(n, label) for label, n in counts.items())
 
 
-def _gpu(matrix: Matrix, gpu: t.Any) -> dict[str, t.Any]:
+def _gpu(matrix: Matrix, gpu: t.Any, vgpu_guest: bool) -> dict[str, t.Any]:
     """One GPU as the flavour rules see it: the knowledge base's model table, else NVML's architecture."""
     if isinstance(gpu, dict):
         found = matrix.gpus_from_nvml({"gpus": [gpu]})[0]
     else:
         found = matrix.gpu_from_name(str(gpu), str(gpu))
     kind = gpu_kind(found.architecture, found.grace)
-    return {"name": found.name, "architecture": kind, "flavours": list(flavours_for(found.architecture, found.grace))}
+    return {"name": found.name, "architecture": kind, "flavours": list(flavours_for(found.architecture, found.grace, vgpu_guest))}
 
 
-def driver_kernel_module(gpus: list, requested: str, branch: t.Any, source: str) -> dict[str, t.Any]:
+def driver_kernel_module(gpus: list, requested: str, branch: t.Any, source: str, vgpu_guest: t.Any = False) -> dict[str, t.Any]:
     """Decide (auto) or check the kernel-module flavour for a node's GPUs.
 
     gpus: NVML GPUs (dicts with name and architecture) or declared model names;
-    source: where they came from ("nvml" or "driver_gpu_models"), for messages.
+    source: where they came from ("nvml" or "driver_gpu_models"), for messages;
+    vgpu_guest: the node is a vGPU guest (driver_info's read of its PCI functions).
     The decision is the knowledge base's one rule (matrix.versions.kernel_module_flavour,
     which preflight and verify ask too); this only words its answer for the role.
     """
@@ -63,7 +69,8 @@ def driver_kernel_module(gpus: list, requested: str, branch: t.Any, source: str)
         raise AnsibleFilterError("driver_kernel_module: branch {0!r} is not a number".format(branch)) from None
 
     matrix = Matrix()
-    seen = [_gpu(matrix, gpu) for gpu in gpus or []]
+    vgpu_guest = bool(vgpu_guest)
+    seen = [_gpu(matrix, gpu, vgpu_guest) for gpu in gpus or []]
     result: dict[str, t.Any] = {"flavour": None, "gpus": seen, "error": None}
 
     unknown = [g for g in seen if not g["flavours"]]
@@ -74,24 +81,30 @@ def driver_kernel_module(gpus: list, requested: str, branch: t.Any, source: str)
         )
         return result
 
-    choice = kernel_module_flavour([g["flavours"] for g in seen], requested, branch_number)
+    choice = kernel_module_flavour([g["flavours"] for g in seen], requested, branch_number, vgpu_guest)
+    first_open = open_modules_first_branch(vgpu_guest)
+    in_guest = " in a vGPU guest" if vgpu_guest else ""
     concerned = [seen[i] for i in choice.concerned]
     if choice.flavour is not None:
         result["flavour"] = choice.flavour
     elif choice.problem == "open_too_old" and requested == "open":
         result["error"] = (
-            "driver_kernel_module: open needs driver branch {0} or later, but the branch is {1}; "
-            "set driver_kernel_module: proprietary or choose a newer driver_branch".format(OPEN_MODULES_FIRST_BRANCH, branch_number)
+            "driver_kernel_module: open needs driver branch {0} or later{2}, but the branch is {1}; "
+            "set driver_kernel_module: proprietary or choose a newer driver_branch".format(first_open, branch_number, in_guest)
         )
     elif choice.problem == "open_too_old":
         result["error"] = (
-            "driver_branch: {0} run only the open kernel modules, which ship from driver branch {1} on, "
-            "but the branch is {2}; choose driver_branch {1} or newer".format(_gpu_labels(concerned), OPEN_MODULES_FIRST_BRANCH, branch_number)
+            "driver_branch: {0} run only the open kernel modules, which {3} from driver branch {1} on, "
+            "but the branch is {2}; choose driver_branch {1} or newer".format(
+                _gpu_labels(concerned), first_open, branch_number, "drive vGPUs" if vgpu_guest else "ship"
+            )
         )
     elif choice.problem == "refused":
         other = "open" if requested == "proprietary" else "proprietary"
-        result["error"] = "driver_kernel_module: {0} cannot drive {1}, which run only the {2} kernel modules; set driver_kernel_module: {2} (or auto)".format(
-            requested, _gpu_labels(concerned), other
+        result["error"] = (
+            "driver_kernel_module: {0} cannot drive {1}, which run only the {2} kernel modules{3}; set driver_kernel_module: {2} (or auto)".format(
+                requested, _gpu_labels(concerned), other, " as vGPUs (a vGPU guest)" if vgpu_guest else ""
+            )
         )
     elif choice.problem == "no_gpus":
         result["error"] = (

@@ -112,12 +112,13 @@ def _gpus(matrix: Matrix, value: t.Any) -> list[Gpu]:
 
 
 @_errors_named("kernel_module_flavour")
-def kernel_module_flavour(gpus: t.Any, requested: str = "auto", tables: dict[str, t.Any] | None = None, branch: t.Any = None) -> str:
-    """The kernel module flavour for a set of GPUs: what `auto` means, or a check of `requested`."""
+def kernel_module_flavour(gpus: t.Any, requested: str = "auto", tables: dict[str, t.Any] | None = None, branch: t.Any = None, vgpu_guest: t.Any = False) -> str:
+    """The kernel module flavour for a set of GPUs (on a vGPU guest or not): what `auto` means, or a check of `requested`."""
     if requested not in ("auto", "open", "proprietary"):
         raise MatrixError("requested must be auto, open or proprietary, got '{0}'".format(requested))
     matrix = _matrix(tables)
-    choice, reasons = matrix.kernel_module_for(_gpus(matrix, gpus), requested, None if branch in (None, "") else int(_driver_branch(branch)))
+    branch_number = None if branch in (None, "") else int(_driver_branch(branch))
+    choice, reasons = matrix.kernel_module_for(_gpus(matrix, gpus), requested, branch_number, bool(vgpu_guest))
     if choice.flavour is None:
         raise MatrixError("no {0} kernel module flavour suits these GPUs: {1}".format("single" if requested == "auto" else requested, "; ".join(reasons)))
     return choice.flavour

@@ -32,7 +32,7 @@ def verify_check(observed: t.Any, layer: str, declaration: t.Any = None) -> dict
             return _verify.deferred(layer, str(observed["deferred"]))
     try:
         if layer == "driver":
-            return _verify.check_driver(declaration, observed.get("nvml") or {}, observed.get("proc_version"))
+            return _verify.check_driver(declaration, observed.get("nvml") or {}, observed.get("proc_version"), observed.get("nvidia_pci"))
         if layer == "container_toolkit":
             return _verify.check_container_toolkit(declaration, observed.get("packages") or {}, observed.get("dev_char"))
         if layer == "container_runtime":

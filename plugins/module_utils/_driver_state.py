@@ -23,7 +23,9 @@ import re
 import struct
 import typing as t
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._gfd_labels import vgpu_guest
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import packages as knowledge_packages
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._pci import read_nvidia_functions
 
 # Runs a command and returns (rc, stdout, stderr); AnsibleModule.run_command fits.
 Runner = t.Callable[[t.List[str]], t.Tuple[int, str, str]]
@@ -289,6 +291,11 @@ class DriverStateReader:
                 devices.append(device)
         return devices
 
+    def vgpu_guest(self) -> bool | None:
+        """Whether this node is a vGPU guest, by GPU Feature Discovery's rule on its NVIDIA PCI functions (one with
+        NVIDIA's vGPU vendor capability); None when their configuration could not be read (it needs root)."""
+        return vgpu_guest(read_nvidia_functions(self.path("sys/bus/pci/devices")))
+
     def loaded_modules(self) -> list[str]:
         text = self.read_text("proc/modules") or ""
         return sorted(line.split()[0] for line in text.splitlines() if line.strip())
@@ -336,5 +343,6 @@ class DriverStateReader:
             "secure_boot": self.secure_boot(mok_certificate),
             "container": self.container(),
             "nvswitches": self.nvswitches(),
+            "vgpu_guest": self.vgpu_guest(),
             "nouveau_loaded": "nouveau" in loaded,
         }

@@ -391,6 +391,13 @@ def vgpu_labels(nvidia_pci: t.Mapping[str, t.Any] | None) -> dict[str, str]:
     return result
 
 
+def vgpu_guest(nvidia_pci: t.Mapping[str, t.Any] | None) -> bool | None:
+    """Whether the node is a vGPU guest by GFD's rule (an NVIDIA function with the vGPU capability); None when
+    the PCI read is missing or failed (then nothing is known)."""
+    labels = vgpu_labels(nvidia_pci)
+    return labels["nvidia.com/vgpu.present"] == "true" if labels else None
+
+
 _NO_CLUSTER = "00000000-0000-0000-0000-000000000000"
 
 

@@ -223,6 +223,14 @@ driver:
       elements: str
       returned: always
       sample: ["0000:07:00.0"]
+    vgpu_guest:
+      description:
+        - Whether the node is a vGPU guest, by GPU Feature Discovery's rule (an NVIDIA PCI function with NVIDIA's
+          vGPU vendor capability); the kernel-module flavour rule then applies its vGPU rows.
+        - V(null) when the functions' configuration could not be read (it needs root).
+      type: bool
+      returned: always
+      sample: false
     nouveau_loaded:
       description: Whether the nouveau kernel module is loaded.
       type: bool

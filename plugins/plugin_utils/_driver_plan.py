@@ -71,7 +71,7 @@ def _unique(items: t.Iterable[str]) -> list[str]:
 # 1. decide
 
 
-def decide(declaration: dict, os_data: dict, info: dict, nvml: dict, kernel_module: t.Callable[[list, str, str, str], dict]) -> dict[str, t.Any]:
+def decide(declaration: dict, os_data: dict, info: dict, nvml: dict, kernel_module: t.Callable[[list, str, str, str, bool], dict]) -> dict[str, t.Any]:
     """Validate the declaration and settle the branch, the module build and the flavour.
 
     declaration: the role's driver_* variables without the prefix (state, branch, version, kernel_module,
@@ -79,7 +79,8 @@ def decide(declaration: dict, os_data: dict, info: dict, nvml: dict, kernel_modu
     os_data: backend (None when the OS has no data), sources (the keys of __driver_packages, None likewise),
     distribution_repo (whether the OS has a distribution repository), cuda_repo_key (None when unknown),
     distribution, distribution_version, branch_pattern, version_pattern, nvml_gpus_known.
-    kernel_module: the driver_kernel_module decision (the knowledge base's flavour rules).
+    kernel_module: the driver_kernel_module decision (the knowledge base's flavour rules), told whether the node
+    is a vGPU guest (driver_info's vgpu_guest).
     """
     result: dict[str, t.Any] = {"error": None, "branch": None, "branch_tag": None, "build": None, "flavour": None, "gpus": []}
     if os_data.get("backend") is None or os_data.get("sources") is None:
@@ -141,10 +142,11 @@ def decide(declaration: dict, os_data: dict, info: dict, nvml: dict, kernel_modu
 
     # NVML lists the GPUs only while a driver whose library matches its module is loaded.
     nvml_gpus = nvml.get("gpus") or [] if nvml.get("status") in os_data["nvml_gpus_known"] else []
+    vgpu_guest = bool(info.get("vgpu_guest"))
     if nvml_gpus:
-        flavour = kernel_module(nvml_gpus, declaration["kernel_module"], branch, "nvml")
+        flavour = kernel_module(nvml_gpus, declaration["kernel_module"], branch, "nvml", vgpu_guest)
     else:
-        flavour = kernel_module(declaration.get("gpu_models") or [], declaration["kernel_module"], branch, "driver_gpu_models")
+        flavour = kernel_module(declaration.get("gpu_models") or [], declaration["kernel_module"], branch, "driver_gpu_models", vgpu_guest)
     result["gpus"] = flavour["gpus"]
     present = declaration["state"] == "present"
     if not present:

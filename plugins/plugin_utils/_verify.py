@@ -28,6 +28,7 @@ import yaml
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _health
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._gfd_labels import vgpu_guest
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge.packages import toolkit_packages
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.evaluate import Matrix
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.node import PACKAGE_NAMES, finding, worst
@@ -131,7 +132,9 @@ def module_flavour(proc_version: str | None) -> str | None:
     return "open" if "Open Kernel Module" in proc_version else "proprietary"
 
 
-def check_driver(declaration: dict[str, t.Any], nvml: dict[str, t.Any], proc_version: str | None = None) -> dict[str, t.Any]:
+def check_driver(
+    declaration: dict[str, t.Any], nvml: dict[str, t.Any], proc_version: str | None = None, nvidia_pci: dict[str, t.Any] | None = None
+) -> dict[str, t.Any]:
     if not declaration.get("managed"):
         return not_managed("driver", declaration)
     wanted = _vars(declaration)
@@ -190,7 +193,8 @@ def check_driver(declaration: dict[str, t.Any], nvml: dict[str, t.Any], proc_ver
     if flavour and declared_flavour == "auto":
         try:
             matrix = Matrix()
-            declared_flavour = matrix.kernel_module_for(matrix.gpus_from_nvml(nvml), "auto", int(driver_branch(loaded)))[0].flavour or "auto"
+            guest = bool(vgpu_guest(nvidia_pci))
+            declared_flavour = matrix.kernel_module_for(matrix.gpus_from_nvml(nvml), "auto", int(driver_branch(loaded)), guest)[0].flavour or "auto"
         except MatrixError:
             declared_flavour = "auto"
     if flavour and declared_flavour in ("open", "proprietary") and flavour != declared_flavour:

@@ -22,6 +22,17 @@ _FORUM = "secondary: https://forums.developer.nvidia.com/t/current-graphics-driv
 _PDF_2021 = "https://docs.nvidia.com/datacenter/tesla/pdf/NVIDIA_CUDA_Drivers_Support.pdf"
 _AKS = "secondary: Azure/aks-gpu#113"
 _KERNEL_MODULES = "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/kernel-modules.html"
+# NVIDIA's own deprecation schedule (posted by NVIDIA on its forum): from R560
+# "it will be recommended to use the open flavor of NVIDIA Linux Kernel Modules
+# wherever possible (Turing or later GPUs, or Ada or later when using GPU
+# virtualization)".
+_VIRTUALIZATION = "https://forums.developer.nvidia.com/t/unix-graphics-feature-deprecation-schedule/60588/1"
+# The open modules' changelog adds "vGPU Host and vGPU Guest support" with the
+# R550 release that SUSE's advisory names 550.54.14.
+_OPEN_VGPU = (
+    "NVIDIA/open-gpu-kernel-modules@015742d3:CHANGELOG.md (Release 550: 'Added vGPU Host and vGPU Guest support') ; "
+    "secondary: SUSE-SU-2024:0770-1 (nvidia-open-driver-G06 update to 550.54.14, the same entry)"
+)
 _OPEN_BLOG = (
     "secondary: NVIDIA Technical Blog, 'NVIDIA transitions fully towards open-source GPU kernel modules' "
     "(R560, July 2024), as quoted by "
@@ -97,7 +108,9 @@ DRIVER_BRANCHES = (
 # Kernel-module flavours each architecture runs, the preferred one first. A
 # row with "grace": True applies to the GPUs of a Grace superchip of that
 # architecture and wins over the plain row (Grace Hopper runs only the open
-# modules). The one rule that applies these rows and OPEN_MODULES_FIRST_BRANCH
+# modules); a row with "vgpu": True applies to the vGPUs of a vGPU guest and
+# wins over the plain row (before Ada, GPU virtualization runs only the
+# proprietary modules). The one rule that applies these rows and OPEN_MODULES_FIRST_BRANCH
 # (auto: open where every GPU runs it and the branch ships it, else
 # proprietary) is matrix.versions.kernel_module_flavour; the driver role,
 # preflight and verify all ask it.
@@ -106,8 +119,12 @@ KERNEL_MODULE_FLAVOURS = (
     {"architecture": "maxwell", "flavours": ("proprietary",), "source": _KERNEL_MODULES, "checked": "2026-11-22"},
     {"architecture": "pascal", "flavours": ("proprietary",), "source": _KERNEL_MODULES, "checked": "2026-11-22"},
     {"architecture": "volta", "flavours": ("proprietary",), "source": _KERNEL_MODULES, "checked": "2026-11-22"},
+    {"architecture": "turing", "vgpu": True, "flavours": ("proprietary",), "source": _VIRTUALIZATION,
+     "checked": "2026-11-29"},
     {"architecture": "turing", "flavours": ("open", "proprietary"), "source": _KERNEL_MODULES,
      "checked": "2026-11-22"},
+    {"architecture": "ampere", "vgpu": True, "flavours": ("proprietary",), "source": _VIRTUALIZATION,
+     "checked": "2026-11-29"},
     {"architecture": "ampere", "flavours": ("open", "proprietary"), "source": _KERNEL_MODULES,
      "checked": "2026-11-22"},
     {"architecture": "ada", "flavours": ("open", "proprietary"), "source": _KERNEL_MODULES, "checked": "2026-11-22"},
@@ -122,6 +139,8 @@ KERNEL_MODULE_FLAVOURS = (
 # default and suggested flavour.
 OPEN_MODULES_FIRST_BRANCH = {"value": "515", "source": _KERNEL_MODULES, "checked": "2026-11-22"}
 OPEN_MODULES_DEFAULT_BRANCH = {"value": "560", "source": _KERNEL_MODULES, "checked": "2026-11-22"}
+# In a vGPU guest the open modules drive the vGPUs from the 550 series on.
+OPEN_MODULES_VGPU_FIRST_BRANCH = {"value": "550", "source": _OPEN_VGPU, "checked": "2026-11-29"}
 
 # NVIDIA's GPU display driver security bulletins: the data-center ("Tesla")
 # Linux release of each branch that carries the bulletin's fixes. A branch a

@@ -32,7 +32,19 @@ from .tables import (
     OPEN_MODULES_FIRST_BRANCH,
     MatrixError,
 )
-from .versions import Driver, FlavourChoice, _month_end, cuda_label, driver_branch, flavours_for, gpu_kind, kernel_module_flavour, parse_version, version_text
+from .versions import (
+    Driver,
+    FlavourChoice,
+    _month_end,
+    cuda_label,
+    driver_branch,
+    flavours_for,
+    gpu_kind,
+    kernel_module_flavour,
+    open_modules_first_branch,
+    parse_version,
+    version_text,
+)
 
 _BUILTIN: dict[str, t.Any] = {}
 
@@ -256,26 +268,41 @@ class MatrixData:
         return support
 
     @staticmethod
-    def kernel_module_for(gpus: t.Iterable[Gpu], requested: str = "auto", branch: int | None = None) -> tuple[FlavourChoice, list[str]]:
-        """(choice, reasons): what `requested` comes to for these GPUs and branch, by
-        versions.kernel_module_flavour (the one rule), and why nothing serves them
-        when choice.flavour is None.
+    def kernel_module_for(
+        gpus: t.Iterable[Gpu], requested: str = "auto", branch: int | None = None, vgpu_guest: bool = False
+    ) -> tuple[FlavourChoice, list[str]]:
+        """(choice, reasons): what `requested` comes to for these GPUs and branch (on a vGPU guest or not), by
+        versions.kernel_module_flavour (the one rule), and why nothing serves them when choice.flavour is None.
         """
         gpus = list(gpus)
-        choice = kernel_module_flavour([flavours_for(gpu.architecture, gpu.grace) for gpu in gpus], requested, branch)
+
+        def offered(gpu: Gpu) -> tuple[str, ...]:
+            return flavours_for(gpu.architecture, gpu.grace, vgpu_guest)
+
+        choice = kernel_module_flavour([offered(gpu) for gpu in gpus], requested, branch, vgpu_guest)
         if choice.flavour is not None:
             return choice, []
         concerned = [gpus[i] for i in choice.concerned]
         if choice.problem == "open_too_old":
-            return choice, ["open kernel modules ship from R{0} on".format(OPEN_MODULES_FIRST_BRANCH)] + [
+            shipped = (
+                "in a vGPU guest the open kernel modules drive vGPUs from R{0} on".format(open_modules_first_branch(True))
+                if vgpu_guest
+                else "open kernel modules ship from R{0} on".format(OPEN_MODULES_FIRST_BRANCH)
+            )
+            return choice, [shipped] + [
                 "{0} ({1}) runs only the open modules".format(gpu.label, gpu_kind(gpu.architecture, gpu.grace, "text")) for gpu in concerned
             ]
         if choice.problem == "unknown":
             return choice, ["{0} ({1}): unknown architecture, the flavour it needs is not known".format(gpu.label, gpu.architecture) for gpu in concerned]
         if choice.problem == "no_gpus":
             return choice, ["no GPU is known"]
-        need_open = [gpu for gpu in concerned if "proprietary" not in flavours_for(gpu.architecture, gpu.grace)]
-        need_proprietary = [gpu for gpu in concerned if "open" not in flavours_for(gpu.architecture, gpu.grace)]
+        need_open = [gpu for gpu in concerned if "proprietary" not in offered(gpu)]
+        need_proprietary = [gpu for gpu in concerned if "open" not in offered(gpu)]
+
+        def proprietary_why(gpu: Gpu) -> str:
+            # A GPU that runs the open modules on bare metal needs the proprietary ones only as a vGPU.
+            return " as a vGPU" if "open" in flavours_for(gpu.architecture, gpu.grace) else ""
+
         return choice, ["{0} ({1}) needs the open modules".format(gpu.label, gpu_kind(gpu.architecture, gpu.grace, "text")) for gpu in need_open] + [
-            "{0} ({1}) needs the proprietary modules".format(gpu.label, gpu.architecture) for gpu in need_proprietary
+            "{0} ({1}) needs the proprietary modules{2}".format(gpu.label, gpu.architecture, proprietary_why(gpu)) for gpu in need_proprietary
         ]

@@ -55,6 +55,7 @@ INSTALLED_OPTIONS: dict[str, dict[str, t.Any]] = dict(
     nvml=dict(type="dict"),
     packages=dict(type="dict"),
     versions=dict(type="dict"),
+    nvidia_pci=dict(type="dict"),
 )
 
 ARGUMENT_SPEC: dict[str, dict[str, t.Any]] = dict(

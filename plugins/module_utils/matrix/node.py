@@ -113,6 +113,8 @@ class NodeView:
         self.kernel_module: str | None = None
         self.gpus: list[Gpu] = []
         self.gpu_source = "none"
+        # A vGPU guest (GFD's vGPU rule on the node's PCI functions): its vGPUs narrow the kernel-module flavours.
+        self.vgpu_guest = False
         self.cuda_versions: list[str] = []
         self.cuda_compat = False
         self.toolkit: tuple[int, ...] | None = None

@@ -17,8 +17,8 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import 
 
 from .data import MatrixData
 from .node import Gpu, NodeView, finding
-from .tables import ARCHITECTURE_NAMES, BRANCH_TYPES, OPEN_MODULES_DEFAULT_BRANCH, OPEN_MODULES_FIRST_BRANCH
-from .versions import Driver, _month_name, driver_branch, driver_branch_int, parse_version, version_text
+from .tables import ARCHITECTURE_NAMES, BRANCH_TYPES, OPEN_MODULES_DEFAULT_BRANCH
+from .versions import Driver, _month_name, driver_branch, driver_branch_int, open_modules_first_branch, parse_version, version_text
 
 
 class DriverRules(MatrixData):
@@ -247,7 +247,7 @@ class DriverRules(MatrixData):
             return []
         requested = view.kernel_module or "auto"
         branch = driver_branch_int(view.driver)
-        choice, reasons = self.kernel_module_for(view.gpus, requested, branch)
+        choice, reasons = self.kernel_module_for(view.gpus, requested, branch, view.vgpu_guest)
         if choice.problem == "open_too_old":
             return [
                 finding(
@@ -256,7 +256,8 @@ class DriverRules(MatrixData):
                     "driver_kernel_module" if requested == "open" else "driver_branch",
                     "driver {0} has no open kernel modules: {1}".format(view.driver, "; ".join(reasons)),
                     "use driver branch R{0} or newer{1}".format(
-                        OPEN_MODULES_FIRST_BRANCH, ", or driver_kernel_module: proprietary where the GPUs allow it" if requested == "open" else ""
+                        open_modules_first_branch(view.vgpu_guest),
+                        ", or driver_kernel_module: proprietary where the GPUs allow it" if requested == "open" else "",
                     ),
                     "driver",
                 )
@@ -284,7 +285,11 @@ class DriverRules(MatrixData):
                     "driver",
                 )
             ]
-        if requested == "proprietary" and branch >= int(OPEN_MODULES_DEFAULT_BRANCH) and self.kernel_module_for(view.gpus, "auto", branch)[0].flavour == "open":
+        if (
+            requested == "proprietary"
+            and branch >= int(OPEN_MODULES_DEFAULT_BRANCH)
+            and self.kernel_module_for(view.gpus, "auto", branch, view.vgpu_guest)[0].flavour == "open"
+        ):
             return [
                 finding(
                     "kernel_module",

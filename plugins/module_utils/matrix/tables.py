@@ -61,6 +61,7 @@ FORWARD_COMPAT_SAME_BRANCH: str = _cuda.FORWARD_COMPAT["value"]["same_branch"]
 KERNEL_MODULE_FLAVOURS: tuple[dict[str, t.Any], ...] = _drivers.KERNEL_MODULE_FLAVOURS
 OPEN_MODULES_FIRST_BRANCH: str = _drivers.OPEN_MODULES_FIRST_BRANCH["value"]
 OPEN_MODULES_DEFAULT_BRANCH: str = _drivers.OPEN_MODULES_DEFAULT_BRANCH["value"]
+OPEN_MODULES_VGPU_FIRST_BRANCH: str = _drivers.OPEN_MODULES_VGPU_FIRST_BRANCH["value"]
 GPU_MODELS: tuple[dict[str, t.Any], ...] = _gpus.GPU_MODELS
 # (feature, first version, what it is)
 CTK_FEATURES: tuple[tuple[str, str, str], ...] = tuple((row["feature"], row["first"], row["what"]) for row in _toolkit.CTK_FEATURES)

@@ -15,7 +15,7 @@ import datetime
 import re
 import typing as t
 
-from .tables import CUDA_BUILD_NUMBERED_FROM, KERNEL_MODULE_FLAVOURS, OPEN_MODULES_FIRST_BRANCH, MatrixError
+from .tables import CUDA_BUILD_NUMBERED_FROM, KERNEL_MODULE_FLAVOURS, OPEN_MODULES_FIRST_BRANCH, OPEN_MODULES_VGPU_FIRST_BRANCH, MatrixError
 
 _VERSION = re.compile(r"^v?(\d+(?:\.\d+)*)")
 _EPOCH = re.compile(r"^\d+:")
@@ -93,16 +93,21 @@ def cuda_label(release: tuple[int, ...]) -> str:
     return "GA" if release[2] == 0 else "Update {0}".format(release[2])
 
 
-def flavours_for(architecture: str, grace: bool = False) -> tuple[str, ...]:
+def flavours_for(architecture: str, grace: bool = False, vgpu_guest: bool = False) -> tuple[str, ...]:
     """The kernel-module flavours a GPU runs, preferred first; () for an unknown architecture.
 
     A Grace row of KERNEL_MODULE_FLAVOURS wins over its architecture's plain
-    row for a GPU on a Grace superchip.
+    row for a GPU on a Grace superchip, a vGPU row for a vGPU of a vGPU guest.
     """
     for row in KERNEL_MODULE_FLAVOURS:
-        if row["architecture"] == architecture and (grace or not row.get("grace")):
+        if row["architecture"] == architecture and (grace or not row.get("grace")) and (vgpu_guest or not row.get("vgpu")):
             return tuple(row["flavours"])
     return ()
+
+
+def open_modules_first_branch(vgpu_guest: bool = False) -> int:
+    """The first driver branch whose open modules serve the node: R515, or R550 in a vGPU guest."""
+    return int(OPEN_MODULES_VGPU_FIRST_BRANCH if vgpu_guest else OPEN_MODULES_FIRST_BRANCH)
 
 
 class FlavourChoice(t.NamedTuple):
@@ -124,13 +129,16 @@ class FlavourChoice(t.NamedTuple):
 KERNEL_MODULE_REQUESTS = ("auto", "open", "proprietary")
 
 
-def kernel_module_flavour(flavours: t.Sequence[t.Sequence[str]], requested: str = "auto", branch: int | None = None) -> FlavourChoice:
+def kernel_module_flavour(flavours: t.Sequence[t.Sequence[str]], requested: str = "auto", branch: int | None = None, vgpu_guest: bool = False) -> FlavourChoice:
     """The one kernel-module flavour rule: the driver role, preflight and verify all ask it.
 
     flavours: each GPU's flavours_for(), () where its architecture is unknown;
     requested: driver_kernel_module; branch: the driver branch, None when not
-    known (no branch rule applies then). The facts and their sources are
-    _knowledge.drivers' KERNEL_MODULE_FLAVOURS and OPEN_MODULES_FIRST_BRANCH.
+    known (no branch rule applies then); vgpu_guest: the node is a vGPU guest
+    (flavours then come from flavours_for(..., vgpu_guest=True), and the open
+    modules serve vGPUs from a later branch). The facts and their sources are
+    _knowledge.drivers' KERNEL_MODULE_FLAVOURS, OPEN_MODULES_FIRST_BRANCH and
+    OPEN_MODULES_VGPU_FIRST_BRANCH.
     auto takes the open modules wherever every GPU runs them and the branch
     ships them, else the proprietary ones: NVIDIA's choice from R560 on
     (OPEN_MODULES_DEFAULT_BRANCH), and the collection's from R515 on, where
@@ -138,7 +146,7 @@ def kernel_module_flavour(flavours: t.Sequence[t.Sequence[str]], requested: str 
     """
     if requested not in KERNEL_MODULE_REQUESTS:
         raise MatrixError("unknown kernel module flavour {0!r} (known: {1})".format(requested, ", ".join(KERNEL_MODULE_REQUESTS)))
-    open_shipped = branch is None or branch >= int(OPEN_MODULES_FIRST_BRANCH)
+    open_shipped = branch is None or branch >= open_modules_first_branch(vgpu_guest)
     if requested == "open" and not open_shipped:
         return FlavourChoice(None, "open_too_old")
     known = [i for i, offered in enumerate(flavours) if offered]

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 import typing as t
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._gfd_labels import vgpu_guest
+
 from .data import MatrixData
 from .node import PACKAGE_NAMES, Gpu, NodeView, finding, package_version
 from .tables import ARCHITECTURE_NAMES, DRA_WORKFLOWS, ENGINES, MatrixError
@@ -93,6 +95,7 @@ class ViewBuilder(MatrixData):
                 bad(subject, "{0} '{1}' is not a version".format(subject, value), fix, layer)
                 return None
 
+        view.vgpu_guest = bool(vgpu_guest(installed.get("nvidia_pci")))
         # GPUs: NVML facts when a driver answers, else the declared models.
         if nvml.get("status") == "ok" and nvml.get("gpus"):
             view.gpus = self.gpus_from_nvml(nvml)

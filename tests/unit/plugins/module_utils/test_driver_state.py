@@ -68,6 +68,8 @@ def node(tmp_path: Path) -> Path:
     for device, vendor, klass in (("0000:07:00.0", "0x10de", "0x068000"), ("0000:08:00.0", "0x10de", "0x030200"), ("0000:09:00.0", "0x8086", "0x068000")):
         touch(tmp_path / "sys/bus/pci/devices" / device / "vendor", vendor.encode() + b"\n")
         touch(tmp_path / "sys/bus/pci/devices" / device / "class", klass.encode() + b"\n")
+        # A root read of the configuration: a bare header, no vGPU capability.
+        touch(tmp_path / "sys/bus/pci/devices" / device / "config", bytes(4096))
     return tmp_path
 
 
@@ -114,6 +116,7 @@ def test_platform_container_nvswitches_nouveau(node):
     read = state.read(["*nvidia*"], ["nvidia-current"], None)
     assert read["container"] == "podman"
     assert read["nvswitches"] == ["0000:07:00.0"]
+    assert read["vgpu_guest"] is False
     assert read["nouveau_loaded"] is True
     assert read["package_manager"] == "apt"
     assert read["dkms"][0]["module"] == "nvidia-current"
