@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -389,6 +390,8 @@ def start_site(host, *args: str, **env_extra: str) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        # Its own process group: a test can stop and continue the whole run (ansible-playbook and its workers).
+        start_new_session=True,
     )
 
 
@@ -410,11 +413,20 @@ def test_two_runs_at_once_the_second_waits_or_fails_naming_the_first(host):
     host.run("rm -f " + LEASE)
     first = start_site(host, "--tags", "verify")
     held = wait_for_lease(host, first)
-    impatient = site(host, "--tags", "verify", "-e", "gpufleet_lock_timeout=0")
+    # The first run holds the node, stopped, until both others have met it: however slow the machine, neither finds
+    # the node free (a run that is alive but stopped keeps its lease; only a dead one is taken over).
+    os.killpg(first.pid, signal.SIGSTOP)
+    try:
+        patient = start_site(host, "--tags", "verify")
+        impatient = site(host, "--tags", "verify", "-e", "gpufleet_lock_timeout=0")
+        # The patient run started with the impatient one and walks the same way to the lease: give it a margin.
+        time.sleep(10)
+        assert patient.poll() is None, patient.communicate()[0]
+    finally:
+        os.killpg(first.pid, signal.SIGCONT)
     assert impatient.returncode != 0, impatient.stdout
     assert "another run holds this node: run {0} by {1} on {2}".format(held["run_id"], held["user"], held["controller"]) in impatient.stdout
     assert "-e gpufleet_lock_take_over={0}".format(held["run_id"]) in impatient.stdout
-    patient = start_site(host, "--tags", "verify")
     first_output = first.communicate(timeout=600)[0]
     assert first.returncode == 0, first_output
     patient_output = patient.communicate(timeout=600)[0]
