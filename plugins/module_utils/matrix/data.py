@@ -29,7 +29,6 @@ from .tables import (
     ENGINE_CDI,
     ENGINES,
     GPU_MODELS,
-    OPEN_MODULES_FIRST_BRANCH,
     MatrixError,
 )
 from .versions import (
@@ -284,10 +283,8 @@ class MatrixData:
             return choice, []
         concerned = [gpus[i] for i in choice.concerned]
         if choice.problem == "open_too_old":
-            shipped = (
-                "in a vGPU guest the open kernel modules drive vGPUs from R{0} on".format(open_modules_first_branch(True))
-                if vgpu_guest
-                else "open kernel modules ship from R{0} on".format(OPEN_MODULES_FIRST_BRANCH)
+            shipped = ("in a vGPU guest the open kernel modules drive vGPUs from R{0} on" if vgpu_guest else "open kernel modules ship from R{0} on").format(
+                open_modules_first_branch(vgpu_guest)
             )
             return choice, [shipped] + [
                 "{0} ({1}) runs only the open modules".format(gpu.label, gpu_kind(gpu.architecture, gpu.grace, "text")) for gpu in concerned

@@ -56,7 +56,7 @@ def run(command: Path, node: nvml_sim.SimNode, conf: Path, *args: str) -> subpro
 
 
 def labels_of(path: Path) -> dict[str, str]:
-    return dict(line.split("=", 1) for line in path.read_text().splitlines() if not line.startswith("#"))
+    return gfd_judge.parse(path.read_text())
 
 
 def entries(directory: Path) -> list[str]:

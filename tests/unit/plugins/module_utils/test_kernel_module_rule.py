@@ -23,6 +23,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import eval
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import tables as matrix_tables
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.versions import kernel_module_flavour
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _verify
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_vgpu_labels import PCI_EXPRESS, config, functions, vgpu_capability
 
 # Branches around the rule's edges: before and at the first open modules
 # (R515), before and at NVIDIA's switch of default (R560), and current ones.
@@ -62,13 +63,19 @@ def _one_model_per_kind() -> list[tuple[str, str, bool]]:
 KINDS = _one_model_per_kind()
 
 
-def _preflight_errors(model: str, branch: int, requested: str) -> list[dict[str, str]]:
+# A vGPU guest's NVIDIA PCI functions as node_reads_info and driver_info read them (one with NVIDIA's vGPU
+# capability); None: no read, as on bare metal where the rule needs none.
+VGPU_GUEST_PCI = functions(config(PCI_EXPRESS, vgpu_capability()))
+
+
+def _preflight_errors(model: str, branch: int, requested: str, nvidia_pci: dict | None = None) -> list[dict[str, str]]:
     declared = {"driver_branch": str(branch), "driver_kernel_module": requested, "driver_gpu_models": [model]}
-    found = matrix_evaluate.Matrix().evaluate(declared, None, (), "desired", False)[1]
+    installed = {"nvidia_pci": nvidia_pci} if nvidia_pci else None
+    found = matrix_evaluate.Matrix().evaluate(declared, installed, (), "desired", False)[1]
     return [f for f in found if f["rule"] == "kernel_module" and f["severity"] == "error"]
 
 
-def _verify_errors(model: str, architecture: str, branch: int, requested: str, loaded_flavour: str) -> list[str]:
+def _verify_errors(model: str, architecture: str, branch: int, requested: str, loaded_flavour: str, nvidia_pci: dict | None = None) -> list[str]:
     version = "{0}.100.01".format(branch)
     nvml = {
         "status": "ok",
@@ -78,35 +85,38 @@ def _verify_errors(model: str, architecture: str, branch: int, requested: str, l
         "gpus": [{"index": 0, "name": model, "architecture": architecture}],
     }
     declared = {"managed": True, "reason": "test", "vars": {"driver_kernel_module": requested}}
-    check = _verify.check_driver(declared, nvml, PROC[loaded_flavour].format(version))
+    check = _verify.check_driver(declared, nvml, PROC[loaded_flavour].format(version), nvidia_pci)
     return [f["subject"] for f in check["findings"] if f["severity"] == "error"]
 
 
 @pytest.mark.parametrize("model,architecture,grace", KINDS, ids=[kind[0] for kind in KINDS])
 @pytest.mark.parametrize("branch", BRANCHES)
-def test_role_preflight_and_verify_give_the_rules_answer(model: str, architecture: str, grace: bool, branch: int):
+@pytest.mark.parametrize("guest", [False, True], ids=["bare-metal", "vgpu-guest"])
+def test_role_preflight_and_verify_give_the_rules_answer(model: str, architecture: str, grace: bool, branch: int, guest: bool):
+    """On bare metal and on a vGPU guest (each reads the guest from the node's PCI functions)."""
     matrix = matrix_evaluate.Matrix()
     gpu = matrix.gpu_from_name(model, model)
+    pci = VGPU_GUEST_PCI if guest else None
     for requested in REQUESTS:
-        choice, reasons = matrix.kernel_module_for([gpu], requested, branch)
-        role = driver_kernel_module([model], requested, str(branch), "driver_gpu_models")
-        where = "{0} R{1} {2}: {3} / {4}".format(model, branch, requested, choice, role)
+        choice, reasons = matrix.kernel_module_for([gpu], requested, branch, guest)
+        role = driver_kernel_module([model], requested, str(branch), "driver_gpu_models", guest)
+        where = "{0} R{1} {2}{3}: {4} / {5}".format(model, branch, requested, " (vGPU)" if guest else "", choice, role)
         # The driver role installs what the rule says, or stops with its reason.
         assert role["flavour"] == choice.flavour, where
         assert (role["error"] is None) == (choice.flavour is not None), where
         assert (reasons == []) == (choice.flavour is not None), where
         # Preflight refuses exactly what the role would refuse.
-        assert bool(_preflight_errors(model, branch, requested)) == (choice.flavour is None), where
+        assert bool(_preflight_errors(model, branch, requested, pci)) == (choice.flavour is None), where
         # The public filter answers the same, or fails.
         if choice.flavour is None:
             with pytest.raises(Exception, match="kernel_module_flavour: no"):
-                flavour_filter([model], requested, branch=branch)
+                flavour_filter([model], requested, branch=branch, vgpu_guest=guest)
             continue
-        assert flavour_filter([model], requested, branch=branch) == choice.flavour, where
+        assert flavour_filter([model], requested, branch=branch, vgpu_guest=guest) == choice.flavour, where
         # Verify passes the flavour the role installed, and fails the other one.
         other = "open" if choice.flavour == "proprietary" else "proprietary"
-        assert "driver_kernel_module" not in _verify_errors(model, architecture, branch, requested, choice.flavour), where
-        assert "driver_kernel_module" in _verify_errors(model, architecture, branch, requested, other), where
+        assert "driver_kernel_module" not in _verify_errors(model, architecture, branch, requested, choice.flavour, pci), where
+        assert "driver_kernel_module" in _verify_errors(model, architecture, branch, requested, other, pci), where
 
 
 def test_every_kind_is_walked():

@@ -7,7 +7,9 @@ modules "wherever possible (Turing or later GPUs, or Ada or later when using
 GPU virtualization)", and the open modules gained vGPU guest support with
 R550. The node is a vGPU guest by GFD's rule on its PCI functions; the driver
 role (driver_info), preflight (node_reads_info's nvidia_pci) and verify read
-it, and all three must give the rule's answer.
+it; test_kernel_module_rule.py walks every kind x branch x request on a guest
+too, where all three must give the rule's answer. Here: the rows, the branch
+floor, the messages, and driver_info's read.
 """
 
 from __future__ import annotations
@@ -17,15 +19,13 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.filter.driver import driver_kernel_module
-from ansible_collections.gpufleet.nvidia.plugins.filter.matrix import kernel_module_flavour as flavour_filter
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._driver_state import DriverStateReader
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import evaluate as matrix_evaluate
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.versions import flavours_for, kernel_module_flavour
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _verify
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_kernel_module_rule import BRANCHES, KINDS, PROC, REQUESTS
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import test_kernel_module_rule as rule_test
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_vgpu_labels import PCI_EXPRESS, config, functions, vgpu_capability
 
-GUEST = functions(config(PCI_EXPRESS, vgpu_capability()))
+GUEST = rule_test.VGPU_GUEST_PCI
 BARE_METAL = functions(config(PCI_EXPRESS))
 
 
@@ -62,46 +62,11 @@ def test_in_a_vgpu_guest_the_open_modules_start_at_r550(flavours: tuple, request
 
 
 def _preflight_errors(model: str, branch: int, requested: str) -> list[dict[str, str]]:
-    declared = {"driver_branch": str(branch), "driver_kernel_module": requested, "driver_gpu_models": [model]}
-    found = matrix_evaluate.Matrix().evaluate(declared, {"nvidia_pci": GUEST}, (), "desired", False)[1]
-    return [f for f in found if f["rule"] == "kernel_module" and f["severity"] == "error"]
+    return rule_test._preflight_errors(model, branch, requested, GUEST)
 
 
 def _verify_errors(model: str, architecture: str, branch: int, requested: str, loaded_flavour: str) -> list[str]:
-    version = "{0}.100.01".format(branch)
-    nvml = {
-        "status": "ok",
-        "driver_loaded": True,
-        "driver_version": version,
-        "gpu_count": 1,
-        "gpus": [{"index": 0, "name": model, "architecture": architecture}],
-    }
-    declared = {"managed": True, "reason": "test", "vars": {"driver_kernel_module": requested}}
-    check = _verify.check_driver(declared, nvml, PROC[loaded_flavour].format(version), GUEST)
-    return [f["subject"] for f in check["findings"] if f["severity"] == "error"]
-
-
-@pytest.mark.parametrize("model,architecture,grace", KINDS, ids=[kind[0] for kind in KINDS])
-@pytest.mark.parametrize("branch", BRANCHES)
-def test_role_preflight_and_verify_give_the_rules_answer_in_a_vgpu_guest(model: str, architecture: str, grace: bool, branch: int):
-    matrix = matrix_evaluate.Matrix()
-    gpu = matrix.gpu_from_name(model, model)
-    for requested in REQUESTS:
-        choice, reasons = matrix.kernel_module_for([gpu], requested, branch, vgpu_guest=True)
-        role = driver_kernel_module([model], requested, str(branch), "driver_gpu_models", True)
-        where = "{0} R{1} {2} (vGPU): {3} / {4}".format(model, branch, requested, choice, role)
-        assert role["flavour"] == choice.flavour, where
-        assert (role["error"] is None) == (choice.flavour is not None), where
-        assert (reasons == []) == (choice.flavour is not None), where
-        assert bool(_preflight_errors(model, branch, requested)) == (choice.flavour is None), where
-        if choice.flavour is None:
-            with pytest.raises(Exception, match="kernel_module_flavour: no"):
-                flavour_filter([model], requested, branch=branch, vgpu_guest=True)
-            continue
-        assert flavour_filter([model], requested, branch=branch, vgpu_guest=True) == choice.flavour, where
-        other = "open" if choice.flavour == "proprietary" else "proprietary"
-        assert "driver_kernel_module" not in _verify_errors(model, architecture, branch, requested, choice.flavour), where
-        assert "driver_kernel_module" in _verify_errors(model, architecture, branch, requested, other), where
+    return rule_test._verify_errors(model, architecture, branch, requested, loaded_flavour, GUEST)
 
 
 def test_an_ampere_vgpu_guest_is_proprietary_where_bare_metal_is_open():
