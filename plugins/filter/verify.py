@@ -52,7 +52,7 @@ def verify_check(observed: t.Any, layer: str, declaration: t.Any = None) -> dict
             if settings.get("enabled") and observed.get("deferred"):
                 return _verify.deferred(layer, str(observed["deferred"]))
             services = _verify.service_states(observed.get("services"), bool(settings.get("persistenced")), bool(settings.get("fabricmanager")))
-            return _verify.check_health(settings, observed.get("nvml") or {}, observed.get("kernel_log"), services)
+            return _verify.check_health(settings, observed.get("nvml") or {}, observed.get("kernel_log"), services, observed.get("proc_modules"))
         if layer == "dra":
             return _dra.check_dra(declaration if isinstance(declaration, dict) else {}, observed)
         if layer == "workload":

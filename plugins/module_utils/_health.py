@@ -22,6 +22,7 @@ import re
 import stat
 import typing as t
 
+from ._knowledge import drivers as _drivers_kb
 from ._knowledge import health as _kb
 from .nvml.health import CLOCK_EVENT_REASONS as NVML_CLOCK_EVENT_REASONS
 
@@ -53,8 +54,11 @@ GPU_CHECKS = (
     "xid",
     "fallen_off_bus",
 )
-NODE_CHECKS = ("gpu_count", "service_persistenced", "service_fabricmanager", "xid", "fallen_off_bus")
-CHECKS = ("gpu_count",) + GPU_CHECKS + ("service_persistenced", "service_fabricmanager")
+NODE_CHECKS = ("gpu_count", "service_persistenced", "service_fabricmanager", "nvlsm_kernel_modules", "xid", "fallen_off_bus")
+CHECKS = ("gpu_count",) + GPU_CHECKS + ("service_persistenced", "service_fabricmanager", "nvlsm_kernel_modules")
+# Where Fabric Manager needs NVLSM (NVLink5 GPUs), and the kernel modules NVLSM needs.
+NVLSM_ARCHITECTURES = tuple(_drivers_kb.NVLSM["value"]["architectures"])
+NVLSM_KERNEL_MODULES = tuple(_drivers_kb.NVLSM["value"]["kernel_modules"])
 SERVICES = {"service_persistenced": "nvidia-persistenced", "service_fabricmanager": "nvidia-fabricmanager"}
 
 # Clock event reasons that mean the GPU is being slowed by a fault or its
@@ -284,6 +288,7 @@ POLICY_DEFAULTS: dict[str, t.Any] = {
     "power": "warn",
     "service_persistenced": "critical",
     "service_fabricmanager": "critical",
+    "nvlsm_kernel_modules": "critical",
 }
 _SEVERITY_VARS = tuple(name for name, value in POLICY_DEFAULTS.items() if value in SEVERITIES)
 _COUNT_VARS = ("ecc_corrected_volatile_max", "retired_pages_max", "pcie_replay_max", "temperature_margin_c")
@@ -398,6 +403,7 @@ _DO = {
     "drain_and_repair": "drain the node and send the GPU for repair",
     "reseat": "drain the node, power it off and reseat the GPU (riser, cables, slot)",
     "restart_service": "restart the service",
+    "load_kernel_modules": "load them (modprobe {modules}), list them in /etc/modules-load.d/ and restart nvidia-fabricmanager",
     "none": "no action needed now; watch it",
 }
 
@@ -405,7 +411,7 @@ _DO = {
 def action_text(finding: dict[str, t.Any]) -> str:
     """What to do about a finding, in words (its message ends with the same)."""
     gpu = finding.get("gpu")
-    return _DO[finding["action"]].format(index=gpu.get("index") if gpu else "")
+    return _DO[finding["action"]].format(index=gpu.get("index") if gpu else "", modules=" ".join(NVLSM_KERNEL_MODULES))
 
 
 def parse_systemctl_show(text: t.Any) -> dict[str, dict[str, str]]:
@@ -442,7 +448,7 @@ def service_states(show: str, persistenced: bool, fabricmanager: bool) -> dict[s
 
 
 def _finding(check: str, severity: str, gpu: dict[str, t.Any] | None, seen: str, action: str, advice: str = "") -> dict[str, t.Any]:
-    what = _DO[action].format(index=gpu.get("index") if gpu else "")
+    what = _DO[action].format(index=gpu.get("index") if gpu else "", modules=" ".join(NVLSM_KERNEL_MODULES))
     message = "{0}: {1} on {2}; {3}{4}".format(check, seen, _name(gpu), what, advice)
     return {"check": check, "severity": severity, "gpu": gpu, "seen": seen, "action": action, "message": message}
 
@@ -559,7 +565,17 @@ class _Judge:
         if isinstance(fabric, dict) and fabric.get("state") not in (None, "not_supported"):
             status = fabric.get("status")
             failed = status is not None and str(status).lower() not in ("success", "nvml_success")
-            if fabric.get("state") != "completed":
+            waited = fabric.get("waited_s")
+            if fabric.get("state") != "completed" and _positive(waited):
+                # Still starting after nvml_info's bounded wait: not a boot that has yet to settle.
+                self.add(
+                    "fabric",
+                    who,
+                    "GPU fabric registration is still {0} after {1} s".format(fabric["state"], waited),
+                    "restart_service",
+                    advice=" (nvidia-fabricmanager; on NVLink5 systems it needs NVLSM and the ib_umad and mlx5_ib kernel modules), then check again",
+                )
+            elif fabric.get("state") != "completed":
                 self.add(
                     "fabric",
                     who,
@@ -647,7 +663,7 @@ class _Judge:
                 advice="; if it falls off again, reseat the GPU or send it for repair",
             )
 
-    def node(self, gpus: list[dict[str, t.Any]], services: dict[str, t.Any]) -> None:
+    def node(self, gpus: list[dict[str, t.Any]], services: dict[str, t.Any], kernel_modules: list[str] | None = None) -> None:
         expected = self.policy["gpu_count_expected"]
         if expected is not None and len(gpus) != expected:
             self.add(
@@ -671,6 +687,20 @@ class _Judge:
                     "restart_service",
                     advice=" (systemctl restart {0}; journalctl -u {0} says why it stopped)".format(unit),
                 )
+        # Fabric Manager runs here on NVLink5 GPUs: its NVLSM needs InfiniBand management modules.
+        nvlink5 = any(gpu.get("architecture") in NVLSM_ARCHITECTURES for gpu in gpus)
+        if kernel_modules is not None and "nvidia-fabricmanager" in services and nvlink5:
+            missing = [module for module in NVLSM_KERNEL_MODULES if module not in kernel_modules]
+            if missing:
+                self.add(
+                    "nvlsm_kernel_modules",
+                    None,
+                    "{0} not loaded: NVLSM cannot reach the NVSwitches, so Fabric Manager cannot register the GPUs".format(
+                        " and ".join(missing) + (" is" if len(missing) == 1 else " are")
+                    ),
+                    "load_kernel_modules",
+                    advice="; on Ubuntu they come with linux-modules-extra-$(uname -r)",
+                )
 
 
 def _event_group_order(item: tuple[tuple[t.Any, ...], t.Any]) -> tuple[str, str, int]:
@@ -691,11 +721,13 @@ def _gpus(nvml_facts: t.Any) -> list[dict[str, t.Any]]:
     return gpus
 
 
-def judge(nvml_facts: t.Any, xid_events: t.Any, services: t.Any, policy: HealthPolicy) -> list[dict[str, t.Any]]:
+def judge(nvml_facts: t.Any, xid_events: t.Any, services: t.Any, policy: HealthPolicy, kernel_modules: t.Any = None) -> list[dict[str, t.Any]]:
     """Every finding of one node, sorted by GPU index (node findings first), then check order, then what was seen.
 
     services: unit name -> its ActiveState ("active", "failed", ...); a unit
-    the node does not need is absent."""
+    the node does not need is absent. kernel_modules: the names of the loaded
+    kernel modules (loaded_kernel_modules of /proc/modules), or None where
+    they were not read."""
     gpus = _gpus(nvml_facts)
     if services is None:
         services = {}
@@ -713,8 +745,17 @@ def judge(nvml_facts: t.Any, xid_events: t.Any, services: t.Any, policy: HealthP
             healths[key] = gpu.get("health") or {}
         judgement.gpu(gpu, who)
     judgement.kernel_events(events, by_bus, healths)
-    judgement.node(gpus, services)
+    if kernel_modules is not None and not isinstance(kernel_modules, (list, tuple, set, frozenset)):
+        raise ValueError("kernel_modules: expected the names of the loaded kernel modules, got {0}".format(type(kernel_modules).__name__))
+    judgement.node(gpus, services, None if kernel_modules is None else list(kernel_modules))
     return sorted(judgement.findings, key=_order)
+
+
+def loaded_kernel_modules(proc_modules: t.Any) -> list[str] | None:
+    """The module names of /proc/modules' text (first field of each line); None where it was not read."""
+    if proc_modules is None:
+        return None
+    return [line.split()[0] for line in str(proc_modules).splitlines() if line.strip()]
 
 
 def _order(finding: dict[str, t.Any]) -> tuple[t.Any, ...]:

@@ -56,6 +56,15 @@ options:
       - The values are reported as NVML gives them; the verify role judges them.
     type: bool
     default: true
+  fabric_wait:
+    description:
+      - With O(gather_health=true), how many seconds to wait for GPUs whose NVLink fabric registration has not
+        finished (state C(not_started) or C(in_progress)). They are read again every 2 seconds until it has, or
+        until this time is up. Fabric Manager registers the GPUs after boot, and CUDA cannot use them until then.
+      - V(0) reads each GPU once.
+      - A GPU that was waited for reports the seconds in RV(nvml.gpus[].health.fabric.waited_s).
+    type: int
+    default: 0
 notes:
   - Run with C(become=true) to see everything; some NVML queries (MIG placements and instances) need root.
   - The module never changes the GPU; it is safe on shared machines.
@@ -725,6 +734,13 @@ nvml:
                   type: str
                   returned: always
                   sample: 7a4f3c1e-0000-1111-2222-333344445555
+                waited_s:
+                  description:
+                    - The seconds O(fabric_wait) waited for this GPU's registration to finish, whether it finished
+                      or not; V(null) where the module did not wait for it.
+                  type: int
+                  returned: always
+                  sample: 12
             temperature:
               description: Degrees Celsius (C(nvmlDeviceGetTemperatureV), C(nvmlDeviceGetTemperatureThreshold)).
               type: dict
@@ -789,13 +805,17 @@ def main() -> None:
             library=dict(type="path"),
             gather_mig_profiles=dict(type="bool", default=False),
             gather_health=dict(type="bool", default=True),
+            fabric_wait=dict(type="int", default=0),
         ),
         supports_check_mode=True,
     )
+    if module.params["fabric_wait"] < 0:
+        module.fail_json(msg="fabric_wait is {0}: give the seconds to wait, or 0 not to wait".format(module.params["fabric_wait"]))
     collector = NvmlFactsCollector(
         library=module.params["library"],
         gather_mig_profiles=module.params["gather_mig_profiles"],
         gather_health=module.params["gather_health"],
+        fabric_wait=module.params["fabric_wait"],
     )
     try:
         facts = collector.collect()

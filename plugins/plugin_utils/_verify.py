@@ -1006,8 +1006,12 @@ def service_states(show: t.Any, persistenced: bool, fabricmanager: bool) -> dict
     return _health.service_states(show.get("stdout") or "", persistenced, fabricmanager)
 
 
-def check_health(settings: dict[str, t.Any], nvml: dict[str, t.Any], kernel_log: t.Any, services: dict[str, str] | None) -> dict[str, t.Any]:
-    """Judge the GPUs' health (NVML, the kernel log's Xid events, the driver's daemons) by the policy."""
+def check_health(
+    settings: dict[str, t.Any], nvml: dict[str, t.Any], kernel_log: t.Any, services: dict[str, str] | None, proc_modules: t.Any = None
+) -> dict[str, t.Any]:
+    """Judge the GPUs' health (NVML, the kernel log's Xid events, the driver's daemons, NVLSM's modules) by the policy.
+
+    proc_modules: /proc/modules as read on the node, or None where it was not read (NVLSM's modules not checked)."""
     if not settings.get("enabled"):
         return check("health", "not_managed", "not managed: verify_health is false")
     status = nvml.get("status")
@@ -1019,7 +1023,7 @@ def check_health(settings: dict[str, t.Any], nvml: dict[str, t.Any], kernel_log:
             variables["gpu_count_expected"] = int(settings["gpu_count"])
         policy = _health.HealthPolicy.from_vars(variables, prefix=HEALTH_POLICY_PREFIX)
         events = _health.kernel_events(kernel_log)
-        judged_findings = _health.judge(nvml, events, services or {}, policy)
+        judged_findings = _health.judge(nvml, events, services or {}, policy, _health.loaded_kernel_modules(proc_modules))
     except ValueError as exc:
         raise VerifyError(str(exc)) from None
     source = str(settings.get("kernel_log") or "")

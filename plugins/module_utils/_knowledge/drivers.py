@@ -142,6 +142,19 @@ OPEN_MODULES_DEFAULT_BRANCH = {"value": "560", "source": _KERNEL_MODULES, "check
 # In a vGPU guest the open modules drive the vGPUs from the 550 series on.
 OPEN_MODULES_VGPU_FIRST_BRANCH = {"value": "550", "source": _OPEN_VGPU, "checked": "2026-11-29"}
 
+# Fabric Manager on NVLink5 systems (DGX/HGX B100, B200, B300 and later) needs NVLSM, the NVLink subnet manager,
+# and NVLSM talks to the NVSwitches through InfiniBand management datagrams: the fabric manager's start script
+# refuses to start without ib_umad, and the NVSwitch management ports are mlx5 InfiniBand devices (mlx5_ib).
+# Without them the GPUs stay "In Progress" and CUDA answers CUDA_ERROR_SYSTEM_NOT_READY.
+NVLSM = {
+    "value": {"architectures": ["blackwell"], "kernel_modules": ["ib_umad", "mlx5_ib"]},
+    "source": "https://github.com/siderolabs/extensions/pull/717 (quotes NVIDIA's Fabric Manager user guide); "
+              "https://github.com/spectrocloud/CanvOS/pull/700 (nvidia-fabricmanager-start.sh: ib_umad not loaded); "
+              "https://github.com/siderolabs/docs/pull/581 (nvlsm umad_init); "
+              "https://github.com/siderolabs/extensions/issues/893 (NVSwitch ports mlx5_8..11)",
+    "checked": "2026-11-30",
+}
+
 # NVIDIA's GPU display driver security bulletins: the data-center ("Tesla")
 # Linux release of each branch that carries the bulletin's fixes. A branch a
 # bulletin no longer lists is past its support (branch_lifecycle says so).

@@ -14,6 +14,7 @@ other NVML error stops gathering with NvmlFactsError, naming call and GPU.
 
 from __future__ import annotations
 
+import time
 import typing as t
 
 from .constants import (
@@ -28,7 +29,7 @@ from .constants import (
     NvmlError,
     NvmlLibraryNotFoundError,
 )
-from .health import empty_health, read_health
+from .health import FABRIC_PENDING, empty_health, read_fabric, read_health
 from .session import NvmlSession, answer_or_none
 from .values import Device, GpuInstance, GpuInstanceProfile, Placement, architecture_name, to_dict
 
@@ -56,6 +57,9 @@ _LOST_CODES = {
     "nvmlDeviceGetHandleByIndex_v2": frozenset({NVML_ERROR_GPU_IS_LOST, NVML_ERROR_UNKNOWN}),
 }
 _LOST = frozenset({NVML_ERROR_GPU_IS_LOST})
+
+# How often a GPU whose fabric registration is still starting is read again.
+FABRIC_POLL_S = 2.0
 
 T = t.TypeVar("T")
 
@@ -116,11 +120,16 @@ class NvmlFactsCollector:
         gather_mig_profiles: bool = False,
         session_factory: t.Callable[[str], NvmlSession] = NvmlSession,
         gather_health: bool = True,
+        fabric_wait: float = 0,
+        clock: t.Callable[[], float] = time.monotonic,
+        sleep: t.Callable[[float], None] = time.sleep,
     ) -> None:
         self.library = library or DEFAULT_LIBRARY
         self.gather_mig_profiles = gather_mig_profiles
         self.gather_health = gather_health
+        self.fabric_wait = fabric_wait
         self.session_factory = session_factory
+        self.clock, self.sleep = clock, sleep
         self.facts: dict[str, t.Any] = {
             "status": "ok",
             "driver_loaded": False,
@@ -167,6 +176,7 @@ class NvmlFactsCollector:
                 message = message or self._message(err)
         if message:
             raise NvmlFactsError(message)
+        self._settle_fabric()
         return self.facts
 
     def _not_ready(self, status: str, driver_loaded: bool, reason: str) -> dict[str, t.Any]:
@@ -190,6 +200,41 @@ class NvmlFactsCollector:
         self.facts["nvml_version"] = self._optional(s.nvml_version)
         self.facts["cuda_driver_version"] = self._optional(s.cuda_driver_version)
         self.facts["gpu_count"] = s.device_count()
+
+    # -- fabric ---------------------------------------------------------------------
+    def _settle_fabric(self) -> None:
+        """Read again, for up to fabric_wait seconds, the GPUs whose fabric registration is still starting.
+
+        Fabric Manager registers the GPUs with the NVLink fabric after boot; until it has, CUDA
+        cannot use them, but a judge that reads them once right after boot would report a fault
+        that settles by itself. Each read is a session of its own, as a later nvidia-smi would be.
+        A GPU that was waited for carries the seconds in health.fabric.waited_s.
+        """
+        if not self.gather_health or self.fabric_wait <= 0:
+            return
+        pending = [gpu for gpu in self.facts["gpus"] if _fabric_pending(gpu)]
+        if not pending:
+            return
+        start = self.clock()
+        deadline = start + self.fabric_wait
+        while pending and self.clock() < deadline:
+            self.sleep(min(FABRIC_POLL_S, max(deadline - self.clock(), 0)))
+            session = self.session_factory(self.library)
+            session.init()
+            try:
+                for gpu in pending:
+                    self._scope = ["GPU {0} ({1})".format(gpu["index"], gpu["uuid"])]
+                    gpu["health"]["fabric"] = read_fabric(session, session.device_by_index(gpu["index"]))
+            except NvmlError as err:
+                raise NvmlFactsError(self._message(err)) from None
+            finally:
+                self._scope = []
+                session.shutdown()
+            waited = int(round(self.clock() - start))
+            for gpu in pending:
+                if gpu["health"]["fabric"] is not None:
+                    gpu["health"]["fabric"]["waited_s"] = waited
+            pending = [gpu for gpu in pending if _fabric_pending(gpu)]
 
     # -- GPUs -----------------------------------------------------------------------
     def _gpus(self, s: NvmlSession) -> None:
@@ -355,3 +400,8 @@ class NvmlFactsCollector:
 
 def _placement(placement: Placement) -> dict[str, int]:
     return {"start": placement.start, "size": placement.size}
+
+
+def _fabric_pending(gpu: dict[str, t.Any]) -> bool:
+    fabric = (gpu.get("health") or {}).get("fabric")
+    return not gpu.get("lost") and isinstance(fabric, dict) and fabric.get("state") in FABRIC_PENDING

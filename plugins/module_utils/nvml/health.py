@@ -104,6 +104,8 @@ FABRIC_STATES = {
     NVML_GPU_FABRIC_STATE_IN_PROGRESS: "in_progress",
     NVML_GPU_FABRIC_STATE_COMPLETED: "completed",
 }
+# The states of a registration that has not finished yet (nvml_info's fabric_wait reads them again).
+FABRIC_PENDING = frozenset(("not_started", "in_progress"))
 
 # In bit order, so `active` lists reasons in a stable order.
 CLOCK_EVENT_REASONS = (
@@ -189,7 +191,7 @@ def read_health(session: NvmlSession, device: Device) -> dict[str, t.Any]:
     }
 
     health["nvlink"] = _nvlinks(s, dev)
-    health["fabric"] = _fabric(s, dev)
+    health["fabric"] = read_fabric(s, dev)
 
     health["temperature"] = {
         "current_c": opt(s.device_temperature, dev, NVML_TEMPERATURE_GPU),
@@ -226,7 +228,8 @@ def _nvlinks(s: NvmlSession, dev: Device) -> list[dict[str, t.Any]]:
     return links
 
 
-def _fabric(s: NvmlSession, dev: Device) -> dict[str, t.Any] | None:
+def read_fabric(s: NvmlSession, dev: Device) -> dict[str, t.Any] | None:
+    """The GPU's NVLink fabric registration (see empty_health), or None where it has no fabric."""
     info = _optional(s.device_fabric_info, dev)
     if info is None:
         return None
@@ -238,6 +241,7 @@ def _fabric(s: NvmlSession, dev: Device) -> dict[str, t.Any] | None:
         "status": ERROR_NAMES.get(info.status, "NVML_ERROR_{0}".format(info.status)) if completed else None,
         "clique_id": info.clique_id if completed else None,
         "cluster_uuid": _uuid(info.cluster_uuid) if completed else None,
+        "waited_s": None,
     }
 
 

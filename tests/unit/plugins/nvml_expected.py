@@ -113,6 +113,7 @@ def expected_health(gpu: dict[str, t.Any]) -> dict[str, t.Any]:
             "status": status if done else None,
             "clique_id": get("clique_id", None) if done else None,
             "cluster_uuid": get("cluster_uuid", None) if done else None,
+            "waited_s": None,
         }
     health["temperature"] = {"current_c": known("temp"), "slowdown_c": known("temp_slowdown"), "shutdown_c": known("temp_shutdown")}
     mask = get("clock_event_reasons")

@@ -290,6 +290,26 @@ def test_a_pending_row_remap_warns_without_failing_the_host(host):
     assert {value for key, value in found.items() if key[1] != "2"} == {0}
 
 
+def test_a_fabric_still_registering_after_the_wait_fails_and_one_that_finishes_in_it_passes(host):
+    """GPU 3 stays in progress; Fabric Manager registers GPU 5 two seconds into the health read's wait."""
+    gpu = json.loads(host.check_output("nvml-simctl show"))["gpus"][3]
+    with sick(host):
+        host.check_output("nvml-simctl set --gpu 3 fabric_state=in_progress")
+        host.check_output("nvml-simctl set --gpu 5 fabric_state=not_started")
+        host.check_output("(sleep 2; nvml-simctl set --gpu 5 fabric_state=completed fabric_status=0) >/dev/null 2>&1 &")
+        run = site(host, "--tags", "verify", "-e", "verify_health_fabric_wait=6")
+        health = checks(host)["health"]
+        found = gauges(host)
+    assert run.returncode != 0, run.stdout
+    fabric = [f for f in health["findings"] if f["message"].startswith("fabric:")]
+    assert len(fabric) == 1, health["findings"]
+    assert fabric[0]["severity"] == "error" and fabric[0]["fix"], fabric
+    waited = re.search(r"GPU fabric registration is still in_progress after (\d+) s on GPU 3 ", fabric[0]["message"])
+    assert waited and int(waited.group(1)) >= 6, fabric[0]["message"]
+    assert gpu["uuid"] in fabric[0]["message"] and "nvidia-fabricmanager" in fabric[0]["message"]
+    assert found[("fabric", "3")] == 2 and found[("fabric", "5")] == 0
+
+
 def test_mig_switched_on_by_hand_is_found(host):
     """`nvidia-smi -i 0 -mig 1` on a node declared all-disabled: a finding that names GPU 0 and the fix."""
     line = "GPU 0: expected MIG disabled, found MIG enabled, no GPU instances"

@@ -66,9 +66,13 @@ POLICY = _health.HealthPolicy.from_vars({})
 
 
 def findings(
-    facts: dict[str, t.Any], log: str = "", services: dict[str, t.Any] | None = None, policy: dict[str, t.Any] | None = None
+    facts: dict[str, t.Any],
+    log: str = "",
+    services: dict[str, t.Any] | None = None,
+    policy: dict[str, t.Any] | None = None,
+    kernel_modules: list[str] | None = None,
 ) -> list[dict[str, t.Any]]:
-    return _health.judge(facts, _health.parse_kernel_log(log), services or {}, _health.HealthPolicy.from_vars(policy or {}))
+    return _health.judge(facts, _health.parse_kernel_log(log), services or {}, _health.HealthPolicy.from_vars(policy or {}), kernel_modules)
 
 
 def checks(found: list[dict[str, t.Any]]) -> list[tuple[str, str, str]]:
@@ -265,6 +269,50 @@ def test_fabric_still_registering_warns_and_no_fabric_passes() -> None:
     assert checks(findings(nvml(gpu(0, fabric={"state": "in_progress", "status": None})))) == [("fabric", "warn", "restart_service")]
     assert findings(nvml(gpu(0, fabric={"state": "not_supported", "status": None}))) == []
     assert findings(nvml(gpu(0, fabric=None, nvlink=[]))) == []
+    # Read once (waited_s null or 0): a boot that may yet settle.
+    assert checks(findings(nvml(gpu(0, fabric={"state": "not_started", "status": None, "waited_s": 0})))) == [("fabric", "warn", "restart_service")]
+
+
+def test_fabric_still_registering_after_the_wait_is_critical_and_names_what_it_needs() -> None:
+    found = findings(nvml(gpu(0, fabric={"state": "in_progress", "status": None, "waited_s": 60})))
+    assert checks(found) == [("fabric", "critical", "restart_service")]
+    assert found[0]["seen"] == "GPU fabric registration is still in_progress after 60 s"
+    assert "nvidia-fabricmanager" in found[0]["message"] and "ib_umad and mlx5_ib" in found[0]["message"]
+    assert "GPU 0 " in found[0]["message"]
+    # The policy's fabric severity rules it, as for a failed registration.
+    assert checks(findings(nvml(gpu(0, fabric={"state": "in_progress", "waited_s": 60})), policy={"fabric": "warn"})) == [("fabric", "warn", "restart_service")]
+    # A registration that finished while waited for is judged as any other.
+    assert findings(nvml(gpu(0, fabric={"state": "completed", "status": "NVML_SUCCESS", "waited_s": 4}))) == []
+
+
+PROC_MODULES = """mlx5_ib 524288 0 - Live 0x0000000000000000
+ib_uverbs 200704 1 mlx5_ib, Live 0x0000000000000000
+nvidia 104857600 2 - Live 0x0000000000000000 (POE)
+"""
+
+
+def blackwell(index: int) -> dict:
+    return dict(gpu(index), architecture="blackwell")
+
+
+def test_nvlsm_kernel_modules_are_judged_where_fabric_manager_runs_on_nvlink5_gpus() -> None:
+    fm = {"nvidia-persistenced": "active", "nvidia-fabricmanager": "active"}
+    loaded = _health.loaded_kernel_modules(PROC_MODULES)
+    assert loaded == ["mlx5_ib", "ib_uverbs", "nvidia"]
+    found = findings(nvml(blackwell(0), blackwell(1)), services=fm, kernel_modules=loaded)
+    assert checks(found) == [("nvlsm_kernel_modules", "critical", "load_kernel_modules")]
+    assert found[0]["gpu"] is None and found[0]["seen"].startswith("ib_umad is not loaded: NVLSM cannot reach the NVSwitches")
+    assert "modprobe ib_umad mlx5_ib" in found[0]["message"] and "linux-modules-extra" in found[0]["message"]
+    both = findings(nvml(blackwell(0)), services=fm, kernel_modules=["nvidia"])
+    assert both[0]["seen"].startswith("ib_umad and mlx5_ib are not loaded")
+    assert findings(nvml(blackwell(0)), services=fm, kernel_modules=loaded + ["ib_umad"]) == []
+    # Not judged: no Fabric Manager on the node, GPUs before NVLink5, or the modules not read.
+    assert findings(nvml(blackwell(0)), services={"nvidia-persistenced": "active"}, kernel_modules=[]) == []
+    assert findings(nvml(gpu(0)), services=fm, kernel_modules=[]) == []
+    assert findings(nvml(blackwell(0)), services=fm, kernel_modules=None) == []
+    assert _health.loaded_kernel_modules(None) is None
+    with pytest.raises(ValueError, match="kernel_modules: expected the names of the loaded kernel modules, got str"):
+        _health.judge(nvml(blackwell(0)), [], fm, POLICY, "ib_umad")
 
 
 def test_unavailable_reads_judge_nothing() -> None:
@@ -458,6 +506,7 @@ gpufleet_gpu_xid_events{bus_id="00000000:07:00.0",gpu="0",uuid="GPU-0",xid="63"}
 # TYPE gpufleet_node_health_check_status gauge
 gpufleet_node_health_check_status{check="fallen_off_bus"} 0
 gpufleet_node_health_check_status{check="gpu_count"} 0
+gpufleet_node_health_check_status{check="nvlsm_kernel_modules"} 0
 gpufleet_node_health_check_status{check="service_fabricmanager"} 0
 gpufleet_node_health_check_status{check="service_persistenced"} 2
 gpufleet_node_health_check_status{check="xid"} 0

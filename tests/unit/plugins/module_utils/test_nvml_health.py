@@ -215,7 +215,7 @@ HOPPER_HEALTH = {
     "recovery_action": 1,
     "pcie": {"gen_current": 5, "gen_max": 5, "width_current": 8, "width_max": 16, "replay_counter": 12},
     "nvlink": [{"link": link, "active": link not in (3, 7)} for link in range(18)],
-    "fabric": {"state": "completed", "status": "NVML_SUCCESS", "clique_id": 32766, "cluster_uuid": "10111213-1415-1617-1819-1a1b1c1d1e1f"},
+    "fabric": {"state": "completed", "status": "NVML_SUCCESS", "clique_id": 32766, "cluster_uuid": "10111213-1415-1617-1819-1a1b1c1d1e1f", "waited_s": None},
     "temperature": {"current_c": 41, "slowdown_c": 87, "shutdown_c": 92},
     # 0x1000 is a bit this binding has no name for: kept in the mask, not named.
     "clock_event_reasons": {"mask": 0x1045, "active": ["gpu_idle", "sw_power_cap", "hw_thermal_slowdown"]},
@@ -295,7 +295,7 @@ def test_fabric_v2_when_the_driver_does_not_know_v3(read: t.Any) -> None:
 def test_fabric_before_the_probe_completes(read: t.Any, state: int, name: str) -> None:
     health, _fake = read(dict(HOPPER, fabric=(state, nvml_constants.NVML_ERROR_UNKNOWN, 7, CLUSTER)))
     # The header: status, clique and cluster mean something only once completed.
-    assert health["fabric"] == {"state": name, "status": None, "clique_id": None, "cluster_uuid": None}
+    assert health["fabric"] == {"state": name, "status": None, "clique_id": None, "cluster_uuid": None, "waited_s": None}
 
 
 def test_fabric_probe_failure_is_reported_by_name(read: t.Any) -> None:

@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import typing as t
 from pathlib import Path
 
@@ -327,6 +328,39 @@ def test_simulated_lost_gpu(sim_node: t.Any) -> None:
     nvml = assert_exit(node.run())
     assert nvml["gpus"][6] == lost_gpu(6, False)
     assert [gpu["index"] for gpu in nvml["gpus"] if gpu["lost"]] == [6]
+
+
+# --- fabric_wait: GPUs whose NVLink fabric registration is still starting -------------------------
+def test_a_registration_that_finishes_while_waited_for_reads_completed(sim_node: t.Any) -> None:
+    node = sim_node("hgx-h100-8x80gb")
+    node.set("fabric_state=in_progress", gpu=2)
+    # Fabric Manager finishing about a second into the module's wait.
+    later = threading.Timer(1.0, node.set, args=("fabric_state=completed",), kwargs={"gpu": 2})
+    later.start()
+    try:
+        nvml = assert_exit(node.run(fabric_wait=30))
+    finally:
+        later.join()
+    fabric = nvml["gpus"][2]["health"]["fabric"]
+    assert fabric["state"] == "completed" and fabric["status"] == "NVML_SUCCESS"
+    assert 1 <= fabric["waited_s"] < 30, fabric
+    # Only the pending GPU was waited for.
+    assert {gpu["health"]["fabric"]["waited_s"] for gpu in nvml["gpus"] if gpu["index"] != 2} == {None}
+
+
+def test_a_registration_still_starting_when_the_wait_is_up_says_so(sim_node: t.Any) -> None:
+    node = sim_node("hgx-h100-8x80gb")
+    node.set("fabric_state=not_started", gpu=1)
+    nvml = assert_exit(node.run(fabric_wait=2))
+    assert nvml["gpus"][1]["health"]["fabric"] == {"state": "not_started", "status": None, "clique_id": None, "cluster_uuid": None, "waited_s": 2}
+    # Without a wait the GPU is read once.
+    assert assert_exit(node.run())["gpus"][1]["health"]["fabric"]["waited_s"] is None
+
+
+def test_a_negative_fabric_wait_is_refused(sim_node: t.Any) -> None:
+    outcome = sim_node("hgx-h100-8x80gb").run(fabric_wait=-1)
+    assert outcome["kind"] == "fail", outcome
+    assert outcome["result"]["msg"] == "fabric_wait is -1: give the seconds to wait, or 0 not to wait"
 
 
 def test_error_inside_a_gpu_instance_names_it(sim_node: t.Any) -> None:

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpufleet.nvidia.plugins.filter.driver import driver_kernel_module
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import drivers as drivers_kb
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _bundle
 
 ROLES = Path(__file__).resolve().parents[4] / "roles"
@@ -44,7 +45,8 @@ def role_data(distribution: str = "Debian", major: str = "12", tag: str = "-580"
         "driver_independent_packages": driver.get("__driver_independent_packages", {}),
         "driver_fabricmanager_packages": {"cuda": ["nvidia-fabricmanager" + tag], "distribution": []},
         "driver_nvlsm_packages": driver["__driver_nvlsm_packages"],
-        "driver_nvlsm_architectures": driver["__driver_nvlsm_architectures"],
+        # The role's vars read it from the knowledge base (a lookup this test does not template).
+        "driver_nvlsm_architectures": drivers_kb.NVLSM["value"]["architectures"],
         "driver_cuda_repo_arch": driver["__driver_cuda_repo_arch"],
         "driver_cuda_repo_key": driver["__driver_cuda_repo_key"],
         "driver_cuda_repo_fingerprint": driver["__driver_cuda_repo_fingerprint"],

@@ -160,3 +160,31 @@ def test_gpus_without_health_fields_are_not_counted_healthy(sim_node: t.Any) -> 
         gpu.pop("health", None)
     check = verify_check({"nvml": nvml, "kernel_log": "", "services": services()}, "health", settings())
     assert check["summary"] == "5 GPU(s) healthy, 3 not checked (NVML gave no health fields); 0 Xid event(s) since boot"
+
+
+FM_RUNNING = {
+    "rc": 0,
+    "stdout": SHOW.format("active", "loaded", "enabled").replace("ActiveState=inactive", "ActiveState=active"),
+    "stderr": "",
+}
+PROC_MODULES = "nvidia 104857600 2 - Live 0x0000000000000000 (POE)\nmlx5_ib 524288 0 - Live 0x0000000000000000\n"
+
+
+def test_nvlsm_needs_its_infiniband_modules_on_an_nvlink5_node(sim_node: t.Any) -> None:
+    nvml = facts(sim_node, "hgx-b300-8x288gb")
+    observed = {"nvml": nvml, "kernel_log": "", "services": FM_RUNNING, "proc_modules": PROC_MODULES}
+    check = verify_check(observed, "health", settings(fabricmanager=True))
+    assert check["status"] == "fail", check
+    node = [(f["severity"], f["subject"], f["message"].split(";")[0]) for f in check["findings"] if f["subject"] == "node"]
+    assert node == [
+        (
+            "error",
+            "node",
+            "nvlsm_kernel_modules: ib_umad is not loaded: NVLSM cannot reach the NVSwitches, so Fabric Manager cannot register the GPUs on the node",
+        )
+    ], check["findings"]
+    observed["proc_modules"] += "ib_umad 45056 0 - Live 0x0000000000000000\n"
+    assert verify_check(observed, "health", settings(fabricmanager=True))["status"] == "pass"
+    # /proc/modules not read (an older verify read, a bake): not judged.
+    del observed["proc_modules"]
+    assert verify_check(observed, "health", settings(fabricmanager=True))["status"] == "pass"
