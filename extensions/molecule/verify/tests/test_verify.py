@@ -202,6 +202,7 @@ def test_dra_host_imex_fails_until_masked(host):
 
 TEXTFILE = "/var/lib/prometheus/node-exporter/gpufleet-health.prom"
 KMSG = "/run/nvml-sim/kmsg"
+SIM_STATE = "/var/lib/nvml-sim/state"
 
 
 def gauges(host) -> dict:
@@ -293,7 +294,8 @@ def test_a_pending_row_remap_warns_without_failing_the_host(host):
 def test_a_fabric_still_registering_after_the_wait_fails_and_one_that_finishes_in_it_passes(host):
     """GPU 3 stays in progress; Fabric Manager registers GPU 5 two seconds into the health read's wait."""
     gpu = json.loads(host.check_output("nvml-simctl show"))["gpus"][3]
-    with sick(host):
+    # The simulator's state is put back whole: `inject clear` leaves fabric states alone.
+    with set_aside(host, SIM_STATE), sick(host):
         host.check_output("nvml-simctl set --gpu 3 fabric_state=in_progress")
         host.check_output("nvml-simctl set --gpu 5 fabric_state=not_started")
         host.check_output("(sleep 2; nvml-simctl set --gpu 5 fabric_state=completed fabric_status=0) >/dev/null 2>&1 &")
