@@ -410,8 +410,11 @@ _DO = {
 
 def action_text(finding: dict[str, t.Any]) -> str:
     """What to do about a finding, in words (its message ends with the same)."""
-    gpu = finding.get("gpu")
-    return _DO[finding["action"]].format(index=gpu.get("index") if gpu else "", modules=" ".join(NVLSM_KERNEL_MODULES))
+    return _action_words(finding["action"], finding.get("gpu"))
+
+
+def _action_words(action: str, gpu: dict[str, t.Any] | None) -> str:
+    return _DO[action].format(index=gpu.get("index") if gpu else "", modules=" ".join(NVLSM_KERNEL_MODULES))
 
 
 def parse_systemctl_show(text: t.Any) -> dict[str, dict[str, str]]:
@@ -448,8 +451,7 @@ def service_states(show: str, persistenced: bool, fabricmanager: bool) -> dict[s
 
 
 def _finding(check: str, severity: str, gpu: dict[str, t.Any] | None, seen: str, action: str, advice: str = "") -> dict[str, t.Any]:
-    what = _DO[action].format(index=gpu.get("index") if gpu else "", modules=" ".join(NVLSM_KERNEL_MODULES))
-    message = "{0}: {1} on {2}; {3}{4}".format(check, seen, _name(gpu), what, advice)
+    message = "{0}: {1} on {2}; {3}{4}".format(check, seen, _name(gpu), _action_words(action, gpu), advice)
     return {"check": check, "severity": severity, "gpu": gpu, "seen": seen, "action": action, "message": message}
 
 
@@ -573,7 +575,9 @@ class _Judge:
                     who,
                     "GPU fabric registration is still {0} after {1} s".format(fabric["state"], waited),
                     "restart_service",
-                    advice=" (nvidia-fabricmanager; on NVLink5 systems it needs NVLSM and the ib_umad and mlx5_ib kernel modules), then check again",
+                    advice=" (nvidia-fabricmanager; on NVLink5 systems it needs NVLSM and the {0} kernel modules), then check again".format(
+                        " and ".join(NVLSM_KERNEL_MODULES)
+                    ),
                 )
             elif fabric.get("state") != "completed":
                 self.add(
@@ -729,6 +733,8 @@ def judge(nvml_facts: t.Any, xid_events: t.Any, services: t.Any, policy: HealthP
     kernel modules (loaded_kernel_modules of /proc/modules), or None where
     they were not read."""
     gpus = _gpus(nvml_facts)
+    if kernel_modules is not None and not isinstance(kernel_modules, (list, tuple, set, frozenset)):
+        raise ValueError("kernel_modules: expected the names of the loaded kernel modules, got {0}".format(type(kernel_modules).__name__))
     if services is None:
         services = {}
     if not isinstance(services, dict):
@@ -745,8 +751,6 @@ def judge(nvml_facts: t.Any, xid_events: t.Any, services: t.Any, policy: HealthP
             healths[key] = gpu.get("health") or {}
         judgement.gpu(gpu, who)
     judgement.kernel_events(events, by_bus, healths)
-    if kernel_modules is not None and not isinstance(kernel_modules, (list, tuple, set, frozenset)):
-        raise ValueError("kernel_modules: expected the names of the loaded kernel modules, got {0}".format(type(kernel_modules).__name__))
     judgement.node(gpus, services, None if kernel_modules is None else list(kernel_modules))
     return sorted(judgement.findings, key=_order)
 

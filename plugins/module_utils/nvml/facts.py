@@ -161,14 +161,21 @@ class NvmlFactsCollector:
             return self._not_ready(status, driver_loaded, "{0} loaded, but {1}".format(self.library, err))
 
         self.facts["driver_loaded"] = True
+        self._in_session(session, self._system, self._gpus)
+        self._settle_fabric()
+        return self.facts
+
+    def _in_session(self, session: NvmlSession, *reads: t.Callable[[NvmlSession], None]) -> None:
+        """Run the reads in an initialised session, then shut it down whatever happened.
+
+        Raises NvmlFactsError naming the first error, the reads' or the shutdown's."""
         message = None
         try:
-            self._system(session)
-            self._gpus(session)
+            for read in reads:
+                read(session)
         except NvmlError as err:
             message = self._message(err)
         finally:
-            # Shut down whatever happened; the first error is the one reported.
             self._scope = []
             try:
                 session.shutdown()
@@ -176,8 +183,6 @@ class NvmlFactsCollector:
                 message = message or self._message(err)
         if message:
             raise NvmlFactsError(message)
-        self._settle_fabric()
-        return self.facts
 
     def _not_ready(self, status: str, driver_loaded: bool, reason: str) -> dict[str, t.Any]:
         self.facts.update(status=status, driver_loaded=driver_loaded, reason=reason)
@@ -217,19 +222,25 @@ class NvmlFactsCollector:
             return
         start = self.clock()
         deadline = start + self.fabric_wait
+
+        def read_again(session: NvmlSession) -> None:
+            for gpu in pending:
+                self._scope = ["GPU {0} ({1})".format(gpu["index"], gpu["uuid"])]
+                try:
+                    gpu["health"]["fabric"] = read_fabric(session, session.device_by_index(gpu["index"]))
+                except NvmlError as err:
+                    if not _lost(err):
+                        raise
+                    gpu["lost"] = True  # fell off the bus while waited for, as _gpus reports it
+
         while pending and self.clock() < deadline:
             self.sleep(min(FABRIC_POLL_S, max(deadline - self.clock(), 0)))
             session = self.session_factory(self.library)
-            session.init()
             try:
-                for gpu in pending:
-                    self._scope = ["GPU {0} ({1})".format(gpu["index"], gpu["uuid"])]
-                    gpu["health"]["fabric"] = read_fabric(session, session.device_by_index(gpu["index"]))
+                session.init()
             except NvmlError as err:
                 raise NvmlFactsError(self._message(err)) from None
-            finally:
-                self._scope = []
-                session.shutdown()
+            self._in_session(session, read_again)
             waited = int(round(self.clock() - start))
             for gpu in pending:
                 if gpu["health"]["fabric"] is not None:
@@ -247,7 +258,7 @@ class NvmlFactsCollector:
             try:
                 self._gpu(s, s.device_by_index(index), gpu)
             except NvmlError as err:
-                if err.code not in _LOST_CODES.get(err.function, _LOST):
+                if not _lost(err):
                     raise
                 # What was read before stays; the rest of this GPU keeps
                 # its defaults and the next GPU is read.
@@ -400,6 +411,11 @@ class NvmlFactsCollector:
 
 def _placement(placement: Placement) -> dict[str, int]:
     return {"start": placement.start, "size": placement.size}
+
+
+def _lost(err: NvmlError) -> bool:
+    """Whether the error says the GPU fell off the bus (the call's own answer for that, see _LOST_CODES)."""
+    return err.code in _LOST_CODES.get(err.function, _LOST)
 
 
 def _fabric_pending(gpu: dict[str, t.Any]) -> bool:

@@ -357,6 +357,21 @@ def test_a_registration_still_starting_when_the_wait_is_up_says_so(sim_node: t.A
     assert assert_exit(node.run())["gpus"][1]["health"]["fabric"]["waited_s"] is None
 
 
+def test_a_gpu_lost_while_waited_for_is_reported_lost_and_an_error_of_the_new_session_fails_by_name(sim_node: t.Any) -> None:
+    node = sim_node("hgx-h100-8x80gb")
+    node.set("fabric_state=in_progress", gpu=2)
+    # The first read passes; GPU 2 falls off the bus when read again.
+    node.fault("nvmlDeviceGetGpuFabricInfoV", "GPU_IS_LOST", skip=1, gpu=2)
+    nvml = assert_exit(node.run(fabric_wait=10))
+    assert [gpu["index"] for gpu in nvml["gpus"] if gpu["lost"]] == [2]
+    # NVML refusing the session the wait opens: a failure naming the call, not a traceback.
+    node = sim_node("hgx-h100-8x80gb")
+    node.set("fabric_state=in_progress", gpu=2)
+    node.fault("nvmlInit_v2", "UNKNOWN", skip=1)
+    result = assert_fail(node.run(fabric_wait=10))
+    assert result["msg"].startswith("nvmlInit_v2 failed: "), result["msg"]
+
+
 def test_a_negative_fabric_wait_is_refused(sim_node: t.Any) -> None:
     outcome = sim_node("hgx-h100-8x80gb").run(fabric_wait=-1)
     assert outcome["kind"] == "fail", outcome
