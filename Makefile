@@ -58,10 +58,17 @@ demo:
 # tests run twice: on the newest ansible-core (.venv) and on the oldest
 # meta/runtime.yml claims (.venv-oldest); the two lanes share no cache
 # (sanity.sh, PYTEST_CACHE). Each job's output is printed whole when it ends.
+# A run stopped from outside (a CI time limit) still prints the table, with
+# the phases it was still running: the make runs in the background so that
+# the shell's trap answers at once, stops it, and prints.
 test:
 	@$(PHASE) start
-	@status=0; $(MAKE) --no-print-directory --jobs=7 --output-sync=target \
-	  go-tools lint sanity sanity-oldest units units-oldest molecule awx faults || status=$$?; \
+	@status=0; \
+	  trap 'kill -TERM $$lanes 2>/dev/null; wait $$lanes || true; $(PHASE) table; \
+	        echo "[harness] make test was stopped from outside; the table says what was still running" >&2; exit 143' TERM INT HUP; \
+	  $(MAKE) --no-print-directory --jobs=7 --output-sync=target \
+	  go-tools lint sanity sanity-oldest units units-oldest molecule awx faults & lanes=$$!; \
+	  wait $$lanes || status=$$?; \
 	  $(PHASE) table; exit $$status
 
 # The inner loop (docs/contributing.md): lint, sanity on the files changed

@@ -100,6 +100,7 @@ timed() {
   local name=$1 begin cpu0 cpu status=0
   shift
   begin=$(date +%s)
+  "$GPUFLEET_ROOT/tests/harness/phase.sh" begin "$name" "$begin"
   child_cpu cpu0
   "$@" || status=$?
   cpu_since cpu "$cpu0"

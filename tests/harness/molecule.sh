@@ -70,6 +70,7 @@ run_scenario() {
   fi
   log "molecule: $scenario started"
   start=$(date +%s)
+  "$GPUFLEET_ROOT/tests/harness/phase.sh" begin "molecule: $scenario" "$start"
   child_cpu cpu0
   if molecule "${config[@]}" "${extra[@]}" test -s "$scenario" >"$output" 2>&1; then result=passed; else result=FAILED; fi
   cpu_since cpu "$cpu0"

@@ -3,9 +3,11 @@
 #
 #   phase.sh start                 begin a run: forget the last run's phases
 #   phase.sh run NAME CMD [ARG..]  run CMD, record NAME's start, end and result
+#   phase.sh begin NAME START      note a phase that has started (timed, Molecule lanes)
 #   phase.sh record NAME START END RESULT [CPU]
 #                                  record a phase timed elsewhere (Molecule lanes)
-#   phase.sh table                 print the table (also after a failure)
+#   phase.sh table                 print the table (also after a failure, and
+#                                  when the run is stopped from outside)
 #
 # Phases that run side by side overlap: the table shows when each started
 # (seconds after `start`) as well as how long it took, so the critical path
@@ -17,6 +19,10 @@
 # were busy out of those the cores had (/proc/stat at start and at table).
 # On a machine busy near 100%, only less work shortens the run; below that,
 # an earlier start of the longest path does.
+#
+# A phase that began but has no record yet is shown as `running`, with its
+# time so far: a CI run killed at its time limit (make test prints the table
+# when it is stopped) then says which lanes it was still waiting for.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=env.sh
 . "$(dirname "$0")/env.sh"
@@ -51,18 +57,32 @@ case "${1:-}" in
     shift
     timed "$@"
     ;;
+  begin)
+    [ $# -eq 3 ] || die "usage: phase.sh begin NAME START"
+    append "$2" "$3" "" running
+    ;;
   record)
     [ $# -eq 5 ] || [ $# -eq 6 ] || die "usage: phase.sh record NAME START END RESULT [CPU]"
     append "$2" "$3" "$4" "$5" "${6:-}"
     ;;
   table)
     [ -f "$record" ] || exit 0
-    awk -F '\t' -v now="$(machine_cpu)" '
+    awk -F '\t' -v now="$(machine_cpu)" -v clock="$(date +%s)" '
       $1 == "run" { origin = $2; then = $5; next }
+      # A phase still running: kept aside until its record (same name and
+      # start) replaces it.
+      $4 == "running" { open[$1 SUBSEP $2] = 1; next }
       { n++; name[n] = $1; from[n] = $2; to[n] = $3; result[n] = $4; cpu[n] = ($5 == "" ? "-" : $5)
+        delete open[$1 SUBSEP $2]
         if (origin == "") origin = $2
         if ($3 > last) last = $3 }
       END {
+        for (key in open) {
+          split(key, part, SUBSEP)
+          n++; name[n] = part[1]; from[n] = part[2]; to[n] = clock; result[n] = "running"; cpu[n] = "-"
+          if (origin == "") origin = part[2]
+          last = clock
+        }
         printf "\n%-44s %8s %8s %8s %8s  %s\n", "phase", "start s", "wall s", "min", "cpu s", "result"
         for (i = 1; i <= n; i++)
           printf "%-44s %8d %8d %8.1f %8s  %s\n", name[i], from[i] - origin, to[i] - from[i], (to[i] - from[i]) / 60, cpu[i], result[i]
@@ -75,6 +95,6 @@ case "${1:-}" in
       }' "$record" >&2
     ;;
   *)
-    die "usage: phase.sh start | run NAME CMD... | record NAME START END RESULT | table"
+    die "usage: phase.sh start | run NAME CMD... | begin NAME START | record NAME START END RESULT | table"
     ;;
 esac

@@ -953,7 +953,7 @@ def test_processes_in_mig_mode(sim: Any, api: Api) -> None:
     count = U(4)
     assert api.nvmlDeviceGetComputeRunningProcesses_v3(parent, ref(count), infos) == SUCCESS
     assert count.value == 1
-    assert (infos[0].pid, infos[0].gpuInstanceId, infos[0].computeInstanceId) == (31337, 7, 0)
+    assert (infos[0].pid, infos[0].gpuInstanceId, infos[0].computeInstanceId) == (4194404, 7, 0)
     for index, expected in ((0, 1), (1, 0)):
         mig = P()
         assert api.nvmlDeviceGetMigDeviceHandleByIndex(parent, index, ref(mig)) == SUCCESS

@@ -490,9 +490,9 @@ def test_clients_block_destroying_their_instance_and_mode_changes() -> None:
     plan = plan_for(busy, {one.name: 6})
     blocking = mig_plan.blocking_clients(plan)
     destroyed = {d.instance.id for d in plan.destroy}
-    assert [p.pid for p in blocking] == ([31337] if 7 in destroyed else [])
+    assert [p.pid for p in blocking] == ([4194404] if 7 in destroyed else [])
     off = mig_plan.plan_gpu(busy, mig_plan.resolve_target(busy, entry(enabled=False)))
-    assert [str(p) for p in mig_plan.blocking_clients(off)] == ["pid 31337 (not visible here, GPU instance 7 / compute instance 0, 2048 MiB)"]
+    assert [str(p) for p in mig_plan.blocking_clients(off)] == ["pid 4194404 (not visible here, GPU instance 7 / compute instance 0, 2048 MiB)"]
 
 
 def test_descriptions() -> None:

@@ -198,7 +198,7 @@ def test_attached_clients_fail_before_anything_changes(sim_node: t.Any) -> None:
     gpus = {g["index"]: g for g in node.show()["gpus"]}
     assert result["msg"] == (
         "GPU clients are still attached, so nothing was changed. Stop them (for services, list them in "
-        "mig_gpu_clients) and run again: GPU 1 (NVIDIA A100-SXM4-40GB) ({0}): pid 31337 (not visible here, GPU "
+        "mig_gpu_clients) and run again: GPU 1 (NVIDIA A100-SXM4-40GB) ({0}): pid 4194404 (not visible here, GPU "
         "instance 7 / compute instance 0, 2048 MiB)".format(gpus[1]["uuid"])
     )
     # GPU 5's process does not matter: MIG is already off there.
