@@ -18,11 +18,14 @@ cd "$GPUFLEET_ROOT"
 # own builds of crictl and dcgm-exporter, as a site pins its own (env.sh).
 mirror_pins
 
-# Measured on the 2-core test machine with two lanes (tests/output/phases.tsv
-# of a warm run): driver 11 min (the one real NVIDIA build; 18 cold), upgrade
-# 9, workload 7, verify 5, the rest 1-3. The lanes are CPU-bound, so a third lane gains
-# little; the order decides how evenly they end.
-LONGEST_FIRST=(driver upgrade workload verify bake container_runtime cdi bundle mig container_toolkit)
+# Measured alone on a 2-core machine with two lanes (tests/output/phases.tsv):
+# driver 565 s (the one real NVIDIA build), upgrade 361, workload 336, verify
+# 328, slurm_gres 189, mig 142, container_runtime 129, bake 116, cdi 107,
+# bundle 104, the rest 34-73. The lanes are CPU-bound, so a third lane gains
+# little; the order decides how evenly they end. Scenarios not listed run
+# last: a long one there leaves one lane working alone at the end (slurm_gres
+# did, 207 s of a 2194 s run).
+LONGEST_FIRST=(driver upgrade workload verify slurm_gres mig container_runtime bake cdi bundle dcgm container_toolkit crictl)
 
 base_config=()
 if [ "${MOLECULE_DRIVER:-podman}" = docker ]; then

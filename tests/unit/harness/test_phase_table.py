@@ -51,3 +51,28 @@ def test_a_busy_phase_shows_its_cpu_and_a_waiting_one_none(tmp_path):
     assert table["failing"][-1] == "FAILED"
     busy = table["machine CPU (busy core-seconds)"]
     assert int(busy[1]) >= 1 and busy[2].endswith("%") and busy[-2:] == [str(os.cpu_count()), "cores"], busy
+
+
+def test_a_run_stopped_from_outside_shows_the_phases_it_was_still_running(tmp_path):
+    """make test prints the table when CI stops it at its time limit; the phases still running are in it."""
+    shutil.copytree(HARNESS, tmp_path / "tests" / "harness")
+    assert phase(tmp_path, "start").returncode == 0
+    lane = subprocess.Popen(
+        ["bash", str(tmp_path / "tests" / "harness" / "phase.sh"), "run", "long lane", "sleep", "30"],
+        env=dict(os.environ, GPUFLEET_ROOT=str(tmp_path)),
+    )
+    try:
+        record = tmp_path / "tests" / "output" / "phases.tsv"
+        for _ in range(100):
+            if record.exists() and "long lane" in record.read_text():
+                break
+            subprocess.run(["sleep", "0.05"], check=True)
+        assert phase(tmp_path, "run", "short lane", "true").returncode == 0
+        text = phase(tmp_path, "table").stderr
+        table = rows(text)
+        assert table["long lane"][-1] == "running" and table["long lane"][3] == "-", text
+        # A phase that began and ended is one row, with its result.
+        assert table["short lane"][-1] == "ok" and text.count("short lane") == 1, text
+    finally:
+        lane.kill()
+        lane.wait()
