@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 HARNESS = Path(__file__).resolve().parents[2] / "harness"
@@ -63,10 +64,10 @@ def test_a_run_stopped_from_outside_shows_the_phases_it_was_still_running(tmp_pa
     )
     try:
         record = tmp_path / "tests" / "output" / "phases.tsv"
-        for _ in range(100):
+        for _attempt in range(100):
             if record.exists() and "long lane" in record.read_text():
                 break
-            subprocess.run(["sleep", "0.05"], check=True)
+            time.sleep(0.05)
         assert phase(tmp_path, "run", "short lane", "true").returncode == 0
         text = phase(tmp_path, "table").stderr
         table = rows(text)
