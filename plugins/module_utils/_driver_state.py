@@ -58,6 +58,21 @@ def kernel_release_of(vmlinuz: str) -> str | None:
     return vmlinuz[len("vmlinuz-") :] or None
 
 
+def module_name(name: str) -> str:
+    """A kernel module's name as the kernel lists it (/proc/modules): dashes are underscores."""
+    return name.replace("-", "_")
+
+
+def modules_dep_names(text: str) -> list[str]:
+    """The module names a modules.dep lists, from its paths (kernel/drivers/infiniband/core/ib_umad.ko.xz: ...)."""
+    names = []
+    for line in text.splitlines():
+        path = line.split(":", 1)[0].strip()
+        if path:
+            names.append(module_name(path.rsplit("/", 1)[-1].split(".ko", 1)[0]))
+    return names
+
+
 def parse_dkms_status(text: str) -> list[dict[str, str | None]]:
     entries = []
     for line in text.splitlines():
@@ -209,7 +224,17 @@ class DriverStateReader:
                 return name, out.strip().splitlines()[0]
         return None, None
 
-    def kernels(self, module_names: list[str]) -> dict[str, t.Any]:
+    def modules_absent(self, kernel: str, names: list[str]) -> list[str] | None:
+        """Those of `names` that `kernel`'s module index (modules.dep) does not list; None without an index."""
+        if not names:
+            return []
+        index = self.read_text("lib/modules", kernel, "modules.dep")
+        if index is None:
+            return None
+        listed = set(modules_dep_names(index))
+        return [name for name in names if module_name(name) not in listed]
+
+    def kernels(self, module_names: list[str], other_modules: list[str] | None = None) -> dict[str, t.Any]:
         running = self.running_kernel()
         installed = []
         for release in self.installed_kernels():
@@ -221,6 +246,7 @@ class DriverStateReader:
                     "headers": os.path.exists(self.path("lib/modules", release, "build", "Makefile")),
                     "module": module,
                     "module_version": version,
+                    "modules_absent": self.modules_absent(release, other_modules or []),
                 }
             )
         return {
@@ -329,7 +355,13 @@ class DriverStateReader:
 
     # -- everything ------------------------------------------------------------------------
     def read(
-        self, patterns: list[str], module_names: list[str], mok_certificate: str | None, files: list[str] | None = None, units: list[str] | None = None
+        self,
+        patterns: list[str],
+        module_names: list[str],
+        mok_certificate: str | None,
+        files: list[str] | None = None,
+        units: list[str] | None = None,
+        other_modules: list[str] | None = None,
     ) -> dict[str, t.Any]:
         manager = self.package_manager()
         loaded = self.loaded_modules()
@@ -338,7 +370,8 @@ class DriverStateReader:
             "units": self.units(units or []),
             "package_manager": manager,
             "packages": self.packages(manager, patterns),
-            "kernels": self.kernels(module_names),
+            "kernels": self.kernels(module_names, other_modules),
+            "other_modules_loaded": [name for name in other_modules or [] if module_name(name) in loaded],
             "dkms": self.dkms(),
             "secure_boot": self.secure_boot(mok_certificate),
             "container": self.container(),

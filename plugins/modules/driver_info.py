@@ -34,6 +34,14 @@ options:
     type: list
     elements: str
     default: [nvidia, nvidia-current]
+  other_modules:
+    description:
+      - Kernel modules besides the driver's that the node needs (NVLSM's C(ib_umad) and C(mlx5_ib) on NVLink5
+        systems). Each installed kernel reports those of them its module index lacks
+        (RV(driver.kernels.installed[].modules_absent)), and RV(driver.other_modules_loaded) those loaded now.
+    type: list
+    elements: str
+    default: []
   mok_certificate:
     description:
       - A certificate (DER or PEM) whose enrolment as a Machine Owner Key is reported in
@@ -150,6 +158,14 @@ driver:
               type: str
               returned: always
               sample: 535.261.03
+            modules_absent:
+              description:
+                - Those of O(other_modules) that the kernel's C(modules.dep) does not list; V(null) when the kernel
+                  has no C(modules.dep).
+              type: list
+              elements: str
+              returned: always
+              sample: [ib_umad]
     dkms:
       description: C(dkms status) entries; V(null) when DKMS is not installed.
       type: list
@@ -235,6 +251,12 @@ driver:
       description: Whether the nouveau kernel module is loaded.
       type: bool
       returned: always
+    other_modules_loaded:
+      description: Those of O(other_modules) that are loaded now (C(/proc/modules)).
+      type: list
+      elements: str
+      returned: always
+      sample: [ib_umad, mlx5_ib]
     files:
       description: For every path of O(files), whether it exists, its mode and its content.
       type: dict
@@ -257,6 +279,7 @@ def main() -> None:
         argument_spec=dict(
             packages=dict(type="list", elements="str", default=["*nvidia*", "libcuda*", "cuda-drivers*", "nvlsm*"]),
             kernel_modules=dict(type="list", elements="str", default=["nvidia", "nvidia-current"]),
+            other_modules=dict(type="list", elements="str", default=[]),
             mok_certificate=dict(type="path"),
             files=dict(type="list", elements="path", default=[]),
             units=dict(type="list", elements="str", default=[]),
@@ -270,7 +293,12 @@ def main() -> None:
     reader = DriverStateReader(run)
     try:
         state = reader.read(
-            module.params["packages"], module.params["kernel_modules"], module.params["mok_certificate"], module.params["files"], module.params["units"]
+            module.params["packages"],
+            module.params["kernel_modules"],
+            module.params["mok_certificate"],
+            module.params["files"],
+            module.params["units"],
+            module.params["other_modules"],
         )
     except RuntimeError as err:
         module.fail_json(msg=str(err))

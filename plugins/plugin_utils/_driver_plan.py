@@ -222,6 +222,7 @@ def _owned_files(os_data: dict) -> list[str]:
         os_data.get("module_stream_file"),
         os_data["nouveau_file"],
         os_data["dkms_signing_file"],
+        os_data.get("nvlsm_modules_file"),
     ]
     return [{"path": path, "state": "absent"} for path in candidates if path]
 
@@ -302,6 +303,24 @@ def plan(decision: dict, declaration: dict, os_data: dict, facts: dict, info: di
     if fabricmanager:
         top += fabricmanager_packages + (nvlsm_packages if nvlsm else [])
     independent += nvlsm_packages
+    # NVLSM reaches the NVSwitches through InfiniBand management datagrams: its kernel modules must be in every
+    # kernel the node can boot (Ubuntu ships them in linux-modules-extra), and loaded at every boot.
+    nvlsm_modules = list(os_data.get("nvlsm_kernel_modules") or []) if fabricmanager and nvlsm else []
+    nvlsm_modules_package = os_data.get("nvlsm_modules_package") or ""
+    lacking = [k for k in info["kernels"]["installed"] if nvlsm_modules and k.get("modules_absent")]
+    if lacking and not nvlsm_modules_package and present:
+        result["error"] = (
+            "Fabric Manager on {0} GPUs needs NVLSM, and NVLSM needs the {1} kernel modules, which kernel(s) {2} do "
+            "not have (not in their modules.dep); the role knows no package that adds them on {3}. Install a kernel "
+            "built with them (CONFIG_INFINIBAND_USER_MAD, CONFIG_MLX5_INFINIBAND) or the package that carries them, "
+            "or set driver_fabricmanager: false if these GPUs do not use the NVSwitches.".format(
+                "/".join(os_data["nvlsm_architectures"]),
+                " and ".join(nvlsm_modules),
+                ", ".join("{0} ({1})".format(k["release"], " ".join(k["modules_absent"])) for k in lacking),
+                facts.get("distribution", "this OS"),
+            )
+        )
+        return result
 
     installed_version = upstream_version(installed.get(version_package))
     installed_any = next((upstream_version(installed[name]) for name in (version_package, other_flavour_package) if name in installed), None)
@@ -321,6 +340,7 @@ def plan(decision: dict, declaration: dict, os_data: dict, facts: dict, info: di
         kernel_packages = [os_data["headers_prefix"] + k["release"] for k in kernels if not k["headers"]]
     else:
         kernel_packages = [os_data["precompiled_module_package"] + k["release"] for k in kernels]
+    kernel_packages += [nvlsm_modules_package + k["release"] for k in lacking]
     if not kernel_packages:
         kernel_query: list[str] = []
     elif backend == "apt":
@@ -353,6 +373,15 @@ def plan(decision: dict, declaration: dict, os_data: dict, facts: dict, info: di
     elif truthy(os_data.get("module_streams")):
         files = [{"path": os_data["module_stream_file"], "template": "dnf-module-stream.j2", "step": "repository"}]
     files.append({"path": os_data["nouveau_file"], "template": "blacklist-nouveau.conf.j2", "step": "configure"})
+    # Written where NVLSM runs, removed where it no longer does (another driver_fabricmanager, other GPUs).
+    files_absent = []
+    if nvlsm_modules:
+        files.append({"path": os_data["nvlsm_modules_file"], "template": "modules-load-nvlsm.conf.j2", "step": "fabric"})
+    elif os_data.get("nvlsm_modules_file"):
+        files_absent.append({"path": os_data["nvlsm_modules_file"], "step": "fabric"})
+    # Loaded now too, where modules can be loaded: not in a container, nor in an image being built.
+    loaded = {name.replace("-", "_") for name in info.get("other_modules_loaded") or []}
+    nvlsm_modules_to_load = [name for name in nvlsm_modules if name.replace("-", "_") not in loaded] if present and not in_container and not bake else []
 
     result.update(
         {
@@ -394,6 +423,9 @@ def plan(decision: dict, declaration: dict, os_data: dict, facts: dict, info: di
             "kernel_query": kernel_query,
             "running_kernel_foreign": running_foreign,
             "files": files,
+            "files_absent": files_absent,
+            "nvlsm_kernel_modules": nvlsm_modules,
+            "nvlsm_modules_to_load": nvlsm_modules_to_load,
         }
     )
     return result
@@ -474,10 +506,14 @@ def files_to_write(planned: dict, rendered: list[str], found: dict) -> dict[str,
     node (content or mode, as driver_info read them), and node_files' entries for them by step."""
     desired = {entry["path"]: content for entry, content in zip(planned["files"], rendered)}
     stale = [path for path, content in desired.items() if (found.get(path) or {}).get("content") != content or (found.get(path) or {}).get("mode") != "0644"]
-    write: dict[str, list[dict]] = {"repository": [], "configure": []}
+    write: dict[str, list[dict]] = {"repository": [], "configure": [], "fabric": []}
     for entry in planned["files"]:
         if entry["path"] in stale:
             write[entry["step"]].append({"path": entry["path"], "content": desired[entry["path"]], "mode": "0644"})
+    for entry in planned.get("files_absent") or []:
+        if (found.get(entry["path"]) or {}).get("exists"):
+            stale.append(entry["path"])
+            write[entry["step"]].append({"path": entry["path"], "state": "absent"})
     return {"desired": desired, "stale": stale, "write": write}
 
 

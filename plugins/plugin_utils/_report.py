@@ -199,6 +199,32 @@ def gpu_models(report: dict[str, t.Any]) -> str:
     return ", ".join("{0} x {1}".format(n, name) for name, n in counts.items()) or "none"
 
 
+def fabric_summary(report: dict[str, t.Any]) -> str:
+    """The GPUs' NVLink fabric registration in a few words: 'NVLink fabric completed', or the GPUs that have
+    not completed it by state ('NVLink fabric: GPU 3 in progress'); '' where no GPU reported a fabric."""
+    registered = [gpu for gpu in report.get("gpus") or [] if isinstance(gpu.get("fabric"), dict)]
+    if not registered:
+        return ""
+    unfinished: dict[str, list[str]] = {}
+    for gpu in registered:
+        fabric = gpu["fabric"]
+        if fabric.get("state") != "completed":
+            state = str(fabric.get("state")).replace("_", " ")
+        elif fabric.get("status") not in (None, "NVML_SUCCESS"):
+            state = "failed ({0})".format(fabric.get("status"))
+        else:
+            continue
+        unfinished.setdefault(state, []).append(str(gpu.get("index")))
+    if not unfinished:
+        return "NVLink fabric completed"
+    return "NVLink fabric: " + "; ".join("GPU {0} {1}".format(", ".join(indices), state) for state, indices in unfinished.items())
+
+
+def gpus_cell(report: dict[str, t.Any]) -> str:
+    """The GPUs column: the models, and their fabric registration where they have one."""
+    return "; ".join(part for part in (gpu_models(report), fabric_summary(report)) if part)
+
+
 def cuda_images(reports: list[dict[str, t.Any]]) -> list[tuple[str, str]]:
     """(name, cuda) of every image any host judged, in first-seen order."""
     seen: list[tuple[str, str]] = []
@@ -482,7 +508,7 @@ def render_html(reports: list[dict[str, t.Any]], title: str = "gpufleet fleet re
         if unread(report, "gpus") and not report.get("gpus"):
             out.append('<td class="nc">{0}<span class="why">{1}</span></td>'.format(NOT_CHECKED, _e(unread(report, "gpus"))))
         else:
-            out.append('<td class="models">{0}</td>'.format(_e(gpu_models(report))))
+            out.append('<td class="models">{0}</td>'.format(_e(gpus_cell(report))))
         for layer, _label in LAYER_COLUMNS:
             item = checks.get(layer)
             if item is None:
@@ -610,7 +636,7 @@ def render_markdown(reports: list[dict[str, t.Any]], title: str = "gpufleet flee
         checks = _checks(report)
         cells = [_md(report.get("host")), "**{0}**".format(STATUS_TEXT.get(status, status))]
         cells += [_md(_version_text(report, key)) for key, _label in VERSION_COLUMNS]
-        cells.append(_md(_version_text(report, "gpus") if unread(report, "gpus") and not report.get("gpus") else gpu_models(report)))
+        cells.append(_md(_version_text(report, "gpus") if unread(report, "gpus") and not report.get("gpus") else gpus_cell(report)))
         cells += [_md(layer_cell(layer, checks[layer])) if layer in checks else "-" for layer, _label in LAYER_COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
     lines += _schedulers_markdown(scheduler_rows(reports))
@@ -680,7 +706,7 @@ def render_text(reports: list[dict[str, t.Any]]) -> list[str]:
                 counts.get("warning", 0),
                 _version_text(report, "driver"),
                 _version_text(report, "cuda"),
-                gpu_models(report),
+                gpus_cell(report),
             )
         )
         if len(reports) <= TEXT_DETAIL_HOSTS:

@@ -1229,6 +1229,13 @@ def _mig_units(gpu: dict[str, t.Any]) -> int | None:
     return max(8, *ends) if ends else (8 if mig.get("capable") else None)
 
 
+def _report_fabric(fabric: t.Any) -> dict[str, t.Any] | None:
+    """A GPU's fabric registration for the report: None where it has none, or it was not read."""
+    if not isinstance(fabric, dict) or fabric.get("state") in (None, "not_supported"):
+        return None
+    return {key: fabric.get(key) for key in ("state", "status", "clique_id", "cluster_uuid")}
+
+
 def report_gpus(nvml: dict[str, t.Any]) -> list[dict[str, t.Any]]:
     """The GPUs of a report: identity and the MIG layout as placements (what the picture draws)."""
     gpus = []
@@ -1241,6 +1248,8 @@ def report_gpus(nvml: dict[str, t.Any]) -> list[dict[str, t.Any]]:
                 "uuid": gpu.get("uuid"),
                 "architecture": gpu.get("architecture"),
                 "memory_total_mib": gpu.get("memory_total_mib"),
+                # The NVLink fabric registration, where the health layer read one (NVSwitch systems).
+                "fabric": _report_fabric((gpu.get("health") or {}).get("fabric")),
                 "mig": {
                     "capable": bool(mig.get("capable")),
                     "enabled": bool(mig.get("enabled")),

@@ -151,7 +151,8 @@ NVLSM = {
     "source": "https://github.com/siderolabs/extensions/pull/717 (quotes NVIDIA's Fabric Manager user guide); "
               "https://github.com/spectrocloud/CanvOS/pull/700 (nvidia-fabricmanager-start.sh: ib_umad not loaded); "
               "https://github.com/siderolabs/docs/pull/581 (nvlsm umad_init); "
-              "https://github.com/siderolabs/extensions/issues/893 (NVSwitch ports mlx5_8..11)",
+              "https://github.com/siderolabs/extensions/issues/893 (NVSwitch ports mlx5_8..11); "
+              "https://github.com/NVIDIA/gpu-operator/issues/2781 (Ubuntu: the modules are in linux-modules-extra)",
     "checked": "2026-11-30",
 }
 

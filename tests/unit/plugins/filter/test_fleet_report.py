@@ -417,3 +417,28 @@ def test_the_layout_check_catches_a_table_that_overflows(sim_node: t.Callable[..
     )
     layout = browser_layout(page, tmp_path)
     assert layout["tables"][0]["right"] > WINDOW_WIDTH and layout["scroll"] > WINDOW_WIDTH, layout
+
+
+def test_the_gpus_column_says_how_far_the_nvlink_fabric_registered(sim_node: t.Callable[..., t.Any]):
+    """A GB300 tray read with its health: one GPU still in progress, one whose probe failed, and every GPU
+    completed again afterwards; a node without a fabric (L40S) and one read without health say nothing of it."""
+    node = sim_node("gb300-nvl72-tray")
+    node.simctl("health", "--gpu", "1", "fabric_state=in_progress")
+    node.simctl("health", "--gpu", "3", "fabric_status=NVML_ERROR_UNKNOWN")
+    sick = node.run("nvml_info", gather_health=True)["result"]["nvml"]
+    report = json.loads(json.dumps(_verify.build_report("gb300-tray-01", [], sick, {"driver": sick["driver_version"]})))
+    assert [gpu["fabric"]["state"] for gpu in report["gpus"]] == ["completed", "in_progress", "completed", "completed"]
+    assert _report.fabric_summary(report) == "NVLink fabric: GPU 1 in progress; GPU 3 failed (NVML_ERROR_UNKNOWN)"
+    assert "NVLink fabric: GPU 1 in progress" in fleet_report([report]) and "NVLink fabric: GPU 1 in progress" in fleet_report([report], "markdown")
+    assert _report.gpus_cell(report) == "4 x NVIDIA GB300; NVLink fabric: GPU 1 in progress; GPU 3 failed (NVML_ERROR_UNKNOWN)"
+
+    node.simctl("health", "--gpu", "1", "fabric_state=completed")
+    node.simctl("health", "--gpu", "3", "fabric_status=NVML_SUCCESS")
+    well = node.run("nvml_info", gather_health=True)["result"]["nvml"]
+    assert _report.fabric_summary(_verify.build_report("gb300-tray-01", [], well)) == "NVLink fabric completed"
+
+    for fixture, health in (("l40s-4x", True), ("gb300-nvl72-tray", False)):
+        nvml = sim_node(fixture).run("nvml_info", gather_health=health)["result"]["nvml"]
+        plain = _verify.build_report("other", [], nvml)
+        assert {gpu["fabric"] for gpu in plain["gpus"]} == {None} and _report.fabric_summary(plain) == ""
+        assert _report.gpus_cell(plain) == _report.gpu_models(plain)

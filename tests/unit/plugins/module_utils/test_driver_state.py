@@ -98,9 +98,29 @@ def test_kernels_headers_and_modules(node):
     kernels = state.kernels(["nvidia", "nvidia-current"])
     assert kernels["running"] == "6.18.44-host" and kernels["running_installed"] is False
     assert kernels["installed"] == [
-        {"release": "6.1.0-55-amd64", "running": False, "headers": False, "module": None, "module_version": None},
-        {"release": "6.1.0-56-amd64", "running": False, "headers": True, "module": "nvidia-current", "module_version": "535.261.03"},
+        {"release": "6.1.0-55-amd64", "running": False, "headers": False, "module": None, "module_version": None, "modules_absent": []},
+        {"release": "6.1.0-56-amd64", "running": False, "headers": True, "module": "nvidia-current", "module_version": "535.261.03", "modules_absent": []},
     ]
+
+
+# Debian 12's linux-image-6.1.0-*-amd64 lists them so (compressed from Debian 13 on).
+MODULES_DEP = (
+    "kernel/drivers/infiniband/core/ib_core.ko:\n"
+    "kernel/drivers/infiniband/core/ib_umad.ko: kernel/drivers/infiniband/core/ib_core.ko\n"
+    "kernel/drivers/infiniband/hw/mlx5/mlx5_ib.ko.xz: kernel/drivers/net/ethernet/mellanox/mlx5/core/mlx5_core.ko.xz\n"
+)
+
+
+def test_other_modules_a_kernel_lacks_and_those_loaded(node):
+    """NVLSM's modules: which kernel's index lacks them (a kernel without modules.dep says nothing), which are loaded."""
+    touch(node / "lib/modules/6.1.0-56-amd64/modules.dep", MODULES_DEP.encode())
+    touch(node / "lib/modules/6.1.0-55-amd64/modules.dep", MODULES_DEP.split("\n", 2)[2].encode())
+    touch(node / "boot/vmlinuz-6.1.0-57-amd64")
+    touch(node / "proc/modules", b"ib_umad 1 0 - Live 0x0\nnvidia 2 0 - Live 0x0\n")
+    read = reader(node)[0].read(["*nvidia*"], ["nvidia"], None, other_modules=["ib_umad", "mlx5-ib"])
+    absent = {kernel["release"]: kernel["modules_absent"] for kernel in read["kernels"]["installed"]}
+    assert absent == {"6.1.0-55-amd64": ["ib_umad"], "6.1.0-56-amd64": [], "6.1.0-57-amd64": None}
+    assert read["other_modules_loaded"] == ["ib_umad"]
 
 
 def test_dkms_status_both_formats():

@@ -44,8 +44,12 @@ DEBIAN_12_ARM = facts("Debian", "12.12", "bookworm", "Debian", "aarch64")
 DEBIAN_12 = facts("Debian", "12.12", "bookworm", "Debian")
 
 
-def info(kernels=("6.8.0-45-generic",), headers=False, secure_boot=False, nvswitches=()) -> dict:
-    installed = [{"release": k, "running": i == 0, "headers": headers, "module": None, "module_version": None} for i, k in enumerate(kernels)]
+def info(kernels=("6.8.0-45-generic",), headers=False, secure_boot=False, nvswitches=(), modules_absent=(), files=None) -> dict:
+    """driver_info's read; modules_absent: NVLSM's modules the first kernel lacks (the others have them)."""
+    installed = [
+        {"release": k, "running": i == 0, "headers": headers, "module": None, "module_version": None, "modules_absent": list(modules_absent) if i == 0 else []}
+        for i, k in enumerate(kernels)
+    ]
     return {
         "package_manager": "apt",
         "packages": [],
@@ -63,9 +67,12 @@ def info(kernels=("6.8.0-45-generic",), headers=False, secure_boot=False, nvswit
         },
         "nvswitches": list(nvswitches),
         "nouveau_loaded": False,
-        "files": {},
+        "other_modules_loaded": [],
+        "files": files or {},
     }
 
+
+NVLSM_MODULES_FILE = "/etc/modules-load.d/gpufleet-nvlsm.conf"
 
 NOT_LOADED = {"status": "driver_not_loaded", "gpus": [], "gpu_count": 0, "driver_version": None}
 
@@ -137,6 +144,22 @@ CASES = {
         NOT_LOADED,
         DEBIAN_CUDA_580,
     ),
+    # NVLink5 with NVSwitches: Fabric Manager, NVLSM and NVLSM's kernel modules (Ubuntu's cloud kernels lack them).
+    "ubuntu2404_b200_nvlsm": (
+        UBUNTU_2404,
+        {"driver_gpu_models": ["B200"] * 8},
+        info(("6.8.0-51-generic", "6.8.0-45-generic"), headers=True, nvswitches=["0000:07:00.0"], modules_absent=["ib_umad", "mlx5_ib"]),
+        NOT_LOADED,
+        dict(UBUNTU_580, **{"nvidia-fabricmanager-580": ["580.95.05-1"], "nvlsm": ["2025.06.7-1"]}),
+    ),
+    # The same node with Fabric Manager turned off: the role's modules file goes.
+    "ubuntu2404_b200_no_fabricmanager": (
+        UBUNTU_2404,
+        {"driver_gpu_models": ["B200"], "driver_fabricmanager": False},
+        info(headers=True, nvswitches=["0000:07:00.0"], files={NVLSM_MODULES_FILE: {"exists": True, "mode": "0644", "content": "ib_umad\n"}}),
+        NOT_LOADED,
+        UBUNTU_580,
+    ),
     # Bad declarations: each must fail in the decision files, naming the variable.
     "error_branch_format": (UBUNTU_2204, {"driver_branch": "58O"}, info(), NOT_LOADED, UBUNTU_580),
     "error_version_not_offered": (
@@ -155,6 +178,13 @@ CASES = {
     "error_distribution_on_rocky": (ROCKY_9, {"driver_source": "distribution", "driver_gpu_models": ["A100"]}, info(), NOT_LOADED, EL9_580),
     "error_precompiled_on_debian": (DEBIAN_12, {"driver_module_build": "precompiled", "driver_gpu_models": ["A100"]}, info(), NOT_LOADED, {}),
     "error_secure_boot_unsigned": (UBUNTU_2204, {"driver_gpu_models": ["H100"]}, info(secure_boot=True), NOT_LOADED, UBUNTU_580),
+    "error_nvlsm_modules_missing_on_debian": (
+        DEBIAN_12,
+        {"driver_gpu_models": ["B300"]},
+        info(("6.1.0-56-amd64",), headers=True, nvswitches=["0000:07:00.0"], modules_absent=["ib_umad"]),
+        NOT_LOADED,
+        DEBIAN_CUDA_580,
+    ),
     "error_fabricmanager_from_debian": (
         DEBIAN_12,
         {"driver_source": "distribution", "driver_gpu_models": ["A100"], "driver_fabricmanager": True},
@@ -265,6 +295,25 @@ def test_debian_12_arm_with_nvswitches_gets_fabric_manager_at_the_driver_version
     assert plan["packages"]["nvidia-fabricmanager-580"] == plan["packages"]["nvidia-driver-cuda"] == "580.95.05-1"
 
 
+def test_nvlink5_nvswitches_get_nvlsm_and_its_kernel_modules_on_ubuntu(plans):
+    """Fabric Manager at the driver's version, NVLSM at its own, linux-modules-extra for the kernel that lacks the
+    InfiniBand modules, and the modules loaded now and at every boot."""
+    plan = ok(plans, "ubuntu2404_b200_nvlsm")
+    assert plan["fabricmanager"] is True
+    assert plan["packages"]["nvidia-fabricmanager-580"] == "580.95.05-1" and "nvlsm" in plan["packages"]
+    assert plan["kernel_packages"] == ["linux-modules-extra-6.8.0-51-generic"]
+    assert plan["nvlsm_modules_to_load"] == ["ib_umad", "mlx5_ib"]
+    (entry,) = plan["fabric_files"]
+    assert entry["path"] == NVLSM_MODULES_FILE and entry["mode"] == "0644"
+    assert [line for line in entry["content"].splitlines() if not line.startswith("#")] == ["ib_umad", "mlx5_ib"]
+
+
+def test_the_modules_file_goes_when_fabric_manager_is_turned_off(plans):
+    plan = ok(plans, "ubuntu2404_b200_no_fabricmanager")
+    assert plan["fabricmanager"] is False and plan["nvlsm_modules_to_load"] == []
+    assert plan["fabric_files"] == [{"path": NVLSM_MODULES_FILE, "state": "absent"}]
+
+
 @pytest.mark.parametrize(
     "case,message",
     [
@@ -280,6 +329,7 @@ def test_debian_12_arm_with_nvswitches_gets_fabric_manager_at_the_driver_version
         ("error_precompiled_on_debian", "driver_module_build: precompiled"),
         ("error_secure_boot_unsigned", "Secure Boot is enabled"),
         ("error_fabricmanager_from_debian", "does not package it; use driver_source: cuda"),
+        ("error_nvlsm_modules_missing_on_debian", "kernel(s) 6.1.0-56-amd64 (ib_umad) do not have"),
     ],
 )
 def test_bad_declarations_fail_with_the_variable_and_the_fix(plans, case, message):
