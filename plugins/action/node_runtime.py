@@ -33,7 +33,7 @@ MODULE_UTILS = COLLECTION_ROOT / "plugins" / "module_utils"
 PACKAGE = "gpufleet_runtime"
 MANIFEST = "MANIFEST.json"
 # What the boot commands import (gpufleet-mig: mig/ and nvml/; gpufleet-verify-boot:
-# also nvml/health and _health; gpufleet-node-labels: nvml/facts, _gfd_labels,
+# also nvml/facts, _cdi_names and _health; gpufleet-node-labels: nvml/facts, _gfd_labels,
 # the node_labels filter's own plan, and _pci), by path under module_utils; the runtime is these,
 # what they import in turn, and the __init__ of each package on the way.
 ENTRY_MODULES = (
@@ -48,6 +48,7 @@ ENTRY_MODULES = (
     "nvml/facts",
     "nvml/health",
     "nvml/session",
+    "_cdi_names",
     "_durable",
     "_gfd_labels",
     "_health",

@@ -28,6 +28,7 @@ import yaml
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _health
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._cdi_names import expected_cdi_devices
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._gfd_labels import vgpu_guest
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge.packages import toolkit_packages
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.evaluate import Matrix
@@ -648,34 +649,6 @@ def _strategies(value: t.Any) -> tuple[str, ...]:
         return CDI_DEFAULT_STRATEGIES
     items = value if isinstance(value, list) else [value]
     return tuple(str(item) for item in items)
-
-
-def expected_cdi_devices(nvml: dict[str, t.Any], strategies: t.Iterable[str]) -> tuple[set[str], dict[int, int]]:
-    """(names nvidia-ctk would generate for full GPUs and MIG devices by UUID, MIG count per GPU for index names).
-
-    nvidia-ctk names MIG devices by index as "<gpu>:<mig handle index>"; the
-    handle index is not in the facts, so index-named MIG devices are compared
-    by count per GPU.
-    """
-    names: set[str] = set()
-    mig_counts: dict[int, int] = {}
-    for gpu in nvml.get("gpus") or []:
-        index, uuid = gpu.get("index"), gpu.get("uuid")
-        devices = (gpu.get("mig") or {}).get("devices") or []
-        # A GPU in MIG mode is a device only through its MIG devices
-        # (nvidia-ctk 1.20 lists no full-GPU device for it).
-        whole = not (gpu.get("mig") or {}).get("enabled")
-        for strategy in strategies:
-            if strategy == "index" and whole:
-                names.add(str(index))
-            elif strategy == "type-index" and whole:
-                names.add("gpu{0}".format(index))
-            elif strategy == "uuid" and uuid:
-                if whole:
-                    names.add(uuid)
-                names.update(device["uuid"] for device in devices if device.get("uuid"))
-        mig_counts[index] = len(devices)
-    return names, mig_counts
 
 
 def parse_cdi_spec(text: str) -> dict[str, t.Any]:

@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import typing as t
 from pathlib import Path
 
@@ -225,3 +226,47 @@ def test_sick_gpus_fail_health_at_boot_naming_gpu_and_action(installed: Path, si
     assert re.search(r'^gpufleet_gpu_health_status\{bus_id="[^"]+",check="remap_failure",gpu="1",', text, re.MULTILINE)
     assert re.search(r'check="remap_failure",gpu="1",uuid="[^"]+"\} 2$', text, re.MULTILINE), text
     assert re.search(r'check="gpu_lost",gpu="4",uuid="[^"]*"\} 2$', text, re.MULTILINE), text
+
+
+def fabric_findings(report: dict[str, t.Any]) -> dict[str, dict[str, t.Any]]:
+    health = {c["layer"]: c for c in report["checks"]}["health"]
+    return {f["subject"]: f for f in health["findings"] if f["message"].startswith("fabric: ")}
+
+
+def fabric_declaration(tmp_path: Path, node: nvml_sim.SimNode, wait: int) -> Path:
+    """The health declaration of a node whose driver is not pinned (the GB300 tray runs another branch)."""
+    config = health_declaration(tmp_path, node, fabric_wait=wait)
+    config.write_text(json.dumps(dict(json.loads(config.read_text()), driver={})))
+    return config
+
+
+def test_the_boot_check_waits_for_the_nvlink_fabric_as_verify_does(installed: Path, sim_node: t.Any, tmp_path: Path) -> None:
+    """At boot Fabric Manager may still be registering the GPUs: read once, a GPU in progress only warns; with
+    fabric_wait it is read again until it completes (the check passes), or it fails after the wait, naming it."""
+    node = sim_node("gb300-nvl72-tray")
+    node.simctl("health", "--gpu", "2", "fabric_state=in_progress")
+
+    done, report = run(installed, node, "--config", str(fabric_declaration(tmp_path, node, 0)))
+    assert done.returncode == 0, done.stdout
+    (warned,) = fabric_findings(report).values()
+    assert warned["subject"] == "GPU 2" and warned["severity"] == "warning", warned
+
+    done, report = run(installed, node, "--config", str(fabric_declaration(tmp_path, node, 2)))
+    assert done.returncode == 1, done.stdout
+    failed = fabric_findings(report)["GPU 2"]
+    assert failed["severity"] == "error" and "still in_progress after 2 s" in failed["message"], failed
+    assert "nvidia-fabricmanager" in failed["message"] and failed["fix"]
+
+    # Fabric Manager finishes the registration one second into a 60-second wait: the check passes at once.
+    config = fabric_declaration(tmp_path, node, 60)
+    environment = dict(os.environ, **node.env, LD_LIBRARY_PATH=str(nvml_sim.build().parent))
+    environment.pop("NVML_SIM_EUID", None)
+    started = time.monotonic()
+    with subprocess.Popen([sys.executable, str(installed), "--config", str(config)], env=environment, stdout=subprocess.PIPE, text=True) as proc:
+        time.sleep(1)
+        node.simctl("health", "--gpu", "2", "fabric_state=completed")
+        out, _err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out
+    assert time.monotonic() - started < 30
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert statuses(report)["health"] == "pass" and not fabric_findings(report), report
