@@ -379,9 +379,10 @@ def plan(decision: dict, declaration: dict, os_data: dict, facts: dict, info: di
         files.append({"path": os_data["nvlsm_modules_file"], "template": "modules-load-nvlsm.conf.j2", "step": "fabric"})
     elif os_data.get("nvlsm_modules_file"):
         files_absent.append({"path": os_data["nvlsm_modules_file"], "step": "fabric"})
-    # Loaded now too, where modules can be loaded: not in a container, nor in an image being built.
-    loaded = {name.replace("-", "_") for name in info.get("other_modules_loaded") or []}
-    nvlsm_modules_to_load = [name for name in nvlsm_modules if name.replace("-", "_") not in loaded] if present and not in_container and not bake else []
+    # Loaded now too, where modules can be loaded: not in a container, nor in an image being built. driver_info
+    # names those of them it found loaded as they were asked for (the role asks for NVLSM's).
+    loaded = info.get("other_modules_loaded") or []
+    nvlsm_modules_to_load = [name for name in nvlsm_modules if name not in loaded] if present and not in_container and not bake else []
 
     result.update(
         {

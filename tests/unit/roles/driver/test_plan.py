@@ -44,7 +44,7 @@ DEBIAN_12_ARM = facts("Debian", "12.12", "bookworm", "Debian", "aarch64")
 DEBIAN_12 = facts("Debian", "12.12", "bookworm", "Debian")
 
 
-def info(kernels=("6.8.0-45-generic",), headers=False, secure_boot=False, nvswitches=(), modules_absent=(), files=None) -> dict:
+def info(kernels=("6.8.0-45-generic",), headers=False, secure_boot=False, nvswitches=(), modules_absent=(), files=None, loaded=()) -> dict:
     """driver_info's read; modules_absent: NVLSM's modules the first kernel lacks (the others have them)."""
     installed = [
         {"release": k, "running": i == 0, "headers": headers, "module": None, "module_version": None, "modules_absent": list(modules_absent) if i == 0 else []}
@@ -67,7 +67,7 @@ def info(kernels=("6.8.0-45-generic",), headers=False, secure_boot=False, nvswit
         },
         "nvswitches": list(nvswitches),
         "nouveau_loaded": False,
-        "other_modules_loaded": [],
+        "other_modules_loaded": list(loaded),
         "files": files or {},
     }
 
@@ -149,6 +149,19 @@ CASES = {
         UBUNTU_2404,
         {"driver_gpu_models": ["B200"] * 8},
         info(("6.8.0-51-generic", "6.8.0-45-generic"), headers=True, nvswitches=["0000:07:00.0"], modules_absent=["ib_umad", "mlx5_ib"]),
+        NOT_LOADED,
+        dict(UBUNTU_580, **{"nvidia-fabricmanager-580": ["580.95.05-1"], "nvlsm": ["2025.06.7-1"]}),
+    ),
+    # The same node on the next run: the modules file is right, ib_umad is loaded, mlx5_ib is not (yet).
+    "ubuntu2404_b200_nvlsm_again": (
+        UBUNTU_2404,
+        {"driver_gpu_models": ["B200"] * 8},
+        info(
+            headers=True,
+            nvswitches=["0000:07:00.0"],
+            loaded=["ib_umad"],
+            files={NVLSM_MODULES_FILE: {"exists": True, "mode": "0644", "content": None}},
+        ),
         NOT_LOADED,
         dict(UBUNTU_580, **{"nvidia-fabricmanager-580": ["580.95.05-1"], "nvlsm": ["2025.06.7-1"]}),
     ),
@@ -306,6 +319,12 @@ def test_nvlink5_nvswitches_get_nvlsm_and_its_kernel_modules_on_ubuntu(plans):
     (entry,) = plan["fabric_files"]
     assert entry["path"] == NVLSM_MODULES_FILE and entry["mode"] == "0644"
     assert [line for line in entry["content"].splitlines() if not line.startswith("#")] == ["ib_umad", "mlx5_ib"]
+
+
+def test_only_what_is_missing_is_done_again(plans):
+    """A loaded module is not loaded again, and a kernel that has the modules gets no package."""
+    plan = ok(plans, "ubuntu2404_b200_nvlsm_again")
+    assert plan["nvlsm_modules_to_load"] == ["mlx5_ib"] and plan["kernel_packages"] == []
 
 
 def test_the_modules_file_goes_when_fabric_manager_is_turned_off(plans):
