@@ -47,6 +47,13 @@ def wait_for(host, what, timeout: float = 30):
         time.sleep(0.5)
 
 
+def drained(host) -> tuple[str, str]:
+    """The node's state and reason once its drain has taken: slurmctld says "draining" until the refused job's
+    allocation is released, which takes a moment on a busy machine."""
+    wait_for(host, lambda: node_state(host)[0] != "draining")
+    return node_state(host)
+
+
 def srun(host, gres: str):
     return node(host).run("timeout 60 srun -t 1 --gres=%s true", gres)
 
@@ -125,7 +132,7 @@ def test_a_job_on_a_critical_gpu_is_refused_and_the_node_drained_naming_it(host,
     refused = srun(host, ON_GPU_2)
     assert refused.rc != 0
     assert "Job prolog failed" in refused.stderr, refused.stderr
-    state, reason = node_state(host)
+    state, reason = drained(host)
     assert state == "drained", (state, reason)
     bus = gpu["bus_id"].lower()[4:]
     assert reason.startswith("gpufleet health: GPU /dev/nvidia2 (PCI {0}, Slurm index ".format(bus)), reason
@@ -136,7 +143,7 @@ def test_a_job_on_a_critical_gpu_is_refused_and_the_node_drained_naming_it(host,
     job = node(host).check_output("sbatch --parsable -o /dev/null -t 1 --gres=%s --wrap true", ON_GPU_2)
     held = wait_for(host, lambda: "launch_failed_requeued_held" in node(host).check_output("scontrol show job %s", job))
     assert held, node(host).check_output("scontrol show job %s", job)
-    assert node_state(host)[0] == "drained"
+    assert drained(host)[0] == "drained"
 
 
 # -- issue 37, fresh state: a report of an earlier boot, and a guard that cannot tell the job's GPUs ----------------
@@ -176,7 +183,7 @@ def test_a_report_from_before_a_reboot_does_not_drain_the_node(host, cluster):
     assert "verify.json: stale (read in an earlier boot, {0}".format(report["boot_id"]) in said, said
     # In the boot it was read in, the same report refuses the GPU again.
     assert srun(host, ON_GPU_2).rc != 0
-    assert node_state(host)[0] == "drained"
+    assert drained(host)[0] == "drained"
 
 
 def test_the_guard_fails_closed_where_slurmd_is_not_where_it_looks(host, cluster):
@@ -191,7 +198,7 @@ def test_the_guard_fails_closed_where_slurmd_is_not_where_it_looks(host, cluster
         assert wait_for(host, lambda: node_state(host)[0] == "idle"), node_state(host)
         refused = srun(host, ON_GPU_0)  # a healthy GPU: still refused, the guard cannot tell it from GPU 2
         assert refused.rc != 0 and "Job prolog failed" in refused.stderr, refused.stderr
-        state, reason = node_state(host)
+        state, reason = drained(host)
         assert state == "drained", (state, reason)
         assert reason.startswith("gpufleet health guard cannot judge the GPUs: cannot run /opt/slurm/sbin/slurmd -G"), reason
         assert "set slurm_gres_slurmd_path" in reason, reason
