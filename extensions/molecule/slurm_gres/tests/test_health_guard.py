@@ -47,10 +47,14 @@ def wait_for(host, what, timeout: float = 30):
         time.sleep(0.5)
 
 
-def drained(host) -> tuple[str, str]:
-    """The node's state and reason once its drain has taken: slurmctld says "draining" until the refused job's
-    allocation is released, which takes a moment on a busy machine."""
-    wait_for(host, lambda: node_state(host)[0] != "draining")
+# What slurmctld says while the last job's allocation is being released: "completing" (then idle), "draining"
+# (then drained). It takes a moment on a busy machine, so a state is judged once it has settled.
+PASSING_STATES = ("completing", "draining")
+
+
+def settled(host) -> tuple[str, str]:
+    """The node's state and reason once the last job's allocation is released."""
+    wait_for(host, lambda: node_state(host)[0] not in PASSING_STATES)
     return node_state(host)
 
 
@@ -88,7 +92,7 @@ def test_jobs_on_healthy_gpus_run(host, cluster):
     for gres in (ON_GPU_2, ON_GPU_0, WHOLE):
         run = srun(host, gres)
         assert run.rc == 0, (gres, run.stderr)
-    assert node_state(host)[0] == "idle"
+    assert settled(host)[0] == "idle"
 
 
 def job_map_files(host, job: str) -> list[str]:
@@ -132,7 +136,7 @@ def test_a_job_on_a_critical_gpu_is_refused_and_the_node_drained_naming_it(host,
     refused = srun(host, ON_GPU_2)
     assert refused.rc != 0
     assert "Job prolog failed" in refused.stderr, refused.stderr
-    state, reason = drained(host)
+    state, reason = settled(host)
     assert state == "drained", (state, reason)
     bus = gpu["bus_id"].lower()[4:]
     assert reason.startswith("gpufleet health: GPU /dev/nvidia2 (PCI {0}, Slurm index ".format(bus)), reason
@@ -143,7 +147,7 @@ def test_a_job_on_a_critical_gpu_is_refused_and_the_node_drained_naming_it(host,
     job = node(host).check_output("sbatch --parsable -o /dev/null -t 1 --gres=%s --wrap true", ON_GPU_2)
     held = wait_for(host, lambda: "launch_failed_requeued_held" in node(host).check_output("scontrol show job %s", job))
     assert held, node(host).check_output("scontrol show job %s", job)
-    assert drained(host)[0] == "drained"
+    assert settled(host)[0] == "drained"
 
 
 # -- issue 37, fresh state: a report of an earlier boot, and a guard that cannot tell the job's GPUs ----------------
@@ -178,12 +182,12 @@ def test_a_report_from_before_a_reboot_does_not_drain_the_node(host, cluster):
     with rebooted(host):
         run = srun(host, ON_GPU_2)
         assert run.rc == 0, run.stderr
-        assert node_state(host)[0] == "idle", node_state(host)
+        assert settled(host)[0] == "idle", node_state(host)
     said = node(host).check_output("journalctl -q --no-pager -t gpufleet-slurm-health-guard --since %s", since)
     assert "verify.json: stale (read in an earlier boot, {0}".format(report["boot_id"]) in said, said
     # In the boot it was read in, the same report refuses the GPU again.
     assert srun(host, ON_GPU_2).rc != 0
-    assert drained(host)[0] == "drained"
+    assert settled(host)[0] == "drained"
 
 
 def test_the_guard_fails_closed_where_slurmd_is_not_where_it_looks(host, cluster):
@@ -198,7 +202,7 @@ def test_the_guard_fails_closed_where_slurmd_is_not_where_it_looks(host, cluster
         assert wait_for(host, lambda: node_state(host)[0] == "idle"), node_state(host)
         refused = srun(host, ON_GPU_0)  # a healthy GPU: still refused, the guard cannot tell it from GPU 2
         assert refused.rc != 0 and "Job prolog failed" in refused.stderr, refused.stderr
-        state, reason = drained(host)
+        state, reason = settled(host)
         assert state == "drained", (state, reason)
         assert reason.startswith("gpufleet health guard cannot judge the GPUs: cannot run /opt/slurm/sbin/slurmd -G"), reason
         assert "set slurm_gres_slurmd_path" in reason, reason
