@@ -80,6 +80,7 @@ def test_bake_report_defers_the_gpu_checks(baked):
         "gpu_count": None,
         "kernel_log": "/dev/kmsg",
         "textfile": "/var/lib/prometheus/node-exporter/gpufleet-health.prom",
+        "fabric_wait": 60,
         "persistenced": True,
         "fabricmanager": False,
     }
