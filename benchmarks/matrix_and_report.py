@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "build" / "collections"))
 
 # pylint: disable=wrong-import-position
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.evaluate import Matrix
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.evaluate import Matrix
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _report, _verify
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins import nvml_sim
 

@@ -40,11 +40,11 @@ BUDGET_S = 1.0
 
 
 # pylint: disable=wrong-import-position
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import apply as mig_apply
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import config as mig_config
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import plan as mig_plan
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import state as mig_state
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import session as nvml_session
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import apply as mig_apply
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import config as mig_config
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import plan as mig_plan
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import state as mig_state
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import session as nvml_session
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins import mig_expected
 
 

@@ -47,10 +47,10 @@ RUNNER = "ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner"
 
 
 # pylint: disable=wrong-import-position
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import health as nvml_health
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import library as nvml_library
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import session as nvml_session
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import values as nvml_values
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import health as nvml_health
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import library as nvml_library
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import session as nvml_session
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import values as nvml_values
 from ansible_collections.gpufleet.nvidia.plugins.modules import nvml_info
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import test_nvml_health as fake
 

@@ -32,22 +32,22 @@ MODULE_UTILS = COLLECTION_ROOT / "plugins" / "module_utils"
 # The package the commands import, inside the versioned directory.
 PACKAGE = "gpufleet_runtime"
 MANIFEST = "MANIFEST.json"
-# What the boot commands import (gpufleet-mig: mig/ and nvml/; gpufleet-verify-boot:
-# also nvml/facts, _cdi_names and _health; gpufleet-node-labels: nvml/facts, _gfd_labels,
+# What the boot commands import (gpufleet-mig: _mig/ and _nvml/; gpufleet-verify-boot:
+# also _nvml/facts, _cdi_names and _health; gpufleet-node-labels: _nvml/facts, _gfd_labels,
 # the node_labels filter's own plan, and _pci), by path under module_utils; the runtime is these,
 # what they import in turn, and the __init__ of each package on the way.
 ENTRY_MODULES = (
-    "mig/apply",
-    "mig/config",
-    "mig/describe",
-    "mig/export",
-    "mig/hooks",
-    "mig/run",
-    "mig/state",
-    "nvml/constants",
-    "nvml/facts",
-    "nvml/health",
-    "nvml/session",
+    "_mig/apply",
+    "_mig/config",
+    "_mig/describe",
+    "_mig/export",
+    "_mig/hooks",
+    "_mig/run",
+    "_mig/state",
+    "_nvml/constants",
+    "_nvml/facts",
+    "_nvml/health",
+    "_nvml/session",
     "_cdi_names",
     "_durable",
     "_gfd_labels",

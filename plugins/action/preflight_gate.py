@@ -6,7 +6,7 @@
 """gpufleet.nvidia.preflight_gate: the preflight role's gate in one task.
 
 It judges the host's declaration with the version matrix (the version_matrix
-module's options and code, module_utils/matrix/judge.py), decides with
+module's options and code, module_utils/_matrix/judge.py), decides with
 preflight_fail_on whether the host stops (the preflight_verdict filter's
 code), writes the stop message, and hands the judgement to AWX as set_stats
 would (`ansible_stats` in the result: the strategy aggregates it like
@@ -27,7 +27,7 @@ import typing as t
 from ansible.errors import AnsibleActionFail, AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.filter.preflight import preflight_verdict
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.judge import argument_spec, judge
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.judge import argument_spec, judge
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._matrix_action import MatrixAction
 
 # The matrix's own options, but the gate always judges with fail_on: never

@@ -9,7 +9,7 @@ The matrix only computes from its options: run as a module, each host costs
 a module transfer and a Python process (about three pings' worth per host
 over a fleet). Here it runs in the worker that runs the task, against the
 module's own argument spec, with the module's own code
-(module_utils/matrix/judge.py), so the options, their checks and the
+(module_utils/_matrix/judge.py), so the options, their checks and the
 return values are the module's. No connection is opened: a host is judged
 without being contacted, whatever its ansible_connection.
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import typing as t
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.judge import argument_spec, judge
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.judge import argument_spec, judge
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._matrix_action import MatrixAction
 
 

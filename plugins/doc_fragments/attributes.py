@@ -18,7 +18,8 @@ class ModuleDocFragment:
         - gpufleet.nvidia.attributes.info_module     # or .mutating
 
     Modules that belong to the `nvml` action group also add
-    `gpufleet.nvidia.attributes.action_group_nvml`.
+    `gpufleet.nvidia.attributes.action_group_nvml`; the roles' plumbing modules (the `internal`
+    action group of meta/runtime.yml) add `gpufleet.nvidia.attributes.internal`.
     """
 
     # The author, the same for every module, and the attributes' descriptions; the support levels come from the
@@ -73,14 +74,6 @@ attributes:
     support: full
 """
 
-    # Alias kept for modules that want to state just the check-mode level.
-    CHECK_MODE_FULL = r"""
-options: {}
-attributes:
-  check_mode:
-    support: full
-"""
-
     ACTION_GROUP_NVML = r"""
 options: {}
 attributes:
@@ -89,4 +82,20 @@ attributes:
     support: full
     membership:
       - gpufleet.nvidia.nvml
+"""
+
+    # The roles' plumbing: one step of a role's own work (a file set, a read, an install at exact
+    # versions). Listed in meta/runtime.yml's `internal` group, which tests/unit/test_public_surface.py
+    # keeps equal to the modules that extend this section.
+    INTERNAL = r"""
+options: {}
+notes:
+  - Internal to gpufleet.nvidia. The collection's roles call this module for one step of their own work. It is
+    not a stable interface; its options and results may change in any release. Call the roles instead.
+attributes:
+  action_group:
+    description: Belongs to C(group/gpufleet.nvidia.internal), the list of the collection's internal modules.
+    support: full
+    membership:
+      - gpufleet.nvidia.internal
 """

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 class ModuleDocFragment:
     """The version matrix's inputs, shared by version_matrix and preflight_gate (one argument spec in code:
-    module_utils/matrix/judge.py)."""
+    module_utils/_matrix/judge.py)."""
 
     DOCUMENTATION = r"""
 options:

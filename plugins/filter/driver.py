@@ -16,8 +16,8 @@ import typing as t
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.evaluate import Matrix
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.versions import (
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.evaluate import Matrix
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.versions import (
     KERNEL_MODULE_REQUESTS,
     flavours_for,
     gpu_kind,
@@ -28,7 +28,7 @@ from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _driver_pla
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
 
 
-def driver_upstream_version(version: t.Any) -> str | None:
+def _upstream_version(version: t.Any) -> str | None:
     """NVIDIA's version inside a package version; None for anything else."""
     return _driver_plan.upstream_version(version)
 
@@ -130,7 +130,7 @@ def driver_kernel_module(gpus: list, requested: str, branch: t.Any, source: str,
     return result
 
 
-def driver_select_versions(
+def _select_versions(
     offered: dict[str, list[str]],
     packages: list[str],
     version_package: str,
@@ -155,7 +155,7 @@ def driver_select_versions(
     offered_main = offered.get(version_package) or []
     upstreams = []
     for full in offered_main:
-        upstream = driver_upstream_version(full)
+        upstream = _upstream_version(full)
         if upstream and upstream not in upstreams:
             upstreams.append(upstream)
     if version:
@@ -187,7 +187,7 @@ def driver_select_versions(
             keep = installed.get(package)
             result["packages"][package] = keep if keep in versions else versions[0]
             continue
-        matching = [v for v in versions if driver_upstream_version(v) == chosen]
+        matching = [v for v in versions if _upstream_version(v) == chosen]
         if not matching:
             result["error"] = "{0} {1} is not offered by {2} ({0} has {3}); the repository is incomplete for this driver version".format(
                 package, chosen, where, ", ".join(versions) or "no versions"
@@ -225,7 +225,7 @@ def driver_selection(plan: dict, offered: t.Any, version: t.Any, nvml: dict, bak
     _mapping("driver_selection", "plan", plan)
     if offered is not None:
         _mapping("driver_selection", "offered", offered)
-    return _driver_plan.select(plan, offered, "" if version is None else str(version), nvml, bake, driver_select_versions)
+    return _driver_plan.select(plan, offered, "" if version is None else str(version), nvml, bake, _select_versions)
 
 
 def driver_files(plan: dict, rendered: list, found: dict) -> dict[str, t.Any]:
@@ -274,9 +274,7 @@ class FilterModule(FilterTable):
     """Decisions of the driver role."""
 
     FILTERS = (
-        driver_upstream_version,
         driver_kernel_module,
-        driver_select_versions,
         driver_decision,
         driver_plan,
         driver_selection,

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Filters over the version matrix (plugins/module_utils/matrix/).
+"""Filters over the version matrix (plugins/module_utils/_matrix/).
 
 Each filter is documented by the YAML sidecar of the same name next to this
 file. They answer single questions in templates and `when:` conditions; the
@@ -18,11 +18,11 @@ import typing as t
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.evaluate import Matrix
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.node import Gpu
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.tables import ARCHITECTURE_NAMES, MatrixError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.versions import Driver
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.versions import driver_branch as _driver_branch
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.evaluate import Matrix
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.node import Gpu
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.tables import ARCHITECTURE_NAMES, MatrixError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.versions import Driver
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.versions import driver_branch as _driver_branch
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig.config import MigConfigError, parse_config
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig.config import MigConfigError, parse_config
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
 
 

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.node import fails
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.tables import SEVERITIES
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.node import fails
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.tables import SEVERITIES
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
 
 # Rule ids that share one entry of the rule -> variables table: each site

@@ -136,13 +136,6 @@ def verify_engine_version(reads: t.Any, engine: str, packages: t.Any = None) -> 
     return _verify.engine_version(engine, packages or {}, reads)
 
 
-def verify_summary(report: t.Any) -> list[str]:
-    """One line per layer of a host's report."""
-    if not isinstance(report, dict) or "checks" not in report:
-        raise AnsibleFilterError("verify_summary: expected a verify_report result")
-    return _verify.summary_lines(report)
-
-
 def verify_stats(report: t.Any) -> dict[str, t.Any]:
     """A host's report as set_stats returns it to AWX."""
     if not isinstance(report, dict) or not all(key in report for key in ("status", "summary", "versions", "checks")):
@@ -160,6 +153,5 @@ class FilterModule(FilterTable):
         verify_engine_version,
         verify_report,
         verify_stats,
-        verify_summary,
         workload_plan,
     )

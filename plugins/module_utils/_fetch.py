@@ -2,6 +2,9 @@
 # Copyright (c) gpufleet maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
+#
+# PRIVATE to gpufleet.nvidia: not an interface for other collections or plugins; it may
+# change in any release without notice.
 
 """Downloads on the node as ansible.builtin.get_url makes them, for the modules that fetch (release_binary,
 apt_signed_source): ansible.module_utils.urls' options (proxies, netrc, client certificates, GSSAPI, headers,

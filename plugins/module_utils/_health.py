@@ -2,6 +2,9 @@
 # Copyright (c) gpufleet maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
+#
+# PRIVATE to gpufleet.nvidia: not an interface for other collections or plugins; it may
+# change in any release without notice.
 
 """The GPU health judgement: kernel-log Xid parsing, the policy, the checks,
 the summary and the Prometheus textfile.
@@ -10,7 +13,7 @@ One judgement for every place that judges health: the verify role's health
 layer and the upgrade gate (through the gpufleet.nvidia.health_* filters on
 the controller), the fleet report, and gpufleet-verify-boot on the node. So:
 Python 3.8+, standard library only, no Ansible import. The facts come from
-nvml_info (each GPU's `lost` and `health`, read by nvml/health.py); the
+nvml_info (each GPU's `lost` and `health`, read by _nvml/health.py); the
 facts of the judgement (the Xid catalog, the recovery actions, the default
 thresholds with their reasons) live in _knowledge/health.py.
 """
@@ -24,7 +27,7 @@ import typing as t
 
 from ._knowledge import drivers as _drivers_kb
 from ._knowledge import health as _kb
-from .nvml.health import CLOCK_EVENT_REASONS as NVML_CLOCK_EVENT_REASONS
+from ._nvml.health import CLOCK_EVENT_REASONS as NVML_CLOCK_EVENT_REASONS
 
 SEVERITIES = ("ignore", "warn", "critical")
 ACTIONS = ("reset_gpu", "reboot", "drain_and_repair", "reseat", "restart_service", "none")
@@ -65,7 +68,7 @@ SERVICES = {"service_persistenced": "nvidia-persistenced", "service_fabricmanage
 # cooling, not by its work or its settings (gpu_idle, applications_clocks_setting,
 # sw_power_cap, sync_boost and display_clock_setting are normal operation).
 SLOWDOWN_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown")
-# Every reason NVML names, in bit order: the binding's table (nvml/health.py), so the two cannot drift.
+# Every reason NVML names, in bit order: the binding's table (_nvml/health.py), so the two cannot drift.
 CLOCK_EVENT_REASONS = tuple(name for _bit, name in NVML_CLOCK_EVENT_REASONS)
 
 _XIDS = {row["xid"]: row for row in _kb.XID_CATALOG}

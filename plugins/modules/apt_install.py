@@ -27,6 +27,7 @@ description:
     refreshes every list on every call.
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
+  - gpufleet.nvidia.attributes.internal
 options:
   name:
     description:

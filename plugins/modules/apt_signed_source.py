@@ -36,6 +36,7 @@ extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.mutating
   - gpufleet.nvidia.url_options
+  - gpufleet.nvidia.attributes.internal
 options:
   key_url:
     description: The repository's signing key (ASCII-armoured or binary), by HTTP, HTTPS, FTP or C(file://).

@@ -397,16 +397,16 @@ import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig.apply import MigApplyError, NodePlan
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig.config import MigConfigError, load_config_file, parse_config, select_label
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig.describe import describe_gpu, gpu_layout, layout_lines
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig.export import export_config, plan_to_dict
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig.hooks import HookRunner, MigHookError, hook_env, parse_hooks
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig.run import MigClientsError, MigResetError, MigRun, RunResult
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig.state import MigPlanError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml.constants import DEFAULT_LIBRARY, NvmlError, NvmlLibraryNotFoundError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml.session import NvmlSession
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._run_lease import LeaseBusy, NodeLock, StoppedServices
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig.apply import MigApplyError, NodePlan
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig.config import MigConfigError, load_config_file, parse_config, select_label
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig.describe import describe_gpu, gpu_layout, layout_lines
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig.export import export_config, plan_to_dict
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig.hooks import HookRunner, MigHookError, hook_env, parse_hooks
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig.run import MigClientsError, MigResetError, MigRun, RunResult
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig.state import MigPlanError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml.constants import DEFAULT_LIBRARY, NvmlError, NvmlLibraryNotFoundError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml.session import NvmlSession
 
 
 class MigConfigManager:

@@ -26,6 +26,7 @@ description:
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.mutating
+  - gpufleet.nvidia.attributes.internal
 options:
   files:
     description: The paths and their declared states, handled in this order.

@@ -29,6 +29,7 @@ description:
     path (another tool, a package's maintainer script) only costs one full run.
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
+  - gpufleet.nvidia.attributes.internal
 attributes:
   check_mode:
     support: full
@@ -229,10 +230,10 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._driver_state import DriverStateReader
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._durable import write_json
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import constants as nvml_constants
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import session as nvml_session
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import values as nvml_values
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._run_lease import LeaseBusy, RunLease, StoppedServices
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import constants as nvml_constants
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import session as nvml_session
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import values as nvml_values
 
 RECORD_FORMAT = 1
 LARGE_FILE = 1 << 20

@@ -32,6 +32,7 @@ description:
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.mutating
+  - gpufleet.nvidia.attributes.internal
 options:
   user:
     description:

@@ -796,7 +796,7 @@ nvml:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml.facts import NvmlFactsCollector, NvmlFactsError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml.facts import NvmlFactsCollector, NvmlFactsError
 
 
 def main() -> None:

@@ -38,6 +38,7 @@ description:
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.info_module
+  - gpufleet.nvidia.attributes.internal
 options:
   applied:
     description:

@@ -28,6 +28,7 @@ extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.version_matrix
   - gpufleet.nvidia.attributes.info_module
+  - gpufleet.nvidia.attributes.internal
 options:
   fail_on:
     description: The lowest severity that stops the host (C(preflight_fail_on)); V(never) only reports.

@@ -37,6 +37,7 @@ extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.mutating
   - gpufleet.nvidia.url_options
+  - gpufleet.nvidia.attributes.internal
 options:
   url:
     description:

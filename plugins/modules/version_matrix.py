@@ -218,7 +218,7 @@ rules:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.judge import argument_spec, judge
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.judge import argument_spec, judge
 
 
 def main() -> None:

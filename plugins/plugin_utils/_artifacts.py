@@ -2,6 +2,9 @@
 # Copyright (c) gpufleet maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
+#
+# PRIVATE to gpufleet.nvidia: not an interface for other collections or plugins; it may
+# change in any release without notice.
 
 """Every pinned artifact resolved against its source before any layer runs.
 Controller side only (the preflight role's gpufleet.nvidia.pinned_artifacts).
@@ -43,7 +46,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge.package
     TOOLKIT_EXTENSION_PACKAGES,
     toolkit_packages,
 )
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig.config import MigConfigError, parse_config, select_label
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig.config import MigConfigError, parse_config, select_label
 
 ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
 
@@ -290,7 +293,7 @@ def plan_driver(values: dict[str, t.Any], facts: dict[str, t.Any], os_vars: dict
 
 
 def check_mig_label(label: str, config: t.Any, config_src: str) -> str | None:
-    """mig_label against its config, with the MIG layer's own message (module_utils.mig.config.select_label)."""
+    """mig_label against its config, with the MIG layer's own message (module_utils._mig.config.select_label)."""
     variable = "mig_config_src" if config_src else "mig_config"
     if not config:
         return (

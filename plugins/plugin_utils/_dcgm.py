@@ -2,6 +2,9 @@
 # Copyright (c) gpufleet maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
+#
+# PRIVATE to gpufleet.nvidia: not an interface for other collections or plugins; it may
+# change in any release without notice.
 
 """The dcgm layer's plan, and readers of dcgmi's output; pure functions.
 
@@ -22,7 +25,7 @@ from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import dcgm as knowledge
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.evaluate import Matrix
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.evaluate import Matrix
 
 _VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
 _PINNED = re.compile(r"^([0-9]+:)?[0-9]+\.[0-9]+\.[0-9]+-[0-9A-Za-z.~+]+$")

@@ -2,6 +2,9 @@
 # Copyright (c) gpufleet maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
+#
+# PRIVATE to gpufleet.nvidia: not an interface for other collections or plugins; it may
+# change in any release without notice.
 
 """verify's `dra` check: is the node ready for NVIDIA's DRA driver for GPUs
 with a host-installed driver (the DRA driver's nvidiaDriverRoot: /)?
@@ -29,7 +32,7 @@ import tomllib
 import typing as t
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import kubernetes as _kubernetes
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.node import finding
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.node import finding
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _verify
 
 LAYER = "dra"

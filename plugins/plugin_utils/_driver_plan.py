@@ -2,6 +2,9 @@
 # Copyright (c) gpufleet maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
+#
+# PRIVATE to gpufleet.nvidia: not an interface for other collections or plugins; it may
+# change in any release without notice.
 
 """The driver role's plan: pure functions of the declaration, the OS data and
 what driver_info / nvml_info / package_versions_info read. Controller side.
@@ -450,7 +453,7 @@ def select(planned: dict, offered: dict | None, version: str, nvml: dict, bake: 
     """The exact versions to install, and what changes on the node for them.
 
     offered: package_versions_info's `versions` (newest first), or None when the node is already as declared.
-    select_versions: the driver_select_versions decision.
+    select_versions: the exact-versions decision (the driver filter plugin's _select_versions).
     """
     installed = planned["installed"]
     top = planned["top_packages"]

@@ -2,6 +2,9 @@
 # Copyright (c) gpufleet maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
+#
+# PRIVATE to gpufleet.nvidia: not an interface for other collections or plugins; it may
+# change in any release without notice.
 
 """The base of the action plugins that judge with the version matrix on the controller (version_matrix,
 preflight_gate): what they share, kept once.
@@ -18,7 +21,7 @@ import typing as t
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.judge import prime_builtin_matrix
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.judge import prime_builtin_matrix
 
 prime_builtin_matrix()
 

@@ -2,6 +2,9 @@
 # Copyright (c) gpufleet maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
+#
+# PRIVATE to gpufleet.nvidia: not an interface for other collections or plugins; it may
+# change in any release without notice.
 
 """The Slurm GRES layer's plan: gres.conf, the node's Gres= value and the
 cgroup.conf check, from NVML facts and the declared MIG layout.
@@ -18,7 +21,7 @@ import typing as t
 from collections import Counter
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import slurm as _slurm
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig.config import MigConfigError, parse_config, select_label
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig.config import MigConfigError, parse_config, select_label
 
 AUTODETECT_CHOICES = ("off", "nvml")
 _MINORS_LINE = re.compile(r"^gpu(?P<gpu>\d+)/gi(?P<gi>\d+)(?:/ci(?P<ci>\d+))?/access\s+(?P<minor>\d+)$")

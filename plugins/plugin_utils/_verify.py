@@ -2,6 +2,9 @@
 # Copyright (c) gpufleet maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
+#
+# PRIVATE to gpufleet.nvidia: not an interface for other collections or plugins; it may
+# change in any release without notice.
 
 """The verify role's checks: what a node runs now against what it declares.
 
@@ -31,10 +34,10 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils import _health
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._cdi_names import expected_cdi_devices
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._gfd_labels import vgpu_guest
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge.packages import toolkit_packages
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.evaluate import Matrix
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.node import PACKAGE_NAMES, finding, worst
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.tables import SEVERITIES, MatrixError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.versions import driver_branch, parse_version, version_text
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.evaluate import Matrix
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.node import PACKAGE_NAMES, finding, worst
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.tables import SEVERITIES, MatrixError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.versions import driver_branch, parse_version, version_text
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._layers import LAYERS
 
 STATUSES = ("pass", "warn", "fail", "not_managed", "not_available", "deferred")

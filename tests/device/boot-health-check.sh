@@ -18,19 +18,13 @@ py=${PYTHON:-python3}
 work=$(mktemp -d)
 # The node runtime's layout (gpufleet.nvidia.node_runtime): the files the
 # boot check imports, as a package in a versioned directory that the role
-# writes into the command. The list is the runtime's (build_runtime() in
-# plugins/action/node_runtime.py), spelled out (the mig/ and nvml/ packages whole):
-# no Ansible on this machine.
+# writes into the command. The runtime is a subset of module_utils
+# (build_runtime() in plugins/action/node_runtime.py); this copies all of it,
+# since there is no Ansible on this machine to compute the subset.
 runtime="$work/lib/gpufleet/device-check"
-mkdir -p "$out" "$work/sbin" "$runtime/gpufleet_runtime/_knowledge"
+mkdir -p "$out" "$work/sbin" "$runtime/gpufleet_runtime"
+cp -r "$repo/plugins/module_utils/." "$runtime/gpufleet_runtime/"
 touch "$runtime/gpufleet_runtime/__init__.py"
-for d in mig nvml; do
-  mkdir -p "$runtime/gpufleet_runtime/$d"
-  cp "$repo/plugins/module_utils/$d"/*.py "$runtime/gpufleet_runtime/$d/"
-done
-for f in _health.py _knowledge/__init__.py _knowledge/health.py; do
-  cp "$repo/plugins/module_utils/$f" "$runtime/gpufleet_runtime/$f"
-done
 sed "s|@GPUFLEET_NODE_RUNTIME@|$runtime|" "$repo/roles/verify/files/gpufleet-verify-boot" >"$work/sbin/gpufleet-verify-boot"
 cat > "$work/boot.json" <<JSON
 {"report": "$out/report.json",

@@ -4,11 +4,11 @@
 
 """Read a real GPU node through our NVML binding, NVIDIA's pynvml and nvidia-smi; compare.
 
-Everything the collection's ctypes binding (plugins/module_utils/nvml/) can
+Everything the collection's ctypes binding (plugins/module_utils/_nvml/) can
 read is read three ways -- our binding, the reference binding NVIDIA ships
 (pynvml, package nvidia-ml-py) and nvidia-smi -- and compared field by field.
 The nvml_info collector and the MIG planner (mig_config's reads) run on the
-same node in-process. Each GPU's health (nvml/health.py read_health: ECC,
+same node in-process. Each GPU's health (_nvml/health.py read_health: ECC,
 retired pages, remapped rows, recovery action, PCIe, NVLink, fabric,
 temperature, clock event reasons, power) is read the same three ways and
 compared leaf by leaf; temperature and power draw with a tolerance, the
@@ -104,16 +104,16 @@ VOLATILE_POWER_W = 60.0
 
 
 # --- loading the collection's code ------------------------------------------
-# The binding's modules under module_utils/nvml/ (the readers, health.py and facts.py, are imported as the
+# The binding's modules under module_utils/_nvml/ (the readers, health.py and facts.py, are imported as the
 # collection's modules use them).
 BINDING_MODULES = ("constants", "structs", "values", "library", "mig_calls", "health_calls", "session")
 
 
 def load_collection(repo: str, nvml_path: str | None) -> types.SimpleNamespace:
     """Make ansible_collections.gpufleet.nvidia importable from `repo`; return its NVML binding (the public names
-    of module_utils/nvml's constants, structs, values and session) as one namespace.
+    of module_utils/_nvml's constants, structs, values and session) as one namespace.
 
-    With `nvml_path` (a directory laid out as module_utils/nvml/), that package is loaded as the binding instead
+    With `nvml_path` (a directory laid out as module_utils/_nvml/), that package is loaded as the binding instead
     of the repo's, so a fixed copy can be checked without touching the checkout.
     """
     root = tempfile.mkdtemp(prefix="nvml-real-check-")
@@ -121,7 +121,7 @@ def load_collection(repo: str, nvml_path: str | None) -> types.SimpleNamespace:
     os.symlink(os.path.abspath(repo), os.path.join(root, "ansible_collections", "gpufleet", "nvidia"))
     sys.path.insert(0, root)
     utils = importlib.import_module(PKG + ".module_utils")
-    name = PKG + ".module_utils.nvml"
+    name = PKG + ".module_utils._nvml"
     if nvml_path:
         spec = importlib.util.spec_from_file_location(name, os.path.join(nvml_path, "__init__.py"), submodule_search_locations=[nvml_path])
         package = importlib.util.module_from_spec(spec)
@@ -134,10 +134,10 @@ def load_collection(repo: str, nvml_path: str | None) -> types.SimpleNamespace:
 
 
 def binding() -> types.SimpleNamespace:
-    """The binding's names (module_utils/nvml's BINDING_MODULES) in one namespace, as the checks read them."""
+    """The binding's names (module_utils/_nvml's BINDING_MODULES) in one namespace, as the checks read them."""
     nvml = types.SimpleNamespace()
     for part in BINDING_MODULES:
-        module = importlib.import_module(PKG + ".module_utils.nvml." + part)
+        module = importlib.import_module(PKG + ".module_utils._nvml." + part)
         vars(nvml).update((k, v) for k, v in vars(module).items() if not k.startswith("__"))
     return nvml
 
@@ -269,8 +269,8 @@ def read_ours(nvml: types.SimpleNamespace, indices: range) -> dict[str, t.Any]:
 
 
 def read_health_ours(nvml: types.SimpleNamespace) -> dict[str, t.Any]:
-    """nvml/health.py read_health for every GPU, and how long each took."""
-    health = importlib.import_module(PKG + ".module_utils.nvml.health")
+    """_nvml/health.py read_health for every GPU, and how long each took."""
+    health = importlib.import_module(PKG + ".module_utils._nvml.health")
     s = nvml.NvmlSession()
     s.init()
     try:
@@ -425,7 +425,7 @@ def read_health_pynvml(nvml: types.SimpleNamespace) -> dict[str, t.Any]:
     except ImportError as exc:
         return {"error": "pynvml not importable: {0}".format(exc)}
     p = pynvml
-    health = importlib.import_module(PKG + ".module_utils.nvml.health")
+    health = importlib.import_module(PKG + ".module_utils._nvml.health")
     names = ("NOT_SUPPORTED", "FUNCTION_NOT_FOUND", "NO_PERMISSION", "NO_DATA")
     unavailable = {getattr(p, "NVML_ERROR_" + n) for n in names if hasattr(p, "NVML_ERROR_" + n)}
 
@@ -792,9 +792,9 @@ def read_collector(repo: str) -> dict[str, t.Any]:
 
 def read_mig_plan(nvml: types.SimpleNamespace) -> dict[str, t.Any]:
     """mig_config's read path: plan the 'MIG off everywhere' layout (asserts what a disabled GPU is)."""
-    mig_config = importlib.import_module(PKG + ".module_utils.mig.config")
-    mig_apply = importlib.import_module(PKG + ".module_utils.mig.apply")
-    mig_export = importlib.import_module(PKG + ".module_utils.mig.export")
+    mig_config = importlib.import_module(PKG + ".module_utils._mig.config")
+    mig_apply = importlib.import_module(PKG + ".module_utils._mig.apply")
+    mig_export = importlib.import_module(PKG + ".module_utils._mig.export")
     config = {"version": "v1", "mig-configs": {"all-disabled": [{"devices": "all", "mig-enabled": False}]}}
     entries = mig_config.select_label(mig_config.parse_config(config), "all-disabled")
     s = nvml.NvmlSession()
@@ -1156,8 +1156,8 @@ def sim_differences(model: dict[str, t.Any] | None, d: dict[str, t.Any], nvml: t
 
 
 def known_model_differences(repo: str, d: dict[str, t.Any]) -> t.Any:
-    """plugins/module_utils/mig/profiles.py's table (used while MIG is off) against the reading."""
-    profiles_mod = importlib.import_module(PKG + ".module_utils.mig.profiles")
+    """plugins/module_utils/_mig/profiles.py's table (used while MIG is off) against the reading."""
+    profiles_mod = importlib.import_module(PKG + ".module_utils._mig.profiles")
     if not isinstance(d["pci"], dict):
         return None
     model = profiles_mod.known_model(d["pci"]["pci_device_id"])
@@ -1205,7 +1205,7 @@ def redact(report: t.Any, secrets: set[str]) -> t.Any:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--repo", default=".", help="collection checkout (default: .)")
-    ap.add_argument("--nvml", help="binding package directory to load instead of <repo>/plugins/module_utils/nvml")
+    ap.add_argument("--nvml", help="binding package directory to load instead of <repo>/plugins/module_utils/_nvml")
     ap.add_argument("--ansible-json", help="JSON of an nvml_info run (ansible's json callback) to compare too")
     ap.add_argument("--expect-pid", type=int, action="append", default=[], help="a process known to hold GPU memory; it must appear in our reading")
     ap.add_argument("--output", help="write the report here as well as to stdout")
@@ -1242,7 +1242,7 @@ def main(argv: list[str] | None = None) -> int:
         result.same("expected pid {0} seen".format(pid), ours=pid in seen, expected=True)
     report = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "binding": os.path.relpath(args.nvml, args.repo) if args.nvml else "plugins/module_utils/nvml",
+        "binding": os.path.relpath(args.nvml, args.repo) if args.nvml else "plugins/module_utils/_nvml",
         "python": sys.version.split()[0],
         "mismatches": result.mismatches,
         "matched_count": len(result.matched),

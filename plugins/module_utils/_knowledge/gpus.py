@@ -2,11 +2,14 @@
 # Copyright (c) gpufleet maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
+#
+# PRIVATE to gpufleet.nvidia: not an interface for other collections or plugins; it may
+# change in any release without notice.
 
 """GPU architectures and GPU models (product name -> architecture, Grace,
 data-center class, MIG facts, per-product driver floors).
 
-Read by matrix/ (version_matrix, the matrix filters) and by the driver role's
+Read by _matrix/ (version_matrix, the matrix filters) and by the driver role's
 driver_kernel_module filter: the one table of GPU models in the collection.
 """
 
@@ -44,7 +47,7 @@ _OPERATOR_NOTES = "NVIDIA/cloud-native-docs@52dcb7b8:gpu-operator/release-notes.
 # Kepler 3.5/3.7 with 11.x; Kepler 3.0/3.2 already ended with 10.x, which
 # the major alone does not say); None: ongoing. The number
 # nvmlDeviceGetArchitecture returns for each is ABI, kept once with the NVML
-# binding (nvml/constants.py's ARCHITECTURE_NAMES, from nvml.h). Rubin is not on the matrix
+# binding (_nvml/constants.py's ARCHITECTURE_NAMES, from nvml.h). Rubin is not on the matrix
 # page yet, so it carries no driver rule.
 ARCHITECTURES = (
     {"name": "kepler", "first_cuda": "6.0", "last_branch": "470", "last_cuda": "11", "source": _ARCH_MATRIX,

@@ -7,7 +7,7 @@
 
 The reading was taken by tests/device/nvml_real_check.py through our binding,
 pynvml and nvidia-smi. Here it checks, without a GPU, that the MIG catalogue
-(mig/profiles.py) and the simulator's H100 model still say what the real GPU
+(_mig/profiles.py) and the simulator's H100 model still say what the real GPU
 said, and that the comparison itself finds the differences it is there for.
 """
 

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml.structs import PROTOTYPES
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml.structs import PROTOTYPES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 SIM_DIR = os.path.join(ROOT, "tests", "nvml-sim")

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.tables import RULES
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.tables import RULES
 from ansible_collections.gpufleet.nvidia.tests.unit.playbooks.test_validate import EXAMPLES, custom_stats, playbook, recap
 
 # The matrix rules that report a known hole: a driver without its branch's security fixes, a branch or an

@@ -24,7 +24,7 @@ import jinja2
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.tables import RULES
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.tables import RULES
 from ansible_collections.gpufleet.nvidia.tests.unit.playbook_run import ansible_env as shared_env
 from ansible_collections.gpufleet.nvidia.tests.unit.playbook_run import playbook as run_playbook
 

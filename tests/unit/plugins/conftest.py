@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import session as nvml_session
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import session as nvml_session
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins import nvml_sim
 
 

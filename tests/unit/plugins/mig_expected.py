@@ -17,7 +17,7 @@ from __future__ import annotations
 import typing as t
 from collections import Counter
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import state as mig_state
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import state as mig_state
 
 # FORMAT.md: NVML_COMPUTE_INSTANCE_PROFILE_* index -> compute slices.
 CI_PROFILE_SLICES = (1, 2, 3, 4, 7, 8, 6)

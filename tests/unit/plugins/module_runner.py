@@ -33,7 +33,7 @@ from unittest import mock
 
 from ansible.module_utils import basic
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import session as nvml_session
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import session as nvml_session
 
 try:
     from ansible.module_utils.testing import patch_module_args

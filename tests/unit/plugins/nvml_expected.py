@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import typing as t
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import health as nvml_health
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml.facts import unread_gpu
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import health as nvml_health
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml.facts import unread_gpu
 
 MIB = 1024 * 1024
 
@@ -254,7 +254,7 @@ def expected_gpu(gpu: dict[str, t.Any], gather: bool, gather_health: bool = True
 
 
 def lost_gpu(index: int, gather: bool, gather_health: bool = True) -> dict[str, t.Any]:
-    """A GPU whose handle NVML refused with GPU_IS_LOST: the collector's unread record (nvml/facts.py, every field
+    """A GPU whose handle NVML refused with GPU_IS_LOST: the collector's unread record (_nvml/facts.py, every field
     at its default), marked lost, with the health of a lost GPU from the simulator's own defaults."""
     gpu = unread_gpu(index, gather, gather_health=False)
     gpu["lost"] = True

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[3]
 # Each role's node_files task for its boot files, by (role, tasks file).
 BOOT_TASKS = {"mig": ("mig", "install.yml"), "verify": ("verify", "boot.yml"), "node_labels": ("node_labels", "write.yml")}
 # The most the arguments may weigh: the commands themselves (~9 and ~19 KB) and their configs; a single runtime
-# module (the nvml/ package alone is ~60 KB) would not fit.
+# module (the _nvml/ package alone is ~60 KB) would not fit.
 LIMIT = 32 * 1024
 
 

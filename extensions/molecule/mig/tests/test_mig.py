@@ -27,7 +27,7 @@ SCENARIO = os.path.join(ROOT, "extensions", "molecule", "mig")
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
 
 # pylint: disable=wrong-import-position
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import config as mig_config
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import config as mig_config
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins import mig_expected
 
 with open(os.path.join(SCENARIO, "files", "mig-parted-config.yaml"), encoding="utf-8") as _handle:
@@ -63,7 +63,7 @@ runtime = ([line.split('"')[1] for line in (read("/usr/local/sbin/gpufleet-mig")
 if runtime:
     files += [runtime + "/MANIFEST.json"]
     files += [runtime + "/gpufleet_runtime/" + n
-              for n in ("__init__.py", "nvml/__init__.py", "nvml/session.py", "mig/__init__.py", "mig/run.py", "mig/profiles.py")]
+              for n in ("__init__.py", "_nvml/__init__.py", "_nvml/session.py", "_mig/__init__.py", "_mig/run.py", "_mig/profiles.py")]
 stats = {}
 for path in files:
     try:

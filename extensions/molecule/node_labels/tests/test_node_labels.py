@@ -150,7 +150,7 @@ def test_the_unit_writes_what_the_role_wrote(host):
 OTHER_OWNER = r"""
 import re, sys
 sys.path.insert(0, re.search(r'^RUNTIME = "(.*)"$', open("/usr/local/sbin/gpufleet-node-labels").read(), re.M).group(1))
-from gpufleet_runtime.nvml.session import NvmlSession
+from gpufleet_runtime._nvml.session import NvmlSession
 with NvmlSession() as nvml:
     gpu0, gpu3 = nvml.device_by_index(0), nvml.device_by_index(3)
     three_slices = nvml.gpu_instance_profile(gpu0, 2)  # NVML_GPU_INSTANCE_PROFILE_3_SLICE

@@ -69,7 +69,7 @@ def test_the_runtime_holds_what_each_boot_command_imports(command: Path) -> None
 def test_every_package_of_the_runtime_carries_its_init() -> None:
     files = build_runtime().files
     packages = {path.rsplit("/", 1)[0] for path in files if "/" in path}
-    assert {"{0}/mig".format(PACKAGE), "{0}/nvml".format(PACKAGE)} <= packages
+    assert {"{0}/_mig".format(PACKAGE), "{0}/_nvml".format(PACKAGE)} <= packages
     assert sorted(p for p in packages if p + "/__init__.py" not in files) == []
 
 
@@ -179,7 +179,7 @@ def test_a_changed_file_is_put_back_and_an_old_version_goes_when_nothing_imports
     built = build_runtime()
     playbook(tmp_path, task(root, user, "first"))
     version_dir = root / built.name
-    changed = "{0}/nvml/session.py".format(PACKAGE)
+    changed = "{0}/_nvml/session.py".format(PACKAGE)
     (version_dir / changed).write_text("# edited on the node\n")
     # Three old versions: one our user imports, one another command imports, one nobody imports;
     # and a directory that is not a runtime (an earlier release's private copy is the roles' to remove).

@@ -23,7 +23,7 @@ from ansible.plugins.loader import connection_loader
 from ansible.template import Templar
 
 from ansible_collections.gpufleet.nvidia.plugins.action.version_matrix import ActionModule
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import judge as matrix_judge
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import judge as matrix_judge
 from ansible_collections.gpufleet.nvidia.tests.unit.playbook_run import ansible_env, playbook
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_runner import run_module
 

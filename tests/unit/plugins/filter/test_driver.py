@@ -7,9 +7,9 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.filter.driver import (
     FilterModule,
+    _select_versions,
+    _upstream_version,
     driver_kernel_module,
-    driver_select_versions,
-    driver_upstream_version,
 )
 from ansible_collections.gpufleet.nvidia.plugins.filter.matrix import gpu_architecture
 
@@ -32,7 +32,7 @@ def decide(gpus, requested="auto", branch="580", source="driver_gpu_models"):
     ],
 )
 def test_upstream_version(version, upstream):
-    assert driver_upstream_version(version) == upstream
+    assert _upstream_version(version) == upstream
 
 
 @pytest.mark.parametrize(
@@ -140,7 +140,7 @@ OFFERED = {
 
 
 def select(version="", branch="535", installed=None, packages=("nvidia-kernel-dkms", "nvidia-smi", "nvidia-persistenced")):
-    return driver_select_versions(OFFERED, list(packages), "nvidia-kernel-dkms", branch, version, ["nvidia-persistenced"], installed or {}, "the mirror")
+    return _select_versions(OFFERED, list(packages), "nvidia-kernel-dkms", branch, version, ["nvidia-persistenced"], installed or {}, "the mirror")
 
 
 def test_newest_of_the_branch():
@@ -172,15 +172,13 @@ def test_branch_not_offered():
 
 
 def test_incomplete_repository():
-    result = driver_select_versions({"a": ["1.2.3-1"], "b": ["1.2.2-1"]}, ["a", "b"], "a", "1", "")
+    result = _select_versions({"a": ["1.2.3-1"], "b": ["1.2.2-1"]}, ["a", "b"], "a", "1", "")
     assert "b 1.2.3 is not offered" in result["error"]
 
 
 def test_filters_are_registered():
     assert set(FilterModule().filters()) == {
-        "driver_upstream_version",
         "driver_kernel_module",
-        "driver_select_versions",
         "driver_decision",
         "driver_plan",
         "driver_selection",

@@ -11,39 +11,27 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.filter import health
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _health
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_health import DMESG_XID_79, gpu, nvml
 
 
 def test_the_filters_are_registered() -> None:
-    assert sorted(health.FilterModule().filters()) == ["health_findings", "health_metrics", "health_policy_errors", "health_status", "health_xid_events"]
+    assert sorted(health.FilterModule().filters()) == ["health_metrics", "health_policy_errors"]
 
 
-def test_findings_status_and_metrics_of_a_sick_node() -> None:
+def test_metrics_of_a_sick_node() -> None:
     facts = nvml(gpu(0, "00000000:91:00.0", pcie={"width_current": 8}))
-    found = health.health_findings(facts, DMESG_XID_79, {"nvidia-persistenced": "active"}, {"pcie_width": "warn"})
+    policy = _health.HealthPolicy.from_vars({"pcie_width": "warn"})
+    found = _health.judge(facts, _health.parse_kernel_log(DMESG_XID_79), {"nvidia-persistenced": "active"}, policy)
     assert [(f["check"], f["severity"], f["action"]) for f in found] == [("pcie_width", "warn", "reseat"), ("xid", "critical", "reboot")]
-    assert health.health_status(found) == "fail"
     text = health.health_metrics(facts, found, DMESG_XID_79)
     assert 'gpufleet_gpu_xid_events{bus_id="00000000:91:00.0",gpu="0",uuid="GPU-00000000-aaaa-bbbb-cccc-dddddddddddd",xid="79"} 1' in text
     assert text.endswith("gpufleet_node_health_status 2\n")
-    assert health.health_xid_events(DMESG_XID_79)[0]["bus_id"] == "00000000:91:00.0"
 
 
 def test_errors_name_the_filter_and_the_variable() -> None:
-    with pytest.raises(
-        AnsibleFilterError,
-        match=r"^health_findings: verify_health_pcie_width: 'x' is not a "
-        r"severity",
-    ):
-        health.health_findings(nvml(), None, None, {"pcie_width": "x"}, prefix="verify_health_")
     assert health.health_policy_errors({"pcie_width": "x"}, "upgrade_health_") == [
         "upgrade_health_pcie_width: 'x' is not a severity: set ignore, warn or critical"
     ]
-    with pytest.raises(AnsibleFilterError, match="^health_findings: expected the nvml_info facts"):
-        health.health_findings("nvml")
-    with pytest.raises(AnsibleFilterError, match="^health_xid_events: the kernel log must be text"):
-        health.health_xid_events(42)
-    with pytest.raises(AnsibleFilterError, match="^health_status: expected the list of health_findings"):
-        health.health_status({"check": "xid"})
-    with pytest.raises(AnsibleFilterError, match="^health_metrics: expected the list of health_findings"):
+    with pytest.raises(AnsibleFilterError, match="^health_metrics: expected the list of health findings"):
         health.health_metrics(nvml(), "none")

@@ -23,7 +23,7 @@ from ansible_collections.gpufleet.nvidia.plugins.filter.preflight import (
     preflight_desired,
     preflight_verdict,
 )
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.judge import argument_spec, judge
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.judge import argument_spec, judge
 
 ROOT = Path(__file__).resolve().parents[4]
 ROLE_VARS = yaml.safe_load((ROOT / "roles" / "preflight" / "vars" / "main.yml").read_text())

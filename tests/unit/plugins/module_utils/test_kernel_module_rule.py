@@ -19,9 +19,9 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.filter.driver import driver_kernel_module
 from ansible_collections.gpufleet.nvidia.plugins.filter.matrix import kernel_module_flavour as flavour_filter
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import evaluate as matrix_evaluate
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import tables as matrix_tables
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.versions import kernel_module_flavour
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import evaluate as matrix_evaluate
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import tables as matrix_tables
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.versions import kernel_module_flavour
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _verify
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_vgpu_labels import PCI_EXPRESS, config, functions, vgpu_capability
 

@@ -20,8 +20,8 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.filter.driver import driver_kernel_module
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._driver_state import DriverStateReader
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import evaluate as matrix_evaluate
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix.versions import flavours_for, kernel_module_flavour
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import evaluate as matrix_evaluate
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.versions import flavours_for, kernel_module_flavour
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import test_kernel_module_rule as rule_test
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_vgpu_labels import PCI_EXPRESS, config, functions, vgpu_capability
 

@@ -17,11 +17,11 @@ import typing as t
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import custom as matrix_custom
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import evaluate as matrix_evaluate
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import node as matrix_node
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import tables as matrix_tables
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import versions as matrix_versions
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import custom as matrix_custom
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import evaluate as matrix_evaluate
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import node as matrix_node
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import tables as matrix_tables
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import versions as matrix_versions
 
 TODAY = datetime.date(2026, 11, 22)
 

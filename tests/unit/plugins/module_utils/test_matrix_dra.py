@@ -19,7 +19,7 @@ import typing as t
 import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import kubernetes as k
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import evaluate as matrix_evaluate
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import evaluate as matrix_evaluate
 
 
 def dra(desired: dict[str, t.Any], installed: dict[str, t.Any] | None = None, target: str = "desired") -> list[dict[str, str]]:

@@ -18,10 +18,10 @@ import typing as t
 import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import cuda, engines, packages, toolkit
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import evaluate as matrix_evaluate
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import tables as matrix_tables
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.matrix import versions as matrix_versions
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import profiles as mig_profiles
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import evaluate as matrix_evaluate
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import tables as matrix_tables
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import versions as matrix_versions
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import profiles as mig_profiles
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import test_matrix
 
 TODAY = datetime.date(2026, 11, 25)

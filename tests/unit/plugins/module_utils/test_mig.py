@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""mig/: the mig-parted v1 schema, the planner on every simulator fixture, the NVML reader and applier.
+"""_mig/: the mig-parted v1 schema, the planner on every simulator fixture, the NVML reader and applier.
 
 Layouts and expectations are derived from the fixtures (mig_expected), never
 from profile names written into the tests.
@@ -21,16 +21,16 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import apply as mig_apply
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import config as mig_config
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import describe as mig_describe
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import export as mig_export
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import placement as mig_placement
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import plan as mig_plan
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import profiles as mig_profiles
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import reader as mig_reader
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import state as mig_state
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import constants as nvml_constants
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import apply as mig_apply
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import config as mig_config
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import describe as mig_describe
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import export as mig_export
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import placement as mig_placement
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import plan as mig_plan
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import profiles as mig_profiles
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import reader as mig_reader
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import state as mig_state
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import constants as nvml_constants
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins import mig_expected, nvml_sim
 
 # --- fixtures, rendered in-process once --------------------------------------------

@@ -13,10 +13,10 @@ import typing as t
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import constants as nvml_constants
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import session as nvml_session
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import structs as nvml_structs
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import values as nvml_values
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import constants as nvml_constants
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import session as nvml_session
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import structs as nvml_structs
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import values as nvml_values
 
 
 # --- ABI: sizes and offsets pinned to nvml.h (LP64) ---------------------------

@@ -22,10 +22,10 @@ from collections import Counter
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import config as mig_config
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import profiles as mig_profiles
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig import reader as mig_reader
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import values as nvml_values
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import config as mig_config
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import profiles as mig_profiles
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._mig import reader as mig_reader
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import values as nvml_values
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins import mig_expected, nvml_sim
 
 NVIDIA_SMI = nvml_sim.SIM_DIR / "nvidia-smi"

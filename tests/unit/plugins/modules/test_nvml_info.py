@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import constants as nvml_constants
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import health as nvml_health
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import structs as nvml_structs
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import constants as nvml_constants
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import health as nvml_health
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml import structs as nvml_structs
 from ansible_collections.gpufleet.nvidia.plugins.modules import nvml_info
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins import nvml_sim
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.nvml_expected import (
