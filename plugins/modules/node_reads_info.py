@@ -16,8 +16,9 @@ description:
     every layer's state this way.
   - A missing file is V(null), not an error; a command whose program is not installed gets return code 127 and
     says so on its stderr, not an error. The caller judges what it read.
-  - For reads only. Commands run without a shell, one after the other, each with a time limit; the module cannot
-    tell a read from a change, so only give it commands that change nothing. It always reports C(changed=false).
+  - For reads only. It runs only the commands of its named allow-list of read-only probes (see O(commands)), without
+    a shell, one after the other, each with a time limit, and refuses any other before it runs anything. It always
+    reports C(changed=false).
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes
   - gpufleet.nvidia.attributes.info_module
@@ -50,8 +51,13 @@ options:
     type: bool
     default: false
   commands:
-    description: Names and the argument vectors to run (no shell). The program is looked up in C(PATH) and the
-      sbin directories.
+    description:
+      - Names and the argument vectors to run (no shell). The program is looked up in C(PATH) and the sbin
+        directories.
+      - Each must be one of the read-only probes the collection names (C(plugins/module_utils/_read_probes.py)), for
+        example a program's C(--version), C(systemctl show), C(stat), C(test), C(dpkg-query), C(rpm -q...),
+        C(containerd config dump), C(crictl info), C(ctr plugins ls), C(nvidia-ctk config) without C(--in-place).
+        Anything else fails the task, naming the command, before any command runs.
     type: dict
     default: {}
   timeout:
@@ -129,6 +135,7 @@ from ansible.module_utils.basic import AnsibleModule
 # The non-blocking read is the kernel log reader's: /dev/kmsg is the file that needs it.
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._health import read_available, read_kernel_events
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._pci import read_nvidia_functions
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._read_probes import probe_names, probe_of
 
 _NOT_INSTALLED = 127
 _TIMED_OUT = 124
@@ -149,6 +156,12 @@ class NodeReads:
         for name, argv in module.params["commands"].items():
             if not isinstance(argv, list) or not argv or not all(isinstance(arg, (str, int)) for arg in argv):
                 module.fail_json(msg="commands.{0}: expected a non-empty list of arguments, got {1!r}".format(name, argv))
+            if probe_of(argv) is None:
+                module.fail_json(
+                    msg="commands.{0}: {1} is none of node_reads_info's read-only probes ({2}); it runs only reads it "
+                    "knows. Read with another module, or add a probe to plugins/module_utils/_read_probes.py with why it "
+                    "changes nothing.".format(name, " ".join(str(arg) for arg in argv)[:200], ", ".join(probe_names()))
+                )
 
     def _text(self, data: bytes) -> str:
         return data[: self.limit].decode("utf-8", "replace")

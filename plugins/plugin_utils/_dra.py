@@ -33,6 +33,7 @@ import typing as t
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import kubernetes as _kubernetes
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.node import finding
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._read_probes import DRA_PATHS_SCRIPT, HOOK_ON_PATH
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _verify
 
 LAYER = "dra"
@@ -41,8 +42,6 @@ ROOT = _kubernetes.DRA_DRIVER_ROOT["value"]
 CDI_ROOT = _kubernetes.DRA_CDI_ROOT["value"]
 CDI_HOOK_PATHS = tuple(_kubernetes.DRA_CDI_HOOK_PATHS["value"])
 IMEX = _kubernetes.DRA_IMEX_UNIT["value"]
-# The name under which the path read reports `command -v nvidia-cdi-hook`.
-HOOK_ON_PATH = "PATH:nvidia-cdi-hook"
 # /var/run is a link to /run on every systemd distribution: an engine that
 # reads /run/cdi reads the directory the DRA driver writes.
 CDI_ROOT_SPELLINGS = (CDI_ROOT, "/run/cdi")
@@ -57,14 +56,9 @@ def candidate_paths() -> list[str]:
     return libraries + binaries + list(CDI_HOOK_PATHS)
 
 
-# Resolves each candidate like the DRA driver's filepath.EvalSymlinks (a
-# dangling link is missing), one "<candidate> <target>" line per path found,
-# then nvidia-cdi-hook as PATH finds it. Reads only.
-PATHS_SCRIPT = 'for p; do t=$(readlink -e "$p") && echo "$p $t"; done; h=$(command -v nvidia-cdi-hook) && echo "{0} $h"; exit 0'.format(HOOK_ON_PATH)
-
-
 def paths_command() -> list[str]:
-    return ["sh", "-c", PATHS_SCRIPT, "sh"] + candidate_paths()
+    """The path read: node_reads_info's "DRA driver paths" probe over every candidate."""
+    return ["sh", "-c", DRA_PATHS_SCRIPT, "sh"] + candidate_paths()
 
 
 IMEX_COMMAND = ["systemctl", "show", "--property=LoadState,ActiveState,UnitFileState", IMEX["unit"]]

@@ -27,38 +27,60 @@ def run(check: bool = False, **args: t.Any) -> dict[str, t.Any]:
     return module_result("node_reads_info", args, check=check)
 
 
+def program(directory: Path, name: str, body: str) -> str:
+    """A stand-in for one of the probes' programs: a Python script under the program's own name."""
+    path = directory / name
+    path.write_text("#!{0}\nimport sys, time\n{1}\n".format(sys.executable, body))
+    path.chmod(0o755)
+    return str(path)
+
+
 def test_reads_files_and_commands_by_name(tmp_path: Path) -> None:
     (tmp_path / "version").write_bytes(b"NVRM version: 550.163.01\n\xff\n")
+    containerd = program(tmp_path, "containerd", "print('containerd ' + sys.argv[1]); sys.exit(3)")
+    crictl = program(tmp_path, "crictl", "sys.stderr.write('broken')")
     result = run(
         check=True,
         files={"version": str(tmp_path / "version"), "spec": str(tmp_path / "missing.yaml")},
         commands={
-            "echo": [sys.executable, "-c", "import sys; print(sys.argv[1]); sys.exit(3)", "ok"],
-            "stderr": [sys.executable, "-c", "import sys; sys.stderr.write('broken')"],
-            "absent": ["gpufleet-no-such-program", "info"],
+            "version": [containerd, "--version"],
+            "stderr": [crictl, "--config", "/etc/crictl.yaml", "info"],
+            "absent": [str(tmp_path / "not-installed" / "crio"), "--version"],
         },
     )
     assert not result["changed"]
     assert result["files"] == {"version": "NVRM version: 550.163.01\n\ufffd\n", "spec": None}
     assert result["file_errors"] == {}
-    assert result["commands"]["echo"] == {"rc": 3, "stdout": "ok\n", "stderr": ""}
+    assert result["commands"]["version"] == {"rc": 3, "stdout": "containerd --version\n", "stderr": ""}
     assert result["commands"]["stderr"] == {"rc": 0, "stdout": "", "stderr": "broken"}
-    assert result["commands"]["absent"] == {"rc": 127, "stdout": "", "stderr": "gpufleet-no-such-program is not installed"}
+    assert result["commands"]["absent"] == {"rc": 127, "stdout": "", "stderr": "{0} is not installed".format(tmp_path / "not-installed" / "crio")}
 
 
 def test_unreadable_files_say_why_and_output_is_bounded(tmp_path: Path) -> None:
     (tmp_path / "big").write_text("x" * 100)
-    result = run(files={"dir": str(tmp_path), "big": str(tmp_path / "big")}, commands={"many": [sys.executable, "-c", "print('y' * 100)"]}, max_bytes=10)
+    dpkg_query = program(tmp_path, "dpkg-query", "print('y' * 100)")
+    result = run(files={"dir": str(tmp_path), "big": str(tmp_path / "big")}, commands={"many": [dpkg_query, "-W"]}, max_bytes=10)
     assert result["files"] == {"dir": None, "big": "x" * 10}
     assert result["file_errors"]["dir"].startswith(str(tmp_path) + ": ")
     assert result["commands"]["many"]["stdout"] == "y" * 10
 
 
-def test_a_command_past_its_time_is_stopped() -> None:
-    result = run(commands={"slow": [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(30)"]}, timeout=1)
+def test_a_command_past_its_time_is_stopped(tmp_path: Path) -> None:
+    slow = program(tmp_path, "systemctl", "print('started', flush=True); time.sleep(30)")
+    result = run(commands={"slow": [slow, "show", "containerd"]}, timeout=1)
     assert result["commands"]["slow"]["rc"] == 124
     assert result["commands"]["slow"]["stdout"] == "started\n"
     assert "did not finish within 1 s" in result["commands"]["slow"]["stderr"]
+
+
+def test_a_command_that_is_no_probe_is_refused_before_any_runs(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    containerd = program(tmp_path, "containerd", "open({0!r}, 'w').close()".format(str(marker)))
+    refused = run(commands={"version": [containerd, "--version"], "restart": ["systemctl", "restart", "containerd"]})
+    assert refused["failed"]
+    assert refused["msg"].startswith("commands.restart: systemctl restart containerd is none of node_reads_info's read-only probes (")
+    assert "_read_probes.py" in refused["msg"]
+    assert not marker.exists()  # the probe before it did not run either
 
 
 def test_bad_arguments_name_the_field() -> None:

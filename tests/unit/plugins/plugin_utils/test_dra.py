@@ -189,7 +189,7 @@ def test_the_paths_command_resolves_like_the_dra_driver(tmp_path):
     (lib / "libnvidia-ml.so.1").symlink_to("libnvidia-ml.so.550.163.01")
     (tmp_path / "usr/bin").mkdir()
     (tmp_path / "usr/bin/nvidia-smi").symlink_to("/nonexistent/nvidia-smi")
-    argv = ["sh", "-c", _dra.PATHS_SCRIPT, "sh", str(lib / "libnvidia-ml.so.1"), str(tmp_path / "usr/bin/nvidia-smi")]
+    argv = ["sh", "-c", _dra.DRA_PATHS_SCRIPT, "sh", str(lib / "libnvidia-ml.so.1"), str(tmp_path / "usr/bin/nvidia-smi")]
     out = subprocess.run(argv, capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"}).stdout
     found = _dra.parse_paths(out)
     found.pop(_dra.HOOK_ON_PATH, None)  # whatever this machine has
