@@ -6,38 +6,69 @@
 # PRIVATE to gpufleet.nvidia: not an interface for other collections or plugins; it may
 # change in any release without notice.
 
-"""The layers of a GPU node, in site.yml order, and the variables other roles
-read by name (the team interfaces). Controller side only."""
+"""The layers of a GPU node, in site.yml order, from the layer registry (_layers.yml beside this file),
+and the views of it the plugins read. Controller side only."""
 
 from __future__ import annotations
 
-# Layer -> the variables preflight and verify read by these agreed names.
-LAYER_VARIABLES: dict[str, tuple[str, ...]] = {
-    "driver": (
-        "driver_state",
-        "driver_branch",
-        "driver_version",
-        "driver_kernel_module",
-        "driver_gpu_models",
-        "driver_fabricmanager",
-        "driver_reboot",
-        "driver_bake",
-    ),
-    "container_toolkit": ("container_toolkit_version", "container_toolkit_package_set", "container_toolkit_bake"),
-    "container_runtime": ("container_runtime_engine", "container_runtime_cdi", "container_runtime_set_default"),
-    "cdi": ("cdi_spec_dir", "cdi_format", "cdi_device_name_strategy", "cdi_bake"),
-    "crictl": ("crictl_version", "crictl_kubernetes_version"),
-    "mig": ("mig_config", "mig_config_src", "mig_label", "mig_bake", "mig_owner"),
-    "device_plugin": ("device_plugin_config", "device_plugin_device_list_strategy", "device_plugin_version"),
-    "dcgm": ("dcgm_enabled", "dcgm_version", "dcgm_exporter", "dcgm_exporter_version"),
-}
+import typing as t
+from pathlib import Path
+
+import yaml
+
+REGISTRY_PATH = Path(__file__).with_suffix(".yml")
+_FIELDS = {"name", "play", "step", "title", "note", "playbook", "declares", "switch", "watches"}
+
+
+def load_registry(path: Path = REGISTRY_PATH) -> dict[str, t.Any]:
+    """The registry, checked: every layer names a role step or a playbook, and a switch is one of its declared
+    variables. A registry that breaks these fails here, at import, not in a run."""
+    registry = yaml.safe_load(path.read_text(encoding="utf-8"))
+    names = [layer["name"] for layer in registry["layers"]]
+    if len(set(names)) != len(names):
+        raise ValueError("{0}: a layer is listed twice: {1}".format(path, names))
+    for layer in registry["layers"]:
+        unknown = set(layer) - _FIELDS
+        if unknown:
+            raise ValueError("{0}: layer {1} has unknown fields {2}".format(path, layer["name"], sorted(unknown)))
+        if ("step" in layer) == ("playbook" in layer):
+            raise ValueError("{0}: layer {1} needs a step (its role) or a playbook, not both".format(path, layer["name"]))
+        if "switch" in layer and layer["switch"] not in layer.get("declares", ()):
+            raise ValueError("{0}: layer {1}'s switch {2} is not one of its declares".format(path, layer["name"], layer["switch"]))
+        if "playbook" in layer and (layer.get("declares") or layer.get("watches")):
+            raise ValueError("{0}: layer {1} is a playbook; it declares and writes nothing".format(path, layer["name"]))
+    return registry
+
+
+REGISTRY = load_registry()
+# Every layer of site.yml, in order.
+SITE_LAYERS: tuple[dict[str, t.Any], ...] = tuple(REGISTRY["layers"])
+
+# Layer -> the variables preflight and verify read by these agreed names (the layers that declare any).
+LAYER_VARIABLES: dict[str, tuple[str, ...]] = {layer["name"]: tuple(layer["declares"]) for layer in SITE_LAYERS if layer.get("declares")}
 
 # Layers that site.yml runs only when a host turns them on: the variable that
 # does, as their roles' first task reads it. Their defaults alone (off) manage
 # nothing, so preflight judges their versions only where they are turned on.
-LAYER_SWITCHES: dict[str, str] = {
-    "device_plugin": "device_plugin_config",
-    "dcgm": "dcgm_enabled",
-}
+LAYER_SWITCHES: dict[str, str] = {layer["name"]: layer["switch"] for layer in SITE_LAYERS if "switch" in layer}
 
 LAYERS = tuple(LAYER_VARIABLES)
+
+
+def tags() -> list[str]:
+    """site.yml's layer tags: every finer tag in the roles starts with one of them and an underscore."""
+    return [layer["name"] for layer in SITE_LAYERS]
+
+
+def prefixes() -> list[str]:
+    """The prefixes of the variables that make up a host's declaration: the collection-wide switches' and each
+    role layer's."""
+    return ["gpufleet_"] + [layer["name"] + "_" for layer in SITE_LAYERS if "step" in layer]
+
+
+def watch_paths() -> list[str]:
+    """Every place the fast path reads whole: the node's, then each layer's."""
+    paths = list(REGISTRY["node_watches"])
+    for layer in SITE_LAYERS:
+        paths.extend(path for path in layer.get("watches", ()) if path not in paths)
+    return paths

@@ -7,7 +7,7 @@
 
 A file a role manages but the fingerprint does not read would let a no-op run
 skip its repair. Each path the roles' vars, defaults and tasks name literally
-is either under roles/fast_path's watch list or exempt here, with the reason.
+is either under a path the layer registry watches (plugins/plugin_utils/_layers.yml) or exempt here, with the reason.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from pathlib import Path
 
 import yaml
 
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _layers
+
 ROOT = Path(__file__).resolve().parents[3]
 ROLES = ROOT / "roles"
-FAST_PATH_VARS = yaml.safe_load((ROLES / "fast_path" / "vars" / "main.yml").read_text(encoding="utf-8"))
-WATCHED = FAST_PATH_VARS["__fast_path_watch_paths"]
+WATCHED = _layers.watch_paths()
 
 # Absolute paths, up to a quote, space, comma, bracket or template.
 PATH = re.compile(r"(?<![\w.{-])(/(?:etc|usr|var|run|opt|lib)/[\w.@/+-]*[\w+-])")
@@ -74,7 +75,7 @@ def named_paths() -> dict[str, set[str]]:
 
 def test_every_path_the_roles_name_is_watched_or_exempt() -> None:
     unwatched = {path: sorted(sources) for path, sources in named_paths().items() if not under(path, WATCHED) and not under(path, EXEMPT)}
-    assert not unwatched, "add these to __fast_path_watch_paths in roles/fast_path/vars/main.yml, or exempt them with a reason: {0}".format(unwatched)
+    assert not unwatched, "add these to a layer's watches in plugins/plugin_utils/_layers.yml, or exempt them with a reason: {0}".format(unwatched)
 
 
 def test_the_scan_sees_the_files_the_roles_write() -> None:
@@ -96,7 +97,7 @@ def test_exemptions_are_still_needed() -> None:
 
 def test_every_layer_tag_is_known_to_the_record_rule() -> None:
     """A run that skips part of a layer must not record; the rule knows a layer's tags by their prefix."""
-    layers = FAST_PATH_VARS["__fast_path_layer_tags"]
+    layers = _layers.tags()
     plays = [
         play
         for name in ("site.yml", "facts.yml")  # site.yml imports facts.yml
