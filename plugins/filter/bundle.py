@@ -15,7 +15,6 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.nvidia.plugins.filter.driver import driver_kernel_module
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _bundle
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
 
@@ -50,7 +49,6 @@ def bundle_host_plan(declaration: t.Any, request: t.Any) -> dict[str, t.Any]:
         _bundle.host_plan,
         _mapping("bundle_host_plan", declaration, "the host's declaration, a mapping"),
         _mapping("bundle_host_plan", request, "a mapping of the host's bundle inputs"),
-        driver_kernel_module,
     )
 
 

@@ -36,6 +36,8 @@ from collections.abc import Iterable, Mapping
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _driver_plan
+
 # What the bundle can carry: apt platforms, by Ansible's architecture name -> dpkg's.
 DISTRIBUTIONS = ("Debian", "Ubuntu")
 DEB_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
@@ -344,14 +346,14 @@ def _driver_packages(decl: Mapping[str, t.Any], data: Mapping[str, t.Any], flavo
     return packages
 
 
-def host_plan(decl: Mapping[str, t.Any], request: Mapping[str, t.Any], flavour_of: t.Callable[..., Mapping[str, t.Any]]) -> dict[str, t.Any]:
+def host_plan(decl: Mapping[str, t.Any], request: Mapping[str, t.Any]) -> dict[str, t.Any]:
     """One host's declaration, judged and turned into what the bundle carries for it.
 
     decl: the host's values of the driver, container_toolkit and crictl variables over their roles' defaults.
     request: platform (bundle_platform), mirror_url, signing_key, upstream (bundle_upstream), role_defaults
     ({driver, container_toolkit, crictl}: the roles' defaults) and role_data (the roles' vars for the declared
-    OS, by name without the leading "__"). flavour_of: the driver's kernel-module decision
-    (gpufleet.nvidia.driver_kernel_module).
+    OS, by name without the leading "__"). The kernel-module flavour is the driver plan's own decision
+    (_driver_plan.kernel_module).
     Returns {errors, repos, files, key_paths}; with errors, nothing else is planned.
     """
     platform = request.get("platform")
@@ -368,7 +370,7 @@ def host_plan(decl: Mapping[str, t.Any], request: Mapping[str, t.Any], flavour_o
     debarch = DEB_ARCH[os_["architecture"]]
     branch = driver_branch(decl)
     present = decl["driver_state"] == "present"
-    flavour = flavour_of(decl["driver_gpu_models"], decl["driver_kernel_module"], branch, "driver_gpu_models") if present else None
+    flavour = _driver_plan.kernel_module(decl["driver_gpu_models"], decl["driver_kernel_module"], branch, "driver_gpu_models") if present else None
 
     crictl_table = _combine_recursive(data["crictl_sha256"], decl["crictl_checksums"] or {})
     crictl_release = _text(decl["crictl_version"] or data["crictl_release_for_kubernetes"].get(_text(decl["crictl_kubernetes_version"]), ""))

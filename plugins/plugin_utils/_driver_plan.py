@@ -34,6 +34,15 @@ import re
 import typing as t
 from urllib.parse import urlsplit
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.evaluate import Matrix
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.versions import (
+    KERNEL_MODULE_REQUESTS,
+    flavours_for,
+    gpu_kind,
+    kernel_module_flavour,
+    open_modules_first_branch,
+)
+
 # "3:580.95.05-1.el9" / "535.216.03-2~bpo12+1" / "535.183.01-0ubuntu0.22.04.1" -> the NVIDIA version.
 _UPSTREAM = re.compile(r"^(?:\d+:)?(?P<upstream>[0-9][0-9.]*[0-9])")
 
@@ -71,10 +80,111 @@ def _unique(items: t.Iterable[str]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------
+# The kernel-module flavour
+
+
+def _gpu_labels(gpus: list[dict]) -> str:
+    """'8 x Tesla V100-SXM2-16GB (volta), B200 (blackwell)': each model once, with its count."""
+    counts: dict[str, int] = {}
+    for gpu in gpus:
+        label = "{0} ({1})".format(gpu["name"], gpu["architecture"])
+        counts[label] = counts.get(label, 0) + 1
+    return ", ".join(label if n == 1 else "{0} x {1}".format(n, label) for label, n in counts.items())
+
+
+def _gpu(matrix: Matrix, gpu: t.Any, vgpu_guest: bool) -> dict[str, t.Any]:
+    """One GPU as the flavour rules see it: the knowledge base's model table, else NVML's architecture."""
+    if isinstance(gpu, dict):
+        found = matrix.gpus_from_nvml({"gpus": [gpu]})[0]
+    else:
+        found = matrix.gpu_from_name(str(gpu), str(gpu))
+    kind = gpu_kind(found.architecture, found.grace)
+    return {"name": found.name, "architecture": kind, "flavours": list(flavours_for(found.architecture, found.grace, vgpu_guest))}
+
+
+def kernel_module(gpus: list, requested: str, branch: t.Any, source: str, vgpu_guest: t.Any = False) -> dict[str, t.Any]:
+    """Decide (auto) or check the kernel-module flavour for a node's GPUs.
+
+    gpus: NVML GPUs (dicts with name and architecture) or declared model names;
+    source: where they came from ("nvml" or "driver_gpu_models"), for messages;
+    vgpu_guest: the node is a vGPU guest (driver_info's read of its PCI functions).
+    The decision is the knowledge base's one rule (matrix.versions.kernel_module_flavour,
+    which preflight and verify ask too); this only words its answer for the role.
+    """
+    if requested not in KERNEL_MODULE_REQUESTS:
+        raise ValueError("unknown flavour {0!r}".format(requested))
+    try:
+        branch_number = int(str(branch))
+    except ValueError:
+        raise ValueError("branch {0!r} is not a number".format(branch)) from None
+
+    matrix = Matrix()
+    vgpu_guest = bool(vgpu_guest)
+    seen = [_gpu(matrix, gpu, vgpu_guest) for gpu in gpus or []]
+    result: dict[str, t.Any] = {"flavour": None, "gpus": seen, "error": None}
+
+    unknown = [g for g in seen if not g["flavours"]]
+    if unknown and source == "driver_gpu_models":
+        result["error"] = (
+            "driver_gpu_models: {0} is not a GPU model the role knows; give product names as nvidia-smi "
+            "prints them (for example A100, H100, L40S, T4, V100, B200, GH200)".format(", ".join(repr(g["name"]) for g in unknown))
+        )
+        return result
+
+    choice = kernel_module_flavour([g["flavours"] for g in seen], requested, branch_number, vgpu_guest)
+    first_open = open_modules_first_branch(vgpu_guest)
+    in_guest = " in a vGPU guest" if vgpu_guest else ""
+    concerned = [seen[i] for i in choice.concerned]
+    if choice.flavour is not None:
+        result["flavour"] = choice.flavour
+    elif choice.problem == "open_too_old" and requested == "open":
+        result["error"] = (
+            "driver_kernel_module: open needs driver branch {0} or later{2}, but the branch is {1}; "
+            "set driver_kernel_module: proprietary or choose a newer driver_branch".format(first_open, branch_number, in_guest)
+        )
+    elif choice.problem == "open_too_old":
+        result["error"] = (
+            "driver_branch: {0} run only the open kernel modules, which {3} from driver branch {1} on, "
+            "but the branch is {2}; choose driver_branch {1} or newer".format(
+                _gpu_labels(concerned), first_open, branch_number, "drive vGPUs" if vgpu_guest else "ship"
+            )
+        )
+    elif choice.problem == "refused":
+        other = "open" if requested == "proprietary" else "proprietary"
+        result["error"] = (
+            "driver_kernel_module: {0} cannot drive {1}, which run only the {2} kernel modules{3}; set driver_kernel_module: {2} (or auto)".format(
+                requested, _gpu_labels(concerned), other, " as vGPUs (a vGPU guest)" if vgpu_guest else ""
+            )
+        )
+    elif choice.problem == "no_gpus":
+        result["error"] = (
+            "driver_kernel_module: auto needs to know the GPUs, but no driver is loaded to read them "
+            "through NVML and driver_gpu_models is empty; declare driver_gpu_models (for example "
+            "['H100']) or set driver_kernel_module to open or proprietary"
+        )
+    elif choice.problem == "unknown":
+        result["error"] = (
+            "driver_kernel_module: auto cannot tell which kernel modules {0} need (unknown "
+            "architecture); set driver_kernel_module to open or proprietary".format(", ".join(repr(g["name"]) for g in concerned))
+        )
+    else:
+        by_flavour: dict[str, list[dict[str, t.Any]]] = {}
+        for gpu in concerned:
+            by_flavour.setdefault(" or ".join(gpu["flavours"]), []).append(gpu)
+        result["error"] = (
+            "driver_kernel_module: the GPUs of this node need different kernel modules ({0}); "
+            "one driver cannot serve them all: split them into separate host groups".format(
+                "; ".join("{0}: {1}".format(k, _gpu_labels(v)) for k, v in sorted(by_flavour.items()))
+            )
+        )
+    return result
+
+
+# ---------------------------------------------------------------------------
 # 1. decide
 
 
-def decide(declaration: dict, os_data: dict, info: dict, nvml: dict, kernel_module: t.Callable[[list, str, str, str, bool], dict]) -> dict[str, t.Any]:
+def decide(declaration: dict, os_data: dict, info: dict, nvml: dict) -> dict[str, t.Any]:
     """Validate the declaration and settle the branch, the module build and the flavour.
 
     declaration: the role's driver_* variables without the prefix (state, branch, version, kernel_module,
@@ -82,8 +192,8 @@ def decide(declaration: dict, os_data: dict, info: dict, nvml: dict, kernel_modu
     os_data: backend (None when the OS has no data), sources (the keys of __driver_packages, None likewise),
     distribution_repo (whether the OS has a distribution repository), cuda_repo_key (None when unknown),
     distribution, distribution_version, branch_pattern, version_pattern, nvml_gpus_known.
-    kernel_module: the driver_kernel_module decision (the knowledge base's flavour rules), told whether the node
-    is a vGPU guest (driver_info's vgpu_guest).
+    The flavour is kernel_module()'s (the knowledge base's flavour rules), told whether the node is a vGPU guest
+    (driver_info's vgpu_guest).
     """
     result: dict[str, t.Any] = {"error": None, "branch": None, "branch_tag": None, "build": None, "flavour": None, "gpus": []}
     if os_data.get("backend") is None or os_data.get("sources") is None:
@@ -449,11 +559,77 @@ def kernels_missing(planned: dict, query_output: str) -> list[str]:
 # 3. select
 
 
-def select(planned: dict, offered: dict | None, version: str, nvml: dict, bake: t.Any, select_versions: t.Callable[..., dict]) -> dict[str, t.Any]:
+def select_versions(
+    offered: dict[str, list[str]],
+    packages: list[str],
+    version_package: str,
+    branch: t.Any,
+    version: str,
+    independent: list[str] | None = None,
+    installed: dict[str, str] | None = None,
+    where: str = "the repository",
+) -> dict[str, t.Any]:
+    """Pick the driver version and the exact version of every package to install.
+
+    offered: versions per package, newest first (package_versions_info).
+    version_package: the package whose version is the driver's (its module package).
+    version: an exact NVIDIA version, or "" for the newest of `branch`.
+    independent: packages versioned apart from the driver (Debian's nvidia-persistenced);
+    they keep their installed version when it is offered, else take the newest.
+    """
+    independent = independent or []
+    installed = installed or {}
+    branch = str(branch)
+    result: dict[str, t.Any] = {"version": None, "packages": {}, "error": None}
+    offered_main = offered.get(version_package) or []
+    upstreams = []
+    for full in offered_main:
+        upstream = upstream_version(full)
+        if upstream and upstream not in upstreams:
+            upstreams.append(upstream)
+    if version:
+        chosen = version if version in upstreams else None
+        if not chosen:
+            result["error"] = (
+                "driver_version {0} is not offered by {1}: {2} has {3}; set driver_version to one of them, or to '' for the newest of driver_branch".format(
+                    version, where, version_package, ", ".join(upstreams) or "no versions at all"
+                )
+            )
+            return result
+    else:
+        in_branch = [u for u in upstreams if u.split(".")[0] == branch]
+        if not in_branch:
+            branches = sorted({u.split(".")[0] for u in upstreams})
+            result["error"] = "driver_branch {0} is not offered by {1}: {2} is available in branch(es) {3}; set driver_branch to one of them{4}".format(
+                branch, where, version_package, ", ".join(branches) or "none", ", or use another driver_source" if branches else ""
+            )
+            return result
+        chosen = in_branch[0]
+    result["version"] = chosen
+
+    for package in packages:
+        versions = offered.get(package) or []
+        if package in independent:
+            if not versions:
+                result["error"] = "{0} is not offered by {1}".format(package, where)
+                return result
+            keep = installed.get(package)
+            result["packages"][package] = keep if keep in versions else versions[0]
+            continue
+        matching = [v for v in versions if upstream_version(v) == chosen]
+        if not matching:
+            result["error"] = "{0} {1} is not offered by {2} ({0} has {3}); the repository is incomplete for this driver version".format(
+                package, chosen, where, ", ".join(versions) or "no versions"
+            )
+            return result
+        result["packages"][package] = matching[0]
+    return result
+
+
+def select(planned: dict, offered: dict | None, version: str, nvml: dict, bake: t.Any) -> dict[str, t.Any]:
     """The exact versions to install, and what changes on the node for them.
 
     offered: package_versions_info's `versions` (newest first), or None when the node is already as declared.
-    select_versions: the exact-versions decision (the driver filter plugin's _select_versions).
     """
     installed = planned["installed"]
     top = planned["top_packages"]

@@ -7,11 +7,11 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.filter.driver import (
     FilterModule,
-    _select_versions,
-    _upstream_version,
     driver_kernel_module,
 )
 from ansible_collections.gpufleet.nvidia.plugins.filter.matrix import gpu_architecture
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._driver_plan import select_versions as _select_versions
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._driver_plan import upstream_version as _upstream_version
 
 
 def decide(gpus, requested="auto", branch="580", source="driver_gpu_models"):

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.nvidia.plugins.filter.driver import driver_kernel_module
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import drivers as drivers_kb
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _bundle
 
@@ -97,7 +96,7 @@ def request(platform: dict | None = None, **over) -> dict:
 
 
 def plan(decl: dict | None = None, req: dict | None = None) -> dict:
-    return _bundle.host_plan(decl or declaration(), req or request(), driver_kernel_module)
+    return _bundle.host_plan(decl or declaration(), req or request())
 
 
 # --- one host -----------------------------------------------------------------------------------
@@ -226,7 +225,7 @@ def test_ubuntu_distribution_packages_are_refused():
     ],
 )
 def test_the_platform_and_mirror_are_judged_first_and_alone(platform, mirror, start):
-    errors = _bundle.host_plan(declaration(driver_version=""), request(platform, mirror_url=mirror), driver_kernel_module)["errors"]
+    errors = _bundle.host_plan(declaration(driver_version=""), request(platform, mirror_url=mirror))["errors"]
     assert len(errors) == 1 and errors[0].startswith(start), errors
 
 
