@@ -10,8 +10,9 @@
 the summary and the Prometheus textfile.
 
 One judgement for every place that judges health: the verify role's health
-layer and the upgrade gate (through the gpufleet.nvidia.health_* filters on
-the controller), the fleet report, and gpufleet-verify-boot on the node. So:
+layer (the health check of plugin_utils/_verify.py, which the upgrade's gate
+runs too), the fleet report and the health_metrics filter on the controller,
+and gpufleet-verify-boot on the node. So:
 Python 3.8+, standard library only, no Ansible import. The facts come from
 nvml_info (each GPU's `lost` and `health`, read by _nvml/health.py); the
 facts of the judgement (the Xid catalog, the recovery actions, the default
