@@ -73,35 +73,6 @@ HEADER = """\
 
 HOSTS = "\"{{ gpufleet_gpu_group | default('gpu_nodes') }}{{ ':!gpufleet_unchanged' if 'gpufleet_unchanged' in groups else '' }}\""
 
-# The first layer's play defines the handlers step and the rescue that every later layer's play repeats by alias.
-FIRST_LAYER = """
-- name: {play}
-  hosts: {hosts}
-  become: true
-  gather_facts: false
-  tags: [{name}]
-  tasks:
-    - name: The {title} layer, which gives the node back if it fails
-      block:
-        - name: {step}
-          ansible.builtin.import_role:
-            name: gpufleet.nvidia.{name}
-        # The layer's handlers run inside the block: a failed restart also
-        # gives the node back.
-        - &layer_handlers
-          name: Run the layer's handlers
-          ansible.builtin.meta: flush_handlers
-      # A host that fails runs no later play, the record's included, so its
-      # layer gives the node back to other runs here, then fails with the
-      # layer's own error (&give_back: every layer's play does the same).
-      rescue: &give_back
-        - name: Give the node back to other runs, and fail with the layer's error
-          ansible.builtin.import_role:
-            name: gpufleet.nvidia.fast_path
-            tasks_from: failed
-          tags: [always]
-"""
-
 LAYER = """
 {note}- name: {play}
   hosts: {hosts}
@@ -114,9 +85,30 @@ LAYER = """
         - name: {step}
           ansible.builtin.import_role:
             name: gpufleet.nvidia.{name}
-        - *layer_handlers
-      rescue: *give_back
+{handlers}
+      rescue:{rescue}
 """
+
+# The first layer's play defines the handlers step and the rescue; every later layer's play repeats them by alias.
+FIRST_HANDLERS = """\
+        # The layer's handlers run inside the block: a failed restart also
+        # gives the node back.
+        - &layer_handlers
+          name: Run the layer's handlers
+          ansible.builtin.meta: flush_handlers
+      # A host that fails runs no later play, the record's included, so its
+      # layer gives the node back to other runs here, then fails with the
+      # layer's own error (&give_back: every layer's play does the same).\
+"""
+FIRST_RESCUE = """ &give_back
+        - name: Give the node back to other runs, and fail with the layer's error
+          ansible.builtin.import_role:
+            name: gpufleet.nvidia.fast_path
+            tasks_from: failed
+          tags: [always]\
+"""
+HANDLERS = "        - *layer_handlers"
+RESCUE = " *give_back"
 
 PLAYBOOK = """
 {note}- name: {play}
@@ -151,13 +143,11 @@ def render(registry_path: Path = REGISTRY) -> str:
         fields = dict(layer, hosts=HOSTS, note=note, title=layer.get("title", layer["name"].replace("_", " ")))
         if "playbook" in layer:
             text += PLAYBOOK.format(**fields)
-        elif first:
-            if note:
-                raise ValueError("the first role layer ({0}) defines the shared steps; put its note elsewhere".format(layer["name"]))
-            text += FIRST_LAYER.format(**fields)
-            first = False
-        else:
-            text += LAYER.format(**fields)
+            continue
+        if first and note:
+            raise ValueError("the first role layer ({0}) defines the shared steps; put its note elsewhere".format(layer["name"]))
+        text += LAYER.format(handlers=FIRST_HANDLERS if first else HANDLERS, rescue=FIRST_RESCUE if first else RESCUE, **fields)
+        first = False
     return text + FOOTER.format(hosts=HOSTS)
 
 
