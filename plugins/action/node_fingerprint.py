@@ -12,11 +12,8 @@ name the variable that changed."""
 
 from __future__ import annotations
 
-import getpass
 import hashlib
 import json
-import os
-import socket
 import typing as t
 from pathlib import Path
 
@@ -25,6 +22,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.nvidia.plugins.modules.node_fingerprint import ARGUMENT_SPEC
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._run_state import process_started, this_run
 
 COLLECTION_ROOT = Path(__file__).resolve().parents[2]
 # What the roles run: a change to any of it (an upgraded collection) must not
@@ -63,15 +61,15 @@ def role_options(root: Path = COLLECTION_ROOT) -> tuple[frozenset[str], frozense
     return frozenset(names), frozenset(secrets)
 
 
-# Facts the roles share within one run (gpufleet_run_nvml: the run's NVML read): outputs of the run, like the
-# facts below, though under the collection's own prefix.
+# State the roles share within one run (gpufleet_run_state: the run's NVML read, the node runtime): outputs of the
+# run, like the facts below, though under the collection's own prefix.
 RUN_FACT_PREFIX = "gpufleet_run_"
 
 
 def declared(name: str, prefixes: t.Sequence[str], options: t.Collection[str]) -> bool:
     """Whether a host variable is part of the declaration: it has one of the prefixes and is a role's option, or a
     collection-wide switch (gpufleet_*, but not gpufleet_run_*). A fact a role publishes under its prefix
-    (node_labels_summary, slurm_gres_node_gres) or a run-scoped fact (gpufleet_run_nvml) is an output of the run, not a
+    (node_labels_summary, slurm_gres_node_gres) or a run-scoped fact (gpufleet_run_state) is an output of the run, not a
     declaration: the next run's comparison, made before any role ran, would see it gone and never take the fast path."""
     if name.startswith(RUN_FACT_PREFIX):
         return False
@@ -93,39 +91,12 @@ def declaration(values: dict[str, t.Any], groups: t.Sequence[str], secrets: t.Co
     return declared
 
 
-def _process_started(pid: int) -> str:
-    """When a process started (clock ticks after boot, /proc/<pid>/stat field 22), so that a reused pid is not taken
-    for the process that had it; "" where /proc is not there to ask."""
-    try:
-        with open("/proc/{0}/stat".format(pid), encoding="ascii") as handle:
-            # The command name (field 2) may hold spaces: count from the closing parenthesis.
-            return handle.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return ""
-
-
-def this_run() -> dict[str, t.Any]:
-    """The running ansible-playbook, as the lease names it: every worker of one run forks from it (its parent)."""
-    pid = os.getppid()
-    started = _process_started(pid)
-    controller = socket.gethostname()
-    return {
-        "run_id": "{0}:{1}:{2}".format(controller, pid, started or "?"),
-        "controller": controller,
-        "user": getpass.getuser(),
-        "pid": pid,
-        "pid_started": started,
-        # AWX and AAP name the job in the environment of the run.
-        "awx_job": os.environ.get("JOB_ID", ""),
-    }
-
-
 def dead_here(holder: dict[str, t.Any], controller: str) -> bool:
     """Whether the run holding a lease is known to be gone: it ran on this controller, and its process has ended (or
     the pid now belongs to a process that started later). A run elsewhere cannot be seen from here."""
     if holder.get("controller") != controller or not holder.get("pid_started") or not isinstance(holder.get("pid"), int):
         return False
-    return _process_started(holder["pid"]) != holder["pid_started"]
+    return process_started(holder["pid"]) != holder["pid_started"]
 
 
 def busy_message(holder: dict[str, t.Any], wait: int) -> str:

@@ -26,6 +26,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.nvidia.plugins.modules.node_runtime import ARGUMENT_SPEC
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _run_state
 
 COLLECTION_ROOT = Path(__file__).resolve().parents[2]
 MODULE_UTILS = COLLECTION_ROOT / "plugins" / "module_utils"
@@ -64,10 +65,6 @@ PACKAGE_INIT = (
 
 # Where the module looks by default (its option root), from the module's own argument spec.
 DEFAULT_ROOT = ARGUMENT_SPEC["root"]["default"]
-# The run's state of the node's runtime, which each role that installs a command publishes with set_fact after
-# writing it (a host variable, never a cached fact: it holds for this run only), so that the next role of the run
-# plans without asking the node again.
-RUN_STATE = "gpufleet_run_runtime"
 
 _cache: dict[Path, "Runtime"] = {}
 
@@ -238,7 +235,7 @@ class ActionModule(ActionBase):
         root = args.get("root") or DEFAULT_ROOT
         check_mode = self._play_context.check_mode
         # Check mode asks the node every time: an earlier role's predicted install is not on the node.
-        found = None if check_mode else known_state((task_vars or {}).get(RUN_STATE), built, root, args["user"], state)
+        found = None if check_mode else known_state(_run_state.held(task_vars, "runtime"), built, root, args["user"], state)
         result["asked_node"] = found is None
         if found is None:
             args.update(name=built.name, manifest=built.manifest, users=sorted(set(USERS) | {args["user"]}))
@@ -265,5 +262,8 @@ class ActionModule(ActionBase):
                 result.update(failed=True, msg="node_runtime: installing {0} failed: {1}".format(found["path"], written.get("msg")))
                 return result
         if not check_mode:
+            # The run's state of the node's runtime (plugin_utils/_run_state), so that the next role of the run
+            # that installs a command plans without asking the node again.
             result["run_state"] = state_after(found, decided, built, root, args["user"], state)
+            result["ansible_facts"] = _run_state.facts_with(task_vars, runtime=result["run_state"])
         return result

@@ -20,8 +20,8 @@ description:
     manifest and the hash) once per run, then asks the node with one small call whether that version is in place
     with the same sha256s. Only when it is missing or differs are the files sent (through M(gpufleet.nvidia.node_files)).
     A run where nothing changed costs one call with no library source in it.
-  - Within a run, the node is asked once. Each role that installs a command publishes the RV(run_state) it leaves as
-    C(gpufleet_run_runtime) (with M(ansible.builtin.set_fact), after writing its command), and the next role's call
+  - Within a run, the node is asked once. The action plugin keeps the RV(run_state) it leaves as the run's (the host
+    fact C(gpufleet_run_state), which names its run; see M(gpufleet.nvidia.run_state)), and the next role's call
     plans from it without asking the node, for the same runtime, O(root) and one of the collection's commands as
     O(user). Check mode asks the node every time.
   - Old versions are removed as soon as no command still imports them, never while one does - O(users) are read for
@@ -127,13 +127,13 @@ released:
   returned: always
   sample: [{path: /usr/local/lib/gpufleet/0.1.0-0123456789ab, state: absent}]
 asked_node:
-  description: Whether this call asked the node, or planned from C(gpufleet_run_runtime), an earlier call's RV(run_state).
+  description: Whether this call asked the node, or planned from the run's state, an earlier call's RV(run_state).
   type: bool
   returned: success
 run_state:
   description:
     - The node's runtime versions and the commands that import each once the calling role has written O(user) (or
-      removed it), for C(gpufleet_run_runtime). Not in check mode.
+      removed it), kept as the run's state. Not in check mode.
   type: dict
   returned: success, not in check mode
   sample: {name: 0.1.0-0123456789ab, root: /usr/local/lib/gpufleet, versions: {/usr/local/lib/gpufleet/0.1.0-0123456789ab: [/usr/local/sbin/gpufleet-mig]}}

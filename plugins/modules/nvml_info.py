@@ -65,6 +65,20 @@ options:
       - A GPU that was waited for reports the seconds in RV(nvml.gpus[].health.fabric.waited_s).
     type: int
     default: 0
+  run_read:
+    description:
+      - Whether this is the run's shared read of the node, which the collection's roles make once per run.
+      - V(own) reads the node and keeps nothing.
+      - V(shared) returns the read this run already holds of the node (RV(run_read=held), no call to the node), or
+        reads it and keeps it as the run's. It takes no other option than O(library), since the run's read is made
+        with the defaults.
+      - V(fresh) reads the node and keeps the read as the run's, replacing what the run held.
+      - M(gpufleet.nvidia.run_state) forgets the run's read after a change that makes it stale. The run's read is a
+        host fact that names its run (see M(gpufleet.nvidia.run_state)); this option is handled by the collection's
+        action plugin, on the controller.
+    type: str
+    choices: [own, shared, fresh]
+    default: own
 notes:
   - Run with C(become=true) to see everything; some NVML queries (MIG placements and instances) need root.
   - The module never changes the GPU; it is safe on shared machines.
@@ -119,6 +133,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+run_read:
+  description:
+    - With O(run_read=shared) or O(run_read=fresh), V(held) when the run's read was returned without asking the node,
+      V(read) when the node was read and the read kept as the run's.
+  returned: when O(run_read) is not V(own)
+  type: str
+  sample: held
 nvml:
   description:
     - Everything the module found.
@@ -806,6 +827,8 @@ def main() -> None:
             gather_mig_profiles=dict(type="bool", default=False),
             gather_health=dict(type="bool", default=True),
             fabric_wait=dict(type="int", default=0),
+            # Handled by the action plugin (plugins/action/nvml_info.py); the module reads the node either way.
+            run_read=dict(type="str", default="own", choices=["own", "shared", "fresh"]),
         ),
         supports_check_mode=True,
     )

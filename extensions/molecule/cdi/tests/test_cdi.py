@@ -222,40 +222,42 @@ def test_without_a_running_driver_generation_waits_for_boot(host):
     assert sha256(host, path) == before
 
 
-def test_the_runs_nvml_read_is_used_and_a_dropped_one_read_again(host):
-    """The role plans from the run's NVML read (gpufleet_run_nvml) without reading again; once a change dropped it
-    (null), it reads NVML itself. The shared read here says no driver runs while the simulator has one running, so
+def test_the_runs_nvml_read_is_used_and_a_forgotten_one_read_again(host):
+    """The role plans from the run's NVML read without reading again; once a change made it stale (run_state
+    forget), it reads NVML itself. The shared read here says no driver runs while the simulator has one running, so
     only a role that used it defers generation."""
     gpu_node(host)
     path = settings(host)["path"]
     before = sha256(host, path)
     play = [
         {
-            "name": "The run's NVML read, shared and dropped",
+            "name": "The run's NVML read, shared and forgotten",
             "hosts": host.backend.host,
             "gather_facts": False,
             "tasks": [
                 {"ansible.builtin.command": "nvml-simctl set driver_loaded=0", "changed_when": False},
                 {
-                    "block": [
-                        {"gpufleet.nvidia.nvml_info": None, "register": "test_read"},
-                        {"ansible.builtin.set_fact": {"gpufleet_run_nvml": "{{ test_read.nvml }}"}},
-                    ],
+                    "block": [{"gpufleet.nvidia.nvml_info": {"run_read": "shared"}, "register": "test_read"}],
                     "always": [{"ansible.builtin.command": "nvml-simctl set driver_loaded=1", "changed_when": False}],
                 },
                 {"ansible.builtin.import_role": {"name": "gpufleet.nvidia.cdi"}},
                 {
                     "ansible.builtin.assert": {
-                        "that": ["__cdi_nvml_read is skipped", "not __cdi_generate_now", "gpufleet_run_nvml == test_read.nvml"],
+                        "that": [
+                            "test_read.run_read == 'read'",
+                            "__cdi_nvml_read.run_read == 'held'",
+                            "not __cdi_generate_now",
+                            "__cdi_nvml_read.nvml == test_read.nvml",
+                        ],
                         "fail_msg": "cdi read NVML again, or did not plan from the run's read",
                     }
                 },
-                {"ansible.builtin.set_fact": {"gpufleet_run_nvml": None}},
+                {"gpufleet.nvidia.run_state": {"forget": ["nvml"]}},
                 {"ansible.builtin.import_role": {"name": "gpufleet.nvidia.cdi"}},
                 {
                     "ansible.builtin.assert": {
-                        "that": ["__cdi_nvml_read is not skipped", "__cdi_generate_now", "gpufleet_run_nvml.driver_loaded"],
-                        "fail_msg": "cdi did not read NVML again once the run's read was dropped, or did not share it",
+                        "that": ["__cdi_nvml_read.run_read == 'read'", "__cdi_generate_now", "__cdi_nvml_read.nvml.driver_loaded"],
+                        "fail_msg": "cdi did not read NVML again once the run's read was forgotten",
                     }
                 },
             ],

@@ -56,7 +56,7 @@ def test_the_declaration_is_the_roles_options_and_the_collection_switches() -> N
     assert not declared("node_labels_summary", prefixes, options) and not declared("slurm_gres_node_gres", prefixes, options)
     assert not declared("cdi_spec_dir", prefixes, options)  # not one of the prefixes
     # A fact the roles share within the run (the NVML read) is an output too, though under the collection's prefix.
-    assert not declared("gpufleet_run_nvml", prefixes, options)
+    assert not declared("gpufleet_run_state", prefixes, options)
 
 
 def test_no_role_option_is_named_like_a_run_fact() -> None:
@@ -81,7 +81,7 @@ def test_a_fact_a_role_publishes_after_the_record_is_no_declaration_change(tmp_p
         + """
     - ansible.builtin.set_fact:
         node_labels_summary: {product: NVIDIA-A100-SXM4-40GB, count: 8}
-        gpufleet_run_nvml: {status: ok, driver_version: "550.163.01", gpus: []}
+        gpufleet_run_state: {run: "controller:1:1", nvml: {status: ok, driver_version: "550.163.01", gpus: []}}
     - gpufleet.nvidia.node_fingerprint:
         {path: %(record)s, prefixes: [gpufleet_, node_labels_], state: recorded, watch: {paths: [], nvml: false}}
 """

@@ -231,26 +231,18 @@ def test_a_command_whose_runtime_is_gone_says_which_and_how_to_fix_it(command: P
 # -- the run's state: the node is asked once per run -----------------------------------------------------------
 
 
-def published(register: str) -> str:
-    return """
-    - ansible.builtin.set_fact:
-        gpufleet_run_runtime: "{{ %s.run_state }}"
-      when: %s.run_state is defined
-""" % (register, register)
-
-
 def test_a_later_role_of_the_run_plans_from_the_run_state_without_asking_the_node(tmp_path: Path) -> None:
     """mig, node_labels and verify each install a command: the node is asked by the first only."""
     root = tmp_path / "lib"
     mig, labels = USERS[0], USERS[2]
     built = build_runtime()
-    out = playbook(tmp_path, task(root, Path(mig), "first") + published("first") + task(root, Path(labels), "second"))
+    out = playbook(tmp_path, task(root, Path(mig), "first") + task(root, Path(labels), "second"))
     first, second = out["first"], out["second"]
     assert first["asked_node"] and first["changed"] and not second["asked_node"] and not second["changed"]
     assert second["path"] == first["path"] == str(root / built.name) and second["released"] == []
     assert second["run_state"] == {"name": built.name, "root": str(root), "versions": {str(root / built.name): sorted([mig, labels])}}
     # Check mode asks the node every time: an earlier role's predicted install is not there.
-    checked = playbook(tmp_path, task(root, Path(mig), "first") + published("first") + task(root, Path(labels), "second"), check=True)
+    checked = playbook(tmp_path, task(root, Path(mig), "first") + task(root, Path(labels), "second"), check=True)
     assert checked["second"]["asked_node"] and "run_state" not in checked["second"]
 
 
