@@ -16,7 +16,7 @@ description:
   - V(tags) gives the layers' tags (each layer's finer tags start with its tag and an underscore); V(prefixes) the
     prefixes of the variables that make up a host's declaration; V(watch_paths) every place the layers write,
     which the fast path reads whole; V(names) the layers that declare variables other layers read
-    (M(gpufleet.nvidia.declared_layers#lookup)'s layers).
+    (P(gpufleet.nvidia.declared_layers#lookup)'s layers).
   - The fast path role reads it; a playbook that runs some layers can read the same order.
 options:
   _terms:

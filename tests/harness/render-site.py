@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Write (or --check) playbooks/site.yml from the layer registry.
 
 The registry (plugins/plugin_utils/_layers.yml) is the one list of site.yml's
