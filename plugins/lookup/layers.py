@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: layers
 short_description: What site.yml's layer registry says about the layers of a GPU node
-version_added: 0.2.0
+version_added: 0.1.0
 author: gpufleet maintainers (@gpufleet)
 description:
   - Returns one view of the collection's layer registry (C(plugins/plugin_utils/_layers.yml)), the one table of

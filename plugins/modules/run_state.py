@@ -12,7 +12,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: run_state
 short_description: Forget what this run holds of a node after a change that made it stale
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - The roles of one run share what an earlier role read of the node - the NVML read (M(gpufleet.nvidia.nvml_info)
     with O(gpufleet.nvidia.nvml_info#module:run_read=shared)) and the state of the node runtime
