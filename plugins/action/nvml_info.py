@@ -18,21 +18,22 @@ import typing as t
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.gpufleet.nvidia.plugins.modules.nvml_info import ARGUMENT_SPEC
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _run_state
 
-RUN_READS = ("own", "shared", "fresh")
+RUN_READS = tuple(ARGUMENT_SPEC["run_read"]["choices"])
 # The options a shared read may take: the read must be the one every role of the run would make.
 SHARED_OPTIONS = frozenset(("library", "run_read"))
 
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("library", "gather_mig_profiles", "gather_health", "fabric_wait", "run_read"))
+    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
 
     def run(self, tmp: t.Any = None, task_vars: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
         result = super().run(tmp, task_vars)
         args = dict(self._task.args)
-        run_read = args.pop("run_read", "own") or "own"
+        run_read = args.pop("run_read", None) or ARGUMENT_SPEC["run_read"]["default"]
         if run_read not in RUN_READS:
             raise AnsibleActionFail("nvml_info: run_read must be one of {0}, not {1!r}".format(", ".join(RUN_READS), run_read))
         if run_read != "own" and set(self._task.args) - SHARED_OPTIONS:

@@ -76,18 +76,16 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.lookup import LookupBase
 from ansible.utils.display import Display
 
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._layers import LAYER_SWITCHES, LAYER_VARIABLES, LAYERS
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._layers import LAYER_SWITCHES, LAYER_VARIABLES, LAYERS, YAML_LOADER
 
 display = Display()
 
 ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
 
 
-# libyaml's parser where PyYAML has it: the lookup runs once per host and
-# reads six roles' defaults; the pure-Python parser took half its time.
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-# Each role's parsed defaults by file, with the file's modification time, so
+# Parsed with libyaml where PyYAML has it (YAML_LOADER): the lookup runs once
+# per host and reads six roles' defaults, and the pure-Python parser took half
+# its time. Each role's parsed defaults by file, with the file's modification time, so
 # a process that runs the lookup for many hosts (ansible-playbook's own
 # process where a task runs in it, a test) parses each file once; an edited
 # file (a new mtime) is read again. A worker forked for one host's task starts
@@ -105,7 +103,7 @@ def role_defaults(layer: str, roles_dir: Path = ROLES_DIR) -> dict[str, t.Any] |
     cached = _DEFAULTS.get(path)
     if cached is None or cached[0] != mtime:
         with path.open(encoding="utf-8") as handle:
-            cached = (mtime, yaml.load(handle, Loader=_YAML_LOADER) or {})
+            cached = (mtime, yaml.load(handle, Loader=YAML_LOADER) or {})
         _DEFAULTS[path] = cached
     # A deep copy (the caller templates and keeps values of it); cheaper than YAML parsing by far.
     return copy.deepcopy(cached[1])

@@ -67,10 +67,6 @@ def _always(args: Args) -> bool:
 _CRICTL_VALUES = ("--config", "-c", "--runtime-endpoint", "-r", "--image-endpoint", "-i", "--timeout", "-t")
 
 
-def _crictl(args: Args) -> bool:
-    return _version(args) or _verb(("info",), ("version",), with_values=_CRICTL_VALUES)(args)
-
-
 def _nvidia_ctk_config(args: Args) -> bool:
     # `nvidia-ctk config` prints the merged config; only --in-place or --output would write one.
     writes = any(arg in ("--in-place", "-i", "--output", "-o") or arg.startswith(("--in-place=", "--output=")) for arg in args)
@@ -94,7 +90,7 @@ PROBES: tuple[tuple[str, tuple[str, ...], t.Callable[[Args], bool]], ...] = (
     ("docker information", ("docker",), _verb(("info",), with_values=("--format", "-f"))),
     ("CRI-O configuration", ("crio",), _verb(("status", "config"))),
     ("containerd plugins", ("ctr",), _verb(("plugins", "ls"), ("plugins", "list"), with_values=("--address", "-a", "--namespace", "-n"))),
-    ("crictl information", ("crictl",), _crictl),
+    ("crictl information", ("crictl",), _verb(("info",), ("version",), with_values=_CRICTL_VALUES)),
     ("Container Toolkit configuration, printed", ("nvidia-ctk",), _nvidia_ctk_config),
     # The toolkit's /dev/char listing from the knowledge base: find with -exec of sed and stat, whole.
     ("/dev/char listing", ("find",), lambda args: tuple(args) == DEV_CHAR_LISTING[1:]),

@@ -819,17 +819,20 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._nvml.facts import NvmlFactsCollector, NvmlFactsError
 
+# The module's options; its action plugin (plugins/action/nvml_info.py) takes the same ones.
+ARGUMENT_SPEC = dict(
+    library=dict(type="path"),
+    gather_mig_profiles=dict(type="bool", default=False),
+    gather_health=dict(type="bool", default=True),
+    fabric_wait=dict(type="int", default=0),
+    # Handled by the action plugin; the module reads the node either way.
+    run_read=dict(type="str", default="own", choices=["own", "shared", "fresh"]),
+)
+
 
 def main() -> None:
     module = AnsibleModule(
-        argument_spec=dict(
-            library=dict(type="path"),
-            gather_mig_profiles=dict(type="bool", default=False),
-            gather_health=dict(type="bool", default=True),
-            fabric_wait=dict(type="int", default=0),
-            # Handled by the action plugin (plugins/action/nvml_info.py); the module reads the node either way.
-            run_read=dict(type="str", default="own", choices=["own", "shared", "fresh"]),
-        ),
+        argument_spec=ARGUMENT_SPEC,
         supports_check_mode=True,
     )
     if module.params["fabric_wait"] < 0:

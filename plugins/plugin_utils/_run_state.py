@@ -56,18 +56,18 @@ def this_run() -> dict[str, t.Any]:
     }
 
 
-def _held(task_vars: t.Mapping[str, t.Any] | None) -> dict[str, t.Any]:
-    """This run's state of the host: {} when there is none, or when the fact is another run's."""
+def _held(task_vars: t.Mapping[str, t.Any] | None, run_id: str) -> dict[str, t.Any]:
+    """The state run `run_id` holds of the host: {} when there is none, or when the fact is another run's."""
     facts = (task_vars or {}).get("ansible_facts") or {}
     state = facts.get(FACT)
-    if not isinstance(state, t.Mapping) or state.get("run") != this_run()["run_id"]:
+    if not isinstance(state, t.Mapping) or state.get("run") != run_id:
         return {}
     return {key: state.get(key) for key in KEYS}
 
 
 def held(task_vars: t.Mapping[str, t.Any] | None, key: str) -> t.Any:
     """What this run holds under `key` (nvml, runtime), or None."""
-    return _held(task_vars).get(key)
+    return _held(task_vars, this_run()["run_id"]).get(key)
 
 
 def facts_with(task_vars: t.Mapping[str, t.Any] | None, **changes: t.Any) -> dict[str, t.Any]:
@@ -75,8 +75,9 @@ def facts_with(task_vars: t.Mapping[str, t.Any] | None, **changes: t.Any) -> dic
     unknown = sorted(set(changes) - set(KEYS))
     if unknown:
         raise ValueError("run state has no {0} (known: {1})".format(", ".join(unknown), ", ".join(KEYS)))
+    run_id = this_run()["run_id"]
     state = {key: None for key in KEYS}
-    state.update(_held(task_vars))
+    state.update(_held(task_vars, run_id))
     state.update(changes)
-    state["run"] = this_run()["run_id"]
+    state["run"] = run_id
     return {FACT: state}

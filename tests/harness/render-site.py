@@ -15,14 +15,13 @@ tests/unit/test_layers.py runs the check.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import textwrap
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[2]
-REGISTRY = ROOT / "plugins" / "plugin_utils" / "_layers.yml"
+LAYERS_MODULE = ROOT / "plugins" / "plugin_utils" / "_layers.py"
 SITE = ROOT / "playbooks" / "site.yml"
 
 HEADER = """\
@@ -132,8 +131,17 @@ FOOTER = """
 """
 
 
-def render(registry_path: Path = REGISTRY) -> str:
-    layers = yaml.safe_load(registry_path.read_text(encoding="utf-8"))["layers"]
+def _layers_module():
+    """plugins/plugin_utils/_layers.py, which loads and checks the registry; it needs PyYAML only, so it loads
+    without the collection on sys.path."""
+    spec = importlib.util.spec_from_file_location("gpufleet_layers", LAYERS_MODULE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def render() -> str:
+    layers = _layers_module().SITE_LAYERS
     order = "Order: " + " -> ".join(["fast_path"] + [layer["name"] for layer in layers] + ["record"]) + "."
     text = HEADER.format(order="\n".join("# " + line for line in textwrap.wrap(order, 74, break_on_hyphens=False)))
     first = True
