@@ -34,7 +34,7 @@ MODULE_UTILS = COLLECTION_ROOT / "plugins" / "module_utils"
 PACKAGE = "gpufleet_runtime"
 MANIFEST = "MANIFEST.json"
 # What the boot commands import (gpufleet-mig: _mig/ and _nvml/; gpufleet-verify-boot:
-# also _nvml/facts, _cdi_names and _health; gpufleet-node-labels: _nvml/facts, _gfd_labels,
+# also _nvml/facts and _verify/; gpufleet-node-labels: _nvml/facts, _gfd_labels,
 # the node_labels filter's own plan, and _pci), by path under module_utils; the runtime is these,
 # what they import in turn, and the __init__ of each package on the way.
 ENTRY_MODULES = (
@@ -52,8 +52,13 @@ ENTRY_MODULES = (
     "_cdi_names",
     "_durable",
     "_gfd_labels",
-    "_health",
     "_pci",
+    "_verify/cdi",
+    "_verify/driver",
+    "_verify/health",
+    "_verify/mig",
+    "_verify/remedies",
+    "_verify/result",
 )
 # The commands that import a runtime; a version stays while one of them names it.
 # They are the collection's own (the mig, verify and node_labels roles' boot commands).

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""GPU health filters: the judgement of plugins/module_utils/_health.py
+"""GPU health filters: the judgement of plugins/module_utils/_verify/health.py
 (shared with gpufleet-verify-boot on the node) for the roles."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import typing as t
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _health
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._verify import health as _health
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
 
 

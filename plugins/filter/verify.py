@@ -4,7 +4,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """Filters of the verify role: judge one layer, assemble a host's report,
-summarise it. The checks live in plugins/plugin_utils/_verify.py."""
+summarise it. The checks live in plugins/plugin_utils/_verify.py, and those
+gpufleet-verify-boot shares with the role in plugins/module_utils/_verify/
+(the health layer's whole check is there)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import typing as t
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._verify import health as gpu_health
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._verify.remedies import RUN
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _dra, _verify
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
 
@@ -51,8 +55,7 @@ def verify_check(observed: t.Any, layer: str, declaration: t.Any = None) -> dict
             settings = declaration if isinstance(declaration, dict) else {}
             if settings.get("enabled") and observed.get("deferred"):
                 return _verify.deferred(layer, str(observed["deferred"]))
-            services = _verify.service_states(observed.get("services"), bool(settings.get("persistenced")), bool(settings.get("fabricmanager")))
-            return _verify.check_health(settings, observed.get("nvml") or {}, observed.get("kernel_log"), services, observed.get("proc_modules"))
+            return gpu_health.check_layer(settings, observed, RUN)
         if layer == "dra":
             return _dra.check_dra(declaration if isinstance(declaration, dict) else {}, observed)
         if layer == "workload":
@@ -60,7 +63,7 @@ def verify_check(observed: t.Any, layer: str, declaration: t.Any = None) -> dict
             if plan.get("managed") and observed.get("deferred"):
                 return _verify.deferred(layer, str(observed["deferred"]))
             return _verify.check_workload(plan, observed.get("result"))
-    except _verify.VerifyError as exc:
+    except ValueError as exc:  # _verify.VerifyError, or the health layer's bad policy or read
         raise AnsibleFilterError("verify_check: {0}: {1}".format(layer, exc)) from None
     raise AnsibleFilterError("verify_check: unknown layer '{0}'".format(layer))
 

@@ -7,9 +7,8 @@
 # change in any release without notice.
 
 """The CDI device names nvidia-ctk generates for a node's GPUs, from NVML facts
-in nvml_info's shape. One rule for the two judges of a CDI spec: the verify
-role's cdi check on the controller (plugin_utils/_verify.py) and
-gpufleet-verify-boot on the node, which imports it from the node runtime.
+in nvml_info's shape: the rule _verify/cdi.py judges a spec by, for the
+verify role's cdi check and for gpufleet-verify-boot on the node.
 Python 3.8 standard library only.
 """
 

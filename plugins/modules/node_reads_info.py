@@ -132,10 +132,11 @@ import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
 
-# The non-blocking read is the kernel log reader's: /dev/kmsg is the file that needs it.
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._health import read_available, read_kernel_events
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._pci import read_nvidia_functions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._read_probes import probe_names, probe_of
+
+# The non-blocking read is the kernel log reader's: /dev/kmsg is the file that needs it.
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._verify.health import read_available, read_kernel_events
 
 _NOT_INSTALLED = 127
 _TIMED_OUT = 124

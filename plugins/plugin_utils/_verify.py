@@ -27,56 +27,29 @@ import re
 import tomllib
 import typing as t
 
-import yaml
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _health
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._cdi_names import expected_cdi_devices
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._gfd_labels import vgpu_guest
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge.packages import toolkit_packages
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.evaluate import Matrix
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.node import PACKAGE_NAMES, finding, worst
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.node import PACKAGE_NAMES
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.tables import SEVERITIES, MatrixError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.versions import driver_branch, parse_version, version_text
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._verify import cdi as cdi_spec
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._verify import driver as driver_version
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._verify import mig as mig_layout
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._verify.remedies import RUN
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._verify.result import check, judged
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._verify.result import finding as _error
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._layers import LAYERS
 
 STATUSES = ("pass", "warn", "fail", "not_managed", "not_available", "deferred")
 REPORT_SCHEMA = 1
 RUNTIME_NAME = "nvidia"
-CDI_KIND = "nvidia.com/gpu"
-# nvidia-ctk's default when no strategy is given (toolkit >= 1.15).
-CDI_DEFAULT_STRATEGIES = ("index", "uuid")
 
 
 class VerifyError(ValueError):
     """Observations that cannot be what the role gathers (a bug, not a finding)."""
-
-
-def check(
-    layer: str,
-    status: str,
-    summary: str,
-    expected: dict[str, t.Any] | None = None,
-    observed: dict[str, t.Any] | None = None,
-    findings: list[dict[str, str]] | None = None,
-) -> dict[str, t.Any]:
-    return {
-        "layer": layer,
-        "status": status,
-        "summary": summary,
-        "expected": expected or {},
-        "observed": observed or {},
-        "findings": findings or [],
-    }
-
-
-def judged(layer: str, summary: str, expected: dict[str, t.Any], observed: dict[str, t.Any], findings: list[dict[str, str]]) -> dict[str, t.Any]:
-    """A check whose status follows from its findings."""
-    level = worst(findings)
-    status = {"error": "fail", "warning": "warn"}.get(level or "", "pass")
-    if status != "pass":
-        summary = next(f["message"] for f in findings if f["severity"] == level)
-    return check(layer, status, summary, expected, observed, findings)
 
 
 def not_managed(layer: str, declaration: dict[str, t.Any]) -> dict[str, t.Any]:
@@ -88,12 +61,8 @@ def deferred(layer: str, why: str) -> dict[str, t.Any]:
         layer,
         "deferred",
         why,
-        findings=[finding("verify_" + layer, "info", layer, "{0}: {1}".format(layer, why), "verify the node after its first boot", layer, "gpufleet verify")],
+        findings=[_error(layer, layer, "{0}: {1}".format(layer, why), "verify the node after its first boot", "info")],
     )
-
-
-def _error(layer: str, subject: str, message: str, fix: str, severity: str = "error") -> dict[str, str]:
-    return finding("verify_" + layer, severity, subject, message, fix, layer, "gpufleet verify")
 
 
 def _vars(declaration: dict[str, t.Any]) -> dict[str, t.Any]:
@@ -170,28 +139,8 @@ def check_driver(
     if status != "ok":
         problem, fix = NVML_PROBLEMS.get(status, ("NVML is not usable ({0})".format(status), "check the driver"))
         return judged("driver", "", expected, observed, [_error("driver", "nvml", "{0}: {1}".format(problem, nvml.get("reason") or status), fix)])
-    found = []
     loaded = str(nvml.get("driver_version") or "")
-    version = str(wanted.get("driver_version") or "")
-    branch = str(wanted.get("driver_branch") or "")
-    if version and loaded != version:
-        found.append(
-            _error(
-                "driver",
-                "driver_version",
-                "loaded driver {0} differs from the pinned driver_version {1}".format(loaded, version),
-                "run the driver layer, then reboot if it reports a reboot is required",
-            )
-        )
-    elif not version and branch and loaded.split(".", maxsplit=1)[0] != branch:
-        found.append(
-            _error(
-                "driver",
-                "driver_branch",
-                "loaded driver {0} is not in the declared branch R{1}".format(loaded, branch),
-                "run the driver layer, then reboot if it reports a reboot is required",
-            )
-        )
+    found = driver_version.version_findings(loaded, str(wanted.get("driver_version") or ""), str(wanted.get("driver_branch") or ""), RUN)
     flavour = observed["kernel_module"]
     declared_flavour = wanted.get("driver_kernel_module") or "auto"
     if flavour and declared_flavour == "auto":
@@ -212,8 +161,7 @@ def check_driver(
         )
     # Which fingerprint the unpinned key lacked depends on the OS data: the setting itself is what is reported.
     found.extend(unpinned_key("driver", wanted, "driver_allow_unpinned_key", None))
-    summary = "driver {0} loaded{1}, {2} GPU(s)".format(loaded, " ({0} modules)".format(flavour) if flavour else "", nvml.get("gpu_count"))
-    return judged("driver", summary, expected, observed, found)
+    return judged("driver", driver_version.summary(loaded, nvml.get("gpu_count"), flavour), expected, observed, found)
 
 
 # =============================================================================
@@ -647,108 +595,21 @@ def check_container_runtime(declaration: dict[str, t.Any], observed: dict[str, t
 # =============================================================================
 
 
-def _strategies(value: t.Any) -> tuple[str, ...]:
-    if not value:
-        return CDI_DEFAULT_STRATEGIES
-    items = value if isinstance(value, list) else [value]
-    return tuple(str(item) for item in items)
-
-
-def parse_cdi_spec(text: str) -> dict[str, t.Any]:
-    spec = yaml.safe_load(text)  # JSON is YAML too
-    if not isinstance(spec, dict):
-        raise VerifyError("not a CDI spec (expected a mapping)")
-    return spec
-
-
 def check_cdi(declaration: dict[str, t.Any], nvml: dict[str, t.Any], spec_text: str | None, spec_path: str) -> dict[str, t.Any]:
     if not declaration.get("managed"):
         return not_managed("cdi", declaration)
-    wanted = _vars(declaration)
-    strategies = _strategies(wanted.get("cdi_device_name_strategy"))
-    expected: dict[str, t.Any] = {"path": spec_path, "kind": CDI_KIND, "strategies": list(strategies)}
+    strategies = cdi_spec.strategies(_vars(declaration).get("cdi_device_name_strategy"))
     if nvml.get("status") != "ok":
         return check(
             "cdi",
             "not_available",
             "NVML is not usable ({0}): the spec cannot be compared with the GPUs".format(nvml.get("status")),
-            expected,
+            {"path": spec_path, "kind": cdi_spec.KIND, "strategies": list(strategies)},
             findings=[
                 _error("cdi", "nvml", "CDI spec not verified: NVML is not usable ({0})".format(nvml.get("status")), "fix the driver layer first", "warning")
             ],
         )
-    if spec_text is None:
-        return judged(
-            "cdi",
-            "",
-            expected,
-            {},
-            [
-                _error(
-                    "cdi",
-                    spec_path,
-                    "no CDI spec at {0}".format(spec_path),
-                    "run the cdi layer, or start the CDI refresh unit (nvidia-cdi-refresh / gpufleet-cdi-refresh)",
-                )
-            ],
-        )
-    try:
-        spec = parse_cdi_spec(spec_text)
-    except (yaml.YAMLError, VerifyError) as exc:
-        return judged(
-            "cdi", "", expected, {}, [_error("cdi", spec_path, "{0} is not a CDI spec: {1}".format(spec_path, exc), "run the cdi layer to regenerate it")]
-        )
-    names = [str(device.get("name")) for device in spec.get("devices") or [] if isinstance(device, dict)]
-    observed = {"kind": spec.get("kind"), "cdi_version": spec.get("cdiVersion"), "devices": sorted(names)}
-    found = []
-    if spec.get("kind") != CDI_KIND:
-        found.append(
-            _error("cdi", "kind", "{0} declares kind {1}, expected {2}".format(spec_path, spec.get("kind"), CDI_KIND), "run the cdi layer to regenerate it")
-        )
-    want, mig_counts = expected_cdi_devices(nvml, strategies)
-    have = set(names) - {"all"}
-    index_mig = re.compile(r"^(?:mig)?(\d+):(\d+)$")
-    mig_seen: dict[int, int] = {}
-    for name in list(have):
-        match = index_mig.match(name)
-        if match:
-            have.discard(name)
-            mig_seen[int(match.group(1))] = mig_seen.get(int(match.group(1)), 0) + 1
-    uuids = {gpu.get("uuid"): gpu.get("index") for gpu in nvml.get("gpus") or []}
-    for name in sorted(want - have):
-        what = "GPU {0}".format(uuids[name]) if name in uuids else name
-        found.append(
-            _error(
-                "cdi",
-                name,
-                "CDI spec is stale: {0} ({1}) is missing from {2}".format(what, name, spec_path),
-                "regenerate the spec: run the cdi layer or restart its refresh unit",
-            )
-        )
-    for name in sorted(have - want):
-        found.append(
-            _error(
-                "cdi",
-                name,
-                "CDI spec is stale: it lists {0}, which NVML does not report".format(name),
-                "regenerate the spec: run the cdi layer or restart its refresh unit",
-            )
-        )
-    if any(s in ("index", "type-index") for s in strategies):
-        for gpu, count in sorted(mig_counts.items()):
-            if mig_seen.get(gpu, 0) != count:
-                found.append(
-                    _error(
-                        "cdi",
-                        "GPU {0} MIG devices".format(gpu),
-                        "CDI spec is stale: GPU {0} has {1} MIG device(s), the spec names {2}".format(gpu, count, mig_seen.get(gpu, 0)),
-                        "regenerate the spec: run the cdi layer or restart its refresh unit",
-                    )
-                )
-    if "all" not in names:
-        found.append(_error("cdi", "all", "{0} has no `all` device".format(spec_path), "regenerate the spec without --no-all-device", "warning"))
-    summary = "{0}: {1} device name(s) match NVML".format(spec_path, len(names))
-    return judged("cdi", summary, expected, observed, found)
+    return cdi_spec.check_spec(spec_text, nvml, strategies, spec_path, RUN)
 
 
 # =============================================================================
@@ -880,22 +741,24 @@ def workload_plan(
     # `all` brings a GPU's device node with the GPU itself or with its MIG
     # devices: a GPU in MIG mode without any is not in the container.
     seen = [g for g in gpus if g.get("uuid") and (not (g.get("mig") or {}).get("enabled") or (g.get("mig") or {}).get("devices"))]
-    plan["devices"].append({"cdi": [CDI_KIND + "=all"], "gpus": [g["uuid"] for g in seen], "migs": [d["uuid"] for _g, d in migs if d.get("uuid")]})
+    plan["devices"].append({"cdi": [cdi_spec.KIND + "=all"], "gpus": [g["uuid"] for g in seen], "migs": [d["uuid"] for _g, d in migs if d.get("uuid")]})
     # Every MIG device NVML reports, whoever made it (the mig layer, or a MIG
     # manager of its own), asked for by its CDI name, as a pod asks for MIG
     # devices: those of one GPU in one container, which must see them and
     # that GPU, nothing else. One container per GPU rather than per device:
     # a container's start (its CDI hooks) is what the check costs, and an
     # unresolvable device is named by the engine either way.
-    strategies = _strategies(_vars(layers.get("cdi") or {}).get("cdi_device_name_strategy"))
+    strategies = cdi_spec.strategies(_vars(layers.get("cdi") or {}).get("cdi_device_name_strategy"))
     if settings.get("mig_devices") and "uuid" in strategies:
         for gpu in gpus:
             devices = [d["uuid"] for g, d in migs if g is gpu and d.get("uuid")]
             if devices:
-                plan["devices"].append({"cdi": [CDI_KIND + "=" + uuid for uuid in devices], "gpus": [gpu["uuid"]], "migs": devices})
+                plan["devices"].append({"cdi": [cdi_spec.KIND + "=" + uuid for uuid in devices], "gpus": [gpu["uuid"]], "migs": devices})
     for image in cuda_images or []:
         if image.get("run"):
-            plan["devices"].append({"cdi": [CDI_KIND + "=all"], "gpus": plan["devices"][0]["gpus"], "migs": plan["devices"][0]["migs"], "image": image["name"]})
+            plan["devices"].append(
+                {"cdi": [cdi_spec.KIND + "=all"], "gpus": plan["devices"][0]["gpus"], "migs": plan["devices"][0]["migs"], "image": image["name"]}
+            )
     plan["run"] = True
     return plan
 
@@ -963,90 +826,6 @@ def check_workload(plan: dict[str, t.Any], result: dict[str, t.Any] | None) -> d
         )
     summary = "{0}: {1} container(s) saw the host's GPUs and driver".format(where, len(runs))
     return judged("workload", summary, expected, observed, found)
-
-
-# =============================================================================
-# health
-# =============================================================================
-
-# The judgement's severities as verify's.
-HEALTH_SEVERITY = {"critical": "error", "warn": "warning"}
-HEALTH_POLICY_PREFIX = "verify_health_policy."
-
-
-def service_states(show: t.Any, persistenced: bool, fabricmanager: bool) -> dict[str, str] | None:
-    """The driver daemons' states from node_reads_info's `systemctl show` (_health.SYSTEMCTL_SHOW); None when
-    systemd did not answer."""
-    if not isinstance(show, dict) or show.get("rc") != 0:
-        return None
-    return _health.service_states(show.get("stdout") or "", persistenced, fabricmanager)
-
-
-def check_health(
-    settings: dict[str, t.Any], nvml: dict[str, t.Any], kernel_log: t.Any, services: dict[str, str] | None, proc_modules: t.Any = None
-) -> dict[str, t.Any]:
-    """Judge the GPUs' health (NVML, the kernel log's Xid events, the driver's daemons, NVLSM's modules) by the policy.
-
-    proc_modules: /proc/modules as read on the node, or None where it was not read (NVLSM's modules not checked)."""
-    if not settings.get("enabled"):
-        return check("health", "not_managed", "not managed: verify_health is false")
-    status = nvml.get("status")
-    if status != "ok":
-        return check("health", "not_available", "GPU health not read: NVML status {0}".format(status))
-    try:
-        variables = dict(settings.get("policy") or {})
-        if settings.get("gpu_count") is not None:
-            variables["gpu_count_expected"] = int(settings["gpu_count"])
-        policy = _health.HealthPolicy.from_vars(variables, prefix=HEALTH_POLICY_PREFIX)
-        events = _health.kernel_events(kernel_log)
-        judged_findings = _health.judge(nvml, events, services or {}, policy, _health.loaded_kernel_modules(proc_modules))
-    except ValueError as exc:
-        raise VerifyError(str(exc)) from None
-    source = str(settings.get("kernel_log") or "")
-    found = []
-    if kernel_log is None:
-        found.append(
-            _error(
-                "health",
-                source,
-                "kernel log {0} not readable: Xid events not checked".format(source),
-                "set verify_health_kernel_log to a readable kernel log (/dev/kmsg needs root)",
-                "info",
-            )
-        )
-    if services is None:
-        found.append(
-            _error(
-                "health",
-                "services",
-                "systemd not answering: nvidia-persistenced and nvidia-fabricmanager not checked",
-                "run verify where systemd manages the node",
-                "info",
-            )
-        )
-    for item in judged_findings:
-        if item["severity"] not in HEALTH_SEVERITY:
-            continue
-        gpu = item.get("gpu")
-        found.append(
-            _error("health", "GPU {0}".format(gpu["index"]) if gpu else "node", item["message"], _health.action_text(item), HEALTH_SEVERITY[item["severity"]])
-        )
-    gpus = nvml.get("gpus") or []
-    # Nothing that moves on a healthy node (temperature, power, clocks): the
-    # report of an unchanged node stays byte-identical.
-    observed = {
-        "gpus": len(gpus),
-        "lost": [gpu.get("index") for gpu in gpus if gpu.get("lost")],
-        "kernel_log": source if kernel_log is not None else None,
-        # null, not 0, when the kernel log was not read: nothing was counted.
-        "xid_events": len(events) if kernel_log is not None else None,
-        "services": services,
-        # The judgement per check and GPU, for the node-exporter textfile.
-        "judged": [{"check": item["check"], "severity": item["severity"], "gpu": item.get("gpu")} for item in judged_findings],
-    }
-    expected = {"gpu_count": settings.get("gpu_count"), "services": sorted(services or {})}
-    summary = _health.summary_text(gpus, kernel_log is not None, events, source)
-    return judged("health", summary, expected, observed, found)
 
 
 # =============================================================================
@@ -1119,8 +898,7 @@ def check_mig(
                 )
             ],
         )
-    plans = {p.get("index"): p for p in result.get("plan") or [] if isinstance(p, dict)}
-    found = [_mig_difference(str(label), line, plans) for line in differences]
+    found = mig_layout.findings(str(label), differences, result.get("plan") or [], RUN)
     if not found and (result.get("reboot_required") or result.get("reset_required")):
         found.append(
             _error(
@@ -1132,34 +910,6 @@ def check_mig(
             )
         )
     return judged("mig", "MIG layout '{0}' applied".format(label), expected, observed, found)
-
-
-def _mig_difference(label: str, line: str, plans: dict[t.Any, dict[str, t.Any]]) -> dict[str, str]:
-    """One finding per GPU that differs ("GPU 0: expected MIG disabled, found MIG enabled, ...")."""
-    match = re.match(r"GPU (\d+): ", str(line))
-    if not match:
-        return _error("mig", label or "mig", "MIG layout '{0}' is not applied: {1}".format(label, line), "run the mig layer (--tags mig)")
-    index = int(match.group(1))
-    gpu = "GPU {0}".format(index)
-    plan = plans.get(index) or {}
-    if plan.get("reset_required") and not plan.get("changed"):
-        # The declared mode is already requested (the mig layer did); only the
-        # reset that activates it is missing.
-        return _error(
-            "mig",
-            gpu,
-            "MIG layout '{0}' waits for a GPU reset or reboot: {1}".format(label, line),
-            "reset {0} (nvidia-smi --gpu-reset -i {1}) or reboot the node to finish the MIG mode change".format(gpu, index),
-            "warning",
-        )
-    change = plan.get("mode_change")
-    if change == "disable":
-        fix = "disable MIG on {0}: run the mig layer (--tags mig)".format(gpu)
-    elif change == "enable":
-        fix = "enable MIG on {0} and create the declared instances: run the mig layer (--tags mig)".format(gpu)
-    else:
-        fix = "recreate the MIG instances of {0}: run the mig layer (--tags mig)".format(gpu)
-    return _error("mig", gpu, "MIG layout '{0}' is not applied: {1}".format(label, line), fix)
 
 
 # =============================================================================

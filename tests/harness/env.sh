@@ -96,15 +96,19 @@ log() { printf '\033[1m[harness]\033[0m %s\n' "$*" >&2; }
 die() { printf '\033[1;31m[harness] error:\033[0m %s\n' "$*" >&2; exit 1; }
 # timed NAME COMMAND...: run COMMAND (a shell function too) and record it as
 # a phase of the run's timing table (phase.sh).
+# Its output is also kept in tests/output/phases/NAME.log, for the table's
+# excerpt of a failed phase.
 timed() {
-  local name=$1 begin cpu0 cpu status=0
+  local name=$1 begin cpu0 cpu status=0 output
   shift
+  output=$GPUFLEET_ROOT/tests/output/phases/$(tr -c 'A-Za-z0-9.\n-' _ <<<"$name").log
+  mkdir -p "$(dirname "$output")"
   begin=$(date +%s)
   "$GPUFLEET_ROOT/tests/harness/phase.sh" begin "$name" "$begin"
   child_cpu cpu0
-  "$@" || status=$?
+  "$@" > >(tee "$output") 2> >(tee -a "$output" >&2) || status=$?
   cpu_since cpu "$cpu0"
   "$GPUFLEET_ROOT/tests/harness/phase.sh" record "$name" "$begin" "$(date +%s)" \
-    "$([ "$status" -eq 0 ] && echo ok || echo FAILED)" "$cpu"
+    "$([ "$status" -eq 0 ] && echo ok || echo FAILED)" "$cpu" "$output"
   return "$status"
 }

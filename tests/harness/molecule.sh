@@ -78,7 +78,7 @@ run_scenario() {
   if molecule "${config[@]}" "${extra[@]}" test -s "$scenario" >"$output" 2>&1; then result=passed; else result=FAILED; fi
   cpu_since cpu "$cpu0"
   printf '%-22s %-7s %4ss  CPU %4ss\n' "$scenario" "$result" "$(($(date +%s) - start))" "$cpu" >"$logs/$scenario.result"
-  "$GPUFLEET_ROOT/tests/harness/phase.sh" record "molecule: $scenario" "$start" "$(date +%s)" "$result" "$cpu"
+  "$GPUFLEET_ROOT/tests/harness/phase.sh" record "molecule: $scenario" "$start" "$(date +%s)" "$result" "$cpu" "$output"
   {
     flock 9
     printf '\n===== molecule %s: %s =====\n' "$scenario" "$result"

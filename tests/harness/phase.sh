@@ -4,7 +4,7 @@
 #   phase.sh start                 begin a run: forget the last run's phases
 #   phase.sh run NAME CMD [ARG..]  run CMD, record NAME's start, end and result
 #   phase.sh begin NAME START      note a phase that has started (timed, Molecule lanes)
-#   phase.sh record NAME START END RESULT [CPU]
+#   phase.sh record NAME START END RESULT [CPU [LOG]]
 #                                  record a phase timed elsewhere (Molecule lanes)
 #   phase.sh table                 print the table (also after a failure, and
 #                                  when the run is stopped from outside)
@@ -20,6 +20,11 @@
 # On a machine busy near 100%, only less work shortens the run; below that,
 # an earlier start of the longest path does.
 #
+# Below the table, for each phase that did not pass, the last error lines
+# of its log (`run` keeps one under tests/output/phases/), and last a line
+# naming every such phase: a CI that keeps only the end of the output still
+# says which lane failed and why.
+#
 # A phase that began but has no record yet is shown as `running`, with its
 # time so far: a CI run killed at its time limit (make test prints the table
 # when it is stopped) then says which lanes it was still waiting for.
@@ -33,7 +38,7 @@ append() {
   mkdir -p "$(dirname "$record")"
   {
     flock 9
-    printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "${5:-}" >>"$record"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "${5:-}" "${6:-}" >>"$record"
   } 9>"$record.lock"
 }
 
@@ -62,8 +67,10 @@ case "${1:-}" in
     append "$2" "$3" "" running
     ;;
   record)
-    [ $# -eq 5 ] || [ $# -eq 6 ] || die "usage: phase.sh record NAME START END RESULT [CPU]"
-    append "$2" "$3" "$4" "$5" "${6:-}"
+    if [ $# -lt 5 ] || [ $# -gt 7 ]; then
+      die "usage: phase.sh record NAME START END RESULT [CPU [LOG]]"
+    fi
+    append "$2" "$3" "$4" "$5" "${6:-}" "${7:-}"
     ;;
   table)
     [ -f "$record" ] || exit 0
@@ -72,7 +79,7 @@ case "${1:-}" in
       # A phase still running: kept aside until its record (same name and
       # start) replaces it.
       $4 == "running" { open[$1 SUBSEP $2] = 1; next }
-      { n++; name[n] = $1; from[n] = $2; to[n] = $3; result[n] = $4; cpu[n] = ($5 == "" ? "-" : $5)
+      { n++; name[n] = $1; from[n] = $2; to[n] = $3; result[n] = $4; cpu[n] = ($5 == "" ? "-" : $5); logfile[n] = $6
         delete open[$1 SUBSEP $2]
         if (origin == "") origin = $2
         if ($3 > last) last = $3 }
@@ -92,6 +99,22 @@ case "${1:-}" in
         if (then != "" && b[2] > a[2])
           printf "%-44s %8s %8d %8s %8d  %d%% of %d cores\n", "machine CPU (busy core-seconds)", "", \
             (b[2] - a[2]) / b[3], "", b[1] - a[1], 100 * (b[1] - a[1]) / (b[2] - a[2]), b[3]
+        # Last, the phases that did not pass, each with the last error lines
+        # of its log.
+        for (i = 1; i <= n; i++) {
+          if (result[i] == "ok" || result[i] == "passed") continue
+          failed = failed (failed == "" ? "" : ", ") name[i] " (" result[i] ")"
+          if (logfile[i] == "") continue
+          kept = 0
+          while ((getline line < logfile[i]) > 0)
+            if (line ~ /FAILED|[Ff]ailed|fatal:|ERROR|[Ee]rror:|Traceback|assert/)
+              excerpt[++kept % 8] = substr(line, 1, 240)
+          close(logfile[i])
+          if (kept == 0) continue
+          printf "\n%s, the last error lines of %s:\n", name[i], logfile[i]
+          for (k = (kept > 8 ? kept - 7 : 1); k <= kept; k++) print "  " excerpt[k % 8]
+        }
+        if (failed != "") printf "\n%-44s %s\n", "not passed", failed
       }' "$record" >&2
     ;;
   *)

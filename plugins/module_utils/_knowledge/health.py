@@ -9,7 +9,7 @@
 """GPU health: the Xid catalog, the driver's recovery actions, the kernel-log
 line formats and the thresholds the health judgement starts from.
 
-Read by plugins/module_utils/_health.py (the judgement: verify's health layer,
+Read by plugins/module_utils/_verify/health.py (the judgement: verify's health layer,
 the upgrade gate, the fleet report and gpufleet-verify-boot on the node, so
 Python 3.8+, standard library only). verify_health_policy overrides the
 defaults XID_CATALOG's severities and HEALTH_THRESHOLDS give.
@@ -217,7 +217,7 @@ HEALTH_THRESHOLDS: tuple[dict[str, t.Any], ...] = (
 # The driver daemons' states, in one call: `systemctl show` prints one block
 # of KEY=value lines per unit; a unit that is not installed reads
 # LoadState=not-found. Read by the verify role (node_reads_info) and by
-# gpufleet-verify-boot, judged by _health.service_states.
+# gpufleet-verify-boot, judged by _verify/health.service_states.
 SERVICE_STATES_COMMAND = {
     "value": ["systemctl", "show", "--property=Id,LoadState,ActiveState,UnitFileState",
               "nvidia-persistenced.service", "nvidia-fabricmanager.service"],

@@ -10,7 +10,7 @@
 
 Standard library only (it runs on the node: nvml_info and the boot check both
 use it). Every leaf is the plain answer of one NVML call, named in
-HEALTH_CALLS; judging the answers is _health.py's business, not this one's.
+HEALTH_CALLS; judging the answers is _verify/health.py's business, not this one's.
 
 A call this GPU or driver cannot answer leaves its leaves null (UNAVAILABLE).
 NVML_ERROR_GPU_IS_LOST and every other error propagate as NvmlError: the

@@ -17,7 +17,7 @@ import copy
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _health
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._verify import health as _health
 from ansible_collections.gpufleet.nvidia.tests.unit.device.conftest import load_reading
 
 

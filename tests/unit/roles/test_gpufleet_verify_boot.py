@@ -154,7 +154,7 @@ def test_a_broken_spec_is_a_finding_not_a_traceback(installed: Path, sim_node: t
     done, report = run(installed, node, "--config", str(config))
     assert done.returncode == 1, done.stdout
     (problem,) = {c["layer"]: c for c in report["checks"]}["cdi"]["findings"]
-    assert "is not readable YAML or JSON" in problem["message"]
+    assert "is not a CDI spec" in problem["message"] and problem["fix"].startswith("regenerate the spec"), problem
 
 
 def health_declaration(tmp_path: Path, node: nvml_sim.SimNode, **health: t.Any) -> Path:

@@ -46,14 +46,18 @@ def test_the_action_takes_every_module_option_but_those_it_computes() -> None:
 
 
 def runtime_imports(command: Path) -> set[str]:
-    """The runtime modules a boot command imports (from gpufleet_runtime[.x] import y)."""
+    """The runtime modules a boot command imports (from gpufleet_runtime[.x] import y; y a module where x is a package)."""
     found = set()
     for node in ast.walk(ast.parse(command.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == PACKAGE:
             if node.module == PACKAGE:
                 found.update(alias.name for alias in node.names)
+                continue
+            module = node.module.split(".", 1)[1].replace(".", "/")
+            if (ROOT / "plugins" / "module_utils" / module).is_dir():
+                found.update("{0}/{1}".format(module, alias.name) for alias in node.names)
             else:
-                found.add(node.module.split(".", 1)[1].replace(".", "/"))
+                found.add(module)
     return found
 
 

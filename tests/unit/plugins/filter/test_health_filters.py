@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""The health filters hand the roles the judgement of _health.py, with errors named after the filter."""
+"""The health filters hand the roles the judgement of _verify/health.py, with errors named after the filter."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.filter import health
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _health
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._verify import health as _health
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_health import DMESG_XID_79, gpu, nvml
 
 

@@ -13,8 +13,8 @@ import typing as t
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _health
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import health as kb
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._verify import health as _health
 
 # Real lines. Each is cited where it comes from.
 # leptonai/gpud@3abba8476b77:components/accelerator/nvidia/sxid/README.md (a dmesg capture)

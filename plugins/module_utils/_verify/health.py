@@ -6,17 +6,18 @@
 # PRIVATE to gpufleet.nvidia: not an interface for other collections or plugins; it may
 # change in any release without notice.
 
-"""The GPU health judgement: kernel-log Xid parsing, the policy, the checks,
-the summary and the Prometheus textfile.
+"""The health check: the GPU health judgement (kernel-log Xid parsing, the
+policy, the checks, the summary and the Prometheus textfile) and the verify
+check made of it (check_health, at the end).
 
 One judgement for every place that judges health: the verify role's health
-layer (the health check of plugin_utils/_verify.py, which the upgrade's gate
-runs too), the fleet report and the health_metrics filter on the controller,
-and gpufleet-verify-boot on the node. So:
-Python 3.8+, standard library only, no Ansible import. The facts come from
-nvml_info (each GPU's `lost` and `health`, read by _nvml/health.py); the
-facts of the judgement (the Xid catalog, the recovery actions, the default
-thresholds with their reasons) live in _knowledge/health.py.
+layer (which the upgrade's gate runs too), the fleet report and the
+health_metrics filter on the controller, node_reads_info's kernel-log read,
+and gpufleet-verify-boot on the node. So: Python 3.8+, standard library only,
+no Ansible import. The facts come from nvml_info (each GPU's `lost` and
+`health`, read by _nvml/health.py); the facts of the judgement (the Xid
+catalog, the recovery actions, the default thresholds with their reasons)
+live in _knowledge/health.py.
 """
 
 from __future__ import annotations
@@ -26,9 +27,13 @@ import re
 import stat
 import typing as t
 
-from ._knowledge import drivers as _drivers_kb
-from ._knowledge import health as _kb
-from ._nvml.health import CLOCK_EVENT_REASONS as NVML_CLOCK_EVENT_REASONS
+from .._knowledge import drivers as _drivers_kb
+from .._knowledge import health as _kb
+from .._nvml.health import CLOCK_EVENT_REASONS as NVML_CLOCK_EVENT_REASONS
+from .remedies import Remedies
+from .result import check as verify_check
+from .result import finding as check_finding
+from .result import judged
 
 SEVERITIES = ("ignore", "warn", "critical")
 ACTIONS = ("reset_gpu", "reboot", "drain_and_repair", "reseat", "restart_service", "none")
@@ -895,3 +900,83 @@ def _gpu_values(samples: dict[str, list[str]], labels: dict[str, t.Any], health:
     if isinstance(nvlink, list) and nvlink:
         put("gpufleet_gpu_nvlink_links", len(nvlink))
         put("gpufleet_gpu_nvlink_links_active", sum(1 for link in nvlink if link.get("active") is True))
+
+
+# =============================================================================
+# the verify check
+# =============================================================================
+
+# The judgement's severities as verify's; "ok" and "info" judgements are no finding.
+SEVERITY = {"critical": "error", "warn": "warning"}
+
+
+def declared_policy(settings: dict[str, t.Any]) -> HealthPolicy:
+    """The declared policy, with the expected GPU count; ValueError naming each bad variable."""
+    variables = dict(settings.get("policy") or {})
+    if settings.get("gpu_count") is not None:
+        variables["gpu_count_expected"] = int(settings["gpu_count"])
+    return HealthPolicy.from_vars(variables)
+
+
+def check_health(
+    settings: dict[str, t.Any],
+    nvml: dict[str, t.Any],
+    events: list[dict[str, t.Any]] | None,
+    services: dict[str, str] | None,
+    proc_modules: t.Any,
+    remedies: Remedies,
+) -> tuple[dict[str, t.Any], list[dict[str, t.Any]]]:
+    """(the check, the judgement's findings) of NVML facts in nvml_info's shape.
+
+    events: the kernel log's events, None where it could not be read (Xid
+    events not checked, never counted as none); services: the driver daemons'
+    states, None where systemd did not answer; proc_modules: /proc/modules, None
+    where not read (NVLSM's modules not checked). ValueError: a bad policy."""
+    source = str(settings.get("kernel_log") or "")
+    judgement = judge(nvml, events or [], services or {}, declared_policy(settings), loaded_kernel_modules(proc_modules))
+    found = []
+    if events is None:
+        found.append(check_finding("health", source, "kernel log {0} not readable: Xid events not checked".format(source), remedies.kernel_log, "info"))
+    if services is None:
+        found.append(
+            check_finding("health", "services", "systemd not answering: nvidia-persistenced and nvidia-fabricmanager not checked", remedies.services, "info")
+        )
+    for item in judgement:
+        if item["severity"] in SEVERITY:
+            gpu = item.get("gpu")
+            subject = "GPU {0}".format(gpu["index"]) if gpu else "node"
+            found.append(check_finding("health", subject, item["message"], action_text(item), SEVERITY[item["severity"]]))
+    gpus = nvml.get("gpus") or []
+    # Nothing that moves on a healthy node (temperature, power, clocks): the
+    # report of an unchanged node stays byte-identical.
+    observed = {
+        "gpus": len(gpus),
+        "lost": [gpu.get("index") for gpu in gpus if gpu.get("lost")],
+        "kernel_log": source if events is not None else None,
+        # null, not 0, when the kernel log was not read: nothing was counted.
+        "xid_events": len(events) if events is not None else None,
+        "services": services,
+        # The judgement per check and GPU, for the node-exporter textfile.
+        "judged": [{"check": item["check"], "severity": item["severity"], "gpu": item.get("gpu")} for item in judgement],
+    }
+    expected = {"gpu_count": settings.get("gpu_count"), "services": sorted(services or {})}
+    summary = summary_text(gpus, events is not None, events, source)
+    return judged("health", summary, expected, observed, found), judgement
+
+
+def check_layer(settings: dict[str, t.Any], observed: dict[str, t.Any], remedies: Remedies) -> dict[str, t.Any]:
+    """The health layer of a verify run, from what the role read: `nvml` (nvml_info's facts), `kernel_log`
+    (node_reads_info's read, or the log's text; None: not read), `services` (the `systemctl show` command's
+    result, SYSTEMCTL_SHOW) and `proc_modules` (/proc/modules; None: not read). ValueError: a bad policy or read."""
+    if not settings.get("enabled"):
+        return verify_check("health", "not_managed", "not managed: verify_health is false")
+    nvml = observed.get("nvml") or {}
+    if nvml.get("status") != "ok":
+        return verify_check("health", "not_available", "GPU health not read: NVML status {0}".format(nvml.get("status")))
+    kernel_log = observed.get("kernel_log")
+    show = observed.get("services")
+    services = None
+    if isinstance(show, dict) and show.get("rc") == 0:
+        services = service_states(show.get("stdout") or "", bool(settings.get("persistenced")), bool(settings.get("fabricmanager")))
+    events = kernel_events(kernel_log) if kernel_log is not None else None
+    return check_health(settings, nvml, events, services, observed.get("proc_modules"), remedies)[0]
