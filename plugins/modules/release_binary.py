@@ -20,9 +20,10 @@ description:
     M(ansible.builtin.unarchive), M(ansible.builtin.copy) and a clean-up take five or more.
   - The download is held in an unnamed temporary file, so nothing is left behind whatever happens; the new program
     is written beside its destination and renamed over it.
-  - The program is replaced only when its content or attributes differ, so a repeated run changes nothing. The
-    tarball is fetched every time the module runs; a role asks the installed program for its version first and
-    calls the module only when that differs.
+  - The program is replaced only when its content or attributes differ, so a repeated run changes nothing. With
+    O(version) and O(version_argv), the program in place is asked for its version first, in the same call; when it
+    names O(version), nothing is downloaded and only its owner, group and mode are set. Without them the tarball is
+    fetched every time the module runs.
   - In check mode the tarball is still fetched and verified (a wrong checksum fails a check run too), and the
     module reports whether the program would change.
   - Downloads go through C(ansible.module_utils.urls), as M(ansible.builtin.get_url)'s do, with its options -
@@ -78,6 +79,20 @@ options:
     description: The program's group.
     type: str
     default: root
+  version:
+    description:
+      - The release's version as the program reports it (a leading V(v) on either side is ignored), e.g. V(v1.36.0).
+      - Needs O(version_argv).
+    type: str
+  version_argv:
+    description:
+      - The command, as an argument list, that prints the version of the program at O(dest), e.g.
+        V([/usr/local/bin/crictl, --config, /dev/null, --version]). When its output has O(version) as one of its
+        words, the program in place is that release and the tarball is not fetched.
+      - A program that is missing, fails or names another version is replaced from the tarball.
+      - Needs O(version).
+    type: list
+    elements: str
 notes:
   - The member must be a regular file; links and directories in the tarball are refused.
   - Retries are the task's, as with M(ansible.builtin.get_url) (C(retries), C(delay), C(until)); nothing on the
@@ -93,6 +108,9 @@ EXAMPLES = r"""
     sha256: 83855e114566a8a8c44c548d515670f51de3a5e1da8b2effb59870e2f10c25a3
     member: crictl
     dest: /usr/local/bin/crictl
+    # Nothing is downloaded where crictl v1.36.0 is already in place.
+    version: v1.36.0
+    version_argv: [/usr/local/bin/crictl, --config, /dev/null, --version]
 
 - name: The same from a mirror that wants a password and a client certificate
   gpufleet.nvidia.release_binary:
@@ -117,7 +135,7 @@ RETURN = r"""
 sha256:
   description: The tarball's sha256, as verified.
   type: str
-  returned: success
+  returned: when the tarball was fetched
   sample: 83855e114566a8a8c44c548d515670f51de3a5e1da8b2effb59870e2f10c25a3
 member_sha256:
   description: The sha256 of the program now at O(dest) (in check mode, the one that would be).
@@ -127,6 +145,14 @@ dest:
   description: Where the program is.
   type: str
   returned: success
+fetched:
+  description: Whether the tarball was downloaded; false when the program in place already reported O(version).
+  type: bool
+  returned: success
+installed_version:
+  description: What O(version_argv) printed, when it named O(version).
+  type: str
+  returned: when the program in place is the release
 """
 
 import hashlib
@@ -252,8 +278,32 @@ class ReleaseBinary:
                 os.unlink(temp)
             raise
 
+    # -- the program in place ------------------------------------------------------------------
+    def installed_release(self) -> str | None:
+        """What version_argv prints, where the program at dest is there and names the declared version; else None."""
+        params = self.module.params
+        if not params["version_argv"] or not os.path.isfile(self.dest):
+            return None
+        try:
+            rc, out, _err = self.module.run_command(params["version_argv"], handle_exceptions=False, environ_update={"LC_ALL": "C"})
+        except OSError:
+            return None
+        wanted = params["version"].strip().lstrip("v")
+        if rc != 0 or wanted not in (word.lstrip("v") for word in out.split()):
+            return None
+        return out.strip()
+
     # -- all of it -----------------------------------------------------------------------------
     def run(self) -> dict[str, t.Any]:
+        in_place = self.installed_release()
+        if in_place is not None:
+            # The release is in place: only its owner, group or mode can differ (check mode predicts, not sets).
+            diff: dict[str, t.Any] = {"before": {"path": self.dest}, "after": {"path": self.dest}}
+            changed = self._attributes(self.dest, diff)
+            result = {"changed": changed, "fetched": False, "installed_version": in_place, "member_sha256": self.current_sha256(self.dest), "dest": self.dest}
+            if changed and self.module._diff:
+                result["diff"] = diff
+            return result
         expected = self.expected_sha256()
         with tempfile.TemporaryFile() as tarball, tempfile.TemporaryFile() as program:
             actual = self.fetch(tarball)
@@ -267,14 +317,14 @@ class ReleaseBinary:
                 )
             wanted = self.extract(tarball, program)
             before = self.current_sha256(self.dest)
-            diff: dict[str, t.Any] = {"before": {"path": self.dest, "sha256": before or "(absent)"}, "after": {"path": self.dest, "sha256": wanted}}
+            diff = {"before": {"path": self.dest, "sha256": before or "(absent)"}, "after": {"path": self.dest, "sha256": wanted}}
             changed = before != wanted
             if changed and not self.module.check_mode:
                 self.install(program)
             elif not changed:
                 # The same program: only its owner, group or mode can differ (check mode predicts, not sets).
                 changed = self._attributes(self.dest, diff)
-        result: dict[str, t.Any] = {"changed": changed, "sha256": actual, "member_sha256": wanted, "dest": self.dest}
+        result = {"changed": changed, "fetched": True, "sha256": actual, "member_sha256": wanted, "dest": self.dest}
         if changed and self.module._diff:
             result["diff"] = diff
         return result
@@ -294,13 +344,15 @@ def argument_spec() -> dict[str, dict[str, t.Any]]:
             "mode": {"type": "raw", "default": "0755"},
             "owner": {"type": "str", "default": "root"},
             "group": {"type": "str", "default": "root"},
+            "version": {"type": "str"},
+            "version_argv": {"type": "list", "elements": "str"},
         }
     )
     return spec
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True, required_together=[("version", "version_argv")])
     module.exit_json(**ReleaseBinary(module).run())
 
 

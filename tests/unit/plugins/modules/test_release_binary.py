@@ -135,6 +135,44 @@ def test_check_mode_verifies_and_predicts_but_writes_nothing(mirror: tuple[Path,
     assert attributes["changed"] and mode(dest) == 0o700
 
 
+def test_the_release_in_place_is_not_fetched_again(mirror: tuple[Path, str], tmp_path: Path) -> None:
+    """version + version_argv: the program in place is asked first, in the same call; the release it names is not
+    downloaded (the tarball is gone from the mirror: a fetch would fail), another version is replaced."""
+    dest = tmp_path / "bin" / "crictl"
+    old = publish(mirror, "old.tar.gz", tarball({"crictl": OLD}))
+    asked = {"version": "v1.36.0", "version_argv": [str(dest)]}
+    run(dest, url=old, sha256=pinned(mirror, old))
+    new = publish(mirror, "new.tar.gz", tarball({"crictl": NEW}))
+    digest = pinned(mirror, new)
+    replaced = run(dest, url=new, sha256=digest, **asked)
+    assert replaced["changed"] and replaced["fetched"] and dest.read_bytes() == NEW, replaced
+    (mirror[0] / "new.tar.gz").unlink()
+    kept = run(dest, url=new, sha256=digest, **asked)
+    assert not kept["changed"] and not kept["fetched"] and kept["installed_version"] == "v1.36.0", kept
+    assert kept["member_sha256"] == sha256(NEW) and "sha256" not in kept
+    # The leading v is the release's spelling, not the program's: "1.36.0" names the same release.
+    assert not run(dest, url=new, sha256=digest, version="1.36.0", version_argv=[str(dest)])["fetched"]
+    # Only the attributes of the release in place are set, without a download; check mode predicts it.
+    os.chmod(dest, 0o700)
+    assert run(dest, url=new, sha256=digest, check=True, **asked)["changed"] and mode(dest) == 0o700
+    fixed = run(dest, url=new, sha256=digest, **asked)
+    assert fixed["changed"] and not fixed["fetched"] and mode(dest) == 0o755
+
+
+def test_a_missing_or_failing_program_is_installed_from_the_tarball(mirror: tuple[Path, str], tmp_path: Path) -> None:
+    url = publish(mirror, "crictl.tar.gz", tarball({"crictl": NEW}))
+    dest = tmp_path / "crictl"
+    first = run(dest, url=url, sha256=pinned(mirror, url), version="v1.36.0", version_argv=[str(dest)])
+    assert first["changed"] and first["fetched"] and dest.read_bytes() == NEW, first
+    dest.write_bytes(b"#!/bin/sh\necho v1.36.0\nexit 3\n")  # names the release, but fails: not trusted
+    again = run(dest, url=url, sha256=pinned(mirror, url), version="v1.36.0", version_argv=[str(dest)])
+    assert again["changed"] and again["fetched"] and dest.read_bytes() == NEW, again
+    missing = run(dest, url=url, sha256=pinned(mirror, url), version="v1.36.0", version_argv=[str(tmp_path / "nowhere")])
+    assert not missing["changed"] and missing["fetched"], missing
+    alone = run(dest, url=url, sha256=pinned(mirror, url), version="v1.36.0")
+    assert alone["failed"] and "version_argv" in alone["msg"], alone
+
+
 def test_a_tampered_tarball_changes_nothing(mirror: tuple[Path, str], tmp_path: Path) -> None:
     genuine = tarball({"crictl": NEW})
     url = publish(mirror, "crictl.tar.gz", tarball({"crictl": b"#!/bin/sh\nexfiltrate\n"}))
