@@ -28,20 +28,24 @@ class Remedies:
     policy: str  # the health policy is invalid
 
 
-RUN = Remedies(
-    driver="run the driver layer, then reboot if it reports a reboot is required",
-    cdi="regenerate the spec: run the cdi layer or restart its refresh unit",
-    mig="run the mig layer (--tags mig)",
-    kernel_log="set verify_health_kernel_log to a readable kernel log (/dev/kmsg needs root)",
-    services="run verify where systemd manages the node",
-    policy="fix verify_health_policy",
-)
+# Each remedy as (after a run, at boot): the two words for one problem side by side.
+_REMEDIES = {
+    "driver": (
+        "run the driver layer, then reboot if it reports a reboot is required",
+        "rebuild the image with the declared driver, or reboot into it",
+    ),
+    "cdi": (
+        "regenerate the spec: run the cdi layer or restart its refresh unit",
+        "regenerate the spec: systemctl restart nvidia-cdi-refresh.service (or gpufleet-cdi-refresh.service)",
+    ),
+    "mig": (
+        "run the mig layer (--tags mig)",
+        "systemctl restart gpufleet-mig.service (journalctl -u gpufleet-mig.service says why it did not apply)",
+    ),
+    "kernel_log": ("set verify_health_kernel_log to a readable kernel log (/dev/kmsg needs root)", "run the check as root"),
+    "services": ("run verify where systemd manages the node", "run the check from its systemd unit"),
+    "policy": ("fix verify_health_policy", "fix verify_health_policy and rebuild the image"),
+}
 
-BOOT = Remedies(
-    driver="rebuild the image with the declared driver, or reboot into it",
-    cdi="regenerate the spec: systemctl restart nvidia-cdi-refresh.service (or gpufleet-cdi-refresh.service)",
-    mig="systemctl restart gpufleet-mig.service (journalctl -u gpufleet-mig.service says why it did not apply)",
-    kernel_log="run the check as root",
-    services="run the check from its systemd unit",
-    policy="fix verify_health_policy and rebuild the image",
-)
+RUN = Remedies(**{problem: words[0] for problem, words in _REMEDIES.items()})
+BOOT = Remedies(**{problem: words[1] for problem, words in _REMEDIES.items()})
