@@ -22,6 +22,9 @@ description:
   - A key file that does not hold exactly the key O(key_fingerprint) is refused, and a key already at O(key_path)
     that is not that key alone is removed, so apt stops trusting what the declaration no longer trusts. The
     sources file is left as it was.
+  - Another sources file that names the same repository (URI and suite) with another C(Signed-By) is refused
+    before anything is fetched, naming that file; apt would refuse the whole source list, and every apt call on the
+    node would fail.
   - Both files are replaced atomically, and only when their content or attributes differ. With C(--diff) the
     sources file shows as a diff of its text and the key as its fingerprint before and after.
   - Downloads go through C(ansible.module_utils.urls), as M(ansible.builtin.get_url)'s do, with its options.
@@ -161,6 +164,8 @@ from urllib.parse import urlsplit
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._apt_sources import conflicts, node_entries
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._apt_sources import parse as parse_sources
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._fetch import FetchError, mask_url, open_url, refuse_userinfo, url_options_spec
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._signing_key import KEY_MAX_BYTES, KeyPinError, PinnedKey, normalize_fingerprint
 
@@ -203,7 +208,23 @@ class SignedSource:
         self.sources_path: str = params["sources_path"]
         if self.key_path not in params["sources_content"]:
             self.fail("sources_content: it does not name key_path {0} (Signed-By), so apt would not use the key".format(self.key_path))
+        self.refuse_a_second_key()
         self.keys = PinnedKey(module.run_command, module.get_bin_path("gpg", required=True))
+
+    def refuse_a_second_key(self) -> None:
+        """apt refuses the whole source list when another file names this repository with another Signed-By, and
+        every apt call on the node then fails: stop before anything is fetched or written, naming that file."""
+        directory = os.path.dirname(self.sources_path)
+        main_list = os.path.join(os.path.dirname(directory), "sources.list")
+        ours = parse_sources(self.sources_path, self.module.params["sources_content"])
+        for entry, other in conflicts(ours, node_entries(directory, main_list)):
+            self.fail(
+                "sources_content: {0} already names the repository {1} {2} with Signed-By {3}; apt refuses one repository "
+                "with two keys, and every apt call on the node would fail. Let one source own it: remove {0}, or do not "
+                "add this one (the role that adds it may have a switch for that, e.g. dcgm_repo_manage)".format(
+                    other.path, entry.uri, entry.suite, other.signed_by or "(none: the node's trusted keys)"
+                )
+            )
 
     def _auth(self, params: dict[str, t.Any]) -> tuple[str, bytes, str] | None:
         """(path, content, machine) of apt's credentials file, or None when no login is given."""

@@ -124,6 +124,27 @@ def test_writes_the_key_and_the_source_that_apt_then_verifies_and_changes_nothin
     assert not again["failed"] and not again["changed"] and again["changed_paths"] == []
 
 
+@pytest.mark.skipif(not shutil.which("apt-ftparchive"), reason="needs apt-ftparchive")
+def test_a_second_source_of_the_repository_with_another_key_is_refused_before_anything_is_written(site: dict[str, t.Any]) -> None:
+    """Another file names the repository with another Signed-By (the driver layer's CUDA repository when a role adds
+    it again): apt itself refuses the whole source list then. The module stops first, naming that file."""
+    other = site["etc"] / "sources.list.d" / "gpufleet-nvidia-driver.list"
+    other.write_text("deb [signed-by=/etc/apt/keyrings/gpufleet-nvidia-cuda.asc] {0}/repo/ /\n".format(site["url"]))
+    refused = module_result("apt_signed_source", args(site), check=True)
+    assert refused["failed"] and str(other) in refused["msg"] and "{0}/repo /".format(site["url"]) in refused["msg"], refused
+    assert "every apt call on the node would fail" in refused["msg"]
+    assert not os.listdir(site["etc"] / "keyrings") and os.listdir(site["etc"] / "sources.list.d") == [other.name]
+    # What it prevents, as apt sees it: the two files side by side stop apt-get update.
+    Path(args(site)["sources_path"]).write_text(args(site)["sources_content"])
+    update = apt_update(site)
+    assert update.returncode != 0 and "Conflicting values set for option Signed-By" in update.stderr, update.stderr
+    # The same key is no conflict, nor is the module's own file on a second run.
+    other.write_text("deb [signed-by={0}] {1}/repo/ /\n".format(args(site)["key_path"], site["url"]))
+    assert not module_result("apt_signed_source", args(site))["failed"]
+    other.unlink()
+    assert not module_result("apt_signed_source", args(site))["failed"]
+
+
 def test_check_mode_writes_nothing(site: dict[str, t.Any]) -> None:
     result = module_result("apt_signed_source", args(site), check=True)
     assert not result["failed"] and result["changed"]
