@@ -35,7 +35,7 @@ KIND = "nvidia.com/gpu"
 DEFAULT_STRATEGIES = ("index", "uuid")
 NO_PYYAML_FIX = "set cdi_format: json (the cdi role's default) and run the cdi layer, or install python3-yaml on the node"
 # An index name of a MIG device: "0:1" (index) or "mig0:1" (type-index).
-INDEX_MIG_NAME = re.compile(r"^(?:mig)?(\d+):(\d+)$")
+INDEX_MIG_NAME = re.compile(r"(?:mig)?(\d+):(\d+)")
 
 
 class SpecError(ValueError):
@@ -85,7 +85,7 @@ def check_spec(text: str | None, nvml: dict[str, t.Any], wanted_strategies: t.Se
     want, mig_counts = expected_cdi_devices(nvml, wanted_strategies)
     have, mig_seen = set(), {}  # type: set[str], dict[int, int]
     for name in set(names) - {"all"}:
-        match = INDEX_MIG_NAME.match(name)
+        match = INDEX_MIG_NAME.fullmatch(name)
         if match:
             mig_seen[int(match.group(1))] = mig_seen.get(int(match.group(1)), 0) + 1
         else:
