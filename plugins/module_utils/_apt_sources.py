@@ -20,6 +20,7 @@ an inline key). Standard library only.
 from __future__ import annotations
 
 import os
+import platform
 import re
 import typing as t
 
@@ -34,11 +35,22 @@ class Entry(t.NamedTuple):
     signed_by: str  # "" where the entry names no key: the node's trusted keys
 
 
-def _uri(uri: str) -> str:
-    return uri.rstrip("/")
+# dpkg's architecture names for the kernel's machine names; apt expands $(ARCH) in a URI to the first.
+_DPKG_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "ppc64le": "ppc64el", "s390x": "s390x", "i686": "i386"}
 
 
-def _one_line(path: str, text: str) -> list[Entry]:
+def dpkg_architecture(machine: str | None = None) -> str:
+    """The node's dpkg architecture, from the kernel's machine name (no subprocess)."""
+    machine = machine or platform.machine()
+    return _DPKG_ARCH.get(machine, machine)
+
+
+def _uri(uri: str, arch: str) -> str:
+    """A URI as apt compares it: $(ARCH) expanded (NVIDIA's install guide writes it), trailing slashes dropped."""
+    return uri.replace("$(ARCH)", arch).rstrip("/")
+
+
+def _one_line(path: str, text: str, arch: str) -> list[Entry]:
     entries = []
     for line in text.splitlines():
         match = _ONE_LINE.match(line.split("#", 1)[0].strip())
@@ -49,11 +61,11 @@ def _one_line(path: str, text: str) -> list[Entry]:
             name, equals, value = option.partition("=")
             if name == "signed-by" and equals:
                 signed_by = value
-        entries.append(Entry(path, _uri(match.group(2)), match.group(3), signed_by))
+        entries.append(Entry(path, _uri(match.group(2), arch), match.group(3).replace("$(ARCH)", arch), signed_by))
     return entries
 
 
-def _deb822(path: str, text: str) -> list[Entry]:
+def _deb822(path: str, text: str, arch: str) -> list[Entry]:
     entries = []
     for stanza in re.split(r"\n\s*\n", text):
         fields: dict[str, str] = {}
@@ -74,16 +86,17 @@ def _deb822(path: str, text: str) -> list[Entry]:
             signed_by = "(an inline key)"
         for uri in fields["uris"].split():
             for suite in fields.get("suites", "").split():
-                entries.append(Entry(path, _uri(uri), suite, signed_by))
+                entries.append(Entry(path, _uri(uri, arch), suite.replace("$(ARCH)", arch), signed_by))
     return entries
 
 
-def parse(path: str, text: str) -> list[Entry]:
-    """The enabled entries of one sources file (.sources: deb822, else one-line)."""
-    return _deb822(path, text) if path.endswith(".sources") else _one_line(path, text)
+def parse(path: str, text: str, arch: str | None = None) -> list[Entry]:
+    """The enabled entries of one sources file (.sources: deb822, else one-line); arch: $(ARCH)'s value."""
+    arch = arch or dpkg_architecture()
+    return _deb822(path, text, arch) if path.endswith(".sources") else _one_line(path, text, arch)
 
 
-def node_entries(sources_dir: str, main_list: str = "/etc/apt/sources.list") -> list[Entry]:
+def node_entries(sources_dir: str, main_list: str = "/etc/apt/sources.list", arch: str | None = None) -> list[Entry]:
     """Every enabled entry of the node's sources: the main list and the directory's .list and .sources files."""
     paths = [main_list] if os.path.isfile(main_list) else []
     if os.path.isdir(sources_dir):
@@ -92,7 +105,7 @@ def node_entries(sources_dir: str, main_list: str = "/etc/apt/sources.list") -> 
     for path in paths:
         try:
             with open(path, encoding="utf-8", errors="replace") as handle:
-                entries += parse(path, handle.read())
+                entries += parse(path, handle.read(), arch)
         except OSError:
             continue
     return entries

@@ -40,3 +40,19 @@ def test_a_clash_is_one_repository_with_two_keys_in_two_files(tmp_path: Path) ->
     assert clash[1].path.endswith("sources.list") and clash[1].signed_by == ""  # unsigned-by is a different value too
     same_file = sources.parse(str(tmp_path / "sources.list.d" / "driver.list"), "deb [signed-by=/k/other.asc] {0}/ /\n".format(CUDA))
     assert [c[1].path for c in sources.conflicts(same_file, found)] == [str(tmp_path / "sources.list")]
+
+
+def test_the_install_guides_arch_variable_is_the_repository_it_names(tmp_path: Path) -> None:
+    """NVIDIA's Container Toolkit install guide writes $(ARCH) in the URI, and apt expands it: the role's own
+    source for the amd64 directory is the same repository, with another key."""
+    guide = "deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /\n"
+    (tmp_path / "nvidia-container-toolkit.list").write_text(guide)
+    found = sources.node_entries(str(tmp_path), str(tmp_path / "none"), arch="amd64")
+    assert [e.uri for e in found] == ["https://nvidia.github.io/libnvidia-container/stable/deb/amd64"]
+    ours = sources.parse(
+        str(tmp_path / "nvidia-container-toolkit.sources"),
+        "Types: deb\nURIs: https://nvidia.github.io/libnvidia-container/stable/deb/amd64\nSuites: /\nSigned-By: /etc/apt/keyrings/t.asc\n",
+        arch="amd64",
+    )
+    assert len(sources.conflicts(ours, found)) == 1
+    assert sources.dpkg_architecture("x86_64") == "amd64" and sources.dpkg_architecture("aarch64") == "arm64"
