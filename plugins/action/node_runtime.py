@@ -51,6 +51,7 @@ ENTRY_MODULES = (
     "_nvml/session",
     "_cdi_names",
     "_durable",
+    "_findings",
     "_gfd_labels",
     "_pci",
     "_verify/cdi",

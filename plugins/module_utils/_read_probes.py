@@ -85,6 +85,8 @@ PROBES: tuple[tuple[str, tuple[str, ...], t.Callable[[Args], bool]], ...] = (
     ("dpkg package status", ("dpkg-query",), _always),
     # rpm in query mode only (-q, -qa, ...): its other modes install, erase or rebuild.
     ("rpm package query", ("rpm",), lambda args: bool(args) and args[0].startswith("-q") and not args[0].startswith("--")),
+    # dnf's versionlock plugin listing its locks; its add, delete and clear verbs write.
+    ("dnf version locks", ("dnf",), _verb(("versionlock", "list"))),
     # The engines' effective configuration, printed.
     ("containerd configuration", ("containerd",), _verb(("config", "dump"))),
     ("docker information", ("docker",), _verb(("info",), with_values=("--format", "-f"))),

@@ -69,10 +69,26 @@ options:
       - Packages to hold (dpkg's selection V(hold)) once the install is done, those not held yet. apt drops the hold
         of a package whose version it changes, so what the install changed is held again.
       - Each must be installed already or named in O(name); anything else fails the task before apt runs.
-      - Releasing holds is M(gpufleet.nvidia.package_selections)' work (or O(allow_change_held_packages)).
+      - Releasing holds of packages installed already is O(release)'s work.
     type: list
     elements: str
     default: []
+  release:
+    description:
+      - Packages whose hold is released (dpkg's selection V(install)) once the install is done, those held; one
+        C(dpkg --set-selections), as for O(hold). A package that is not installed has no hold to release.
+      - A package cannot be in both O(hold) and O(release).
+    type: list
+    elements: str
+    default: []
+  rehearse:
+    description:
+      - In check mode, rehearse the install with C(apt-get install --simulate) against the lists as they are.
+      - V(false) when the packages' repository is not on the node yet (an earlier task only predicted it, in check
+        mode), so apt could not find them. The packages of O(name) not installed as asked are reported as the change,
+        with no apt call, and RV(rehearsed) says so. Outside check mode it changes nothing.
+    type: bool
+    default: true
   hold_version:
     description:
       - Also hold every package installed once the install is done whose version, after any epoch, starts with
@@ -103,7 +119,8 @@ attributes:
     details:
       - In check mode apt rehearses the install (C(apt-get install --simulate)) against the lists as they are;
         nothing is fetched or installed. A package apt cannot find there fails the task, as it would for real.
-      - O(hold) is reported (RV(held_packages), the diff) and not set.
+      - O(hold) and O(release) are reported (RV(held_packages), RV(released_packages), the diff) and not set.
+      - With O(rehearse=false) apt is not asked; the install is predicted from what dpkg has.
       - With O(download_only) apt rehearses the install and fetches nothing.
   diff_mode:
     support: full
@@ -172,6 +189,19 @@ held_packages:
   elements: str
   returned: always
   sample: [nvidia-driver, nvidia-kernel-dkms]
+released_packages:
+  description: The packages of O(release) whose hold was (or in check mode would be) released, in the order given.
+  type: list
+  elements: str
+  returned: always
+  sample: [nvidia-container-toolkit]
+rehearsed:
+  description:
+    - V(false) when the change was predicted from dpkg's state without asking apt (check mode with O(rehearse=false)),
+      V(true) otherwise.
+  type: bool
+  returned: always
+  sample: true
 downloaded:
   description:
     - With O(download_only), the entries of O(name) not installed as asked, whose packages apt now has in its archive
@@ -238,13 +268,20 @@ class AptInstall:
             package, _sep, version = spec.partition("=")
             self.wanted[package] = version or None
         self.hold: list[str] = list(dict.fromkeys(params["hold"]))
+        self.release: list[str] = list(dict.fromkeys(params["release"]))
         # What this call had to finish for an earlier, interrupted dpkg run.
         self.repaired: list[str] = []
         for index, name in enumerate(self.hold):
             if not _NAME.fullmatch(name) or "=" in name:
                 module.fail_json(msg="hold[{0}]: '{1}' is not a package name".format(index, name))
-        if params["download_only"] and (self.hold or params["hold_version"] is not None):
-            module.fail_json(msg="download_only: installs nothing, so it holds nothing; leave hold and hold_version out")
+        for index, name in enumerate(self.release):
+            if not _NAME.fullmatch(name) or "=" in name:
+                module.fail_json(msg="release[{0}]: '{1}' is not a package name".format(index, name))
+        both = [name for name in self.release if name in self.hold]
+        if both:
+            module.fail_json(msg="release: {0} also in hold; a package is either held or released".format(", ".join(both)))
+        if params["download_only"] and (self.hold or self.release or params["hold_version"] is not None):
+            module.fail_json(msg="download_only: installs nothing, so it holds nothing; leave hold, release and hold_version out")
         if params["hold_version"] is not None and not _DOTTED.fullmatch(params["hold_version"]):
             module.fail_json(msg="hold_version: '{0}' is not a dotted version such as 550.163.01".format(params["hold_version"]))
         if params["lists_valid_time"] is not None and params["lists_valid_time"] < 0:
@@ -438,6 +475,24 @@ class AptInstall:
             after[name] = dict(after[name], held=True)
         return holding
 
+    def _release_holds(self, after: dict[str, dict[str, t.Any]]) -> list[str]:
+        """Release what O(release) names and is held once the install is done (in check mode: would be)."""
+        releasing = [name for name in self.release if name in after and after[name]["held"]]
+        if releasing and not self.module.check_mode:
+            set_selections(self.module, releasing, "install", self._selections, self.module.params["lock_timeout"])
+        for name in releasing:
+            after[name] = dict(after[name], held=False)
+        return releasing
+
+    def _predict(self, before: dict[str, dict[str, t.Any]], packages: list[str]) -> dict[str, dict[str, t.Any]]:
+        """Check mode without apt: each package not installed as asked is installed at the version asked, and
+        loses its hold, as apt's install would do."""
+        after = dict(before)
+        for spec in packages:
+            name, _sep, version = spec.partition("=")
+            after[name] = {"name": name, "version": version or "(any version)", "held": False, "configured": True}
+        return after
+
     def run(self) -> dict[str, t.Any]:
         before = self.packages()
         unknown = [name for name in self.hold if name not in before and name not in self.wanted]
@@ -458,15 +513,19 @@ class AptInstall:
             "initramfs_kernels": [],
             "downloaded": [],
             "repaired": self.repaired,
+            "rehearsed": True,
         }
         after = dict(before)
         if packages and self.module.params["download_only"]:
             result["refreshed"] = self.refresh()
             self._apt_get_install(packages)
             # The archive cache is apt's, not the node's packages: nothing changed that a later run would see.
-            result.update(downloaded=packages, held_packages=[])
+            result.update(downloaded=packages, held_packages=[], released_packages=[])
             return result
-        if packages:
+        if packages and self.module.check_mode and not self.module.params["rehearse"]:
+            after = self._predict(before, packages)
+            result.update(changed=True, changed_packages=sorted(spec.partition("=")[0] for spec in packages), rehearsed=False)
+        elif packages:
             result["refreshed"] = self.refresh()
             output = self._apt_get_install(packages)
             if self.module.check_mode:
@@ -493,9 +552,13 @@ class AptInstall:
                 changed = sorted(name for name in set(before) | set(after) if before.get(name, {}).get("version") != after.get(name, {}).get("version"))
             result.update(changed=True, changed_packages=changed, initramfs_kernels=[] if self.module.check_mode else _INITRAMFS_GENERATED.findall(output))
         result["held_packages"] = self._set_holds(after, result["changed_packages"])
-        result["changed"] = result["changed"] or bool(result["held_packages"]) or bool(self.repaired)
+        result["released_packages"] = self._release_holds(after)
+        touched = result["held_packages"] or result["released_packages"] or self.repaired
+        result["changed"] = result["changed"] or bool(touched)
         if result["changed"] and self.module._diff:
-            shown = sorted(set(result["changed_packages"]) | set(self.wanted) | set(self.hold) | set(result["held_packages"]))
+            shown = sorted(
+                set(result["changed_packages"]) | set(self.wanted) | set(self.hold) | set(result["held_packages"]) | set(result["released_packages"])
+            )
             result["diff"] = {
                 "before_header": "installed packages",
                 "after_header": "installed packages",
@@ -526,6 +589,8 @@ def main() -> None:
             "lists_stamp": {"type": "path", "default": "/var/lib/gpufleet/apt-lists.stamp"},
             "lock_timeout": {"type": "int", "default": 120},
             "hold": {"type": "list", "elements": "str", "default": []},
+            "release": {"type": "list", "elements": "str", "default": []},
+            "rehearse": {"type": "bool", "default": True},
             "hold_version": {"type": "str"},
             "download_only": {"type": "bool", "default": False},
         },

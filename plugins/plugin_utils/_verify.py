@@ -29,6 +29,7 @@ import typing as t
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._findings import fails
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._gfd_labels import vgpu_guest
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge.packages import toolkit_packages
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.evaluate import Matrix
@@ -1080,10 +1081,7 @@ def previous_report(text: t.Any) -> dict[str, t.Any] | None:
 
 def gate(report: dict[str, t.Any], fail_on: str) -> list[dict[str, t.Any]]:
     """Findings at or above fail_on (error | warning | never)."""
-    if fail_on == "never":
-        return []
-    threshold = SEVERITIES.index(fail_on)
-    return [f for c in report["checks"] for f in c["findings"] if SEVERITIES.index(f["severity"]) >= threshold]
+    return fails([f for c in report["checks"] for f in c["findings"]], fail_on)
 
 
 def stats(report: dict[str, t.Any]) -> dict[str, t.Any]:

@@ -16,9 +16,11 @@ from __future__ import annotations
 import re
 import typing as t
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _findings
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._findings import fails, worst  # noqa: F401 (the matrix's readers take them from here)
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge.packages import version_packages
 
-from .tables import SEVERITIES, SOURCES
+from .tables import SOURCES
 from .versions import Driver, version_text
 
 
@@ -72,29 +74,8 @@ class Gpu:
 
 
 def finding(rule: str, severity: str, subject: str, message: str, fix: str, layer: str, source: str | None = None) -> dict[str, str]:
-    return {
-        "rule": rule,
-        "severity": severity,
-        "layer": layer,
-        "subject": subject,
-        "message": message,
-        "fix": fix,
-        "source": source if source is not None else SOURCES.get(rule, ""),
-    }
-
-
-def worst(findings: t.Iterable[dict[str, t.Any]]) -> str | None:
-    """The highest severity among findings, or None when there are none."""
-    levels = [SEVERITIES.index(f["severity"]) for f in findings]
-    return SEVERITIES[max(levels)] if levels else None
-
-
-def fails(findings: t.Iterable[dict[str, t.Any]], fail_on: str) -> list[dict[str, t.Any]]:
-    """The findings at or above `fail_on` (error | warning | never)."""
-    if fail_on == "never":
-        return []
-    threshold = SEVERITIES.index(fail_on)
-    return [f for f in findings if SEVERITIES.index(f["severity"]) >= threshold]
+    """A rule's finding; its source is the rule's unless one is given."""
+    return _findings.finding(rule, severity, layer, subject, message, fix, source if source is not None else SOURCES.get(rule, ""))
 
 
 # =============================================================================

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 import typing as t
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _findings
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import (
     cuda as _cuda,
 )
@@ -127,7 +128,8 @@ for _rule, _rows in _FIRST_ROW_SOURCE.items():
 CUDA_IMAGE_VERDICTS = ("native", "compat", "unsupported", "unknown")
 _DIGEST = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
 
-SEVERITIES = ("info", "warning", "error")
+# The findings' severities, lowest first (one order for the matrix and verify).
+SEVERITIES = _findings.SEVERITIES
 
 # Every built-in rule, for `ignore_rules` and the docs. Each toolkit CVE floor
 # is a rule of its own, so ignoring `container_toolkit` never silences one.

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import typing as t
 
-# Lowest first; the same order as the version matrix's severities.
-SEVERITIES = ("info", "warning", "error")
+from .. import _findings
+
 SOURCE = "gpufleet verify"
 
 
 def finding(layer: str, subject: str, message: str, fix: str, severity: str = "error") -> dict[str, str]:
     """A verify finding of `layer`; its rule is verify_<layer>."""
-    return {"rule": "verify_" + layer, "severity": severity, "layer": layer, "subject": subject, "message": message, "fix": fix, "source": SOURCE}
+    return _findings.finding("verify_" + layer, severity, layer, subject, message, fix, SOURCE)
 
 
 def check(
@@ -50,8 +50,7 @@ def check(
 
 def judged(layer: str, summary: str, expected: dict[str, t.Any], observed: dict[str, t.Any], findings: list[dict[str, str]]) -> dict[str, t.Any]:
     """A check whose status follows from its worst finding; a failing or warning check is summed up by that finding."""
-    levels = [SEVERITIES.index(f["severity"]) for f in findings]
-    level = SEVERITIES[max(levels)] if levels else None
+    level = _findings.worst(findings)
     status = {"error": "fail", "warning": "warn"}.get(level or "", "pass")
     if status != "pass":
         summary = next(f["message"] for f in findings if f["severity"] == level)

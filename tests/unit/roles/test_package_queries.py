@@ -5,9 +5,10 @@
 
 """The roles' package reads on the knowledge base's one query format give what their own formats gave.
 
-container_toolkit, verify and upgrade each had their own dpkg-query (and rpm) format and parsed it in
-Jinja. The old formats and expressions are kept here as the reference: for the same package states,
-the role's task as it is now (read from the role's file) must give exactly what the old one gave.
+verify and upgrade each had their own dpkg-query (and rpm) format and parsed it in Jinja (the
+container_toolkit role's read is apt_install's own now, in the pinned_packages step). The old formats
+and expressions are kept here as the reference: for the same package states, the role's task as it
+is now (read from the role's file) must give exactly what the old one gave.
 """
 
 from __future__ import annotations
@@ -88,52 +89,6 @@ def play(tmp_path: Path, tasks: list[dict[str, t.Any]], variables: dict[str, t.A
     playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "vars": variables, "tasks": tasks}]))
     local_play(playbook)
     return json.loads(out.read_text())
-
-
-# -- container_toolkit ------------------------------------------------------------------------------------
-
-OLD_TOOLKIT_FORMAT = "${Package} ${db:Status-Status} ${db:Status-Want} ${Version}\\n"
-OLD_TOOLKIT_FACTS = {
-    "installed": "{{ __container_toolkit_rows | selectattr('1', 'eq', 'installed') | map('first') | list }}",
-    "missing": "{{ __container_toolkit_wanted | reject('in', __container_toolkit_rows | selectattr('1', 'eq', "
-    "'installed') | selectattr('3', 'eq', __container_toolkit_package_version) | map('first') | list) "
-    "| list }}",
-    "selected": "{{ __container_toolkit_rows | selectattr('1', 'eq', 'installed') | selectattr('2', 'eq', "
-    "'hold' if container_toolkit_hold | bool else 'install') | map('first') | list }}",
-}
-
-
-@pytest.mark.parametrize("hold", [True, False])
-def test_container_toolkit_reads_the_same(tmp_path: Path, hold: bool) -> None:
-    role_task = task("roles/container_toolkit/tasks/install-debian.yml", "Find the packages to hold or release")
-    assert "DPKG_QUERY_FORMAT" in task("roles/container_toolkit/tasks/install-debian.yml", "Read the toolkit packages")["ansible.builtin.command"]["argv"]
-    result = play(
-        tmp_path,
-        [
-            role_task,
-            {
-                "ansible.builtin.set_fact": {
-                    "result": {
-                        "installed": "{{ __container_toolkit_installed }}",
-                        "missing": "{{ __container_toolkit_missing }}",
-                        "selected": "{{ __container_toolkit_selected }}",
-                        "old": {key: expression.replace("__container_toolkit_rows", "__old_rows") for key, expression in OLD_TOOLKIT_FACTS.items()},
-                    }
-                }
-            },
-        ],
-        {
-            "__container_toolkit_dpkg": {"rc": 1, "stdout": dpkg_output(knowledge("DPKG_QUERY_FORMAT"))},
-            "__old_rows": "{{ __old_stdout.splitlines() | map('split') | selectattr('3', 'defined') | list }}",
-            "__old_stdout": dpkg_output(OLD_TOOLKIT_FORMAT),
-            "__container_toolkit_wanted": [state[0] for state in STATES[:5]],
-            "__container_toolkit_package_version": "1.17.8-1",
-            "container_toolkit_hold": hold,
-        },
-    )
-    old = result.pop("old")
-    assert result == old
-    assert result["missing"] == ["libnvidia-container-tools", "nvidia-container-toolkit"]  # not a vacuous match
 
 
 # -- verify -------------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import yaml
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import health as _health_facts
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import toolkit as _toolkit_facts
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._read_probes import probe_of
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _dra
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _dra, _pinned
 
 ROOT = Path(__file__).resolve().parents[4]
 VERIFY_VARS = yaml.safe_load((ROOT / "roles" / "verify" / "vars" / "main.yml").read_text())
@@ -36,6 +36,8 @@ READS: list[tuple[str, list[t.Any]]] = (
         ("dpkg package status", ["dpkg-query", "--show", "--showformat=${db:Status-Abbrev}\\n", "--", "containerd"]),
         ("dpkg package status", ["dpkg-query", "-W", "-f=${Package}\\n", "nvidia-driver"]),
         ("rpm package query", ["rpm", "-qa", "--qf", "%{NAME}\\n", "nvidia-driver"]),
+        ("rpm package query", _pinned.dnf_reads({"packages": ["nvidia-container-toolkit"]})["rpm"]),
+        ("dnf version locks", _pinned.dnf_reads({"packages": ["nvidia-container-toolkit"]})["locks"]),
         ("containerd plugins", ["ctr", "--address", "/run/containerd/containerd.sock", "plugins", "ls"]),
         ("crictl information", ["crictl", "--runtime-endpoint", "unix:///run/containerd/containerd.sock", "info"]),
         ("crictl information", ["/usr/local/bin/crictl", "--config", "/etc/crictl.yaml", "version"]),
@@ -67,6 +69,9 @@ CHANGES = [
     ["docker", "rm", "-f", "x"],
     ["crio", "wipe"],
     ["apt-get", "install", "x"],
+    ["dnf", "versionlock", "add", "x"],
+    ["dnf", "-q", "versionlock", "delete", "x"],
+    ["dnf", "install", "versionlock"],
     ["containerd"],
     [],
 ]

@@ -125,6 +125,8 @@ def test_installs_exact_versions_once_then_nothing(node: dict[str, Path]) -> Non
         "initramfs_kernels": [],
         "downloaded": [],
         "held_packages": [],
+        "released_packages": [],
+        "rehearsed": True,
         "repaired": [],
     }
     assert first["initramfs_kernels"] == []
@@ -255,6 +257,36 @@ def test_an_upgrade_of_held_packages_holds_them_again(node: dict[str, Path]) -> 
     assert upgraded["held_packages"] == ["alpha", "beta"], "apt kept the holds: check mode's prediction is wrong"
     assert version(node, "alpha") == "2.0-1" and selection(node, "alpha") == "hold" and selection(node, "beta") == "hold"
     assert upgraded["diff"]["before"] == "alpha 1.0-1 hold\nbeta 1.0-1 hold\n" and upgraded["diff"]["after"] == "alpha 2.0-1 hold\nbeta 2.0-1 hold\n"
+
+
+def test_releases_what_is_held_in_the_same_call_then_nothing(node: dict[str, Path]) -> None:
+    run(node, name=["alpha=1.0-1", "beta=1.0-1"], hold=["alpha", "beta"], lists_valid_time=3600)
+    wanted = {"name": ["alpha=1.0-1", "beta=1.0-1"], "release": ["alpha", "beta", "gamma"]}
+    rehearsed = run(node, check=True, diff=True, **wanted)
+    assert rehearsed["changed"] and rehearsed["released_packages"] == ["alpha", "beta"] and selection(node, "alpha") == "hold"
+    assert rehearsed["diff"]["after"] == "alpha 1.0-1\nbeta 1.0-1\n"
+    released = run(node, **wanted)
+    assert released["changed"] and released["released_packages"] == ["alpha", "beta"] and released["refreshed"] == "none"
+    assert selection(node, "alpha") == "install" and selection(node, "beta") == "install"
+    assert not run(node, **wanted)["changed"]
+    both = run(node, name=["alpha"], hold=["alpha"], release=["alpha"])
+    assert both["failed"] and both["msg"] == "release: alpha also in hold; a package is either held or released"
+
+
+def test_check_mode_without_rehearsal_predicts_from_dpkg_alone(node: dict[str, Path]) -> None:
+    """The repository is only predicted: apt is not asked (it would not find gamma), dpkg's state says what changes."""
+    run(node, name=["beta=1.0-1"], hold=["beta"], lists_valid_time=3600)
+    (node["ours"]).unlink()
+    wanted = {"name": ["gamma=1.0-1", "beta=1.0-1"], "hold": ["gamma", "beta"], "update_sources": [str(node["ours"])]}
+    rehearsed = run(node, check=True, diff=True, **wanted)
+    assert rehearsed["failed"] and "gamma" in rehearsed["msg"]  # rehearsed, apt does not know gamma
+    predicted = run(node, check=True, diff=True, rehearse=False, **wanted)
+    assert not predicted["failed"], predicted["msg"]
+    assert predicted["changed"] and not predicted["rehearsed"] and predicted["changed_packages"] == ["gamma"]
+    assert predicted["held_packages"] == ["gamma"] and predicted["refreshed"] == "none"
+    assert predicted["diff"]["before"] == "beta 1.0-1 hold\n" and predicted["diff"]["after"] == "beta 1.0-1 hold\ngamma 1.0-1 hold\n"
+    assert version(node, "gamma") is None
+    assert not run(node, check=True, rehearse=False, name=["beta=1.0-1"], hold=["beta"])["changed"]
 
 
 def test_a_hold_of_a_package_neither_installed_nor_named_fails_before_apt(node: dict[str, Path]) -> None:
