@@ -22,7 +22,7 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.node import fails
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._findings import fails
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.tables import SEVERITIES
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
 

@@ -94,24 +94,24 @@ requirements:
 """
 
 EXAMPLES = r"""
-- name: Install the Container Toolkit from its repository, held at 1.20.1-1
+- name: Install the Container Toolkit from its key-pinned repository, held at 1.20.1-1
   gpufleet.nvidia.pinned_packages:
     owner: container_toolkit
-    manager: apt
+    manager: "{{ 'dnf' if ansible_facts['os_family'] == 'RedHat' else 'apt' }}"
     packages: [nvidia-container-toolkit-base, libnvidia-container1, libnvidia-container-tools, nvidia-container-toolkit]
     version: 1.20.1-1
-    repository:
-      key_url: "{{ site_mirror }}/libnvidia-container/gpgkey"
-      key_fingerprint: C95B321B61E88C1809C4F759DDCAE044F796ECB0
-      key_path: /etc/apt/keyrings/nvidia-container-toolkit.asc
-      sources_path: /etc/apt/sources.list.d/nvidia-container-toolkit.sources
-      sources_content: |
-        Types: deb
-        URIs: {{ site_mirror }}/libnvidia-container/stable/deb/amd64
-        Suites: /
-        Signed-By: /etc/apt/keyrings/nvidia-container-toolkit.asc
-      release_url: "{{ site_mirror }}/libnvidia-container/stable/deb/amd64/Release"
+    # key_url, key_fingerprint and, for apt, key_path, sources_path, sources_content (naming key_path in
+    # Signed-By) and release_url; for dnf, id, baseurl and repomd_url.
+    repository: "{{ toolkit_repository }}"
     hints: Check container_toolkit_apt_repo_url and container_toolkit_gpg_key_url.
+
+- name: Install DCGM from the source the site provides, without holds
+  gpufleet.nvidia.pinned_packages:
+    owner: dcgm
+    manager: apt
+    packages: [datacenter-gpu-manager-4-core, datacenter-gpu-manager-4-cuda12]
+    version: "1:4.5.3-1"
+    hold: false
 """
 
 RETURN = r"""

@@ -24,8 +24,9 @@ import datetime
 import json
 import typing as t
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._findings import fails, worst
+
 from .evaluate import Matrix
-from .node import fails, worst
 from .tables import RULES, SEVERITIES, MatrixError
 
 DESIRED_OPTIONS: dict[str, dict[str, t.Any]] = dict(

@@ -17,7 +17,6 @@ import re
 import typing as t
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _findings
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._findings import fails, worst  # noqa: F401 (the matrix's readers take them from here)
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge.packages import version_packages
 
 from .tables import SOURCES

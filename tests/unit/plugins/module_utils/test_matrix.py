@@ -17,6 +17,7 @@ import typing as t
 
 import pytest
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _findings
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import custom as matrix_custom
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import evaluate as matrix_evaluate
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix import node as matrix_node
@@ -620,6 +621,6 @@ def test_installed_target_reads_the_loaded_driver():
 
 def test_fails_threshold():
     found = [matrix_node.finding("x", "warning", "s", "m", "f", "driver")]
-    assert matrix_node.fails(found, "error") == []
-    assert matrix_node.fails(found, "warning") == found
-    assert matrix_node.fails(found, "never") == []
+    assert _findings.fails(found, "error") == []
+    assert _findings.fails(found, "warning") == found
+    assert _findings.fails(found, "never") == []
