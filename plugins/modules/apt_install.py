@@ -484,9 +484,10 @@ class AptInstall:
             after[name] = dict(after[name], held=False)
         return releasing
 
-    def _predict(self, before: dict[str, dict[str, t.Any]], packages: list[str]) -> dict[str, dict[str, t.Any]]:
-        """Check mode without apt: each package not installed as asked is installed at the version asked, and
-        loses its hold, as apt's install would do."""
+    @staticmethod
+    def _predict(before: dict[str, dict[str, t.Any]], packages: list[str]) -> dict[str, dict[str, t.Any]]:
+        """Check mode: the packages as they would be once each name=version of `packages` is installed, which
+        loses its hold (apt drops the hold of a package whose version it changes)."""
         after = dict(before)
         for spec in packages:
             name, _sep, version = spec.partition("=")
@@ -533,13 +534,9 @@ class AptInstall:
                 installing = {match.group(1): match.group(2) for match in _SIMULATED_INSTALL.finditer(output)}
                 removing = {line.split()[1] for line in output.splitlines() if line.startswith(("Remv ", "Purg "))}
                 changed = sorted(set(installing) | removing)
-                # apt drops the hold of a package whose version it changes.
-                after = {name: package for name, package in before.items() if name not in removing}
-                for name, version in installing.items():
-                    after[name] = {"name": name, "version": version, "held": False, "configured": True}
-                for spec in packages:
-                    name, _sep, version = spec.partition("=")
-                    after[name] = {"name": name, "version": version or "(any version)", "held": False, "configured": True}
+                # What apt would install at the version it said, then what was asked for at the version asked.
+                kept = {name: package for name, package in before.items() if name not in removing}
+                after = self._predict(kept, ["{0}={1}".format(name, version) for name, version in installing.items()] + packages)
             else:
                 after = self.packages()
                 still = self.missing(self.configured(after))

@@ -142,9 +142,14 @@ def _repo(settings: Mapping) -> tuple[dict[str, str], str | None]:
     return {"distro": distro, "arch": arch, "url": "{0}/{1}/{2}".format(url, distro, arch)}, None
 
 
+def _manager(settings: Mapping) -> str:
+    """The node's package manager, which spells the packages' versions and the install's name=version."""
+    return "dnf" if settings["os_family"] == "RedHat" else "apt"
+
+
 def _packages(settings: Mapping, major: int) -> tuple[list[str], str, str | None]:
     version = str(settings["version"])
-    manager = "dnf" if settings["os_family"] == "RedHat" else "apt"
+    manager = _manager(settings)
     if _VERSION.fullmatch(version):
         pinned = knowledge.DCGM_PACKAGE_VERSION["value"][manager].format(version=version)
         upstream = version
@@ -292,12 +297,14 @@ def plan(settings: Mapping) -> dict[str, t.Any]:
     if problem:
         result["problem"] = problem
         return result
-    separator = "-" if settings["os_family"] == "RedHat" else "="
+    manager = _manager(settings)
+    separator = "-" if manager == "dnf" else "="
     # "a" is every system; dcgmi reports the systems one by one.
     expanded = [letter for letter in systems if letter != "a"] if "a" in watches else list(watches)
     result.update(
         cuda_major=major,
         cuda_source=cuda_source,
+        manager=manager,
         packages=names,
         package_version=pinned,
         install=["{0}{1}{2}".format(name, separator, pinned) for name in names],

@@ -78,6 +78,7 @@ def test_package_naming_and_pins_by_distribution(distribution, major, family, re
     plan = dcgm_plan(settings(distribution=distribution, distribution_major_version=major, os_family=family))
     assert plan["problem"] == ""
     assert plan["install"] == install
+    assert plan["manager"] == ("dnf" if family == "RedHat" else "apt")
     assert plan["repo"] == {"distro": repo, "arch": "x86_64", "url": DEFAULTS["dcgm_repo_url"] + "/" + repo + "/x86_64"}
     assert plan["service"] == "nvidia-dcgm"
 
