@@ -113,13 +113,14 @@ def parse_rpm_query(text: str, locked: set[str]) -> list[dict[str, t.Any]]:
 
 
 def versionlock_names(text: str) -> set[str]:
-    """Package names in dnf4's versionlock.list (`name-epoch:version-release.*` lines)."""
+    """Package names locked in dnf4's versionlock.list, or in `dnf versionlock list`'s output
+    (`name-epoch:version-release.*` lines; dnf5's "Package name: name" lines). `!` lines exclude, not lock."""
     names = set()
     for line in text.splitlines():
         line = line.strip()
         if not line or line.startswith("#") or line.startswith("!"):
             continue
-        match = re.fullmatch(r"^(?P<name>.+?)-(?:\d+:)?[^-]+-[^-]+$", line)
+        match = re.fullmatch(r"^Package name:\s*(?P<name>\S+)$", line) or re.fullmatch(r"^(?P<name>.+?)-(?:\d+:)?[^-]+-[^-]+$", line)
         if match:
             names.add(match.group("name"))
     return names

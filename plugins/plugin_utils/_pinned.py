@@ -22,18 +22,15 @@ import typing as t
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._driver_state import RPM_QUERY_FORMAT, versionlock_names
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge.packages import rpm_query_rows
+
 MANAGERS = ("apt", "dnf")
 # dnf4's versionlock plugin (EL 8 and 9); the driver role installs the same package for its locks.
 VERSIONLOCK_PACKAGE = "python3-dnf-plugin-versionlock"
-# One line per package rpm knows: name, tab, epoch:version-release ("package x is not installed" otherwise).
-RPM_QUERY_FORMAT = "%{NAME}\\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\\n"
 _NAME = re.compile(r"[a-z0-9][a-z0-9+._-]*")
 _VERSION = re.compile(r"[0-9][A-Za-z0-9.+:~_-]*")
 _FINGERPRINT = re.compile(r"[0-9A-Fa-f ]*")
-# dnf versionlock list: "nvidia-container-toolkit-0:1.17.8-1.*" (dnf4), or "nvidia-container-toolkit-1.17.8-1" (dnf5 prints a
-# "Package name:" form, handled by _LOCKED_DNF5).
-_LOCKED = re.compile(r"^(?:[!])?(?P<name>[a-z0-9][a-z0-9+._-]*?)-(?:[0-9]+:)?[0-9][^-\s]*-[^-\s]+$")
-_LOCKED_DNF5 = re.compile(r"^Package name:\s*(?P<name>\S+)$")
 
 REPOSITORY_COMMON = ("key_url", "key_fingerprint", "allow_unpinned_key")
 REPOSITORY_APT = ("key_path", "sources_path", "sources_content", "release_url", "auth_login", "auth_password")
@@ -155,30 +152,10 @@ def dnf_reads(wanted: t.Mapping[str, t.Any]) -> dict[str, list[str]]:
     }
 
 
-def rpm_versions(stdout: str) -> dict[str, str]:
-    """{name: epoch:version-release} of the packages rpm printed."""
-    found: dict[str, str] = {}
-    for line in stdout.splitlines():
-        name, sep, version = line.partition("\t")
-        if sep and version:
-            found.setdefault(name, version)
-    return found
-
-
-def locked_names(stdout: str) -> set[str]:
-    """The package names dnf's versionlock list names (dnf4 lines, or dnf5's "Package name:" lines)."""
-    names = set()
-    for line in stdout.splitlines():
-        line = line.strip()
-        match = _LOCKED_DNF5.fullmatch(line) or _LOCKED.fullmatch(line)
-        if match:
-            names.add(match.group("name"))
-    return names
-
-
 def _matches(installed: str, version: str) -> bool:
-    """The installed epoch:version-release is the wanted version: an epoch only where one is given, a release
-    only where one is given (NVIDIA's release is "1", a rebuild's may carry a dist tag)."""
+    """The installed version (rpm_query_rows': version-release, led by epoch: when it is not 0) is the wanted
+    version: an epoch only where one is given, a release only where one is given (NVIDIA's release is "1", a
+    rebuild's may carry a dist tag)."""
     epoch, _sep, rest = installed.rpartition(":")
     wanted_epoch, _sep, wanted_rest = version.rpartition(":")
     if wanted_epoch and wanted_epoch != (epoch or "0"):
@@ -191,8 +168,10 @@ def _matches(installed: str, version: str) -> bool:
 def dnf_plan(wanted: t.Mapping[str, t.Any], rpm_stdout: str, locks_stdout: str) -> dict[str, list[str]]:
     """What changes on a dnf node: the packages to install, the locks to release first (dnf refuses to move a locked
     package), and the locks to take after."""
-    installed = rpm_versions(rpm_stdout)
-    locked = locked_names(locks_stdout)
+    installed: dict[str, str] = {}
+    for row in rpm_query_rows(rpm_stdout):
+        installed.setdefault(row["name"], row["version"])
+    locked = versionlock_names(locks_stdout)
     packages, version = wanted["packages"], wanted["version"]
     missing = [name for name in packages if name not in installed or not _matches(installed[name], version)]
     if wanted["hold"]:

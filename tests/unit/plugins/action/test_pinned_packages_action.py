@@ -20,6 +20,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.nvidia.plugins.action.pinned_packages import ActionModule
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._driver_state import versionlock_names
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _pinned
 
 PACKAGES = ["libnvidia-container1", "nvidia-container-toolkit"]
@@ -211,6 +212,10 @@ def test_rpm_versions_match_as_declared(installed: str, version: str, matches: b
 
 
 def test_dnf5_locks_are_read_too() -> None:
-    assert _pinned.locked_names("# Added by 'versionlock add' command\nPackage name: nvidia-container-toolkit\nevr = 1.20.1-1\n") == {
-        "nvidia-container-toolkit"
-    }
+    assert versionlock_names("# Added by 'versionlock add' command\nPackage name: nvidia-container-toolkit\nevr = 1.20.1-1\n") == {"nvidia-container-toolkit"}
+
+
+def test_an_excluded_package_is_not_taken_for_locked() -> None:
+    """dnf's `!name-...` line excludes those versions; it is no lock, so the step locks the package after its install."""
+    plan = _pinned.dnf_plan({"packages": ["p"], "version": "1.0-1", "hold": True}, "", "!p-0:1.0-1.*\n")
+    assert plan["unlock"] == [] and plan["locking"] == ["p"]
