@@ -211,6 +211,14 @@ downloaded:
   elements: str
   returned: always
   sample: [nvidia-kernel-dkms=535.216.03-2~bpo12+1]
+versions:
+  description:
+    - The version of each package of O(name) once the call is done (in check mode, as predicted), by name;
+      V(null) for one that is not installed. A caller that needs the version of what it just installed (an engine's,
+      to pick its configuration format) reads it here, without a call of its own.
+  type: dict
+  returned: always
+  sample: {containerd: "1.7.24~ds1-6+b4"}
 initramfs_kernels:
   description:
     - The kernel releases whose initramfs C(update-initramfs) generated during the install (a package trigger of
@@ -484,6 +492,10 @@ class AptInstall:
             after[name] = dict(after[name], held=False)
         return releasing
 
+    def versions(self, packages: dict[str, dict[str, t.Any]]) -> dict[str, str | None]:
+        """The version of each package of O(name) in `packages`; None for one that is not installed."""
+        return {name: packages[name]["version"] if name in packages else None for name in self.wanted}
+
     @staticmethod
     def _predict(before: dict[str, dict[str, t.Any]], packages: list[str]) -> dict[str, dict[str, t.Any]]:
         """Check mode: the packages as they would be once each name=version of `packages` is installed, which
@@ -521,7 +533,7 @@ class AptInstall:
             result["refreshed"] = self.refresh()
             self._apt_get_install(packages)
             # The archive cache is apt's, not the node's packages: nothing changed that a later run would see.
-            result.update(downloaded=packages, held_packages=[], released_packages=[])
+            result.update(downloaded=packages, held_packages=[], released_packages=[], versions=self.versions(before))
             return result
         if packages and self.module.check_mode and not self.module.params["rehearse"]:
             after = self._predict(before, packages)
@@ -534,9 +546,11 @@ class AptInstall:
                 installing = {match.group(1): match.group(2) for match in _SIMULATED_INSTALL.finditer(output)}
                 removing = {line.split()[1] for line in output.splitlines() if line.startswith(("Remv ", "Purg "))}
                 changed = sorted(set(installing) | removing)
-                # What apt would install at the version it said, then what was asked for at the version asked.
+                # What apt would install at the version it said, then what was asked for at the version asked
+                # (a name asked for without one keeps the version apt said).
                 kept = {name: package for name, package in before.items() if name not in removing}
-                after = self._predict(kept, ["{0}={1}".format(name, version) for name, version in installing.items()] + packages)
+                asked = [spec for spec in packages if "=" in spec or spec not in installing]
+                after = self._predict(kept, ["{0}={1}".format(name, version) for name, version in installing.items()] + asked)
             else:
                 after = self.packages()
                 still = self.missing(self.configured(after))
@@ -552,6 +566,7 @@ class AptInstall:
         result["released_packages"] = self._release_holds(after)
         touched = result["held_packages"] or result["released_packages"] or self.repaired
         result["changed"] = result["changed"] or bool(touched)
+        result["versions"] = self.versions(after)
         if result["changed"] and self.module._diff:
             shown = sorted(
                 set(result["changed_packages"]) | set(self.wanted) | set(self.hold) | set(result["held_packages"]) | set(result["released_packages"])

@@ -50,6 +50,14 @@ options:
         (RV(nvidia_pci)). Reading the whole header needs root.
     type: bool
     default: false
+  os_facts:
+    description:
+      - Also gather the facts of M(ansible.builtin.setup)'s C(distribution) and C(platform) subsets (C(os_family),
+        C(distribution), C(distribution_major_version), C(distribution_release), C(architecture), C(kernel), ...)
+        with ansible-core's own collectors, and return them as facts, as that module would. The later layers then
+        skip their own gathering, and a run that needs these facts pays for no call of its own to get them.
+    type: bool
+    default: false
   commands:
     description:
       - Names and the argument vectors to run (no shell). The program is looked up in C(PATH) and the sbin
@@ -124,6 +132,11 @@ commands:
   type: dict
   returned: always
   sample: {crictl_version: {rc: 0, stdout: "crictl version v1.36.0\n", stderr: ""}}
+ansible_facts:
+  description: With O(os_facts), the facts of M(ansible.builtin.setup)'s C(distribution) and C(platform) subsets.
+  type: dict
+  returned: when O(os_facts) is true
+  sample: {ansible_os_family: Debian, ansible_distribution: Debian, ansible_distribution_major_version: "13", ansible_architecture: x86_64}
 """
 
 import os
@@ -132,11 +145,10 @@ import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
 
+# The non-blocking read is the kernel log reader's: /dev/kmsg is the file that needs it.
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._kernel_log import read_available, read_kernel_events
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._pci import read_nvidia_functions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._read_probes import probe_names, probe_of
-
-# The non-blocking read is the kernel log reader's: /dev/kmsg is the file that needs it.
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._verify.health import read_available, read_kernel_events
 
 _NOT_INSTALLED = 127
 _TIMED_OUT = 124
@@ -211,7 +223,25 @@ class NodeReads:
         kernel_logs = {name: read_kernel_events(path, self.limit) for name, path in self.module.params["kernel_logs"].items()}
         commands = {name: self.run_command(argv) for name, argv in self.module.params["commands"].items()}
         nvidia_pci = read_nvidia_functions() if self.module.params["nvidia_pci"] else None
-        return {"changed": False, "files": files, "file_errors": errors, "kernel_logs": kernel_logs, "nvidia_pci": nvidia_pci, "commands": commands}
+        result = {"changed": False, "files": files, "file_errors": errors, "kernel_logs": kernel_logs, "nvidia_pci": nvidia_pci, "commands": commands}
+        if self.module.params["os_facts"]:
+            result["ansible_facts"] = self.os_facts()
+        return result
+
+    def os_facts(self) -> dict[str, t.Any]:
+        """setup's distribution and platform subsets, from the collectors setup itself runs: the same facts, not a copy
+        of them, under the names setup returns (ansible_ before each; Ansible stores them without it). Imported here:
+        ansible's facts package loads every collector it has (tens of milliseconds), which only this read needs."""
+        # pylint: disable-next=import-outside-toplevel
+        from ansible.module_utils.facts.system.distribution import DistributionFactCollector
+
+        # pylint: disable-next=import-outside-toplevel
+        from ansible.module_utils.facts.system.platform import PlatformFactCollector
+
+        facts: dict[str, t.Any] = {}
+        for collector in (PlatformFactCollector(), DistributionFactCollector()):
+            facts.update(collector.collect(module=self.module, collected_facts=facts))
+        return {"ansible_" + name: value for name, value in facts.items()}
 
 
 def main() -> None:
@@ -221,6 +251,7 @@ def main() -> None:
             "kernel_logs": {"type": "dict", "default": {}},
             "commands": {"type": "dict", "default": {}},
             "nvidia_pci": {"type": "bool", "default": False},
+            "os_facts": {"type": "bool", "default": False},
             "timeout": {"type": "int", "default": 60},
             "max_bytes": {"type": "int", "default": 4 * 1024 * 1024},
         },

@@ -51,12 +51,13 @@ def test_the_boot_files_carry_the_command_unit_and_config_but_no_library(tmp_pat
     mig_label: all-balanced
     mig_config_src: %(root)s/extensions/molecule/mig/files/mig-parted-config.yaml
     driver_version: "550.163.01"
-    # The labels' own plan needs NVML; its output is all the write takes.
     node_labels_dir: %(out_dir)s/features.d
-    __node_labels_plan: {content: "nvidia.com/gpu.count=8\\n"}
   tasks:
+    # The labels' own plan (a role variable) needs NVML; its output is all the write takes. A fact: it
+    # outranks the role's variable.
     - ansible.builtin.set_fact:
         __verify_layers: "{{ lookup('gpufleet.nvidia.declared_layers') }}"
+        __node_labels_plan: {content: "nvidia.com/gpu.count=8\\n"}
     - {ansible.builtin.include_role: {name: gpufleet.nvidia.verify, tasks_from: boot.yml, public: true}}
     - {ansible.builtin.include_role: {name: gpufleet.nvidia.mig, tasks_from: preflight.yml, public: true}}
     - {ansible.builtin.include_role: {name: gpufleet.nvidia.mig, tasks_from: install.yml, public: true}}

@@ -11,6 +11,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.filter import health
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._kernel_log import parse_kernel_log
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._verify import health as _health
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_health import DMESG_XID_79, gpu, nvml
 
@@ -22,7 +23,7 @@ def test_the_filters_are_registered() -> None:
 def test_metrics_of_a_sick_node() -> None:
     facts = nvml(gpu(0, "00000000:91:00.0", pcie={"width_current": 8}))
     policy = _health.HealthPolicy.from_vars({"pcie_width": "warn"})
-    found = _health.judge(facts, _health.parse_kernel_log(DMESG_XID_79), {"nvidia-persistenced": "active"}, policy)
+    found = _health.judge(facts, parse_kernel_log(DMESG_XID_79), {"nvidia-persistenced": "active"}, policy)
     assert [(f["check"], f["severity"], f["action"]) for f in found] == [("pcie_width", "warn", "reseat"), ("xid", "critical", "reboot")]
     text = health.health_metrics(facts, found, DMESG_XID_79)
     assert 'gpufleet_gpu_xid_events{bus_id="00000000:91:00.0",gpu="0",uuid="GPU-00000000-aaaa-bbbb-cccc-dddddddddddd",xid="79"} 1' in text

@@ -13,6 +13,7 @@ import typing as t
 
 import pytest
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._kernel_log import parse_kernel_log
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import health as kb
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._verify import health as _health
 
@@ -72,7 +73,7 @@ def findings(
     policy: dict[str, t.Any] | None = None,
     kernel_modules: list[str] | None = None,
 ) -> list[dict[str, t.Any]]:
-    return _health.judge(facts, _health.parse_kernel_log(log), services or {}, _health.HealthPolicy.from_vars(policy or {}), kernel_modules)
+    return _health.judge(facts, parse_kernel_log(log), services or {}, _health.HealthPolicy.from_vars(policy or {}), kernel_modules)
 
 
 def checks(found: list[dict[str, t.Any]]) -> list[tuple[str, str, str]]:
@@ -96,7 +97,7 @@ def checks(found: list[dict[str, t.Any]]) -> list[tuple[str, str, str]]:
     ids=["dmesg-xid", "dmesg-fallen", "journal-xid-no-process", "mig", "legacy-fallen", "legacy-xid", "kmsg"],
 )
 def test_each_line_format_gives_its_event(line: str, xid: int | None, bus_id: str, fallen: bool) -> None:
-    events = _health.parse_kernel_log(line)
+    events = parse_kernel_log(line)
     assert len(events) == 1
     assert events[0]["xid"] == xid
     assert events[0]["bus_id"] == bus_id
@@ -116,15 +117,15 @@ def test_lines_that_are_no_event_give_none() -> None:
             "",
         ]
     )
-    assert _health.parse_kernel_log(text) == []
-    assert _health.parse_kernel_log(None) == []
+    assert parse_kernel_log(text) == []
+    assert parse_kernel_log(None) == []
     with pytest.raises(ValueError, match="must be text"):
-        _health.parse_kernel_log(["a list"])
+        parse_kernel_log(["a list"])
 
 
 def test_the_log_order_is_kept_and_every_record_counts() -> None:
     text = "\n".join([KMSG_XID_63, DMESG_XID_79, DMESG_FALLEN, KMSG_XID_63])
-    assert [(e["xid"], e["bus_id"]) for e in _health.parse_kernel_log(text)] == [
+    assert [(e["xid"], e["bus_id"]) for e in parse_kernel_log(text)] == [
         (63, "00000000:10:1C.0"),
         (79, "00000000:91:00.0"),
         (None, "00000000:91:00.0"),
@@ -136,7 +137,7 @@ def test_the_knowledge_examples_parse_as_their_format_says() -> None:
     for row in kb.KERNEL_LOG_FORMATS:
         if row["name"] == "kmsg_record":
             continue
-        events = _health.parse_kernel_log(row["example"])
+        events = parse_kernel_log(row["example"])
         assert len(events) == 1, row["name"]
         assert (events[0]["xid"] is None) == row["name"].startswith("fallen_off_bus"), row["name"]
 
@@ -519,7 +520,7 @@ gpufleet_node_health_status 2
 def test_the_exact_textfile_of_a_one_gpu_node() -> None:
     one = gpu(0, remapped_rows={"pending": True, "correctable": 2}, nvlink=[])
     one["uuid"] = "GPU-0"
-    events = _health.parse_kernel_log("NVRM: Xid (PCI:0000:07:00): 63, pid=1, Row Remapper")
+    events = parse_kernel_log("NVRM: Xid (PCI:0000:07:00): 63, pid=1, Row Remapper")
     found = _health.judge(nvml(one), events, {"nvidia-persistenced": "failed"}, POLICY)
     assert _health.metrics_text(nvml(one), found, events) == EXPECTED_TEXT
 
@@ -527,9 +528,7 @@ def test_the_exact_textfile_of_a_one_gpu_node() -> None:
 def test_the_textfile_of_a_small_node() -> None:
     links = [{"link": 0, "active": True}, {"link": 1, "active": False}]
     facts = nvml(dict(gpu(0, remapped_rows={"pending": True}, nvlink=links), uuid="GPU-0"), {"index": 1, "uuid": None, "lost": True, "pci": None})
-    events = _health.parse_kernel_log(
-        "NVRM: Xid (PCI:0000:07:00): 63, pid=1, Row Remapper\nNVRM: Xid (PCI:0000:07:00): 63, pid=1, Row Remapper\n" + DMESG_XID_79
-    )
+    events = parse_kernel_log("NVRM: Xid (PCI:0000:07:00): 63, pid=1, Row Remapper\nNVRM: Xid (PCI:0000:07:00): 63, pid=1, Row Remapper\n" + DMESG_XID_79)
     found = _health.judge(facts, events, {"nvidia-persistenced": "active"}, POLICY)
     text = _health.metrics_text(facts, found, events)
     lines = text.splitlines()

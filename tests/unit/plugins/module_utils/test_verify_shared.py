@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._kernel_log import parse_kernel_log
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._verify import cdi, driver, mig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._verify import health as gpu_health
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._verify.remedies import BOOT, RUN
@@ -100,7 +101,7 @@ def test_a_mig_gpu_waiting_for_its_reset_only_warns_at_boot_too() -> None:
 
 def test_health_is_judged_alike_and_says_what_it_could_not_read() -> None:
     facts = two_gpus()
-    events = gpu_health.parse_kernel_log(DMESG_XID_79)
+    events = parse_kernel_log(DMESG_XID_79)
     settings = {"kernel_log": "/dev/kmsg", "gpu_count": 2}
     run = gpu_health.check_health(settings, facts, events, {"nvidia-persistenced": "active"}, None, RUN)[0]
     boot = gpu_health.check_health(settings, facts, events, {"nvidia-persistenced": "active"}, None, BOOT)[0]
@@ -116,7 +117,7 @@ def test_the_health_layer_reads_what_the_role_read() -> None:
     """check_layer, the verify role's entry: node_reads_info's `systemctl show` result and kernel-log read."""
     observed = {
         "nvml": two_gpus(),
-        "kernel_log": {"events": gpu_health.parse_kernel_log(DMESG_XID_79)},
+        "kernel_log": {"events": parse_kernel_log(DMESG_XID_79)},
         "services": {"rc": 0, "stdout": "Id=nvidia-persistenced.service\nLoadState=loaded\nActiveState=failed\n"},
     }
     check = gpu_health.check_layer({"enabled": True, "persistenced": True, "kernel_log": "/dev/kmsg"}, observed, RUN)

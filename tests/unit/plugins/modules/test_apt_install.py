@@ -116,6 +116,8 @@ def test_installs_exact_versions_once_then_nothing(node: dict[str, Path]) -> Non
     assert first["changed"] and first["changed_packages"] == ["alpha", "beta"] and first["refreshed"] == "all"
     assert version(node, "alpha") == "1.0-1" and version(node, "beta") == "1.0-1"
     assert first["diff"]["before"] == "" and first["diff"]["after"] == "alpha 1.0-1\nbeta 1.0-1\n"
+    # What was installed, as dpkg has it now: the caller needs no call of its own to learn the version.
+    assert first["versions"] == {"alpha": "1.0-1", "beta": "1.0-1"}
     again = run(node, name=["alpha=1.0-1", "beta=1.0-1"], lists_valid_time=3600)
     assert again == {
         "failed": False,
@@ -128,9 +130,12 @@ def test_installs_exact_versions_once_then_nothing(node: dict[str, Path]) -> Non
         "released_packages": [],
         "rehearsed": True,
         "repaired": [],
+        "versions": {"alpha": "1.0-1", "beta": "1.0-1"},
     }
     assert first["initramfs_kernels"] == []
     # Unversioned: any installed version will do.
+    unversioned = run(node, name=["alpha", "gamma"], check=True)
+    assert unversioned["versions"] == {"alpha": "1.0-1", "gamma": "1.0-1"}
     assert not run(node, name=["alpha"])["changed"]
 
 
@@ -169,6 +174,7 @@ def test_check_mode_rehearses_and_installs_nothing(node: dict[str, Path]) -> Non
     predicted = run(node, name=["alpha=2.0-1", "beta=2.0-1"], check=True, diff=True)
     assert predicted["changed"] and predicted["changed_packages"] == ["alpha", "beta"]
     assert predicted["diff"]["after"] == "alpha 2.0-1\nbeta 2.0-1\n" and version(node, "beta") == "1.0-1"
+    assert predicted["versions"] == {"alpha": "2.0-1", "beta": "2.0-1"}
     unknown = run(node, name=["alpha=9.9-1"], check=True)
     assert unknown["failed"] and "alpha=9.9-1" in unknown["msg"] and "not found" in unknown["msg"]
 

@@ -12,6 +12,7 @@ import os
 import pty
 import select
 import stat
+import subprocess
 import sys
 import time
 import tty
@@ -184,3 +185,18 @@ def test_a_large_log_file_is_read_from_its_newest_end(tmp_path: t.Any) -> None:
     found = module_result("node_reads_info", {"kernel_logs": {"kernel_log": str(log)}, "max_bytes": 64 * 1024})["kernel_logs"]["kernel_log"]
     assert found["truncated"] and found["read_bytes"] <= 64 * 1024
     assert [e["bus_id"] for e in found["events"]] == ["00000000:41:00.0"]
+
+
+def test_os_facts_are_what_setup_gathers_for_its_distribution_and_platform_subsets(tmp_path: Path) -> None:
+    """The later layers skip their own gathering on these facts: they must be setup's, key for key, here and now."""
+    args = tmp_path / "args.json"
+    args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {"gather_subset": ["!all", "!min", "distribution", "platform"]}}))
+    done = subprocess.run([sys.executable, "-m", "ansible.modules.setup", str(args)], capture_output=True, text=True, check=True)
+    gathered = json.loads(done.stdout)["ansible_facts"]
+    for setup_own in ("gather_subset", "module_setup"):
+        gathered.pop(setup_own, None)
+    facts = run(check=True, os_facts=True)["ansible_facts"]
+    needed = ("os_family", "distribution", "distribution_major_version", "distribution_release", "architecture")
+    assert {"ansible_" + name for name in needed} <= set(facts)
+    assert facts == gathered
+    assert "ansible_facts" not in run(check=True)
