@@ -18,8 +18,10 @@ from ansible_collections.gpufleet.nvidia.plugins.action.node_runtime import buil
 from ansible_collections.gpufleet.nvidia.tests.unit.playbook_run import ansible_env, local_play
 
 ROOT = Path(__file__).resolve().parents[3]
-# Each role's node_files task for its boot files, by (role, tasks file).
-BOOT_TASKS = {"mig": ("mig", "install.yml"), "verify": ("verify", "boot.yml"), "node_labels": ("node_labels", "write.yml")}
+# Each role's node_files task for its boot files, by (role, tasks file); verify writes its boot files with the
+# host's report (report.yml), whose expression adds them as __verify_boot_node_files.
+BOOT_TASKS = {"mig": ("mig", "install.yml"), "verify": ("verify", "report.yml"), "node_labels": ("node_labels", "write.yml")}
+VERIFY_BOOT_FILES = "{{ __verify_boot_node_files }}"
 # The most the arguments may weigh: the commands themselves (~9 and ~19 KB) and their configs; a single runtime
 # module (the _nvml/ package alone is ~60 KB) would not fit.
 LIMIT = 32 * 1024
@@ -35,6 +37,8 @@ def files_expression(role: str, tasks: str) -> str:
 def test_the_boot_files_carry_the_command_unit_and_config_but_no_library(tmp_path: Path) -> None:
     """Rendered in check mode on this machine as the node, with a MIG layout and the boot check on (a bake)."""
     expressions = {name: files_expression(*where) for name, where in BOOT_TASKS.items()}
+    assert "__verify_boot_node_files" in expressions["verify"], expressions["verify"]
+    expressions["verify"] = VERIFY_BOOT_FILES
     # Outside its role, a lookup finds files and templates beside the playbook: the roles' own, linked.
     for role in BOOT_TASKS:
         for kind in ("files", "templates"):

@@ -104,6 +104,23 @@ def test_every_installed_kernel_has_headers_and_the_module(host):
         assert module == version, (kernel, module)
 
 
+def test_the_headers_the_node_lacked_came_with_the_driver_in_one_apt_transaction(host):
+    """apt's own history: the transaction that installed a kernel's headers also installed the DKMS package, so
+    DKMS built from whichever postinst ran last, and the node paid for one resolution, one download and one round
+    of triggers."""
+    history = host.file("/var/log/apt/history.log").content_string
+    transactions = [block for block in history.split("\n\n") if "Start-Date:" in block]
+    checked = []
+    for kernel in installed_kernels(host):
+        headers = [block for block in transactions if re.search(r"^Install: .*\blinux-headers-%s:" % re.escape(kernel), block, re.MULTILINE)]
+        if not headers:
+            continue  # the image came with them
+        checked.append(kernel)
+        changes = " ".join(line for line in headers[0].splitlines() if line.startswith(("Install:", "Upgrade:", "Downgrade:")))
+        assert re.search(r"\bnvidia(-open)?-kernel-dkms:", changes), (kernel, headers[0])
+    assert checked, "no kernel's headers were installed by the role on this node: the check proved nothing"
+
+
 def test_the_module_built_is_the_one_the_repository_ships(host):
     """One node builds the real NVIDIA module; the other the test ground's stand-in, unknown to the role."""
     for kernel in installed_kernels(host):

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""The verify role's fleet report in a site.yml run where the fast path left some nodes out.
+"""The verify role's fleet report and kept host reports in a site.yml run where the fast path left some nodes out.
 
 A real ansible-playbook over three local hosts: gpu-a ran verify, gpu-b took the fast path (in
 gpufleet_unchanged, with its last report kept by the fast_path role), gpu-c failed before verify. The verify
@@ -28,7 +28,6 @@ def report(host: str, status: str) -> dict:
 
 
 def test_nodes_left_out_by_the_fast_path_are_in_the_fleet_report(tmp_path: Path) -> None:
-    (tmp_path / "reports").mkdir()  # report.yml creates it in a real run
     playbook = tmp_path / "play.yml"
     playbook.write_text(
         """
@@ -63,3 +62,7 @@ def test_nodes_left_out_by_the_fast_path_are_in_the_fleet_report(tmp_path: Path)
     assert "3 host(s): 1 warn, 1 pass, 1 no report" in output and "gpu-b: warn" in output, output
     assert "no verify report" in markdown  # gpu-c, and only gpu-c
     assert markdown.count("no verify report") == 1
+    # The same one call keeps each verified host's report, and only theirs, ending as the node's copy ends.
+    assert sorted(path.name for path in (tmp_path / "reports").glob("*.json")) == ["gpu-a.json"]
+    kept = (tmp_path / "reports" / "gpu-a.json").read_text()
+    assert json.loads(kept)["host"] == "gpu-a" and kept.endswith("}\n")
