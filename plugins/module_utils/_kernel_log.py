@@ -2,7 +2,6 @@
 # Copyright (c) gpufleet maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-
 #
 # PRIVATE to gpufleet.nvidia: not an interface for other collections or plugins; it may
 # change in any release without notice.
