@@ -157,7 +157,91 @@ def upgrade_give_back(record: t.Any, kubernetes_node: t.Any, slurm_reason: t.Any
     return out
 
 
+def _selects(selector: t.Any, labels: dict[str, t.Any]) -> bool:
+    """Whether a label selector (metav1.LabelSelector) selects a pod's labels. In policy/v1 an empty selector
+    selects every pod of the budget's namespace, and a missing one none."""
+    if not isinstance(selector, dict):
+        return False
+    if any(labels.get(key) != value for key, value in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
+        present = key in labels
+        if operator == "In" and not (present and labels[key] in values):
+            return False
+        if operator == "NotIn" and present and labels[key] in values:
+            return False
+        if operator == "Exists" and not present:
+            return False
+        if operator == "DoesNotExist" and present:
+            return False
+    return True
+
+
+def _drain_blockers(pods: list[t.Any], budgets: list[t.Any]) -> list[dict[str, t.Any]]:
+    """The pods still on a node (not being deleted) that a PodDisruptionBudget allowing no disruption now
+    protects: what the eviction API refuses (HTTP 429) while a drain waits. One entry per budget and pod: the
+    budget's and the pod's namespace/name, and the healthy pods the budget needs and has."""
+    blockers = []
+    for budget in budgets:
+        meta, status = budget.get("metadata") or {}, budget.get("status") or {}
+        if status.get("disruptionsAllowed", 0) > 0:
+            continue
+        for pod in pods:
+            pod_meta = pod.get("metadata") or {}
+            if pod_meta.get("deletionTimestamp") or pod_meta.get("namespace") != meta.get("namespace"):
+                continue
+            if _selects((budget.get("spec") or {}).get("selector"), pod_meta.get("labels") or {}):
+                blockers.append(
+                    {
+                        "budget": "{0}/{1}".format(meta.get("namespace"), meta.get("name")),
+                        "pod": "{0}/{1}".format(pod_meta.get("namespace"), pod_meta.get("name")),
+                        "desired_healthy": status.get("desiredHealthy"),
+                        "current_healthy": status.get("currentHealthy"),
+                    }
+                )
+    return sorted(blockers, key=lambda blocker: (blocker["budget"], blocker["pod"]))
+
+
+# What makes k8s_drain refuse a pod before evicting anything, and the option that would evict it anyway.
+_DRAIN_OPTIONS = (
+    ("local storage", "Their emptyDir data would be lost: set upgrade_kubernetes_drain_options.delete_emptydir_data to true to evict them anyway"),
+    ("not managed by", "Nothing would recreate them: set upgrade_kubernetes_drain_options.force to true to delete them anyway"),
+)
+_LEFT = "; the node is left cordoned with the upgrade's mark, and the next roll takes it over."
+
+
+def upgrade_drain_failure(refusal: t.Any, pods: t.Any, budgets: t.Any, node: str, timeout: t.Any) -> str:
+    """Why a node's drain failed, for the roll's report: k8s_drain's message (`refusal`) made actionable. A refusal
+    for a PodDisruptionBudget names every budget that allows no disruption now and each of the node's pods it
+    protects (`pods` and `budgets` as M(kubernetes.core.k8s_info) returns them); a pod with local storage or
+    without a controller names the option that would evict it anyway."""
+    if not isinstance(pods, list) or not isinstance(budgets, list):
+        raise AnsibleFilterError("upgrade_drain_failure: expected the node's pods and the budgets as lists of objects")
+    refusal = " ".join(str(refusal or "").split())
+    if "disruption budget" in refusal:
+        waited = "Kubernetes node {0} did not drain within upgrade_kubernetes_drain_timeout ({1} s): ".format(node, timeout)
+        blockers = _drain_blockers(pods, budgets)
+        if not blockers:
+            return waited + refusal + " No budget refuses now: run the roll again" + _LEFT
+        protected = "; ".join(
+            "pod {pod}, which PodDisruptionBudget {budget} protects (it needs {desired_healthy} healthy pods and has {current_healthy})".format(**blocker)
+            for blocker in blockers
+        )
+        return (
+            waited
+            + "the eviction API refuses to evict "
+            + protected
+            + ". Let the budget allow a disruption (more replicas elsewhere, or a lower minAvailable) and run the roll again"
+            + _LEFT
+        )
+    for found, fix in _DRAIN_OPTIONS:
+        if found in refusal:
+            return "Kubernetes node {0} was not drained: {1} {2}, or move them{3}".format(node, refusal, fix, _LEFT)
+    return "Kubernetes node {0} was not drained: {1}{2}".format(node, refusal.rstrip("."), _LEFT)
+
+
 class FilterModule(FilterTable):
     """Rolling upgrade filters."""
 
-    FILTERS = (upgrade_give_back, upgrade_plan, upgrade_roll_errors, upgrade_take)
+    FILTERS = (upgrade_drain_failure, upgrade_give_back, upgrade_plan, upgrade_roll_errors, upgrade_take)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Build every Go tool of a set into the cache (go-tools.txt's pins, and
-# nfd-worker for `all`), before the mirror's seed scripts and the scenarios
-# ask for them (they then find each build cached).
+# Build every Go tool of a set into the cache (go-tools.txt's pins, and the
+# Kubernetes control plane and nfd-worker for `all`), before the mirror's
+# seed scripts and the scenarios ask for them (they then find each build
+# cached).
 #
 #   go-tools.sh [all|demo]    the set, as mirror-seed.sh takes it
 #
@@ -21,17 +22,25 @@ export GPUFLEET_MIRROR_SET
 # The mirror's seed order: the toolkit, cri-tools, containerd. The demo's
 # node runs Debian 13's own containerd, which site.yml installs
 # (container_runtime_install), so the demo builds no containerd.
-names=(nvidia-container-toolkit cri-tools)
-# k8s-device-plugin: GFD, the unit tests' judge of node_labels and of the
-# device plugin's config (tests/unit/plugins/filter/test_node_labels_gfd.py).
-[ "$GPUFLEET_MIRROR_SET" = all ] && names+=(containerd k8s-device-plugin)
-for name in "${names[@]}"; do
-  while read -r version; do
-    "$here/go-build.sh" "$name" "$version" >/dev/null
-  done < <(go_tool_versions "$name")
-done
-# nfd-worker (the node_labels scenario's consumer; not a mirror seed): built
-# here rather than by the scenario, late in the run and once per node.
-if [ "$GPUFLEET_MIRROR_SET" = all ]; then
-  "$here/nfd-worker.sh" >/dev/null
+build_pins() {
+  local name version
+  for name in "$@"; do
+    while read -r version; do
+      "$here/go-build.sh" "$name" "$version" >/dev/null
+    done < <(go_tool_versions "$name")
+  done
+}
+if [ "$GPUFLEET_MIRROR_SET" = demo ]; then
+  build_pins nvidia-container-toolkit cri-tools
+  exit 0
 fi
+build_pins nvidia-container-toolkit cri-tools containerd
+# Then what the tests use, in the order they first need it: the Kubernetes
+# control plane (kube.sh; the upgrade scenario, among the first Molecule
+# starts, needs it a minute in), GFD from k8s-device-plugin (the unit tests'
+# judge of node_labels and of the device plugin's config,
+# tests/unit/plugins/filter/test_node_labels_gfd.py), and nfd-worker (the
+# node_labels scenario's consumer, late in the run; not a go-tools.txt pin).
+"$here/kube.sh" build >/dev/null
+build_pins k8s-device-plugin
+"$here/nfd-worker.sh" >/dev/null

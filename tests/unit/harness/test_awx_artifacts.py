@@ -7,22 +7,17 @@ job_events/<counter>-<uuid>.json), to show that each expectation can fail.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-AWX_ARTIFACTS = Path(__file__).resolve().parents[2] / "harness" / "awx_artifacts.py"
 NODE = "gpufleet-awx-node"
 
 
 @pytest.fixture(name="judge", scope="module")
-def fixture_judge():
-    spec = importlib.util.spec_from_file_location("gpufleet_test_awx_artifacts", AWX_ARTIFACTS)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def fixture_judge(harness_script):
+    return harness_script("awx_artifacts.py")
 
 
 def converge_stats() -> dict:

@@ -9,7 +9,6 @@ dependency's. ansible-core 2.20 is the first to report these deprecations.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -17,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-GATE_PY = Path(__file__).resolve().parents[2] / "harness" / "warning-gate.py"
 BIN = Path(sys.executable).parent
 OLD_IMPORT_MODULE = """from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils._text import to_text
@@ -39,11 +37,8 @@ class FilterModule:
 
 
 @pytest.fixture(name="gate")
-def fixture_gate():
-    spec = importlib.util.spec_from_file_location("gpufleet_warning_gate", GATE_PY)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def fixture_gate(harness_script):
+    return harness_script("warning-gate.py")
 
 
 def ansible_core_minor() -> tuple[int, int]:

@@ -1,6 +1,7 @@
 """node_labels read back by the real nfd-worker, against the labels of the
 real GPU Feature Discovery run one-shot on the same node, never against the
-collection's own code."""
+collection's own code; and the same labels read back from the Node objects
+of the test ground's real Kubernetes API server (tests/harness/kube.sh)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,10 @@ from stack import host_vars, node, run_role, set_aside, sha256
 DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 FILE = DIR + "/gpufleet-gpu"
 UNIT = "gpufleet-node-labels.service"
+KUBE = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "kube")
+FIELD_MANAGER = "gpufleet-node-labels"
+# What someone else (prepare.yml) labelled each Node with before the role ran.
+FOREIGN = {"team": "ml", "nvidia.com/gpu.deploy.driver": "false"}
 NFD = "NODE_NAME=test nfd-worker -oneshot -no-publish -feature-sources=local -label-sources=local -kubeconfig /usr/local/etc/nfd-kubeconfig -v=1"
 
 
@@ -34,6 +39,32 @@ def nfd_labels(host) -> dict[str, str]:
     assert found, out.stderr
     # BaseLoader: every value a string, as in a label ("05" stays "05").
     return yaml.load(found.group(1).replace("\n\t", "\n").lstrip("\t"), Loader=yaml.BaseLoader) or {}
+
+
+def kube_node(host):
+    """The host's Node object, read from the API server as someone else (site-operator)."""
+    from kubernetes import client, config
+
+    api = client.CoreV1Api(config.new_client_from_config(os.path.join(KUBE, "operator.kubeconfig")))
+    return api.read_node(host.backend.host.replace("_", "-"))
+
+
+def owned_labels(obj, manager: str = FIELD_MANAGER) -> set[str]:
+    """The label keys a field manager owns on an object (its managedFields entries)."""
+    keys: set[str] = set()
+    for entry in obj.metadata.managed_fields or []:
+        if entry.manager == manager:
+            keys |= {key.removeprefix("f:") for key in ((entry.fields_v1 or {}).get("f:metadata") or {}).get("f:labels") or {}}
+    return keys
+
+
+def assert_node_carries(host, labels: dict[str, str]) -> None:
+    """The Node has exactly these labels under our field manager, and someone else's beside them, untouched."""
+    obj = kube_node(host)
+    assert owned_labels(obj) == set(labels), sorted(owned_labels(obj) ^ set(labels))
+    assert {key: obj.metadata.labels.get(key) for key in labels} == labels
+    assert {key: obj.metadata.labels.get(key) for key in FOREIGN} == FOREIGN
+    assert not owned_labels(obj) & set(FOREIGN)
 
 
 def gfd_labels(host) -> dict[str, str]:
@@ -54,6 +85,10 @@ def test_nfd_worker_reports_gfds_labels(host):
         assert (labels["nvidia.com/gpu.sharing-strategy"], labels["nvidia.com/gpu.replicas"]) == ("time-slicing", "4")
     else:
         assert labels["nvidia.com/mig.strategy"] == "mixed" and labels["nvidia.com/mig-1g.5gb.count"] == "9"
+
+
+def test_the_node_object_carries_the_labels_beside_someone_elses(host):
+    assert_node_carries(host, nfd_labels(host))
 
 
 def test_the_file_is_root_owned_world_readable_and_alone(host):
@@ -93,7 +128,17 @@ def test_check_diff_shows_the_label_changes_and_changes_nothing(host):
         "+nvidia.com/gpu.sharing-strategy=none",
     ):
         assert line in run.stdout, run.stdout
+    # The Node's labels, in the API server's dry run of the apply (Molecule's ANSIBLE_FORCE_COLOR colours the lines).
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", run.stdout)
+    for line in (
+        r'-\s+"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-SHARED",?$',
+        r'\+\s+"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB",?$',
+        r'-\s+"nvidia.com/gpu.replicas": "4",?$',
+        r'\+\s+"nvidia.com/gpu.replicas": "1",?$',
+    ):
+        assert re.search(line, plain, re.MULTILINE), (line, plain)
     assert sha256(host, FILE) == before
+    assert kube_node(host).metadata.labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB-SHARED"
 
 
 def test_nfd_worker_drops_labels_past_their_expiry(host):
@@ -187,9 +232,41 @@ def test_with_the_dra_driver_owning_mig_the_labels_follow_its_changes(host):
         # The change itself: GPU 0's 3g.20gb resource gone, one more 1g.5gb device (2 + 7 + 1).
         assert "nvidia.com/mig-3g.20gb.count" not in labels and labels["nvidia.com/mig-1g.5gb.count"] == "10", labels
         assert n.file(DIR).listdir() == ["gpufleet-gpu"]
+        # The role's next run takes the Node along: the 3g.20gb labels it applied before are gone from it.
+        assert not run_role(host, "node_labels").failed
+        assert_node_carries(host, labels)
+        assert not any(key.startswith("nvidia.com/mig-3g.20gb.") for key in kube_node(host).metadata.labels)
     # The fixture's layout back, and the labels with it.
     assert "rewrote " + FILE in refresh_through_systemd(host)
-    assert nfd_labels(host) == gfd_labels(host)
+    labels = nfd_labels(host)
+    assert labels == gfd_labels(host)
+    assert not run_role(host, "node_labels").failed
+    assert_node_carries(host, labels)
+    assert "nvidia.com/mig-3g.20gb.count" in labels
+
+
+def test_a_label_someone_else_changed_is_a_conflict_never_taken_over(host):
+    """Someone else sets one of our labels to another value: it is theirs now (the API server moves the field to
+    them). The next run fails naming the label and that manager, and leaves their value; once they set it back, a
+    run shares the label again."""
+    if host_vars(host)["node_labels_test_case"] != "time_sliced":
+        pytest.skip("run on the whole-GPU node")
+    from kubernetes import client, config
+
+    api = client.CoreV1Api(config.new_client_from_config(os.path.join(KUBE, "operator.kubeconfig")))
+    name = host.backend.host.replace("_", "-")
+    labels = nfd_labels(host)
+    api.patch_node(name, {"metadata": {"labels": {"nvidia.com/gpu.count": "99"}}}, field_manager="site-operator")
+    try:
+        run = run_role(host, "node_labels")
+        assert run.failed, run
+        message = " ".join(re.sub(r"\x1b\[[0-9;]*m", "", run.output).split())
+        assert "conflict" in message and "site-operator" in message and "nvidia.com/gpu.count" in message, run.output
+        assert kube_node(host).metadata.labels["nvidia.com/gpu.count"] == "99"
+    finally:
+        api.patch_node(name, {"metadata": {"labels": {"nvidia.com/gpu.count": labels["nvidia.com/gpu.count"]}}}, field_manager="site-operator")
+    assert not run_role(host, "node_labels").failed
+    assert_node_carries(host, labels)
 
 
 def test_switched_off_the_refresh_goes_and_the_file_stays(host):

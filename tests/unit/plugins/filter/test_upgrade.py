@@ -10,7 +10,14 @@ from __future__ import annotations
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.nvidia.plugins.filter.upgrade import upgrade_give_back, upgrade_plan, upgrade_roll_errors, upgrade_take
+from ansible_collections.gpufleet.nvidia.plugins.filter.upgrade import (
+    _drain_blockers,
+    upgrade_drain_failure,
+    upgrade_give_back,
+    upgrade_plan,
+    upgrade_roll_errors,
+    upgrade_take,
+)
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _verify
 
 GOOD = {"upgrade_serial": 1, "upgrade_max_fail_percentage": 0, "upgrade_layers": ["driver", "container_toolkit"]}
@@ -203,3 +210,100 @@ def test_what_still_carries_the_mark_is_given_back_and_what_was_not_taken_is_not
     assert (back["uncordon"], back["resume"]) == (False, False)
     with pytest.raises(AnsibleFilterError, match="^upgrade marks: expected"):
         upgrade_give_back(RECORD, None, None, {"annotation": "a"})
+
+
+# -- which disruption budgets keep a drain waiting --------------------------------------------------------------
+
+
+def pod(name: str, namespace: str = "ml", deleting: bool = False, **labels: str) -> dict:
+    meta = {"name": name, "namespace": namespace, "labels": labels}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-01T05:00:00Z"
+    return {"metadata": meta}
+
+
+def budget(name: str, selector, allowed: int = 0, namespace: str = "ml", desired: int = 1, current: int = 1) -> dict:
+    return {
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"selector": selector},
+        "status": {"disruptionsAllowed": allowed, "desiredHealthy": desired, "currentHealthy": current},
+    }
+
+
+def test_a_budget_that_allows_no_disruption_names_the_pods_it_selects():
+    pods = [pod("train-a", app="train"), pod("serve-a", app="serve"), pod("train-b", namespace="other", app="train")]
+    assert _drain_blockers(pods, [budget("train", {"matchLabels": {"app": "train"}}, desired=2, current=2)]) == [
+        {"budget": "ml/train", "pod": "ml/train-a", "desired_healthy": 2, "current_healthy": 2}
+    ]
+
+
+def test_a_budget_that_allows_a_disruption_or_a_pod_being_deleted_is_no_blocker():
+    pods = [pod("train-a", app="train"), pod("train-old", deleting=True, app="train")]
+    assert _drain_blockers(pods, [budget("loose", {"matchLabels": {"app": "train"}}, allowed=1)]) == []
+    assert _drain_blockers(pods[1:], [budget("tight", {"matchLabels": {"app": "train"}})]) == []
+
+
+@pytest.mark.parametrize(
+    "selector, selected",
+    [
+        ({}, ["ml/a", "ml/b", "ml/c"]),  # policy/v1: an empty selector selects the whole namespace
+        (None, []),
+        ({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["gpu"]}]}, ["ml/a"]),
+        ({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["gpu"]}]}, ["ml/b", "ml/c"]),
+        ({"matchExpressions": [{"key": "tier", "operator": "Exists"}]}, ["ml/a", "ml/b"]),
+        ({"matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]}, ["ml/c"]),
+        ({"matchLabels": {"app": "x"}, "matchExpressions": [{"key": "tier", "operator": "Exists"}]}, ["ml/a"]),
+    ],
+)
+def test_label_selectors_select_as_the_api_does(selector, selected):
+    pods = [pod("a", app="x", tier="gpu"), pod("b", app="y", tier="cpu"), pod("c", app="x")]
+    assert [b["pod"] for b in _drain_blockers(pods, [budget("b", selector)])] == selected
+
+
+REFUSED = "Failed to delete pod ml/train-a due to: Cannot evict pod as it would violate the pod's disruption budget."
+LEFT = "; the node is left cordoned with the upgrade's mark, and the next roll takes it over."
+
+
+def test_a_budget_refusal_names_each_budget_and_the_pods_it_protects():
+    pods = [pod("train-a", app="train"), pod("serve-a", app="serve")]
+    budgets = [budget("train", {"matchLabels": {"app": "train"}}, desired=2, current=2), budget("serve", {"matchLabels": {"app": "serve"}})]
+    assert upgrade_drain_failure(REFUSED, pods, budgets, "gpu-7", 600) == (
+        "Kubernetes node gpu-7 did not drain within upgrade_kubernetes_drain_timeout (600 s): the eviction API refuses to evict "
+        "pod ml/serve-a, which PodDisruptionBudget ml/serve protects (it needs 1 healthy pods and has 1); "
+        "pod ml/train-a, which PodDisruptionBudget ml/train protects (it needs 2 healthy pods and has 2). "
+        "Let the budget allow a disruption (more replicas elsewhere, or a lower minAvailable) and run the roll again" + LEFT
+    )
+
+
+def test_a_budget_refusal_with_no_budget_refusing_now_says_so():
+    loose = [budget("train", {"matchLabels": {"app": "train"}}, allowed=1)]
+    message = upgrade_drain_failure(REFUSED, [pod("train-a", app="train")], loose, "gpu-7", 5)
+    assert message.endswith(REFUSED + " No budget refuses now: run the roll again" + LEFT), message
+
+
+@pytest.mark.parametrize(
+    "refusal, option",
+    [
+        ("Pod deletion errors: cannot delete Pods with local storage: ml/scratch.", "upgrade_kubernetes_drain_options.delete_emptydir_data to true"),
+        (
+            "Pod deletion errors: cannot delete Pods not managed by ReplicationController, ReplicaSet, Job, DaemonSet or StatefulSet "
+            "(use option force set to yes): ml/bare.",
+            "upgrade_kubernetes_drain_options.force to true",
+        ),
+    ],
+)
+def test_a_pod_the_drain_may_not_evict_names_the_option(refusal, option):
+    message = upgrade_drain_failure(refusal, [], [], "gpu-7", 600)
+    assert message.startswith("Kubernetes node gpu-7 was not drained: " + refusal + " ")
+    assert "set " + option in message and message.endswith(LEFT)
+
+
+def test_any_other_failure_is_passed_on():
+    assert upgrade_drain_failure("Failed to list pod from node gpu-7 due to: Forbidden.", [], [], "gpu-7", 600) == (
+        "Kubernetes node gpu-7 was not drained: Failed to list pod from node gpu-7 due to: Forbidden" + LEFT
+    )
+
+
+def test_drain_failure_needs_lists():
+    with pytest.raises(AnsibleFilterError, match="upgrade_drain_failure"):
+        upgrade_drain_failure(REFUSED, {"items": []}, [], "gpu-7", 600)
