@@ -1,9 +1,3 @@
-#!/usr/bin/env python3
-# -*- coding: utf-8 -*-
-# Copyright (c) gpufleet maintainers
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-# SPDX-License-Identifier: GPL-3.0-or-later
-
 """The stand-in kubelet of the test ground's control plane (tests/harness/kube.sh).
 
 There is no kubelet here, so this plays one for each named node, as far as a
