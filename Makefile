@@ -52,9 +52,11 @@ demo:
 
 # One make, every phase timed (tests/harness/phase.sh) and the table printed
 # at the end, also after a failure. Downloads and image builds wait mostly on
-# the network, so lint, sanity and the unit tests run beside them. One job
-# per goal: Molecule, the longest path, must not wait for a free job slot; it
-# starts as soon as its images and the mirror are ready. Sanity and the unit
+# the network, so lint, sanity and the unit tests run beside them. A job
+# for each of the nine goals and one for a prerequisite: Molecule, the
+# longest path, must not wait for a free job slot; it starts as soon as its
+# images and the mirror are ready (with seven, it waited on a cold machine
+# until a sanity lane or the Go builds ended). Sanity and the unit
 # tests run twice: on the newest ansible-core (.venv) and on the oldest
 # meta/runtime.yml claims (.venv-oldest); the two lanes share no cache
 # (sanity.sh, PYTEST_CACHE). Each job's output is printed whole when it ends.
@@ -66,7 +68,7 @@ test:
 	@status=0; \
 	  trap 'kill -TERM $$lanes 2>/dev/null; wait $$lanes || true; $(PHASE) table; \
 	        echo "[harness] make test was stopped from outside; the table says what was still running" >&2; exit 143' TERM INT HUP; \
-	  $(MAKE) --no-print-directory --jobs=7 --output-sync=target \
+	  $(MAKE) --no-print-directory --jobs=10 --output-sync=target \
 	  go-tools lint sanity sanity-oldest units units-oldest molecule awx faults & lanes=$$!; \
 	  wait $$lanes || status=$$?; \
 	  $(PHASE) table; exit $$status
