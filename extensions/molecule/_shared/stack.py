@@ -7,6 +7,7 @@ ansible.cfg (Molecule exports both), and look at what the run left behind.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -29,6 +30,23 @@ class PlaybookRun:
 
     def __repr__(self) -> str:  # pytest shows this when an assertion fails
         return "PlaybookRun(rc={0})\n{1}".format(self.rc, self.output[-6000:])
+
+
+@functools.cache
+def kube_api():
+    """The scenario's cluster (tests/harness/kube.sh, started by _shared/kube.yml) as someone else, site-operator:
+    the kubernetes package's client module and an API client. Reading as site-operator never shows in the audit
+    log of the collection's requests."""
+    from kubernetes import client, config
+
+    kubeconfig = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "kube" / "operator.kubeconfig"
+    return client, config.new_client_from_config(str(kubeconfig))
+
+
+def kube_core():
+    """kube_api's core/v1 API: Nodes and Pods."""
+    client, api = kube_api()
+    return client.CoreV1Api(api)
 
 
 def run_role(host, role: str, extra_vars: dict | None = None, check: bool = False, tasks_from: str = "main") -> PlaybookRun:

@@ -19,12 +19,11 @@ HERE = os.path.dirname(__file__)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "_shared"))
 
 # pylint: disable=wrong-import-position
-from stack import host_vars, node, run_role, set_aside, sha256
+from stack import host_vars, kube_core, node, run_role, set_aside, sha256
 
 DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 FILE = DIR + "/gpufleet-gpu"
 UNIT = "gpufleet-node-labels.service"
-KUBE = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "kube")
 FIELD_MANAGER = "gpufleet-node-labels"
 # What someone else (prepare.yml) labelled each Node with before the role ran.
 FOREIGN = {"team": "ml", "nvidia.com/gpu.deploy.driver": "false"}
@@ -41,12 +40,14 @@ def nfd_labels(host) -> dict[str, str]:
     return yaml.load(found.group(1).replace("\n\t", "\n").lstrip("\t"), Loader=yaml.BaseLoader) or {}
 
 
+def node_name(host) -> str:
+    """The host's name in Kubernetes (no underscore: _shared/kube.yml)."""
+    return host.backend.host.replace("_", "-")
+
+
 def kube_node(host):
     """The host's Node object, read from the API server as someone else (site-operator)."""
-    from kubernetes import client, config
-
-    api = client.CoreV1Api(config.new_client_from_config(os.path.join(KUBE, "operator.kubeconfig")))
-    return api.read_node(host.backend.host.replace("_", "-"))
+    return kube_core().read_node(node_name(host))
 
 
 def owned_labels(obj, manager: str = FIELD_MANAGER) -> set[str]:
@@ -251,12 +252,9 @@ def test_a_label_someone_else_changed_is_a_conflict_never_taken_over(host):
     run shares the label again."""
     if host_vars(host)["node_labels_test_case"] != "time_sliced":
         pytest.skip("run on the whole-GPU node")
-    from kubernetes import client, config
-
-    api = client.CoreV1Api(config.new_client_from_config(os.path.join(KUBE, "operator.kubeconfig")))
-    name = host.backend.host.replace("_", "-")
+    name = node_name(host)
     labels = nfd_labels(host)
-    api.patch_node(name, {"metadata": {"labels": {"nvidia.com/gpu.count": "99"}}}, field_manager="site-operator")
+    kube_core().patch_node(name, {"metadata": {"labels": {"nvidia.com/gpu.count": "99"}}}, field_manager="site-operator")
     try:
         run = run_role(host, "node_labels")
         assert run.failed, run
@@ -264,7 +262,7 @@ def test_a_label_someone_else_changed_is_a_conflict_never_taken_over(host):
         assert "conflict" in message and "site-operator" in message and "nvidia.com/gpu.count" in message, run.output
         assert kube_node(host).metadata.labels["nvidia.com/gpu.count"] == "99"
     finally:
-        api.patch_node(name, {"metadata": {"labels": {"nvidia.com/gpu.count": labels["nvidia.com/gpu.count"]}}}, field_manager="site-operator")
+        kube_core().patch_node(name, {"metadata": {"labels": {"nvidia.com/gpu.count": labels["nvidia.com/gpu.count"]}}}, field_manager="site-operator")
     assert not run_role(host, "node_labels").failed
     assert_node_carries(host, labels)
 

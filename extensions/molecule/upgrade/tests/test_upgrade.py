@@ -33,7 +33,7 @@ import testinfra
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_shared"))
 
 # pylint: disable=wrong-import-position
-from stack import scenario_playbook
+from stack import kube_api, kube_core, scenario_playbook
 
 ROOT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.getcwd()))
 EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
@@ -52,23 +52,9 @@ def name_of(host) -> str:
     return host.backend.get_hostname()
 
 
-@functools.cache
-def kube_api():
-    """The cluster as someone else (site-operator) sees it: not the roll's identity, so reading never shows in
-    the audit log of the roll's requests."""
-    from kubernetes import client, config
-
-    return client, config.new_client_from_config(str(KUBE / "operator.kubeconfig"))
-
-
-def core():
-    client, api = kube_api()
-    return client.CoreV1Api(api)
-
-
 def kube_node(name: str) -> tuple[bool, dict]:
     """A Node's cordon and annotations, read back from the API server."""
-    obj = core().read_node(name)
+    obj = kube_core().read_node(name)
     return bool(obj.spec.unschedulable), dict(obj.metadata.annotations or {})
 
 
@@ -130,14 +116,14 @@ def touched(name: str, since: float) -> list[str]:
 def training_pod(name: str) -> tuple[str, str | None]:
     """The phase of the training pod the ReplicaSet of a node keeps now (not one being deleted), and the node
     the scheduler bound it to."""
-    pods = [p for p in core().list_namespaced_pod("ml", label_selector="app=train,node=" + name).items if not p.metadata.deletion_timestamp]
+    pods = [p for p in kube_core().list_namespaced_pod("ml", label_selector="app=train,node=" + name).items if not p.metadata.deletion_timestamp]
     assert len(pods) == 1, [p.metadata.name for p in pods]
     return pods[0].status.phase, pods[0].spec.node_name
 
 
 def pods_on(name: str) -> dict[str, str]:
     """The pods bound to a node now, by owner, with their phase."""
-    return {owner(p.metadata.name): p.status.phase for p in core().list_pod_for_all_namespaces(field_selector="spec.nodeName=" + name).items}
+    return {owner(p.metadata.name): p.status.phase for p in kube_core().list_pod_for_all_namespaces(field_selector="spec.nodeName=" + name).items}
 
 
 def slurm_calls(name: str) -> list[dict]:
