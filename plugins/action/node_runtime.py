@@ -34,7 +34,7 @@ MODULE_UTILS = COLLECTION_ROOT / "plugins" / "module_utils"
 PACKAGE = "gpufleet_runtime"
 MANIFEST = "MANIFEST.json"
 # What the boot commands import (gpufleet-mig: _mig/ and _nvml/; gpufleet-verify-boot:
-# also _nvml/facts, _verify/ and _kernel_log; gpufleet-node-labels: _nvml/facts, _gfd_labels,
+# also _nvml/facts, _verify/, _kernel_log and _kube_node_health; gpufleet-node-labels: _nvml/facts, _gfd_labels,
 # the node_labels filter's own plan, and _pci), by path under module_utils; the runtime is these,
 # what they import in turn, and the __init__ of each package on the way.
 ENTRY_MODULES = (
@@ -52,6 +52,7 @@ ENTRY_MODULES = (
     "_cdi_names",
     "_durable",
     "_kernel_log",
+    "_kube_node_health",
     "_findings",
     "_gfd_labels",
     "_pci",

@@ -42,5 +42,8 @@ build_pins nvidia-container-toolkit cri-tools containerd
 # tests/unit/plugins/filter/test_node_labels_gfd.py), and nfd-worker (the
 # node_labels scenario's consumer, late in the run; not a go-tools.txt pin).
 "$here/kube.sh" build >/dev/null
+# helm and the GPU Operator's chart: the verify scenario's handover test.
+build_pins helm
+"$here/gpu-operator-chart.sh" >/dev/null
 build_pins k8s-device-plugin
 "$here/nfd-worker.sh" >/dev/null

@@ -32,11 +32,12 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 KINE_VERSION=v0.17.5
 # The controllers a drain and a PodDisruptionBudget need, the namespaces'
-# default service accounts a pod must have, and the node lifecycle (it takes
-# the not-ready taint that admission puts on a new Node off once the node is
-# Ready; DaemonSet pods do not tolerate it). The rest (the service accounts'
-# tokens, the namespaces' deletion) are not exercised.
-CONTROLLERS=disruption,daemonset,replicaset,serviceaccount,node-lifecycle-controller
+# default service accounts a pod must have, the node lifecycle (it takes the
+# not-ready taint that admission puts on a new Node off once the node is
+# Ready; DaemonSet pods do not tolerate it), and the token controller that
+# fills a ServiceAccount's token Secret (the verify role's node credential).
+# The rest (the namespaces' deletion, garbage collection) are not exercised.
+CONTROLLERS=disruption,daemonset,replicaset,serviceaccount,serviceaccount-token,node-lifecycle-controller
 LIFETIME=${GPUFLEET_KUBE_LIFETIME:-3600}
 
 build() {
@@ -171,7 +172,7 @@ POLICY
   done
   [ "$ready" = ok ] || { tail -n 20 "$dir/apiserver.log" >&2; die "kube-apiserver did not become ready (log: $dir/apiserver.log)"; }
   spawn "$dir" controller-manager "$bin/kube-controller-manager" --kubeconfig="$dir/operator.kubeconfig" --leader-elect=false \
-    --secure-port=0 --controllers="$CONTROLLERS"
+    --secure-port=0 --controllers="$CONTROLLERS" --service-account-private-key-file="$dir/pki/sa.key" --root-ca-file="$dir/pki/ca.crt"
   spawn "$dir" scheduler "$bin/kube-scheduler" --kubeconfig="$dir/operator.kubeconfig" --leader-elect=false --secure-port=0
   if [ "${#nodes[@]}" -gt 0 ]; then
     spawn "$dir" kubelet "$GPUFLEET_VENV/bin/python" "$here/kube_node.py" --kubeconfig "$dir/kubelet.kubeconfig" "${nodes[@]}"

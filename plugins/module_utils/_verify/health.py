@@ -809,8 +809,10 @@ def check_health(
         # null, not 0, when the kernel log was not read: nothing was counted.
         "xid_events": len(events) if events is not None else None,
         "services": services,
-        # The judgement per check and GPU, for the node-exporter textfile.
-        "judged": [{"check": item["check"], "severity": item["severity"], "gpu": item.get("gpu")} for item in judgement],
+        # The judgement per check and GPU, for the node-exporter textfile and the Kubernetes Node's condition.
+        "judged": [
+            {"check": item["check"], "severity": item["severity"], "gpu": item.get("gpu"), "seen": item["seen"], "action": item["action"]} for item in judgement
+        ],
     }
     expected = {"gpu_count": settings.get("gpu_count"), "services": sorted(services or {})}
     summary = summary_text(gpus, events is not None, events, source)

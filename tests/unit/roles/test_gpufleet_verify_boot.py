@@ -203,6 +203,26 @@ def test_an_unreadable_kernel_log_is_not_checked_at_boot(installed: Path, sim_no
     assert "kernel log {0} not readable: Xid events not checked".format(kmsg) in [f["message"] for f in health["findings"]]
 
 
+def test_a_node_that_cannot_publish_to_kubernetes_is_still_judged_and_warns(installed: Path, sim_node: t.Any, tmp_path: Path) -> None:
+    """The Node is the scheduler's view, not the check: a missing or broken credential is a warning naming it."""
+    node = sim_node("dgx-a100-8x40gb")
+    (tmp_path / "kmsg").write_text("")
+    credential = tmp_path / "node-health.json"
+    config = health_declaration(tmp_path, node)
+    config.write_text(json.dumps(dict(json.loads(config.read_text()), kubernetes={"credential": str(credential)})))
+    done, report = run(installed, node, "--config", str(config))
+    assert done.returncode == 0, done.stdout
+    published = {c["layer"]: c for c in report["checks"]}["kubernetes"]
+    assert published["status"] == "warn" and "cannot read the credential {0}".format(credential) in published["summary"], published
+    credential.write_text(json.dumps({"server": "https://127.0.0.1:1", "certificate_authority_data": "bm90IGEgY2VydA==", "token": "t", "node": "n1"}))
+    done, report = run(installed, node, "--config", str(config))
+    published = {c["layer"]: c for c in report["checks"]}["kubernetes"]
+    assert done.returncode == 0 and report["status"] == "pass", done.stdout
+    assert published["status"] == "warn" and "not a base64 PEM certificate" in published["summary"], published
+    assert published["findings"][0]["fix"].startswith("check that the node reaches the API server")
+    assert re.search(r"kubernetes +warn +the Node's GPU health not published", done.stdout), done.stdout
+
+
 def test_sick_gpus_fail_health_at_boot_naming_gpu_and_action(installed: Path, sim_node: t.Any, tmp_path: Path) -> None:
     node = sim_node("dgx-a100-8x40gb")
     kmsg = str(tmp_path / "kmsg")

@@ -8,6 +8,12 @@ swapped while the CDI spec still names the old one; MIG is switched on by
 hand against the declared layout. Each runs playbooks/site.yml --tags verify,
 then the node is put back.
 
+GPU health reaches the node's Node object in the test ground's cluster (the
+real API server): read back, the healthy node's condition is False and it
+carries no taint; Xid 79 sets both, from a verify run and from the boot-time
+check, and clearing it takes them off, while another manager's taint and
+condition stay; the node's credential reaches its own Node and nothing else.
+
 Then the fast path: the tampering tests left a failing report on a node put
 back by hand, so the first plain run must not skip it on its fingerprint; the
 next plain run skips every layer on the unchanged node and still returns its
@@ -29,11 +35,13 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import yaml
+
 # The scenarios' shared helpers (../../_shared/stack.py).
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_shared"))
 
 # pylint: disable=wrong-import-position
-from stack import scenario_playbook, set_aside
+from stack import kube_api, kube_core, scenario_playbook, set_aside
 
 ROOT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.getcwd()))
 EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
@@ -237,6 +245,213 @@ def test_a_healthy_node_passes_health_and_publishes_zero_gauges(host):
     assert {gpu for _check, gpu in found if gpu is not None} == {str(i) for i in range(8)}
     assert set(found.values()) == {0}, found
     assert host.file(TEXTFILE).mode == 0o644
+
+
+# -- GPU health to Kubernetes (verify_kubernetes_health) ----------------------------------------------------------
+
+CONDITION = "GpufleetGpuHealth"
+TAINT_KEY = "gpufleet.nvidia/gpu-health"
+CREDENTIAL = "/etc/gpufleet/kubernetes/node-health.json"
+# Another manager's: NVSentinel's documented example taint and one of its conditions.
+FOREIGN_TAINT = {"key": "nvidia.com/gpu-error", "value": "fatal", "effect": "NoSchedule"}
+FOREIGN_CONDITION = {
+    "type": "GpuXidError",
+    "status": "True",
+    "reason": "GpuXidErrorIsNotHealthy",
+    "message": "ErrorCode:48 GPU:0 Recommended Action=RESTART_BM;",
+    "lastHeartbeatTime": "2026-12-01T00:00:00Z",
+    "lastTransitionTime": "2026-12-01T00:00:00Z",
+}
+# What the node's own credential may do, asked from the node: (method, path, body) -> HTTP status.
+ASK_AS_THE_NODE = r"""
+import base64, json, ssl, sys, urllib.error, urllib.request
+cred = json.load(open(sys.argv[1]))
+context = ssl.create_default_context(cadata=base64.b64decode(cred["certificate_authority_data"]).decode())
+for method, path in (("GET", "/api/v1/nodes/" + cred["node"]), ("GET", "/api/v1/nodes/someone-else"),
+                     ("PATCH", "/api/v1/nodes/someone-else"), ("GET", "/api/v1/namespaces/kube-system/secrets")):
+    body = b"{}" if method == "PATCH" else None
+    request = urllib.request.Request(cred["server"] + path, method=method, data=body,
+                                     headers={"Authorization": "Bearer " + cred["token"], "Content-Type": "application/merge-patch+json"})
+    try:
+        code = urllib.request.urlopen(request, context=context, timeout=10).status
+    except urllib.error.HTTPError as error:
+        code = error.code
+    print(method, path, code)
+"""
+
+
+def node_health(host) -> tuple[dict, dict, list[dict]]:
+    """The Node as the API server has it: (our condition or {}, every condition by type, the taints)."""
+    node = kube_core().read_node(host_name(host)).to_dict()
+    conditions = {c["type"]: c for c in node["status"]["conditions"] or []}
+    return conditions.get(CONDITION) or {}, conditions, node["spec"]["taints"] or []
+
+
+def ours(taints: list[dict]) -> list[tuple]:
+    return [(t["key"], t["value"], t["effect"]) for t in taints if t["key"] == TAINT_KEY]
+
+
+def test_the_healthy_node_says_so_on_its_node_with_a_credential_for_that_node_only(host):
+    name = host_name(host)
+    condition, _conditions, taints = node_health(host)
+    assert (condition["status"], condition["reason"], condition["message"]) == ("False", "GpufleetGpuHealthIsHealthy", "No Health Failures")
+    assert ours(taints) == []
+    credential = host.file(CREDENTIAL)
+    assert (credential.mode, credential.user) == (0o600, "root")
+    client, api = kube_api()
+    role = client.RbacAuthorizationV1Api(api).read_cluster_role("gpufleet-node-health-" + name)
+    assert [(r.resources, r.resource_names, sorted(r.verbs)) for r in role.rules] == [
+        (["nodes"], [name], ["get", "patch"]),
+        (["nodes/status"], [name], ["patch"]),
+    ]
+    host.check_output("cat > /tmp/ask-as-the-node.py <<'EOF'\n{0}\nEOF".format(ASK_AS_THE_NODE))
+    answers = host.check_output("python3 /tmp/ask-as-the-node.py " + CREDENTIAL).splitlines()
+    assert answers == [
+        "GET /api/v1/nodes/{0} 200".format(name),
+        "GET /api/v1/nodes/someone-else 403",
+        "PATCH /api/v1/nodes/someone-else 403",
+        "GET /api/v1/namespaces/kube-system/secrets 403",
+    ], answers
+
+
+@contextmanager
+def another_manager_on_the_node(host):
+    """NVSentinel's taint and condition put on the Node by someone else first; taken off afterwards."""
+    core, name = kube_core(), host_name(host)
+    taints = core.read_node(name).to_dict()["spec"]["taints"] or []
+    core.patch_node(name, {"spec": {"taints": taints + [FOREIGN_TAINT]}})
+    core.patch_node_status(name, {"status": {"conditions": [FOREIGN_CONDITION]}})
+    try:
+        yield
+    finally:
+        taints = [t for t in core.read_node(name).to_dict()["spec"]["taints"] or [] if t["key"] != FOREIGN_TAINT["key"]]
+        core.patch_node(name, [{"op": "replace", "path": "/spec/taints", "value": taints}])
+
+
+def assert_tainted_for(host, gpu: dict) -> None:
+    condition, conditions, taints = node_health(host)
+    assert (condition["status"], condition["reason"]) == ("True", "GpufleetGpuHealthIsNotHealthy"), condition
+    # NVSentinel's message form, the GPU named by its PCI bus id.
+    entry = re.search(r"ErrorCode:xid GPU:(\S+) (.*?) Recommended Action=(\w+);", condition["message"])
+    assert entry and entry.group(1).lower() == gpu["bus_id"].lower() and "79" in entry.group(2), condition["message"]
+    assert ours(taints) == [(TAINT_KEY, "critical", "NoSchedule")]
+    assert FOREIGN_TAINT in [{k: t[k] for k in ("key", "value", "effect")} for t in taints]
+    assert conditions["GpuXidError"]["status"] == "True"
+
+
+def assert_cleared(host) -> None:
+    condition, conditions, taints = node_health(host)
+    assert (condition["status"], condition["message"]) == ("False", "No Health Failures"), condition
+    assert ours(taints) == []
+    # Only ours is cleared: another manager's taint and condition stay as they were.
+    assert FOREIGN_TAINT in [{k: t[k] for k in ("key", "value", "effect")} for t in taints]
+    assert conditions["GpuXidError"]["message"] == FOREIGN_CONDITION["message"]
+
+
+def test_xid_79_taints_the_node_and_clearing_it_untaints_it_from_verify_and_at_boot(host):
+    """A verify run sets them and the boot-time check clears them; then the boot-time check sets them and a verify
+    run clears them. Each read back from the API server."""
+    gpu = json.loads(host.check_output("nvml-simctl show"))["gpus"][5]
+    with another_manager_on_the_node(host):
+        with sick(host, "xid --gpu 5 --xid 79"):
+            run = site(host, "--tags", "verify")
+            assert run.returncode != 0, run.stdout
+            assert_tainted_for(host, gpu)
+        boot = host.run("gpufleet-verify-boot --report /tmp/verify-boot-test.json")
+        assert boot.rc == 0, boot.stdout
+        assert "kubernetes   pass" in boot.stdout, boot.stdout
+        assert_cleared(host)
+        with sick(host, "xid --gpu 5 --xid 79"):
+            boot = host.run("gpufleet-verify-boot --report /tmp/verify-boot-test.json")
+            assert boot.rc == 1, boot.stdout
+            assert_tainted_for(host, gpu)
+        run = site(host, "--tags", "verify")
+        assert run.returncode == 0, run.stdout
+        assert_cleared(host)
+
+
+def test_check_mode_shows_the_taint_it_would_set_and_sets_nothing(host):
+    with sick(host, "xid --gpu 5 --xid 79"):
+        run = site(host, "--tags", "verify", "--check", "--diff")
+        condition, _conditions, taints = node_health(host)
+    assert '+    "gpufleet.nvidia/gpu-health=critical:NoSchedule"' in run.stdout, run.stdout
+    assert condition["status"] == "False" and ours(taints) == []
+
+
+# -- the GPU Operator handover (playbooks/operator_values.yml) ----------------------------------------------------
+
+HARNESS = ROOT / "tests" / "harness"
+
+
+def rendered_chart(values: Path) -> list[dict]:
+    """NVIDIA's GPU Operator chart (tests/harness/gpu-operator-chart.sh) rendered by the real helm with `values`, CRDs
+    included, as `helm install` renders it for Kubernetes 1.36."""
+    helm = subprocess.check_output([str(HARNESS / "go-build.sh"), "helm", "v3.22.0"], text=True).strip() + "/helm"
+    chart = subprocess.check_output([str(HARNESS / "gpu-operator-chart.sh")], text=True).strip()
+    out = subprocess.run(
+        [helm, "template", "gpu-operator", chart, "--namespace", "gpu-operator", "--include-crds", "--kube-version", "v1.36.3", "-f", str(values)],
+        env=dict(os.environ, HOME=str(values.parent)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout
+    return [doc for doc in yaml.safe_load_all(out.stdout) if doc]
+
+
+def dry_run(dynamic, obj: dict):
+    """Create `obj` as a server-side dry run with strict field validation: an unknown or misplaced field, or a value
+    the schema refuses (a CRD's OpenAPI schema for the ClusterPolicy), is an error; nothing is stored."""
+    resource = dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+    namespace = "gpu-operator" if resource.namespaced else None
+    return resource.create(body=obj, namespace=namespace, dry_run="All", query_params=[("fieldValidation", "Strict")])
+
+
+def test_the_operator_values_render_in_nvidias_chart_and_the_api_server_takes_every_object(host, tmp_path):
+    """The handover values of this converged node, rendered by helm in the GPU Operator's own chart; every object,
+    the ClusterPolicy against the chart's CRD, passes the API server's strict validation; and the ClusterPolicy
+    leaves the driver, the toolkit and MIG to us."""
+    from kubernetes.dynamic import DynamicClient
+    from kubernetes.dynamic.exceptions import ApiException
+
+    values = tmp_path / "gpu-operator-values.yaml"
+    run = scenario_playbook(ROOT / "playbooks" / "operator_values.yml", "--limit", host_name(host), "-e", "operator_values_path={0}".format(values))
+    assert run.returncode == 0, run.stdout
+    objects = rendered_chart(values)
+    client, api = kube_api()
+    dynamic = DynamicClient(api)
+    crds = [o for o in objects if o["kind"] == "CustomResourceDefinition"]
+    assert "clusterpolicies.nvidia.com" in [c["metadata"]["name"] for c in crds]
+    for crd in crds:
+        dynamic.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition").server_side_apply(body=crd, field_manager="gpufleet-test")
+    for _second in range(60):
+        established = [
+            c
+            for c in dynamic.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition").get().items
+            if any(cond.type == "Established" and cond.status == "True" for cond in c.status.conditions or [])
+        ]
+        if len(established) >= len(crds):
+            break
+        time.sleep(1)
+    dynamic.resources.invalidate_cache()
+    try:
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": "gpu-operator"}})
+    except ApiException as exc:
+        assert exc.status == 409, exc  # made by an earlier run of this test
+    accepted = {}
+    for obj in objects:
+        if obj["kind"] != "CustomResourceDefinition":
+            accepted[(obj["kind"], obj["metadata"]["name"])] = dry_run(dynamic, obj)
+    policy = accepted[("ClusterPolicy", "cluster-policy")].to_dict()["spec"]
+    assert policy["driver"]["enabled"] is False and policy["toolkit"]["enabled"] is False, policy
+    assert policy["cdi"]["enabled"] is True and policy["migManager"]["enabled"] is False, policy
+    assert {"name": "DISABLE_DEV_CHAR_SYMLINK_CREATION", "value": "true"} in policy["validator"]["driver"]["env"]
+    # The check can fail: a misspelt field is refused by name.
+    wrong = next(o for o in objects if o["kind"] == "ClusterPolicy")
+    wrong["spec"]["driver"]["enabeld"] = False
+    try:
+        dry_run(dynamic, wrong)
+    except ApiException as exc:
+        assert exc.status == 400 and "spec.driver.enabeld" in str(exc), str(exc)
+    else:
+        raise AssertionError("the API server took a ClusterPolicy with an unknown field")
 
 
 def test_each_hardware_fault_fails_health_naming_the_gpu_and_what_to_do(host):
