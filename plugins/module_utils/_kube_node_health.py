@@ -19,12 +19,11 @@ Everything else on the Node - other conditions, other taints - is left as it is.
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import ssl
 import typing as t
-import urllib.error
 import urllib.parse
-import urllib.request
 
 CONDITION_TYPE = "GpufleetGpuHealth"
 TAINT = {"key": "gpufleet.nvidia/gpu-health", "value": "critical", "effect": "NoSchedule"}
@@ -111,6 +110,8 @@ class NodeApi:
         if missing:
             raise NodeHealthError("the credential lacks {0}".format(", ".join(missing)))
         self.server = str(credential["server"]).rstrip("/")
+        if not self.server.startswith("https://"):
+            raise NodeHealthError("the credential's server {0} is not an https:// URL: the token goes only over TLS".format(self.server))
         self.node = str(credential["node"])
         self.token = str(credential["token"])
         self.timeout = timeout
@@ -121,23 +122,33 @@ class NodeApi:
             raise NodeHealthError("the credential's certificate_authority_data is not a base64 PEM certificate: {0}".format(exc)) from exc
 
     def _request(self, method: str, path: str, body: t.Any = None, content_type: str = "application/json") -> dict[str, t.Any]:
-        request = urllib.request.Request(self.server + path, method=method, data=None if body is None else json.dumps(body).encode())
-        request.add_header("Authorization", "Bearer " + self.token)
-        request.add_header("Accept", "application/json")
-        if body is not None:
-            request.add_header("Content-Type", content_type)
+        # http.client rather than ansible's open_url: the boot-time check imports this on nodes without ansible-core.
+        # The API server is reached directly (a kubelet's proxy settings are not ours to guess).
+        address = urllib.parse.urlsplit(self.server)
+        headers = {"Authorization": "Bearer " + self.token, "Accept": "application/json"}
+        data = None if body is None else json.dumps(body).encode()
+        if data is not None:
+            headers["Content-Type"] = content_type
+        connection = http.client.HTTPSConnection(address.hostname or "", address.port or 443, timeout=self.timeout, context=self.context)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout, context=self.context) as answer:
-                return json.loads(answer.read() or b"{}")
-        except urllib.error.HTTPError as error:
-            detail = error.read().decode("utf-8", "replace")
+            connection.request(method, address.path.rstrip("/") + path, body=data, headers=headers)
+            answer = connection.getresponse()
+            text = answer.read()
+        except (OSError, http.client.HTTPException) as error:
+            raise NodeHealthError("{0} {1}: {2}".format(method, path, error)) from error
+        finally:
+            connection.close()
+        if answer.status >= 300:
+            detail = text.decode("utf-8", "replace")
             try:
                 detail = json.loads(detail).get("message", detail)
-            except ValueError:
+            except (ValueError, AttributeError):
                 pass
-            raise NodeHealthError("{0} {1}: HTTP {2}: {3}".format(method, path, error.code, detail), error.code) from error
-        except (urllib.error.URLError, OSError) as error:
-            raise NodeHealthError("{0} {1}: {2}".format(method, path, getattr(error, "reason", error))) from error
+            raise NodeHealthError("{0} {1}: HTTP {2}: {3}".format(method, path, answer.status, detail), answer.status)
+        try:
+            return json.loads(text or b"{}")
+        except ValueError as error:
+            raise NodeHealthError("{0} {1}: the answer is not JSON: {2}".format(method, path, error)) from error
 
     def _path(self, suffix: str = "") -> str:
         return "/api/v1/nodes/" + urllib.parse.quote(self.node, safe="") + suffix

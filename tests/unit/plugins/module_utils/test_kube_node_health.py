@@ -131,6 +131,12 @@ def test_a_node_without_nvml_is_critical_and_its_credential_must_be_whole(tmp_pa
         else:
             raise AssertionError(path)
     try:
+        kh.NodeApi({"server": "http://api:8080", "certificate_authority_data": "x", "token": "t", "node": "n1"})
+    except kh.NodeHealthError as exc:
+        assert "not an https:// URL" in str(exc)
+    else:
+        raise AssertionError("a token sent without TLS")
+    try:
         kh.NodeApi({"server": "https://api", "node": "n1"})
     except kh.NodeHealthError as exc:
         assert str(exc) == "the credential lacks certificate_authority_data, token"
