@@ -19,6 +19,7 @@ Everything else on the Node - other conditions, other taints - is left as it is.
 from __future__ import annotations
 
 import base64
+import datetime
 import http.client
 import json
 import ssl
@@ -73,7 +74,7 @@ def condition_changed(node: dict[str, t.Any], wanted: dict[str, t.Any]) -> bool:
 def taints_after(node: dict[str, t.Any], critical: bool, now: str) -> list[dict[str, t.Any]] | None:
     """The Node's taints once ours is set (`critical`) or gone, others' kept in their order; None where nothing
     changes."""
-    taints = list((node.get("spec") or {}).get("taints") or [])
+    taints = _taints(node)
     ours = [taint for taint in taints if taint.get("key") == TAINT["key"]]
     others = [taint for taint in taints if taint.get("key") != TAINT["key"]]
     if critical:
@@ -156,21 +157,24 @@ class NodeApi:
     def read(self) -> dict[str, t.Any]:
         return self._request("GET", self._path())
 
-    def publish(self, findings: t.Iterable[dict[str, t.Any]], now: str, check_mode: bool = False) -> dict[str, t.Any]:
-        """Bring the Node's condition and taint in line with the findings. Returns what changed - `condition`,
-        `taint` (bools), `status` (the condition's) - and `before` / `after` (the condition's status, reason and
-        message, and the Node's taints) for a diff. In check mode the Node is read and nothing is written."""
+    def publish(self, findings: t.Iterable[dict[str, t.Any]], now: str | None = None, check_mode: bool = False) -> dict[str, t.Any]:
+        """Bring the Node's condition and taint in line with the findings, at `now` (RFC 3339; default: this
+        second). Returns what changed - `condition`, `taint` (bools), `status` (the condition's) - and `before` /
+        `after` (the condition's status, reason and message, and the Node's taints) for a diff. In check mode the
+        Node is read and nothing is written."""
+        now = now or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         findings = list(findings)
         critical = any(finding.get("severity") == "critical" for finding in findings)
         node = self.read()
-        wanted = condition(findings, now, current_condition(node))
+        found = current_condition(node)
+        wanted = condition(findings, now, found)
         taints = taints_after(node, critical, now)
         result = {
             "condition": condition_changed(node, wanted),
             "taint": taints is not None,
             "status": wanted["status"],
-            "before": _seen(current_condition(node), (node.get("spec") or {}).get("taints") or []),
-            "after": _seen(wanted, (node.get("spec") or {}).get("taints") or [] if taints is None else taints),
+            "before": _seen(found, _taints(node)),
+            "after": _seen(wanted, _taints(node) if taints is None else taints),
         }
         if check_mode:
             return result
@@ -190,8 +194,12 @@ class NodeApi:
             except NodeHealthError:
                 node = self.read()
                 taints = taints_after(node, critical, now)
-                result["after"]["taints"] = _taint_names((node.get("spec") or {}).get("taints") or [] if taints is None else taints)
+                result["after"]["taints"] = _taint_names(_taints(node) if taints is None else taints)
         raise NodeHealthError("the taint of node {0} kept changing under us ({1} tries)".format(self.node, TAINT_TRIES))
+
+
+def _taints(node: dict[str, t.Any]) -> list[dict[str, t.Any]]:
+    return list((node.get("spec") or {}).get("taints") or [])
 
 
 def _taint_names(taints: list[dict[str, t.Any]]) -> list[str]:

@@ -112,14 +112,13 @@ credential_changed:
   type: bool
 """
 
-import datetime
 import json
 import os
 import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._durable import write_atomically
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._durable import write_json
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._kube_node_health import (
     NodeApi,
     NodeHealthError,
@@ -163,7 +162,7 @@ class NodeHealthPublisher:
             return wanted, False
         if not self.module.check_mode:
             os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-            write_atomically(path, json.dumps(wanted, sort_keys=True, indent=1) + "\n", 0o600)
+            write_json(path, wanted)
         return wanted, True
 
     def run(self) -> dict[str, t.Any]:
@@ -179,9 +178,8 @@ class NodeHealthPublisher:
                     "taint_changed": False,
                     "credential_changed": credential_changed,
                 }
-            now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
             api = NodeApi(credential, timeout=float(self.params["timeout"]))
-            published = api.publish(findings, now, check_mode=self.module.check_mode)
+            published = api.publish(findings, check_mode=self.module.check_mode)
         except NodeHealthError as exc:
             hint = {
                 401: " - the token was refused: delete its Secret and run verify again to make a new one",

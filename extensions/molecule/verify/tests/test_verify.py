@@ -287,15 +287,16 @@ def node_health(host) -> tuple[dict, dict, list[dict]]:
     return conditions.get(CONDITION) or {}, conditions, node["spec"]["taints"] or []
 
 
-def ours(taints: list[dict]) -> list[tuple]:
-    return [(t["key"], t["value"], t["effect"]) for t in taints if t["key"] == TAINT_KEY]
+def keyed(taints: list[dict], key: str = TAINT_KEY) -> list[tuple]:
+    """The taints of `key` (ours by default) as (key, value, effect)."""
+    return [(t["key"], t["value"], t["effect"]) for t in taints if t["key"] == key]
 
 
 def test_the_healthy_node_says_so_on_its_node_with_a_credential_for_that_node_only(host):
     name = host_name(host)
     condition, _conditions, taints = node_health(host)
     assert (condition["status"], condition["reason"], condition["message"]) == ("False", "GpufleetGpuHealthIsHealthy", "No Health Failures")
-    assert ours(taints) == []
+    assert keyed(taints) == []
     credential = host.file(CREDENTIAL)
     assert (credential.mode, credential.user) == (0o600, "root")
     client, api = kube_api()
@@ -334,17 +335,17 @@ def assert_tainted_for(host, gpu: dict) -> None:
     # NVSentinel's message form, the GPU named by its PCI bus id.
     entry = re.search(r"ErrorCode:xid GPU:(\S+) (.*?) Recommended Action=(\w+);", condition["message"])
     assert entry and entry.group(1).lower() == gpu["bus_id"].lower() and "79" in entry.group(2), condition["message"]
-    assert ours(taints) == [(TAINT_KEY, "critical", "NoSchedule")]
-    assert FOREIGN_TAINT in [{k: t[k] for k in ("key", "value", "effect")} for t in taints]
+    assert keyed(taints) == [(TAINT_KEY, "critical", "NoSchedule")]
+    assert keyed(taints, FOREIGN_TAINT["key"]) == [tuple(FOREIGN_TAINT.values())]
     assert conditions["GpuXidError"]["status"] == "True"
 
 
 def assert_cleared(host) -> None:
     condition, conditions, taints = node_health(host)
     assert (condition["status"], condition["message"]) == ("False", "No Health Failures"), condition
-    assert ours(taints) == []
+    assert keyed(taints) == []
     # Only ours is cleared: another manager's taint and condition stay as they were.
-    assert FOREIGN_TAINT in [{k: t[k] for k in ("key", "value", "effect")} for t in taints]
+    assert keyed(taints, FOREIGN_TAINT["key"]) == [tuple(FOREIGN_TAINT.values())]
     assert conditions["GpuXidError"]["message"] == FOREIGN_CONDITION["message"]
 
 
@@ -375,7 +376,7 @@ def test_check_mode_shows_the_taint_it_would_set_and_sets_nothing(host):
         run = site(host, "--tags", "verify", "--check", "--diff")
         condition, _conditions, taints = node_health(host)
     assert '+    "gpufleet.nvidia/gpu-health=critical:NoSchedule"' in run.stdout, run.stdout
-    assert condition["status"] == "False" and ours(taints) == []
+    assert condition["status"] == "False" and keyed(taints) == []
 
 
 # -- the GPU Operator handover (playbooks/operator_values.yml) ----------------------------------------------------
