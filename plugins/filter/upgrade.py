@@ -16,7 +16,8 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
 
-UPGRADE_LAYERS = ("driver", "container_toolkit")
+# kernel: the kernel roll (playbooks/kernel_roll.yml), whose plan (kernel_roll_plan) gives the layer's findings.
+UPGRADE_LAYERS = ("kernel", "driver", "container_toolkit")
 _PERCENT = re.compile(r"^\s*(\d+)\s*%\s*$")
 _NUMBER = re.compile(r"^\s*(\d+)\s*$")
 SERIAL_FIX = 'give a number of nodes per batch (1), a percentage of the play\'s nodes ("25%"), or a list of them for growing batches ([1, "10%", "50%"])'

@@ -36,7 +36,9 @@ def verify_check(observed: t.Any, layer: str, declaration: t.Any = None) -> dict
             return _verify.deferred(layer, str(observed["deferred"]))
     try:
         if layer == "driver":
-            return _verify.check_driver(declaration, observed.get("nvml") or {}, observed.get("proc_version"), observed.get("nvidia_pci"))
+            return _verify.check_driver(
+                declaration, observed.get("nvml") or {}, observed.get("proc_version"), observed.get("nvidia_pci"), observed.get("kernel_modules")
+            )
         if layer == "container_toolkit":
             return _verify.check_container_toolkit(declaration, observed.get("packages") or {}, observed.get("dev_char"))
         if layer == "container_runtime":

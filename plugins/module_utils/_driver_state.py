@@ -238,7 +238,27 @@ class DriverStateReader:
         listed = set(modules_dep_names(index))
         return [name for name in names if module_name(name) not in listed]
 
-    def kernels(self, module_names: list[str], other_modules: list[str] | None = None) -> dict[str, t.Any]:
+    def module_sig_key(self, kernel: str, module: str | None) -> str | None:
+        """The key id `module` of `kernel` is signed with (modinfo's sig_key); None when unsigned or absent."""
+        if not module:
+            return None
+        rc, out, _err = self.run(["modinfo", "-b", self.root, "-k", kernel, "-F", "sig_key", module])
+        return out.strip().splitlines()[0] if rc == 0 and out.strip() else None
+
+    def staged_kernel(self, release: str, module_names: list[str]) -> dict[str, t.Any]:
+        """A kernel being prepared (its headers or module package, perhaps not its image yet): whether it can boot,
+        has headers, and the driver's module built or installed for it, with the key that module is signed with."""
+        module, version = self.module_version(release, module_names)
+        return {
+            "release": release,
+            "bootable": release in self.installed_kernels(),
+            "headers": os.path.exists(self.path("lib/modules", release, "build", "Makefile")),
+            "module": module,
+            "module_version": version,
+            "sig_key": self.module_sig_key(release, module),
+        }
+
+    def kernels(self, module_names: list[str], other_modules: list[str] | None = None, staged: list[str] | None = None) -> dict[str, t.Any]:
         running = self.running_kernel()
         installed = []
         for release in self.installed_kernels():
@@ -253,11 +273,18 @@ class DriverStateReader:
                     "modules_absent": self.modules_absent(release, other_modules or []),
                 }
             )
-        return {
+        result: dict[str, t.Any] = {
             "running": running,
             "running_installed": any(k["running"] for k in installed),
             "installed": installed,
         }
+        if staged is not None:
+            # What a staged kernel's module must match under Secure Boot: the key of the module running now, which
+            # the firmware accepted.
+            current = next((k for k in installed if k["running"]), None)
+            result["running_sig_key"] = self.module_sig_key(running, current["module"]) if current else None
+            result["staged"] = [self.staged_kernel(release, module_names) for release in staged]
+        return result
 
     def dkms(self) -> list[dict[str, str | None]] | None:
         if not any(os.access(self.path(d, "dkms"), os.X_OK) for d in ("usr/sbin", "usr/bin", "sbin")):
@@ -366,6 +393,7 @@ class DriverStateReader:
         files: list[str] | None = None,
         units: list[str] | None = None,
         other_modules: list[str] | None = None,
+        staged_kernels: list[str] | None = None,
     ) -> dict[str, t.Any]:
         manager = self.package_manager()
         loaded = self.loaded_modules()
@@ -374,7 +402,7 @@ class DriverStateReader:
             "units": self.units(units or []),
             "package_manager": manager,
             "packages": self.packages(manager, patterns),
-            "kernels": self.kernels(module_names, other_modules),
+            "kernels": self.kernels(module_names, other_modules, staged_kernels),
             "other_modules_loaded": [name for name in other_modules or [] if module_name(name) in loaded],
             "dkms": self.dkms(),
             "secure_boot": self.secure_boot(mok_certificate),

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import typing as t
 
+from ._knowledge import drivers as _drivers
 from ._knowledge import toolkit as _toolkit
 
 # The name under which the DRA path read reports `command -v nvidia-cdi-hook`.
@@ -31,6 +32,7 @@ HOOK_ON_PATH = "PATH:nvidia-cdi-hook"
 # command -v only read.
 DRA_PATHS_SCRIPT = 'for p; do t=$(readlink -e "$p") && echo "$p $t"; done; h=$(command -v nvidia-cdi-hook) && echo "{0} $h"; exit 0'.format(HOOK_ON_PATH)
 DEV_CHAR_LISTING = tuple(_toolkit.DEV_CHAR_LISTING["value"])
+KERNEL_MODULE_LISTING = tuple(_drivers.KERNEL_MODULE_LISTING["value"])
 
 Args = t.Sequence[str]
 
@@ -96,6 +98,9 @@ PROBES: tuple[tuple[str, tuple[str, ...], t.Callable[[Args], bool]], ...] = (
     ("Container Toolkit configuration, printed", ("nvidia-ctk",), _nvidia_ctk_config),
     # The toolkit's /dev/char listing from the knowledge base: find with -exec of sed and stat, whole.
     ("/dev/char listing", ("find",), lambda args: tuple(args) == DEV_CHAR_LISTING[1:]),
+    # Each bootable kernel's NVIDIA module version from the knowledge base, whole: a loop of modinfo -k (reads a
+    # kernel's module index, loads nothing) and printf.
+    ("kernel module listing", ("sh",), lambda args: tuple(args) == KERNEL_MODULE_LISTING[1:]),
     # The DRA check's path read, whole, with its candidate paths.
     ("DRA driver paths", ("sh",), lambda args: list(args[:3]) == ["-c", DRA_PATHS_SCRIPT, "sh"]),
 )

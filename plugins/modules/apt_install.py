@@ -43,6 +43,11 @@ options:
     description: Allow apt to change packages that are held.
     type: bool
     default: false
+  target_release:
+    description:
+      - The suite apt takes the packages (and what they need) from when it offers them there (C(apt-get -t)), such as
+        C(bookworm-backports), whose packages apt otherwise installs only by an explicit version.
+    type: str
   install_recommends:
     description: Install the packages' recommended packages too.
     type: bool
@@ -439,6 +444,8 @@ class AptInstall:
             argv.append("--allow-downgrades")
         if params["allow_change_held_packages"]:
             argv.append("--allow-change-held-packages")
+        if params["target_release"]:
+            argv += ["-t", params["target_release"]]
         if self.module.check_mode:
             argv.append("--simulate")
         elif params["download_only"]:
@@ -595,6 +602,7 @@ def main() -> None:
             "name": {"type": "list", "elements": "str", "required": True},
             "allow_downgrade": {"type": "bool", "default": False},
             "allow_change_held_packages": {"type": "bool", "default": False},
+            "target_release": {"type": "str"},
             "install_recommends": {"type": "bool", "default": False},
             "update_sources": {"type": "list", "elements": "path", "default": []},
             "lists_valid_time": {"type": "int"},

@@ -42,6 +42,13 @@ options:
     type: list
     elements: str
     default: []
+  staged_kernels:
+    description:
+      - Kernel releases being prepared for a roll (C(playbooks/kernel_roll.yml)), installed or not. Each is reported in
+        RV(driver.kernels.staged) with the driver's module found for it, and RV(driver.kernels.running_sig_key) gives
+        the key the running kernel's module is signed with. Unset, neither is reported.
+    type: list
+    elements: str
   mok_certificate:
     description:
       - A certificate (DER or PEM) whose enrolment as a Machine Owner Key is reported in
@@ -166,6 +173,41 @@ driver:
               elements: str
               returned: always
               sample: [ib_umad]
+        running_sig_key:
+          description: The key id the running kernel's driver module is signed with (C(modinfo -F sig_key)); V(null) unsigned.
+          type: str
+          returned: when O(staged_kernels) is set
+          sample: 5A:1B:...
+        staged:
+          description: One entry per release of O(staged_kernels), in that order.
+          type: list
+          elements: dict
+          returned: when O(staged_kernels) is set
+          contains:
+            release:
+              description: The kernel release.
+              type: str
+              returned: always
+            bootable:
+              description: Whether its image is installed (C(/boot/vmlinuz-<release>)).
+              type: bool
+              returned: always
+            headers:
+              description: Whether C(/lib/modules/<release>/build/Makefile) exists.
+              type: bool
+              returned: always
+            module:
+              description: Which of O(kernel_modules) its module index has.
+              type: str
+              returned: always
+            module_version:
+              description: The version of that module; V(null) when none is built or installed for it.
+              type: str
+              returned: always
+            sig_key:
+              description: The key id that module is signed with; V(null) when unsigned or absent.
+              type: str
+              returned: always
     dkms:
       description: C(dkms status) entries; V(null) when DKMS is not installed.
       type: list
@@ -283,6 +325,7 @@ def main() -> None:
             mok_certificate=dict(type="path"),
             files=dict(type="list", elements="path", default=[]),
             units=dict(type="list", elements="str", default=[]),
+            staged_kernels=dict(type="list", elements="str"),
         ),
         supports_check_mode=True,
     )
@@ -299,6 +342,7 @@ def main() -> None:
             module.params["files"],
             module.params["units"],
             module.params["other_modules"],
+            module.params["staged_kernels"],
         )
     except RuntimeError as err:
         module.fail_json(msg=str(err))

@@ -107,7 +107,11 @@ def module_flavour(proc_version: str | None) -> str | None:
 
 
 def check_driver(
-    declaration: dict[str, t.Any], nvml: dict[str, t.Any], proc_version: str | None = None, nvidia_pci: dict[str, t.Any] | None = None
+    declaration: dict[str, t.Any],
+    nvml: dict[str, t.Any],
+    proc_version: str | None = None,
+    nvidia_pci: dict[str, t.Any] | None = None,
+    kernel_modules: str | None = None,
 ) -> dict[str, t.Any]:
     if not declaration.get("managed"):
         return not_managed("driver", declaration)
@@ -160,6 +164,8 @@ def check_driver(
                 "run the driver layer to switch flavours, then reboot",
             )
         )
+    # Every kernel the node can boot carries the module of the driver it should run: the pinned one, else the loaded one.
+    found.extend(driver_version.kernels_without_module(kernel_modules, str(wanted.get("driver_version") or loaded)))
     # Which fingerprint the unpinned key lacked depends on the OS data: the setting itself is what is reported.
     found.extend(unpinned_key("driver", wanted, "driver_allow_unpinned_key", None))
     return judged("driver", driver_version.summary(loaded, nvml.get("gpu_count"), flavour), expected, observed, found)

@@ -20,7 +20,12 @@ from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _layers
 
 ROOT = Path(__file__).resolve().parents[2]
 # Roles that are not layers of site.yml: the fast path runs around the layers, the others are their own playbooks'.
-NOT_LAYERS = {"fast_path": "runs before and after every layer", "upgrade": "playbooks/upgrade.yml", "bundle": "playbooks/bundle.yml"}
+NOT_LAYERS = {
+    "fast_path": "runs before and after every layer",
+    "upgrade": "playbooks/upgrade.yml",
+    "kernel_roll": "playbooks/kernel_roll.yml (the kernel layer of upgrade.yml)",
+    "bundle": "playbooks/bundle.yml",
+}
 
 
 def render_site() -> str:

@@ -159,6 +159,32 @@ NVLSM = {
     "checked": "2026-11-30",
 }
 
+# The oldest kernel the driver's modules support. The open modules' README gives the range of both flavours ("the
+# same range of Linux kernel versions that are supported with the proprietary NVIDIA kernel modules"). Read in
+# the 560.31.02 release; older branches are not judged here (their READMEs were not read). A kernel roll refuses
+# a kernel older than this before any node is touched.
+KERNEL_MINIMUM = {
+    "value": {"first_branch": "560", "release": "4.15"},
+    "source": "NVIDIA/open-gpu-kernel-modules@560.31.02:README.md (Supported Linux Kernel Versions: "
+              "'This is currently Linux kernel 4.15 or newer')",
+    "checked": "2026-12-01",
+}
+
+# Each kernel the node can boot (its image in /boot; rescue images are not kernels to boot into) and the version of
+# the NVIDIA module its module index holds, a tab between: verify's read of what a reboot would load. NVIDIA's
+# packages install the module as nvidia, Debian's DKMS packages as nvidia-current (the driver role's
+# driver_info asks for both, in this order). modinfo -k reads a kernel's index without loading anything.
+KERNEL_MODULE_LISTING = {
+    "value": ["sh", "-c",
+              'for image in /boot/vmlinuz-*; do [ -e "$image" ] || continue; release=${image#/boot/vmlinuz-}; '
+              'case "$release" in *rescue*) continue;; esac; '
+              'version=$(modinfo -k "$release" -F version nvidia 2>/dev/null || modinfo -k "$release" -F version nvidia-current 2>/dev/null); '
+              'printf "%s\\t%s\\n" "$release" "$(printf "%s" "$version" | head -n 1)"; done'],
+    "source": "Debian's nvidia-kernel-dkms 535.261.03-1 (bookworm non-free), /usr/src/nvidia-current-535.261.03/dkms.conf: "
+              "PACKAGE_NAME=nvidia-current, BUILT_MODULE_NAME[0]=nvidia, DEST_MODULE_NAME[0]=$PACKAGE_NAME; modinfo(8) (-k, -F)",
+    "checked": "2026-12-01",
+}
+
 # NVIDIA's GPU display driver security bulletins: the data-center ("Tesla")
 # Linux release of each branch that carries the bulletin's fixes. A branch a
 # bulletin no longer lists is past its support (branch_lifecycle says so).

@@ -23,5 +23,30 @@ def version_findings(loaded: str, pinned: str, branch: str, remedies: Remedies) 
     return []
 
 
+def kernels_without_module(listing: str | None, expected: str) -> list[dict[str, str]]:
+    """One finding per installed kernel whose NVIDIA module is missing or not `expected`, from lines of
+    `<kernel release><TAB><module version, empty when none>` (verify's `kernel_modules` read of /boot and modinfo).
+    Such a kernel is what a kernel update that DKMS could not build for leaves behind: the next reboot into it, as
+    the newest kernel the boot default, brings the node up without its GPUs."""
+    found = []
+    for line in (listing or "").splitlines():
+        release, _tab, version = line.partition("\t")
+        release, version = release.strip(), version.strip()
+        if not release or version == expected:
+            continue
+        found.append(
+            finding(
+                "driver",
+                "kernel " + release,
+                "installed kernel {0} has {1} NVIDIA module, the driver is {2}: a reboot into it leaves the GPUs without their driver".format(
+                    release, "no" if not version else "the " + version, expected
+                ),
+                "roll it with playbooks/kernel_roll.yml (which proves the module or removes the kernel), or remove it; "
+                "with its headers installed, the driver layer builds the module (--tags driver)",
+            )
+        )
+    return found
+
+
 def summary(loaded: str, gpu_count: object, flavour: str | None = None) -> str:
     return "driver {0} loaded{1}, {2} GPU(s)".format(loaded, " ({0} modules)".format(flavour) if flavour else "", gpu_count)

@@ -507,12 +507,15 @@ def test_a_pending_row_remap_warns_without_failing_the_host(host):
     assert {value for key, value in found.items() if key[1] != "2"} == {0}
 
 
-def test_a_fabric_still_registering_after_the_wait_fails_and_one_that_finishes_in_it_passes(host):
-    """GPU 3 stays in progress; Fabric Manager registers GPU 5 two seconds into the health read's wait."""
-    gpu = json.loads(host.check_output("nvml-simctl show"))["gpus"][3]
+def test_a_fabric_still_registering_after_the_wait_or_failed_fails_and_one_that_finishes_in_it_passes(host):
+    """GPU 3 stays in progress; GPU 4's registration completed with an error; Fabric Manager registers GPU 5 two
+    seconds into the health read's wait."""
+    gpus = json.loads(host.check_output("nvml-simctl show"))["gpus"]
+    gpu = gpus[3]
     # The simulator's state is put back whole: `inject clear` leaves fabric states alone.
     with set_aside(host, SIM_STATE), sick(host):
         host.check_output("nvml-simctl set --gpu 3 fabric_state=in_progress")
+        host.check_output("nvml-simctl set --gpu 4 fabric_state=completed fabric_status=NVML_ERROR_UNKNOWN")
         host.check_output("nvml-simctl set --gpu 5 fabric_state=not_started")
         host.check_output("(sleep 2; nvml-simctl set --gpu 5 fabric_state=completed fabric_status=0) >/dev/null 2>&1 &")
         run = site(host, "--tags", "verify", "-e", "verify_health_fabric_wait=6")
@@ -520,12 +523,14 @@ def test_a_fabric_still_registering_after_the_wait_fails_and_one_that_finishes_i
         found = gauges(host)
     assert run.returncode != 0, run.stdout
     fabric = [f for f in health["findings"] if f["message"].startswith("fabric:")]
-    assert len(fabric) == 1, health["findings"]
-    assert fabric[0]["severity"] == "error" and fabric[0]["fix"], fabric
+    assert len(fabric) == 2, health["findings"]
+    assert all(f["severity"] == "error" and f["fix"] and "nvidia-fabricmanager" in f["message"] for f in fabric), fabric
     waited = re.search(r"GPU fabric registration is still in_progress after (\d+) s on GPU 3 ", fabric[0]["message"])
     assert waited and int(waited.group(1)) >= 6, fabric[0]["message"]
     assert gpu["uuid"] in fabric[0]["message"] and "nvidia-fabricmanager" in fabric[0]["message"]
-    assert found[("fabric", "3")] == 2 and found[("fabric", "5")] == 0
+    assert "GPU fabric registration completed with status NVML_ERROR_UNKNOWN on GPU 4 " in fabric[1]["message"], fabric[1]
+    assert gpus[4]["uuid"] in fabric[1]["message"] and "reset the GPU" in fabric[1]["message"]
+    assert found[("fabric", "3")] == 2 and found[("fabric", "4")] == 2 and found[("fabric", "5")] == 0
 
 
 def test_mig_switched_on_by_hand_is_found(host):

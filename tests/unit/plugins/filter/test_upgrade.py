@@ -69,7 +69,7 @@ def test_max_fail_percentage_rejected(value):
 @pytest.mark.parametrize("layers", [[], ["cdi"], "driver", None])
 def test_layers_rejected(layers):
     errors = upgrade_roll_errors(settings(upgrade_layers=layers))
-    assert errors == ["upgrade_layers: {0!r} must be a non-empty list of driver, container_toolkit".format(layers)]
+    assert errors == ["upgrade_layers: {0!r} must be a non-empty list of kernel, driver, container_toolkit".format(layers)]
 
 
 def test_every_problem_is_reported_at_once():
@@ -143,8 +143,8 @@ def test_unmanaged_and_warning_only_layers_are_not_pending():
     [
         ("x", ["driver"], "expected a list of verify_check results"),
         ([{"status": "pass"}], ["driver"], "expected a list of verify_check results"),
-        ([], ["cdi"], "layers must be a list of driver, container_toolkit"),
-        ([], "driver", "layers must be a list of driver, container_toolkit"),
+        ([], ["cdi"], "layers must be a list of kernel, driver, container_toolkit"),
+        ([], "driver", "layers must be a list of kernel, driver, container_toolkit"),
     ],
 )
 def test_bad_input_is_an_error(checks, layers, message):

@@ -207,3 +207,25 @@ def test_units(node):
     )
     units = ds.DriverStateReader(commands, root=str(node)).units(["nvidia-persistenced", "nvidia-fabricmanager"])
     assert units == {"nvidia-persistenced": {"enabled": "enabled", "active": "inactive"}, "nvidia-fabricmanager": {"enabled": "not-found", "active": "unknown"}}
+
+
+def test_staged_kernels_report_their_module_and_key_beside_the_running_one(node):
+    """A kernel being rolled to: with headers and a module built but no image yet, then with the image."""
+    touch(node / "proc/sys/kernel/osrelease", b"6.1.0-56-amd64\n")
+    touch(node / "lib/modules/6.12.57+deb12-amd64/build/Makefile")
+    touch(node / "lib/modules/6.12.57+deb12-amd64/modules.dep")
+    state, commands = reader(node, {"6.1.0-56-amd64": "535.261.03", "6.12.57+deb12-amd64": "535.261.03"})
+    for kernel, key in (("6.1.0-56-amd64", "AA:BB"), ("6.12.57+deb12-amd64", "CC:DD")):
+        commands.answers[("modinfo", "-b", str(node), "-k", kernel, "-F", "sig_key", "nvidia-current")] = (0, key + "\n", "")
+    kernels = state.kernels(["nvidia", "nvidia-current"], staged=["6.12.57+deb12-amd64", "6.13.0-1-amd64"])
+    assert kernels["running_sig_key"] == "AA:BB"
+    assert kernels["staged"] == [
+        {"release": "6.12.57+deb12-amd64", "bootable": False, "headers": True, "module": "nvidia-current", "module_version": "535.261.03", "sig_key": "CC:DD"},
+        {"release": "6.13.0-1-amd64", "bootable": False, "headers": False, "module": None, "module_version": None, "sig_key": None},
+    ]
+    touch(node / "boot/vmlinuz-6.12.57+deb12-amd64")
+    assert state.kernels(["nvidia", "nvidia-current"], staged=["6.12.57+deb12-amd64"])["staged"][0]["bootable"] is True
+    # Without staged kernels nothing more is asked or reported.
+    calls = len(commands.calls)
+    assert "staged" not in state.kernels(["nvidia", "nvidia-current"])
+    assert not any("sig_key" in call for call in commands.calls[calls:])

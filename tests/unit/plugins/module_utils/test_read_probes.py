@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import drivers as _driver_facts
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import health as _health_facts
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import toolkit as _toolkit_facts
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._read_probes import probe_of
@@ -48,6 +49,7 @@ READS: list[tuple[str, list[t.Any]]] = (
         ),
         ("/dev/char listing", list(_toolkit_facts.DEV_CHAR_LISTING["value"])),
         ("DRA driver paths", _dra.paths_command()),
+        ("kernel module listing", list(_driver_facts.KERNEL_MODULE_LISTING["value"])),
     ]
     + [("engine", list(argv)) for argv in VERIFY_VARS["__verify_engine_commands"].values()]
     + [("version", list(argv)) for argv in VERIFY_VARS["__verify_engine_version_commands"].values()]
@@ -66,6 +68,7 @@ CHANGES = [
     ["ctr", "images", "rm", "x"],
     ["find", "/dev", "-delete"],
     ["sh", "-c", "rm -rf /etc/cdi"],
+    ["sh", "-c", _driver_facts.KERNEL_MODULE_LISTING["value"][2] + "; rm -rf /boot"],
     ["docker", "rm", "-f", "x"],
     ["crio", "wipe"],
     ["apt-get", "install", "x"],

@@ -79,6 +79,25 @@ def test_driver_differs_from_the_pin(mixed_nvml: dict[str, t.Any], values: dict[
     assert "550.127.05" in check["summary"]
 
 
+def test_an_installed_kernel_without_the_drivers_module_fails_the_driver_layer(mixed_nvml: dict[str, t.Any]):
+    """What a kernel update leaves when DKMS could not build for it (verify's kernel_modules read)."""
+    listing = "6.1.0-57-amd64\t550.127.05\n6.12.95+deb12-amd64\t\n6.12.90+deb12-amd64\t535.261.03\n"
+    check = _verify.check_driver(declared(), mixed_nvml, kernel_modules=listing)
+    assert check["status"] == "fail"
+    assert rules(check) == ["kernel 6.12.95+deb12-amd64", "kernel 6.12.90+deb12-amd64"]
+    missing = check["findings"][0]
+    assert missing["message"] == (
+        "installed kernel 6.12.95+deb12-amd64 has no NVIDIA module, the driver is 550.127.05: a reboot into it leaves the GPUs without their driver"
+    )
+    assert "playbooks/kernel_roll.yml" in missing["fix"]
+    assert "has the 535.261.03 NVIDIA module" in check["findings"][1]["message"]
+    # Against the pin when there is one (a driver upgrade that waits for its reboot: every kernel has the new module).
+    pinned = _verify.check_driver(declared(driver_version="535.261.03"), mixed_nvml, kernel_modules="6.12.90+deb12-amd64\t535.261.03\n")
+    assert rules(pinned) == ["driver_version"]
+    # Nothing read (a container, a bake): nothing judged.
+    assert _verify.check_driver(declared(), mixed_nvml, kernel_modules="")["status"] == "pass"
+
+
 @pytest.mark.parametrize(
     "status,words",
     [
