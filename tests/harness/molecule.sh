@@ -27,7 +27,8 @@ mirror_pins
 # did, 207 s of a 2194 s run). upgrade comes after workload and verify: it
 # needs the Kubernetes control plane (kube.sh), the last long Go build of
 # go-tools, which a cold machine finishes well after Molecule starts.
-LONGEST_FIRST=(driver workload verify upgrade slurm_gres mig container_runtime bake cdi bundle dcgm container_toolkit crictl)
+# kernel_roll (436 s alone, 118 CPU-s: most of it apt and Debian's archive) after workload.
+LONGEST_FIRST=(driver workload kernel_roll verify upgrade slurm_gres mig container_runtime bake cdi bundle dcgm container_toolkit crictl)
 
 base_config=()
 if [ "${MOLECULE_DRIVER:-podman}" = docker ]; then
