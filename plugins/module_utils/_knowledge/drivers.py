@@ -180,8 +180,9 @@ KERNEL_MODULE_LISTING = {
               'case "$release" in *rescue*) continue;; esac; '
               'version=$(modinfo -k "$release" -F version nvidia 2>/dev/null || modinfo -k "$release" -F version nvidia-current 2>/dev/null); '
               'printf "%s\\t%s\\n" "$release" "$(printf "%s" "$version" | head -n 1)"; done'],
-    "source": "Debian's nvidia-kernel-dkms 535.261.03-1 (bookworm non-free), /usr/src/nvidia-current-535.261.03/dkms.conf: "
-              "PACKAGE_NAME=nvidia-current, BUILT_MODULE_NAME[0]=nvidia, DEST_MODULE_NAME[0]=$PACKAGE_NAME; modinfo(8) (-k, -F)",
+    "source": "https://packages.debian.org/bookworm/nvidia-kernel-dkms (the 535.261.03-1 package, read from its .deb: "
+              "/usr/src/nvidia-current-535.261.03/dkms.conf has PACKAGE_NAME=nvidia-current, BUILT_MODULE_NAME[0]=nvidia, "
+              "DEST_MODULE_NAME[0]=$PACKAGE_NAME); https://man7.org/linux/man-pages/man8/modinfo.8.html (-k, -F)",
     "checked": "2026-12-01",
 }
 
