@@ -251,6 +251,10 @@ def _port(value: t.Any, variable: str, empty: bool = False) -> tuple[str, str | 
     return text, None
 
 
+def _port_or_none(value: t.Any, variable: str) -> tuple[str, str | None]:
+    return _port(value, variable, empty=True)
+
+
 def _ip(value: t.Any, variable: str) -> tuple[str, str | None]:
     text = str(value or "").strip()
     if text == "":
@@ -266,12 +270,12 @@ def _config(settings: Mapping[str, t.Any], nodes_file: str) -> tuple[dict[str, s
     """(config.cfg keys in the order set, TLS files, problem)."""
     values: dict[str, str] = {"IMEX_NODE_CONFIG_FILE": nodes_file}
     for key, variable, check in (
-        ("BIND_INTERFACE_IP", "imex_bind_interface_ip", lambda v, n: _ip(v, n)),
-        ("SERVER_PORT", "imex_server_port", lambda v, n: _port(v, n)),
-        ("IMEX_CMD_BIND_INTERFACE_IP", "imex_cmd_bind_interface_ip", lambda v, n: _ip(v, n)),
-        ("IMEX_CMD_PORT", "imex_cmd_port", lambda v, n: _port(v, n, empty=True)),
+        ("BIND_INTERFACE_IP", "imex_bind_interface_ip", _ip),
+        ("SERVER_PORT", "imex_server_port", _port),
+        ("IMEX_CMD_BIND_INTERFACE_IP", "imex_cmd_bind_interface_ip", _ip),
+        ("IMEX_CMD_PORT", "imex_cmd_port", _port_or_none),
     ):
-        value, problem = check(settings[variable[5:]], variable)
+        value, problem = check(settings[variable[len("imex_") :]], variable)
         if problem:
             return {}, [], problem
         values[key] = value

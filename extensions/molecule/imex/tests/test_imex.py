@@ -48,7 +48,7 @@ def active_keys(text: str) -> dict[str, str]:
 def domain_status(host, attempts: int = 20) -> dict:
     """`nvidia-imex-ctl -N -j` once the domain is UP (the peers find each other within a second or two)."""
     status = {}
-    for _ in range(attempts):
+    for _attempt in range(attempts):
         status = json.loads(node(host).check_output("nvidia-imex-ctl -N -j"))
         if status["status"] == "UP":
             break

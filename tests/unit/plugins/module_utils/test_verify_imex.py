@@ -180,7 +180,7 @@ def test_the_stand_ins_answers_are_what_the_check_reads(tmp_path: Path):
             return {"rc": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
 
         sock0 = str(tmp_path / "ctl0.sock")
-        for _ in range(40):
+        for _attempt in range(40):
             domain = ctl("-c", str(configs[0]), "-N", "-j")
             if domain["rc"] == 0 and json.loads(domain["stdout"])["status"] == "UP":
                 break
