@@ -10,7 +10,6 @@ the imex layer's next run repairs the node.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import time
@@ -110,15 +109,12 @@ def test_check_diff_shows_a_changed_port_and_changes_nothing(host):
     assert node(host).file(CONFIG).content_string == before
 
 
-def test_verify_passes_then_fails_naming_the_fix_for_the_control_socket_and_the_nodes_file(host):
-    """One node is broken twice; verify names each problem with its fix, and the layer's next run repairs it."""
+def test_verify_fails_naming_the_fix_for_the_control_socket_and_the_nodes_file_until_the_layer_repairs(host):
+    """One node is broken twice; verify names each problem with its fix, and the layer's next run repairs it
+    (the daemon READY and the domain UP on the converged node are the test before)."""
     if name(host) != "imex-debian13":
         return
     verify = SCENARIO / "verify-imex.yml"
-    run = scenario_playbook(verify, "--limit", name(host))
-    assert run.returncode == 0, run.stdout
-    assert "imex pass: nvidia-imex READY, domain UP with 2 node(s)" in run.stdout, run.stdout
-
     node(host).check_output("sed -i 's/^IMEX_CMD_ENABLED=1$/IMEX_CMD_ENABLED=0/' {0} && systemctl restart nvidia-imex".format(CONFIG))
     run = scenario_playbook(verify, "--limit", name(host))
     assert run.returncode != 0, run.stdout
@@ -138,4 +134,4 @@ def test_verify_passes_then_fails_naming_the_fix_for_the_control_socket_and_the_
     assert domain_status(host)["status"] == "UP"
     run = scenario_playbook(verify, "--limit", name(host))
     assert run.returncode == 0, run.stdout
-    assert os.path.basename(NODES) in node(host).check_output("ls /etc/nvidia-imex")
+    assert "imex pass: nvidia-imex READY, domain UP with 2 node(s)" in run.stdout, run.stdout
