@@ -28,6 +28,7 @@ DOMAIN = ["127.0.0.2", "127.0.0.3"]
 CONFIG = "/etc/nvidia-imex/config.cfg"
 NODES = "/etc/nvidia-imex/nodes_config.cfg"
 SOCKET = "/etc/nvidia-imex/imex_ctrl.sock"
+TLS = "/etc/nvidia-imex/tls"
 PACKAGED_CONFIG = ROOT / "tests" / "harness" / "stand-in-imex" / "config.cfg"
 
 
@@ -85,6 +86,22 @@ def test_config_keys_are_set_in_place_and_the_packaged_comments_stay(host):
     assert lines[at - 1] == "# IMEX_CMD_UNIX_DOMAIN_PATH=/etc/nvidia-imex/imex_ctrl.sock"
 
 
+def test_tls_files_and_keys_where_asked_for(host):
+    keys = active_keys(node(host).file(CONFIG).content_string)
+    if name(host) != "imex-debian13":
+        assert keys["IMEX_ENABLE_AUTH_ENCRYPTION"] == "0"
+        assert not node(host).file(TLS).exists
+        return
+    assert node(host).file(TLS).mode == 0o700
+    key = node(host).file(TLS + "/imex.key")
+    assert (key.mode, key.user, key.content_string) == (0o600, "root", host_vars(host)["imex_tls_key"])
+    assert node(host).file(TLS + "/imex.crt").mode == 0o644
+    assert (keys["IMEX_ENABLE_AUTH_ENCRYPTION"], keys["IMEX_AUTH_ENCRYPTION_MODE"], keys["IMEX_AUTH_SOURCE"]) == ("1", "SSL_TLS", "FILE")
+    assert keys["IMEX_SERVER_KEY"] == keys["IMEX_CLIENT_KEY"] == TLS + "/imex.key"
+    assert keys["IMEX_SERVER_CERT_AUTH"] == keys["IMEX_CLIENT_CERT_AUTH"] == TLS + "/ca.crt"
+    assert keys["IMEX_SECURITY_TARGET_OVERRIDE"] == "imex.test-ground.invalid"
+
+
 def test_the_daemon_answers_ready_on_its_socket_and_the_domain_is_up(host):
     assert node(host).service("nvidia-imex").is_running
     assert node(host).service("nvidia-imex").is_enabled
@@ -96,17 +113,21 @@ def test_the_daemon_answers_ready_on_its_socket_and_the_domain_is_up(host):
     assert {peer["version"] for peer in status["nodes"].values()} == {"570.133.20", "580.159.04"}
 
 
-def test_check_diff_shows_a_changed_port_and_changes_nothing(host):
+def test_check_diff_shows_a_changed_port_and_changes_nothing_nor_shows_a_new_key(host):
     if name(host) != "imex-debian13":
         return
     before = node(host).file(CONFIG).content_string
-    run = scenario_playbook(SCENARIO / "converge.yml", "--limit", name(host), "--check", "--diff", "-e", "imex_server_port=1951")
+    rotated = {"imex_server_port": 1951, "imex_tls_key": "rotated imex stand-in key material\n"}
+    run = scenario_playbook(SCENARIO / "converge.yml", "--limit", name(host), "--check", "--diff", "-e", json.dumps(rotated))
     assert run.returncode == 0, run.stdout
     # The diff lines arrive coloured (ANSI codes), ANSIBLE_NOCOLOR or not.
     diff = [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in run.stdout.splitlines()]
     assert "-SERVER_PORT=1950" in diff and "+SERVER_PORT=1951" in diff, run.stdout
     assert "changed=0" not in run.stdout.split("PLAY RECAP")[-1], run.stdout
     assert node(host).file(CONFIG).content_string == before
+    # The key would change, and the run says so without showing either key.
+    assert "rotated imex stand-in key material" not in run.stdout and host_vars(host)["imex_tls_key"].strip() not in run.stdout
+    assert "(item=(censored due to no_log))" in run.stdout, run.stdout
 
 
 def test_verify_fails_naming_the_fix_for_the_control_socket_and_the_nodes_file_until_the_layer_repairs(host):
