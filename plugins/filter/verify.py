@@ -15,6 +15,7 @@ import typing as t
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._verify import health as gpu_health
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._verify import imex as imex_check
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._verify.remedies import RUN
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _dra, _verify
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._filters import FilterTable
@@ -51,6 +52,11 @@ def verify_check(observed: t.Any, layer: str, declaration: t.Any = None) -> dict
             return _verify.check_mig(
                 declaration, bool(observed.get("available")), observed.get("result"), configured=observed.get("configured", True) is not False
             )
+        if layer == "imex":
+            declared_nodes = observed.get("declared_nodes")
+            if declaration.get("managed") and not isinstance(declared_nodes, list):
+                raise _verify.VerifyError("the observations lack declared_nodes, the addresses imex_domain_nodes gives")
+            return imex_check.check_layer(declaration, declared_nodes or [], observed)
         if layer == "matrix":
             return _verify.check_matrix(observed)
         if layer == "health":
@@ -99,6 +105,14 @@ def verify_dra_reads(settings: t.Any) -> dict[str, t.Any]:
         return {"files": {}, "commands": {}}
     files = {"dra_imex_nodes": _dra.IMEX["config"]} if settings.get("imex") == "host" else {}
     return {"files": files, "commands": {"dra_paths": _dra.paths_command(), "dra_imex": list(_dra.IMEX_COMMAND)}}
+
+
+def verify_imex_reads(socket: t.Any) -> dict[str, t.Any]:
+    """What the imex check reads on the node (node_reads_info's files and commands), for the declared
+    imex_cmd_socket ("" : the command service through config.cfg)."""
+    if not isinstance(socket, str):
+        raise AnsibleFilterError("verify_imex_reads: expected imex_cmd_socket as a string, got {0}".format(type(socket).__name__))
+    return imex_check.reads(socket)
 
 
 def verify_report(
@@ -156,6 +170,7 @@ class FilterModule(FilterTable):
         verify_dev_char_missing,
         verify_dra_reads,
         verify_engine_version,
+        verify_imex_reads,
         verify_report,
         verify_stats,
         workload_plan,

@@ -75,6 +75,27 @@ def _nvidia_ctk_config(args: Args) -> bool:
     return not writes and _verb(("config",), with_values=("--config-file", "--set"))(args)
 
 
+def _imex_ctl_query(args: Args) -> bool:
+    # nvidia-imex-ctl -q asks the daemon once for its state and -N once for the domain's (-j: as JSON, -H: with
+    # host names); -c, -u and -i only say where the command service is. Every other form is refused: -n
+    # monitors without end, and the forms the guide's usage adds (-s, -d, -m) are not needed here.
+    index, asks = 0, []
+    while index < len(args):
+        arg = args[index]
+        if arg in ("-c", "-u"):
+            index += 2
+        elif arg == "-i":
+            index += 3
+        elif arg in ("-q", "-N"):
+            asks.append(arg)
+            index += 1
+        elif arg in ("-j", "-H"):
+            index += 1
+        else:
+            return False
+    return index == len(args) and len(asks) == 1
+
+
 # (name, programs by base name, the arguments after the program that are this read)
 PROBES: tuple[tuple[str, tuple[str, ...], t.Callable[[Args], bool]], ...] = (
     # An engine or tool saying its version.
@@ -101,6 +122,8 @@ PROBES: tuple[tuple[str, tuple[str, ...], t.Callable[[Args], bool]], ...] = (
     # Each bootable kernel's NVIDIA module version from the knowledge base, whole: a loop of modinfo -k (reads a
     # kernel's module index, loads nothing) and printf.
     ("kernel module listing", ("sh",), lambda args: tuple(args) == KERNEL_MODULE_LISTING[1:]),
+    # The IMEX daemon's state and its domain's, each asked once (verify's imex check).
+    ("IMEX status", ("nvidia-imex-ctl",), _imex_ctl_query),
     # The DRA check's path read, whole, with its candidate paths.
     ("DRA driver paths", ("sh",), lambda args: list(args[:3]) == ["-c", DRA_PATHS_SCRIPT, "sh"]),
 )

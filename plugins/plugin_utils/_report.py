@@ -34,6 +34,9 @@ LAYER_COLUMNS = (
     ("workload", "workload"),
     ("matrix", "matrix"),
 )
+# Layers a fleet turns on where it needs them: a column only where a host's report has the check, so that a
+# fleet without host-managed IMEX gets no column of dashes.
+OPTIONAL_LAYER_COLUMNS = (("imex", "IMEX"),)
 VERSION_COLUMNS = (
     ("driver", "Driver"),
     ("cuda", "CUDA"),
@@ -179,6 +182,12 @@ def _checks(report: dict[str, t.Any]) -> dict[str, dict[str, t.Any]]:
 # Layers whose cell also says why it is not a pass: the health column names
 # the sick GPU and what to do, where the others point at the findings.
 REASON_COLUMNS = frozenset({"health"})
+
+
+def layer_columns(reports: list[dict[str, t.Any]]) -> tuple[tuple[str, str], ...]:
+    """The fleet's layer columns: every always-on layer, and an optional one where a report has its check."""
+    present = {item.get("layer") for report in reports for item in report.get("checks") or []}
+    return LAYER_COLUMNS + tuple(column for column in OPTIONAL_LAYER_COLUMNS if column[0] in present)
 
 
 def layer_cell(layer: str, item: dict[str, t.Any]) -> str:
@@ -499,7 +508,8 @@ def render_html(reports: list[dict[str, t.Any]], title: str = "gpufleet fleet re
     out.append("<h2>Hosts and versions</h2><table><thead><tr><th>Host</th><th>Status</th>")
     out.extend("<th>{0}</th>".format(_e(label)) for _key, label in VERSION_COLUMNS)
     out.append("<th>GPUs</th>")
-    out.extend("<th>{0}</th>".format(_e(label)) for _key, label in LAYER_COLUMNS)
+    columns = layer_columns(reports)
+    out.extend("<th>{0}</th>".format(_e(label)) for _key, label in columns)
     out.append("</tr></thead><tbody>")
     for report in reports:
         status = report.get("status", "missing")
@@ -512,7 +522,7 @@ def render_html(reports: list[dict[str, t.Any]], title: str = "gpufleet fleet re
             out.append('<td class="nc">{0}<span class="why">{1}</span></td>'.format(NOT_CHECKED, _e(unread(report, "gpus"))))
         else:
             out.append('<td class="models">{0}</td>'.format(_e(gpus_cell(report))))
-        for layer, _label in LAYER_COLUMNS:
+        for layer, _label in columns:
             item = checks.get(layer)
             if item is None:
                 out.append("<td>&ndash;</td>")
@@ -631,7 +641,8 @@ def render_markdown(reports: list[dict[str, t.Any]], title: str = "gpufleet flee
         ),
         "",
     ]
-    header = ["Host", "Status"] + [label for _key, label in VERSION_COLUMNS] + ["GPUs"] + [label for _key, label in LAYER_COLUMNS]
+    columns = layer_columns(reports)
+    header = ["Host", "Status"] + [label for _key, label in VERSION_COLUMNS] + ["GPUs"] + [label for _key, label in columns]
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "---|" * len(header))
     for report in reports:
@@ -640,7 +651,7 @@ def render_markdown(reports: list[dict[str, t.Any]], title: str = "gpufleet flee
         cells = [_md(report.get("host")), "**{0}**".format(STATUS_TEXT.get(status, status))]
         cells += [_md(_version_text(report, key)) for key, _label in VERSION_COLUMNS]
         cells.append(_md(_version_text(report, "gpus") if unread(report, "gpus") and not report.get("gpus") else gpus_cell(report)))
-        cells += [_md(layer_cell(layer, checks[layer])) if layer in checks else "-" for layer, _label in LAYER_COLUMNS]
+        cells += [_md(layer_cell(layer, checks[layer])) if layer in checks else "-" for layer, _label in columns]
         lines.append("| " + " | ".join(cells) + " |")
     lines += _schedulers_markdown(scheduler_rows(reports))
     lines += _cuda_markdown(reports)

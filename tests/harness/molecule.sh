@@ -21,14 +21,15 @@ mirror_pins
 # Measured alone on a 2-core machine with two lanes (tests/output/phases.tsv):
 # driver 565 s (the one real NVIDIA build), upgrade 361, workload 336, verify
 # 328, slurm_gres 189, mig 142, container_runtime 129, bake 116, cdi 107,
-# bundle 104, the rest 34-73. The lanes are CPU-bound, so a third lane gains
-# little; the order decides how evenly they end. Scenarios not listed run
+# bundle 104, imex 85-116 (measured beside another lane), the rest 34-73.
+# The lanes are CPU-bound, so a third lane gains little; the order decides
+# how evenly they end. Scenarios not listed run
 # last: a long one there leaves one lane working alone at the end (slurm_gres
 # did, 207 s of a 2194 s run). upgrade comes after workload and verify: it
 # needs the Kubernetes control plane (kube.sh), the last long Go build of
 # go-tools, which a cold machine finishes well after Molecule starts.
 # kernel_roll (436 s alone, 118 CPU-s: most of it apt and Debian's archive) after workload.
-LONGEST_FIRST=(driver workload kernel_roll verify upgrade slurm_gres mig container_runtime bake cdi bundle dcgm container_toolkit crictl)
+LONGEST_FIRST=(driver workload kernel_roll verify upgrade slurm_gres mig container_runtime bake cdi bundle imex dcgm container_toolkit crictl)
 
 base_config=()
 if [ "${MOLECULE_DRIVER:-podman}" = docker ]; then

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[3]
 FAULTS = ROOT / "tests" / "faults"
 POINTS = yaml.safe_load((FAULTS / "points.yml").read_text())["points"]
 # Layers the simulated stack (benchmarks/_sim_stack.sh) does not declare: their roles change nothing there.
-NOT_DECLARED = {"slurm_gres", "dcgm"}
+NOT_DECLARED = {"slurm_gres", "dcgm", "imex"}
 
 
 def site_layers() -> set[str]:

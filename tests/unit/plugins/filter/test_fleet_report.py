@@ -442,3 +442,26 @@ def test_the_gpus_column_says_how_far_the_nvlink_fabric_registered(sim_node: t.C
         plain = _verify.build_report("other", [], nvml)
         assert {gpu["fabric"] for gpu in plain["gpus"]} == {None} and _report.fabric_summary(plain) == ""
         assert _report.gpus_cell(plain) == _report.gpu_models(plain)
+
+
+def test_the_imex_column_appears_only_where_a_host_runs_the_layer(reports: list[dict[str, t.Any]]):
+    plain = next(line for line in fleet_report(reports, "markdown").splitlines() if line.startswith("| Host |"))
+    assert plain.endswith("| matrix |"), plain
+    imex = verify_check(
+        {
+            "unit": "LoadState=loaded\nActiveState=inactive\nSubState=dead\nUnitFileState=enabled\n",
+            "config": None,
+            "nodes": None,
+            "declared_nodes": ["10.0.0.1"],
+        },
+        "imex",
+        {"managed": True, "reason": "imex_enabled is on", "vars": {"imex_cmd_socket": "/etc/nvidia-imex/imex_ctrl.sock"}},
+    )
+    with_imex = [dict(reports[1], checks=reports[1]["checks"] + [imex])] + reports[:1]
+    text = fleet_report(with_imex, "markdown")
+    header = next(line for line in text.splitlines() if line.startswith("| Host |"))
+    assert header.endswith("| matrix | IMEX |")
+    row = next(line for line in text.splitlines() if line.startswith("| hgx-h100-07 |"))
+    assert row.endswith("| FAIL |"), row
+    assert "nvidia-imex.service is inactive (dead)" in text
+    assert "<th>IMEX</th>" in fleet_report(with_imex, "html")

@@ -105,7 +105,7 @@ def test_role_defaults_are_parsed_once_per_file_version(tmp_path: Path, monkeypa
 
 
 def test_layers_are_in_site_order():
-    assert LAYERS == ("driver", "container_toolkit", "container_runtime", "cdi", "crictl", "mig", "device_plugin", "dcgm")
+    assert LAYERS == ("driver", "container_toolkit", "container_runtime", "cdi", "crictl", "mig", "device_plugin", "dcgm", "imex")
     assert all(name.startswith(layer + "_") for layer, names in LAYER_VARIABLES.items() for name in names)
 
 

@@ -17,6 +17,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import health as _health_facts
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import toolkit as _toolkit_facts
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._read_probes import probe_of
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._verify import imex as _imex_check
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import _dra, _pinned
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -50,6 +51,11 @@ READS: list[tuple[str, list[t.Any]]] = (
         ("/dev/char listing", list(_toolkit_facts.DEV_CHAR_LISTING["value"])),
         ("DRA driver paths", _dra.paths_command()),
         ("kernel module listing", list(_driver_facts.KERNEL_MODULE_LISTING["value"])),
+        ("unit properties", _imex_check.reads("")["commands"]["imex_unit"]),
+        ("IMEX status", _imex_check.reads("/etc/nvidia-imex/imex_ctrl.sock")["commands"]["imex_query"]),
+        ("IMEX status", _imex_check.reads("")["commands"]["imex_query"]),
+        ("IMEX status", _imex_check.reads("")["commands"]["imex_domain"]),
+        ("IMEX status", ["nvidia-imex-ctl", "-i", "10.0.0.1", "50005", "-N", "-H"]),
     ]
     + [("engine", list(argv)) for argv in VERIFY_VARS["__verify_engine_commands"].values()]
     + [("version", list(argv)) for argv in VERIFY_VARS["__verify_engine_version_commands"].values()]
@@ -76,6 +82,12 @@ CHANGES = [
     ["dnf", "-q", "versionlock", "delete", "x"],
     ["dnf", "install", "versionlock"],
     ["containerd"],
+    # nvidia-imex-ctl: -n monitors without end; two asks at once, or an unknown option, are no probe.
+    ["nvidia-imex-ctl", "-n"],
+    ["nvidia-imex-ctl", "-q", "-N"],
+    ["nvidia-imex-ctl", "-c", "/etc/nvidia-imex/config.cfg"],
+    ["nvidia-imex-ctl", "-s", "-t", "100"],
+    ["nvidia-imex-ctl", "-u"],
     [],
 ]
 
