@@ -35,7 +35,8 @@ EXEMPT = {
     "/usr/sbin/slurmd": "Slurm's own program, run (not written) by the Slurm health guard to learn slurmd's GPU order",
     "/usr/lib/systemd/system/nvidia-cdi-refresh.service": "package file; the roles' drop-in is under /etc/systemd/system",
     "/lib/systemd/system/nvidia-cdi-refresh.service": "the same package file, by its other path",
-    "/lib/modules": "read, not written: the CDI refresh unit watches it for new kernel modules",
+    "/lib/modules": "read by the CDI refresh unit (new kernel modules); only the kernel roll, not a layer of site.yml, removes "
+    "what DKMS left of a kernel it removed",
     "/usr/share/keyrings": "distribution keyrings, package files (debian-archive-keyring, ubuntu-keyring)",
     # Sockets the runtimes serve; the units' states are in the fingerprint.
     "/run/containerd/containerd.sock": "socket",
@@ -48,6 +49,8 @@ EXEMPT = {
     # Secure Boot signing keys: made once, and the module they sign is in the fingerprint (loaded version).
     "/var/lib/dkms": "DKMS signing key, made once",
     "/var/lib/shim-signed/mok": "MOK signing key, made once",
+    # Named to a person, never written: the kernel roll's message when a node boots another kernel than it staged.
+    "/etc/default/grub": "named in the kernel roll's message (a boot loader pinned to another kernel), not written",
     # A directory whose one managed file is watched by its own path.
     "/usr/local/bin": "crictl's directory; /usr/local/bin/crictl is watched",
 }
