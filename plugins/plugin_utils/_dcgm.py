@@ -67,11 +67,12 @@ SETTINGS = (
 
 def url_problem(url: str, variable: str) -> str | None:
     """A URL with credentials in it (user:password@), named by its variable: results, logs and the 0644 apt
-    sources file would show them."""
+    sources file would show them. The login's variables share the URL variable's role prefix (dcgm_, imex_)."""
     if "@" in urlsplit(url).netloc:
+        prefix = variable.split("_", maxsplit=1)[0]
         return (
             "{0} carries credentials (user:password@), which results, logs and apt's sources file would show; "
-            "remove them from the URL (apt reads a login from dcgm_apt_auth_login and dcgm_apt_auth_password)".format(variable)
+            "remove them from the URL (apt reads a login from {1}_apt_auth_login and {1}_apt_auth_password)".format(variable, prefix)
         )
     return None
 
@@ -116,12 +117,15 @@ def _cuda_major(settings: Mapping) -> tuple[int | None, str, str | None]:
     )
 
 
-def _repo(settings: Mapping) -> tuple[dict[str, str], str | None]:
+def cuda_repository(settings: Mapping, prefix: str, no_distro: str, no_arch: str) -> tuple[dict[str, str], str | None]:
+    """The directory of NVIDIA's CUDA repository (DCGM's and IMEX's packages come from it) for the node, from
+    <prefix>_repo_url and <prefix>_repo_distro, or the problem: `no_distro` ({0} distribution, {1} major, {2} the
+    known ones) and `no_arch` ({0} architecture) say it in the calling role's words."""
     for variable in ("repo_url", "gpg_key_url"):
-        problem = url_problem(str(settings[variable] or ""), "dcgm_" + variable)
+        problem = url_problem(str(settings[variable] or ""), prefix + "_" + variable)
         if problem:
             return {}, problem
-    # dcgm_repo_distro: a mirror's own directory for a distribution NVIDIA's table does not list.
+    # <prefix>_repo_distro: a mirror's own directory for a distribution NVIDIA's table does not list.
     distro = str(settings["repo_distro"] or "") or next(
         (
             row["repo"]
@@ -133,13 +137,15 @@ def _repo(settings: Mapping) -> tuple[dict[str, str], str | None]:
     arch = knowledge.DCGM_REPO_ARCHES["value"].get(settings["architecture"])
     if distro is None:
         supported = sorted({"{0} {1}".format(row["distribution"], row["major"]) for row in knowledge.DCGM_REPO_DISTROS})
-        return {}, "DCGM 4 has no repository for {0} {1} (supported: {2})".format(
-            settings["distribution"], settings["distribution_major_version"], ", ".join(supported)
-        )
+        return {}, no_distro.format(settings["distribution"], settings["distribution_major_version"], ", ".join(supported))
     if arch is None:
-        return {}, "DCGM 4 has no packages for the architecture {0}".format(settings["architecture"])
+        return {}, no_arch.format(settings["architecture"])
     url = str(settings["repo_url"]).rstrip("/")
     return {"distro": distro, "arch": arch, "url": "{0}/{1}/{2}".format(url, distro, arch)}, None
+
+
+def _repo(settings: Mapping) -> tuple[dict[str, str], str | None]:
+    return cuda_repository(settings, "dcgm", "DCGM 4 has no repository for {0} {1} (supported: {2})", "DCGM 4 has no packages for the architecture {0}")
 
 
 def _manager(settings: Mapping) -> str:

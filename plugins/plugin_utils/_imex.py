@@ -24,12 +24,11 @@ import os
 import re
 import typing as t
 from collections.abc import Mapping
-from urllib.parse import urlsplit
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import dcgm as _cuda_repo
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge import imex as knowledge
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._knowledge.packages import IMEX_PACKAGES, imex_package
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._verify.imex import NODES_FILE, SERVICE, query_argv
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._dcgm import cuda_repository
 
 _DRIVER_VERSION = re.compile(r"^[0-9]{3}\.[0-9]+(\.[0-9]+)?$")
 _CONFIG_KEY = re.compile(r"^[A-Z][A-Z0-9_]*$")
@@ -131,38 +130,14 @@ def merge_config(text: str, settings: Mapping[str, t.Any]) -> dict[str, t.Any]:
 # --- the plan ---------------------------------------------------------------------
 
 
-def _url_problem(url: str, variable: str) -> str | None:
-    if "@" in urlsplit(url).netloc:
-        return (
-            "{0} carries credentials (user:password@), which results, logs and apt's sources file would show; "
-            "remove them from the URL (apt reads a login from imex_apt_auth_login and imex_apt_auth_password)".format(variable)
-        )
-    return None
-
-
 def _repo(settings: Mapping[str, t.Any]) -> tuple[dict[str, str], str | None]:
-    for variable in ("repo_url", "gpg_key_url"):
-        problem = _url_problem(str(settings[variable] or ""), "imex_" + variable)
-        if problem:
-            return {}, problem
-    # NVIDIA's CUDA repository directories (the table DCGM's packages come from: the same repository).
-    distro = str(settings["repo_distro"] or "") or next(
-        (
-            row["repo"]
-            for row in _cuda_repo.DCGM_REPO_DISTROS
-            if row["distribution"] == settings["distribution"] and row["major"] == str(settings["distribution_major_version"])
-        ),
-        None,
+    # NVIDIA's CUDA repository, whose directories DCGM's packages come from too: the dcgm plan's resolver.
+    return cuda_repository(
+        settings,
+        "imex",
+        "NVIDIA's CUDA repository has no directory for {0} {1} (known: {2}); set imex_repo_distro to your mirror's",
+        "NVIDIA's CUDA repository has no packages for the architecture {0}",
     )
-    if distro is None:
-        supported = sorted({"{0} {1}".format(row["distribution"], row["major"]) for row in _cuda_repo.DCGM_REPO_DISTROS})
-        return {}, "NVIDIA's CUDA repository has no directory for {0} {1} (known: {2}); set imex_repo_distro to your mirror's".format(
-            settings["distribution"], settings["distribution_major_version"], ", ".join(supported)
-        )
-    arch = _cuda_repo.DCGM_REPO_ARCHES["value"].get(settings["architecture"])
-    if arch is None:
-        return {}, "NVIDIA's CUDA repository has no packages for the architecture {0}".format(settings["architecture"])
-    return {"distro": distro, "arch": arch, "url": "{0}/{1}/{2}".format(str(settings["repo_url"]).rstrip("/"), distro, arch)}, None
 
 
 def _driver(settings: Mapping[str, t.Any]) -> tuple[str, str, str | None]:
