@@ -47,7 +47,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._matrix.versions i
 _UPSTREAM = re.compile(r"^(?:\d+:)?(?P<upstream>[0-9][0-9.]*[0-9])")
 
 # `apt-cache policy` output: a package with a candidate version.
-_APT_POLICY = re.compile(r"(?m)^(\S+):\n +Installed: .*\n +Candidate: (\S+)")
+APT_POLICY = re.compile(r"(?m)^(\S+):\n +Installed: .*\n +Candidate: (\S+)")
 
 SUPPORTED = "the role installs the driver on Debian 12/13, Ubuntu 22.04/24.04 and RHEL, Rocky, AlmaLinux 8/9/10."
 
@@ -549,7 +549,7 @@ def kernels_missing(planned: dict, query_output: str) -> list[str]:
     """The kernel packages the node's repositories cannot install, from the output of the plan's kernel_query
     (apt-cache policy: a package with a candidate; dnf repoquery: one offered package a line)."""
     if planned["backend"] == "apt":
-        offered = [name for name, candidate in _APT_POLICY.findall(query_output) if candidate != "(none)"]
+        offered = [name for name, candidate in APT_POLICY.findall(query_output) if candidate != "(none)"]
     else:
         offered = query_output.splitlines()
     return [name for name in planned["kernel_packages"] if name not in offered]

@@ -35,8 +35,9 @@ from __future__ import annotations
 import re
 import typing as t
 
-# `apt-cache policy` output: a package and its candidate version.
-_APT_POLICY = re.compile(r"(?m)^(\S+):\n +Installed: .*\n +Candidate: (\S+)")
+# `apt-cache policy` output read as the driver's plan reads it: a package and its candidate version.
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils._driver_plan import APT_POLICY
+
 # A Debian/Ubuntu kernel release as uname -r prints it: 6.1.0-41-amd64, 6.12.57+deb12-amd64, 6.8.0-88-generic.
 RELEASE = re.compile(r"^(?P<version>\d+\.\d+(?:\.\d+)?)[-+][0-9A-Za-z.+~-]+$")
 # The kernel's own version inside a release: 6.12.57 of 6.12.57+deb12-amd64.
@@ -101,7 +102,7 @@ def offered_release(show_output: str, image_prefix: str) -> str | None:
 
 
 def _offered(policy_output: str) -> set[str]:
-    return {name for name, candidate in _APT_POLICY.findall(policy_output or "") if candidate != "(none)"}
+    return {name for name, candidate in APT_POLICY.findall(policy_output or "") if candidate != "(none)"}
 
 
 def _driver_module(kernels: dict, release: str) -> tuple[str | None, str]:
